@@ -1,0 +1,84 @@
+//! The one code set all Shale errors map to, and its transport mapping. Handlers never
+//! pick status codes themselves: they ask the error for its [`ErrorCode`].
+
+/// What went wrong, as a client should act on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The request is malformed or breaks a limit.
+    InvalidArgument,
+    /// The basin or stream does not exist.
+    NotFound,
+    /// The basin or stream already exists.
+    AlreadyExists,
+    /// The basin or stream is being deleted.
+    Deleting,
+    /// `match_seq_num` did not equal the stream's tail.
+    SeqNumMismatch,
+    /// `fencing_token` did not equal the stream's token.
+    FencingTokenMismatch,
+    /// A read started past the tail and was not clamped.
+    RangeNotSatisfiable,
+    /// Too much in flight; retry later.
+    Overloaded,
+    /// Storage failed; the operation did not happen.
+    Unavailable,
+    /// The outcome is unknown: the write may or may not have happened.
+    Indefinite,
+    /// This metadata instance was fenced by a newer one.
+    Fenced,
+    /// The server is shutting down.
+    ShuttingDown,
+    /// A bug or corrupted data.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The stable string clients see in `{"code": ...}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidArgument => "invalid",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::Deleting => "deletion_pending",
+            ErrorCode::SeqNumMismatch => "seq_num_mismatch",
+            ErrorCode::FencingTokenMismatch => "fencing_token_mismatch",
+            ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Indefinite => "indefinite",
+            ErrorCode::Fenced => "fenced",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidArgument => 422,
+            ErrorCode::NotFound => 404,
+            ErrorCode::AlreadyExists | ErrorCode::Deleting => 409,
+            ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch => 412,
+            ErrorCode::RangeNotSatisfiable => 416,
+            ErrorCode::Overloaded => 429,
+            ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 503,
+            ErrorCode::Indefinite => 504,
+            ErrorCode::Internal => 500,
+        }
+    }
+
+    /// The gRPC status code number (`tonic::Code as i32`).
+    pub fn grpc_code(self) -> i32 {
+        match self {
+            ErrorCode::InvalidArgument => 3,
+            ErrorCode::NotFound => 5,
+            ErrorCode::AlreadyExists => 6,
+            ErrorCode::Deleting => 9,
+            ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch => 9,
+            ErrorCode::RangeNotSatisfiable => 11,
+            ErrorCode::Overloaded => 8,
+            ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 14,
+            ErrorCode::Indefinite => 4,
+            ErrorCode::Internal => 13,
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Shale's wire and storage formats, shared by every role.
+//!
+//! - [`record`]: records as clients send them and as readers return them, metered
+//!   sizes and S2 command records (`fence`, `trim`).
+//! - [`segment`]: the segment object format (header, blocks, footer, trailer), specified
+//!   byte by byte in `docs/segment-format.md`.
+//! - [`timestamp`]: how a record's final timestamp is derived from the client's, the
+//!   arrival time and the stream's timestamping mode; used by the sequencer at commit and
+//!   by readers at decode, so both always agree.
+//! - [`names`]: basin and stream name rules.
+//! - [`error_code`]: the one code set every crate's errors map to, and its HTTP status
+//!   and gRPC code.
+//! - [`varint`]: LEB128 helpers for the formats above.
+
+pub mod error_code;
+pub mod names;
+pub mod record;
+pub mod segment;
+pub mod timestamp;
+pub mod varint;
+
+pub use error_code::ErrorCode;
+pub use record::{Command, Header, Record, SequencedRecord};
+pub use segment::{BlockInfo, SegmentBuilder, SegmentError, SegmentFooter};
+pub use timestamp::{TimestampPolicy, TimestampingMode};

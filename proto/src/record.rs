@@ -1,0 +1,134 @@
+//! Records, their metered size, and S2 command records.
+
+use bytes::Bytes;
+
+/// Most records one append batch may carry (S2's limit).
+pub const MAX_BATCH_RECORDS: usize = 1000;
+/// Most metered bytes one append batch may carry (S2's limit, 1 MiB).
+pub const MAX_BATCH_METERED_BYTES: u64 = 1024 * 1024;
+/// Longest fencing token, in bytes (S2's limit).
+pub const MAX_FENCING_TOKEN_BYTES: usize = 36;
+
+/// One header: a name/value pair of bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub name: Bytes,
+    pub value: Bytes,
+}
+
+/// A record as a client appends it. `timestamp` is the client's, in milliseconds since
+/// the Unix epoch, if it gave one.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Record {
+    pub timestamp: Option<u64>,
+    pub headers: Vec<Header>,
+    pub body: Bytes,
+}
+
+/// A record as a reader returns it: numbered and with its final timestamp.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SequencedRecord {
+    pub seq_num: u64,
+    pub timestamp: u64,
+    pub headers: Vec<Header>,
+    pub body: Bytes,
+}
+
+/// Metered size as S2 defines it: 8 bytes of overhead, 2 per header, plus every header
+/// name, header value and body byte.
+pub fn metered_bytes(headers: &[Header], body: &[u8]) -> u64 {
+    let header_bytes: usize = headers.iter().map(|h| h.name.len() + h.value.len()).sum();
+    (8 + 2 * headers.len() + header_bytes + body.len()) as u64
+}
+
+impl Record {
+    pub fn metered_bytes(&self) -> u64 {
+        metered_bytes(&self.headers, &self.body)
+    }
+
+    /// The command this record carries, if it is a command record (exactly one header,
+    /// with an empty name). `Err` describes a malformed command.
+    pub fn command(&self) -> Result<Option<Command>, String> {
+        Command::parse(&self.headers, &self.body)
+    }
+}
+
+impl SequencedRecord {
+    pub fn metered_bytes(&self) -> u64 {
+        metered_bytes(&self.headers, &self.body)
+    }
+}
+
+/// An S2 command record: a record with one header whose name is empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Sets the stream's fencing token to the body (at most 36 bytes of UTF-8).
+    Fence(String),
+    /// Moves the stream's trim point up to the given sequence number.
+    Trim(u64),
+}
+
+impl Command {
+    /// Parses a command record; `Ok(None)` when the record is not a command.
+    pub fn parse(headers: &[Header], body: &[u8]) -> Result<Option<Command>, String> {
+        let [header] = headers else {
+            if headers.iter().any(|h| h.name.is_empty()) {
+                return Err("a command record must have exactly one header".into());
+            }
+            return Ok(None);
+        };
+        if !header.name.is_empty() {
+            return Ok(None);
+        }
+        match header.value.as_ref() {
+            b"fence" => {
+                let token = std::str::from_utf8(body)
+                    .map_err(|_| "fencing token must be UTF-8".to_string())?;
+                if token.len() > MAX_FENCING_TOKEN_BYTES {
+                    return Err(format!(
+                        "fencing token is {} bytes, at most {MAX_FENCING_TOKEN_BYTES} allowed",
+                        token.len()
+                    ));
+                }
+                Ok(Some(Command::Fence(token.to_string())))
+            }
+            b"trim" => {
+                let bytes: [u8; 8] = body
+                    .try_into()
+                    .map_err(|_| "trim command body must be an 8-byte big-endian sequence number".to_string())?;
+                Ok(Some(Command::Trim(u64::from_be_bytes(bytes))))
+            }
+            other => Err(format!(
+                "unknown command record `{}`",
+                String::from_utf8_lossy(other)
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(name: &'static [u8], value: &'static [u8]) -> Header {
+        Header { name: Bytes::from_static(name), value: Bytes::from_static(value) }
+    }
+
+    #[test]
+    fn metered_bytes_counts_overhead_headers_and_body() {
+        assert_eq!(metered_bytes(&[], b""), 8);
+        assert_eq!(metered_bytes(&[header(b"ab", b"cde")], b"xyz"), 8 + 2 + 5 + 3);
+    }
+
+    #[test]
+    fn parses_commands() {
+        assert_eq!(Command::parse(&[header(b"", b"fence")], b"tok"), Ok(Some(Command::Fence("tok".into()))));
+        assert_eq!(Command::parse(&[header(b"", b"trim")], &7u64.to_be_bytes()), Ok(Some(Command::Trim(7))));
+        assert_eq!(Command::parse(&[header(b"k", b"fence")], b""), Ok(None));
+        assert_eq!(Command::parse(&[], b"plain"), Ok(None));
+        assert!(Command::parse(&[header(b"", b"trim")], b"short").is_err());
+        assert!(Command::parse(&[header(b"", b"nope")], b"").is_err());
+        assert!(Command::parse(&[header(b"", b"fence")], &[b'x'; 37]).is_err());
+        assert!(Command::parse(&[header(b"", b"fence"), header(b"a", b"b")], b"").is_err());
+    }
+}

@@ -1,0 +1,420 @@
+//! The segment object: many blocks (one per append) from many streams in one object.
+//!
+//! ```text
+//! header  : "SHALESEG" | version u8 (=1) | 3 zero bytes                       (12 bytes)
+//! blocks  : block*                         (what index entries point at)
+//! footer  : varint count | (varint len, stream, varint records, varint offset, varint len)*
+//! trailer : footer offset u64 LE | crc32c(footer) u32 LE | "SHALEEND"         (20 bytes)
+//!
+//! block   : codec u8 (=0, none) | varint records | varint arrival ms | record* | crc32c u32 LE
+//! record  : flags u8 (bit 0: client timestamp present) | [varint zigzag(ts - arrival)]
+//!           | varint headers | (varint len, name, varint len, value)* | varint len, body
+//! ```
+//! `docs/segment-format.md` is the full specification. Sequence numbers are not in the
+//! object: the sequencer assigns them at commit and keeps them in the index.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::record::{Header, Record};
+use crate::varint;
+
+pub const SEGMENT_MAGIC: &[u8; 8] = b"SHALESEG";
+pub const TRAILER_MAGIC: &[u8; 8] = b"SHALEEND";
+pub const FORMAT_VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 12;
+pub const TRAILER_LEN: usize = 20;
+const CODEC_NONE: u8 = 0;
+const FLAG_TIMESTAMP: u8 = 1;
+
+/// Why an object or block could not be decoded. Always names the object.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SegmentError {
+    #[error("segment truncated: object=`{object}` {detail}")]
+    Truncated { object: String, detail: &'static str },
+    #[error("not a shale segment: object=`{object}` {detail}")]
+    Foreign { object: String, detail: &'static str },
+    #[error("segment checksum mismatch: object=`{object}` offset={offset}")]
+    Checksum { object: String, offset: u64 },
+    #[error("malformed segment: object=`{object}` offset={offset} {detail}")]
+    Malformed { object: String, offset: u64, detail: &'static str },
+}
+
+/// Where one block sits in its segment object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// The stream the block belongs to (`basin/stream`), for diagnostics and GC.
+    pub stream: Bytes,
+    pub record_count: u32,
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// A decoded block: the arrival time the gateway stamped and the records as appended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodedBlock {
+    pub arrival: u64,
+    pub records: Vec<Record>,
+}
+
+/// The decoded footer of a segment object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentFooter {
+    pub blocks: Vec<BlockInfo>,
+}
+
+/// Encodes one block: the records of one append, stamped with `arrival` (ms).
+pub fn encode_block(arrival: u64, records: &[Record]) -> Bytes {
+    let mut size = 1 + varint::len_u64(records.len() as u64) + varint::len_u64(arrival) + 4;
+    for record in records {
+        size += 1 + 10 + varint::len_u64(record.headers.len() as u64) + 10 + record.body.len();
+        for header in &record.headers {
+            size += 20 + header.name.len() + header.value.len();
+        }
+    }
+    let mut buf = BytesMut::with_capacity(size);
+    buf.put_u8(CODEC_NONE);
+    varint::put_u64(&mut buf, records.len() as u64);
+    varint::put_u64(&mut buf, arrival);
+    for record in records {
+        match record.timestamp {
+            Some(ts) => {
+                buf.put_u8(FLAG_TIMESTAMP);
+                varint::put_u64(&mut buf, varint::zigzag((ts as i64).wrapping_sub(arrival as i64)));
+            }
+            None => buf.put_u8(0),
+        }
+        varint::put_u64(&mut buf, record.headers.len() as u64);
+        for header in &record.headers {
+            put_bytes(&mut buf, &header.name);
+            put_bytes(&mut buf, &header.value);
+        }
+        put_bytes(&mut buf, &record.body);
+    }
+    let crc = crc32c::crc32c(&buf);
+    buf.put_u32_le(crc);
+    buf.freeze()
+}
+
+fn put_bytes(buf: &mut BytesMut, bytes: &[u8]) {
+    varint::put_u64(buf, bytes.len() as u64);
+    buf.put_slice(bytes);
+}
+
+/// Decodes one block fetched by range from `object`. Record bodies share `block`'s
+/// buffer (no copies).
+pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, SegmentError> {
+    let malformed = |detail| SegmentError::Malformed { object: object.to_string(), offset: 0, detail };
+    if block.len() < 4 {
+        return Err(SegmentError::Truncated { object: object.to_string(), detail: "block shorter than its checksum" });
+    }
+    let (body, crc_bytes) = block.split_at(block.len() - 4);
+    let expected = u32::from_le_bytes([crc_bytes[0], crc_bytes[1], crc_bytes[2], crc_bytes[3]]);
+    if crc32c::crc32c(body) != expected {
+        return Err(SegmentError::Checksum { object: object.to_string(), offset: 0 });
+    }
+    let mut input = body;
+    let codec = take_u8(&mut input).ok_or_else(|| malformed("missing codec"))?;
+    if codec != CODEC_NONE {
+        return Err(malformed("unknown codec"));
+    }
+    let count = varint::get_u64(&mut input).ok_or_else(|| malformed("bad record count"))?;
+    let arrival = varint::get_u64(&mut input).ok_or_else(|| malformed("bad arrival time"))?;
+    // Every record takes at least 3 bytes, so a count beyond that is corrupt, not a reason
+    // to allocate.
+    if count > (input.len() / 3) as u64 {
+        return Err(malformed("record count exceeds block size"));
+    }
+    let mut records = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let flags = take_u8(&mut input).ok_or_else(|| malformed("missing record flags"))?;
+        let timestamp = match flags {
+            0 => None,
+            FLAG_TIMESTAMP => {
+                let delta = varint::get_u64(&mut input).ok_or_else(|| malformed("bad timestamp"))?;
+                Some((arrival as i64).wrapping_add(varint::unzigzag(delta)) as u64)
+            }
+            _ => return Err(malformed("unknown record flags")),
+        };
+        let header_count = varint::get_u64(&mut input).ok_or_else(|| malformed("bad header count"))?;
+        if header_count > (input.len() / 2) as u64 {
+            return Err(malformed("header count exceeds block size"));
+        }
+        let mut headers = Vec::with_capacity(header_count as usize);
+        for _ in 0..header_count {
+            let name = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header name"))?;
+            let value = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header value"))?;
+            headers.push(Header { name, value });
+        }
+        let body = take_bytes(block, &mut input).ok_or_else(|| malformed("bad body"))?;
+        records.push(Record { timestamp, headers, body });
+    }
+    if !input.is_empty() {
+        return Err(malformed("trailing bytes after the last record"));
+    }
+    Ok(DecodedBlock { arrival, records })
+}
+
+fn take_u8(input: &mut &[u8]) -> Option<u8> {
+    let (&first, rest) = input.split_first()?;
+    *input = rest;
+    Some(first)
+}
+
+/// Takes a length-prefixed byte string as a slice of `whole` (which `input` points into).
+fn take_bytes(whole: &Bytes, input: &mut &[u8]) -> Option<Bytes> {
+    let len = usize::try_from(varint::get_u64(input)?).ok()?;
+    if len > input.len() {
+        return None;
+    }
+    let bytes = whole.slice_ref(&input[..len]);
+    *input = &input[len..];
+    Some(bytes)
+}
+
+/// Builds a segment object from encoded blocks.
+#[derive(Debug)]
+pub struct SegmentBuilder {
+    buf: BytesMut,
+    blocks: Vec<BlockInfo>,
+}
+
+impl Default for SegmentBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SegmentBuilder {
+    pub fn new() -> Self {
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        buf.put_slice(SEGMENT_MAGIC);
+        buf.put_u8(FORMAT_VERSION);
+        buf.put_slice(&[0, 0, 0]);
+        Self { buf, blocks: Vec::new() }
+    }
+
+    /// Appends a block made by [`encode_block`] and returns where it lies.
+    pub fn push_block(&mut self, stream: Bytes, record_count: u32, block: &[u8]) -> BlockInfo {
+        let info = BlockInfo {
+            stream,
+            record_count,
+            offset: self.buf.len() as u64,
+            len: u32::try_from(block.len()).expect("blocks are bounded by the 1 MiB batch limit"),
+        };
+        self.buf.put_slice(block);
+        self.blocks.push(info.clone());
+        info
+    }
+
+    /// Bytes written so far (header and blocks).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Writes footer and trailer; returns the whole object.
+    pub fn finish(mut self) -> Bytes {
+        let footer_offset = self.buf.len() as u64;
+        varint::put_u64(&mut self.buf, self.blocks.len() as u64);
+        for block in &self.blocks {
+            varint::put_u64(&mut self.buf, block.stream.len() as u64);
+            self.buf.put_slice(&block.stream);
+            varint::put_u64(&mut self.buf, u64::from(block.record_count));
+            varint::put_u64(&mut self.buf, block.offset);
+            varint::put_u64(&mut self.buf, u64::from(block.len));
+        }
+        let crc = crc32c::crc32c(&self.buf[footer_offset as usize..]);
+        self.buf.put_u64_le(footer_offset);
+        self.buf.put_u32_le(crc);
+        self.buf.put_slice(TRAILER_MAGIC);
+        self.buf.freeze()
+    }
+}
+
+/// Checks header and trailer and decodes the footer of a whole segment object.
+pub fn decode_footer(object: &str, whole: &[u8]) -> Result<SegmentFooter, SegmentError> {
+    let truncated = |detail| SegmentError::Truncated { object: object.to_string(), detail };
+    let foreign = |detail| SegmentError::Foreign { object: object.to_string(), detail };
+    if whole.len() < HEADER_LEN + TRAILER_LEN {
+        return Err(truncated("shorter than header and trailer"));
+    }
+    if &whole[..8] != SEGMENT_MAGIC {
+        return Err(foreign("bad header magic"));
+    }
+    if whole[8] != FORMAT_VERSION || whole[9..12] != [0, 0, 0] {
+        return Err(foreign("unsupported version"));
+    }
+    let trailer = &whole[whole.len() - TRAILER_LEN..];
+    if &trailer[12..] != TRAILER_MAGIC {
+        return Err(truncated("missing trailer"));
+    }
+    let footer_offset = u64::from_le_bytes(trailer[..8].try_into().expect("8-byte slice"));
+    let crc = u32::from_le_bytes(trailer[8..12].try_into().expect("4-byte slice"));
+    let footer_end = whole.len() - TRAILER_LEN;
+    let footer_offset = usize::try_from(footer_offset)
+        .ok()
+        .filter(|&o| o >= HEADER_LEN && o <= footer_end)
+        .ok_or_else(|| truncated("footer offset out of range"))?;
+    let footer = &whole[footer_offset..footer_end];
+    if crc32c::crc32c(footer) != crc {
+        return Err(SegmentError::Checksum { object: object.to_string(), offset: footer_offset as u64 });
+    }
+    let malformed = |detail| SegmentError::Malformed { object: object.to_string(), offset: footer_offset as u64, detail };
+    let mut input = footer;
+    let count = varint::get_u64(&mut input).ok_or_else(|| malformed("bad block count"))?;
+    if count > input.len() as u64 {
+        return Err(malformed("block count exceeds footer size"));
+    }
+    let mut blocks = Vec::with_capacity(count as usize);
+    let mut expected_offset = HEADER_LEN as u64;
+    for _ in 0..count {
+        let stream_len = varint::get_u64(&mut input).ok_or_else(|| malformed("bad stream length"))? as usize;
+        if stream_len > input.len() {
+            return Err(malformed("stream name past footer end"));
+        }
+        let stream = Bytes::copy_from_slice(&input[..stream_len]);
+        input = &input[stream_len..];
+        let record_count = varint::get_u64(&mut input).ok_or_else(|| malformed("bad record count"))?;
+        let offset = varint::get_u64(&mut input).ok_or_else(|| malformed("bad block offset"))?;
+        let len = varint::get_u64(&mut input).ok_or_else(|| malformed("bad block length"))?;
+        if offset != expected_offset {
+            return Err(malformed("blocks do not tile the object"));
+        }
+        let record_count = u32::try_from(record_count).map_err(|_| malformed("record count too large"))?;
+        let len = u32::try_from(len).map_err(|_| malformed("block length too large"))?;
+        expected_offset = offset + u64::from(len);
+        blocks.push(BlockInfo { stream, record_count, offset, len });
+    }
+    if !input.is_empty() {
+        return Err(malformed("trailing bytes in footer"));
+    }
+    if expected_offset != footer_offset as u64 {
+        return Err(malformed("blocks do not end at the footer"));
+    }
+    Ok(SegmentFooter { blocks })
+}
+
+/// Decodes and verifies a whole segment object: every block's checksum and record count.
+pub fn decode_segment(object: &str, whole: &Bytes) -> Result<Vec<(BlockInfo, DecodedBlock)>, SegmentError> {
+    let footer = decode_footer(object, whole)?;
+    footer
+        .blocks
+        .into_iter()
+        .map(|info| {
+            let start = info.offset as usize;
+            let block = whole.slice(start..start + info.len as usize);
+            let decoded = decode_block(object, &block).map_err(|e| at_offset(e, info.offset))?;
+            if decoded.records.len() != info.record_count as usize {
+                return Err(SegmentError::Malformed {
+                    object: object.to_string(),
+                    offset: info.offset,
+                    detail: "record count differs from footer",
+                });
+            }
+            Ok((info, decoded))
+        })
+        .collect()
+}
+
+/// Rewrites a block-relative error offset to the block's offset in the object.
+pub fn at_offset(error: SegmentError, base: u64) -> SegmentError {
+    match error {
+        SegmentError::Checksum { object, offset } => SegmentError::Checksum { object, offset: base + offset },
+        SegmentError::Malformed { object, offset, detail } => {
+            SegmentError::Malformed { object, offset: base + offset, detail }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_record() -> impl Strategy<Value = Record> {
+        (
+            proptest::option::of(0u64..4_000_000_000_000),
+            proptest::collection::vec((proptest::collection::vec(any::<u8>(), 0..8), proptest::collection::vec(any::<u8>(), 0..8)), 0..3),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(timestamp, headers, body)| Record {
+                timestamp,
+                headers: headers
+                    .into_iter()
+                    .map(|(n, v)| Header { name: Bytes::from(n), value: Bytes::from(v) })
+                    .collect(),
+                body: Bytes::from(body),
+            })
+    }
+
+    fn arb_blocks() -> impl Strategy<Value = Vec<(String, u64, Vec<Record>)>> {
+        proptest::collection::vec(
+            ("[a-z]{1,6}", 0u64..4_000_000_000_000, proptest::collection::vec(arb_record(), 1..5)),
+            1..5,
+        )
+    }
+
+    fn build(blocks: &[(String, u64, Vec<Record>)]) -> Bytes {
+        let mut builder = SegmentBuilder::new();
+        for (stream, arrival, records) in blocks {
+            let block = encode_block(*arrival, records);
+            builder.push_block(Bytes::from(stream.clone()), records.len() as u32, &block);
+        }
+        builder.finish()
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(blocks in arb_blocks()) {
+            let object = build(&blocks);
+            let decoded = decode_segment("o", &object).expect("valid segment");
+            prop_assert_eq!(decoded.len(), blocks.len());
+            for ((info, block), (stream, arrival, records)) in decoded.iter().zip(&blocks) {
+                prop_assert_eq!(&info.stream[..], stream.as_bytes());
+                prop_assert_eq!(block.arrival, *arrival);
+                prop_assert_eq!(&block.records, records);
+                // A range read of just this block decodes on its own too.
+                let range = object.slice(info.offset as usize..(info.offset + u64::from(info.len)) as usize);
+                prop_assert_eq!(&decode_block("o", &range).expect("valid block").records, records);
+            }
+        }
+
+        #[test]
+        fn any_flipped_byte_is_an_error(blocks in arb_blocks(), index: prop::sample::Index, bit in 0u8..8) {
+            let object = build(&blocks);
+            let mut corrupt = object.to_vec();
+            let at = index.index(corrupt.len());
+            corrupt[at] ^= 1 << bit;
+            prop_assert!(decode_segment("o", &Bytes::from(corrupt)).is_err(), "flip at {} went unnoticed", at);
+        }
+
+        #[test]
+        fn any_truncation_is_an_error(blocks in arb_blocks(), index: prop::sample::Index) {
+            let object = build(&blocks);
+            let cut = index.index(object.len());
+            let result = decode_segment("o", &object.slice(..cut));
+            prop_assert!(result.is_err());
+        }
+
+        #[test]
+        fn truncated_or_flipped_block_is_an_error(records in proptest::collection::vec(arb_record(), 1..5), index: prop::sample::Index, bit in 0u8..8) {
+            let block = encode_block(7, &records);
+            let cut = index.index(block.len());
+            prop_assert!(decode_block("o", &block.slice(..cut)).is_err());
+            let mut corrupt = block.to_vec();
+            corrupt[cut] ^= 1 << bit;
+            prop_assert!(decode_block("o", &Bytes::from(corrupt)).is_err());
+        }
+    }
+
+    #[test]
+    fn foreign_object_names_the_object() {
+        let err = decode_segment("segments/x.seg", &Bytes::from_static(&[0u8; 64])).expect_err("not a segment");
+        assert!(err.to_string().contains("segments/x.seg"), "{err}");
+        assert!(matches!(err, SegmentError::Foreign { .. }));
+    }
+}
