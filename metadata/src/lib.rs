@@ -1,1 +1,179 @@
-//! shale-metadata
+//! The metadata service: Shale's sequencer and index, on SlateDB.
+//!
+//! It is the only writer of one SlateDB database on the object store. It owns:
+//! - [`catalog`](Metadata::create_basin): basins and streams (create, get, list by
+//!   prefix, reconfigure, delete);
+//! - [`commit`](Metadata::commit): the commit of a sealed segment, which checks each
+//!   append's conditions, assigns dense sequence numbers and never-decreasing timestamps,
+//!   and writes index entries and new tails in one durable write batch;
+//! - [`lookup`](Metadata::entries_from): index entries by sequence number or time, and
+//!   stream tails, for readers; plus a watch channel that ticks on every commit.
+//!
+//! Modules: `keys` (the SlateDB key families), `model` (stored records and wire-neutral
+//! types), `commit`, `catalog`, `lookup`, `error`.
+//!
+//! A second instance opened on the same database fences this one: from the first failed
+//! write on, every call returns [`MetadataError::Fenced`] and nothing is written again.
+
+mod catalog;
+mod commit;
+mod error;
+mod keys;
+mod lookup;
+mod model;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use shale_storage::object_store::ObjectStore;
+use shale_storage::Clock;
+use slatedb::config::{DurabilityLevel, ReadOptions};
+use slatedb::Db;
+use tokio::sync::{watch, Mutex};
+
+pub use catalog::{ListPage, StreamSummary};
+pub use commit::{CommitAppend, CommitRequest, CommitUnit, UnitOutcome};
+pub use error::{MetadataError, Result};
+pub use model::{
+    AppendAck, BasinConfig, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy, StreamConfig,
+    StreamInfo, StreamRecord, TimestampingConfig,
+};
+
+/// Where the metadata database lives inside the object store.
+pub const DEFAULT_DB_PATH: &str = "metadata";
+
+/// The sequencer and index. Cheap to share behind an `Arc`.
+pub struct Metadata {
+    db: Db,
+    clock: Arc<dyn Clock>,
+    /// Serialises every write: the single-writer discipline inside one process.
+    writer: Mutex<WriterState>,
+    /// Ticks after every durable commit; readers wait on it for new records.
+    commits: watch::Sender<u64>,
+    fenced: AtomicBool,
+    stopped: AtomicBool,
+}
+
+struct WriterState {
+    next_stream_id: u64,
+}
+
+impl Metadata {
+    /// Opens (or creates) the database at `path` in `store`, fencing any previous writer.
+    pub async fn open(store: Arc<dyn ObjectStore>, path: &str, clock: Arc<dyn Clock>) -> Result<Self> {
+        let db = Db::builder(path, store).build().await?;
+        let next_stream_id = match db.get(keys::NEXT_STREAM_ID).await? {
+            Some(bytes) => decode_u64(keys::NEXT_STREAM_ID, &bytes)?,
+            None => 1,
+        };
+        let (commits, _) = watch::channel(0);
+        tracing::info!(path, next_stream_id, "metadata opened");
+        Ok(Self {
+            db,
+            clock,
+            writer: Mutex::new(WriterState { next_stream_id }),
+            commits,
+            fenced: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// Flushes and closes the database. Later calls fail.
+    pub async fn close(&self) -> Result<()> {
+        let _writer = self.writer.lock().await;
+        self.stopped.store(true, Ordering::SeqCst);
+        if self.fenced.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        match self.db.close().await {
+            Ok(()) => Ok(()),
+            Err(e) if MetadataError::is_fenced(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A receiver that changes after every durable commit.
+    pub fn subscribe_commits(&self) -> watch::Receiver<u64> {
+        self.commits.subscribe()
+    }
+
+    /// Whether a newer instance fenced this one.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.fenced.load(Ordering::SeqCst) {
+            return Err(MetadataError::Fenced);
+        }
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(MetadataError::Stopped);
+        }
+        Ok(())
+    }
+
+    /// Maps a storage error, latching the fenced state when slatedb reports it.
+    fn storage_error(&self, error: slatedb::Error) -> MetadataError {
+        if MetadataError::is_fenced(&error) {
+            if !self.fenced.swap(true, Ordering::SeqCst) {
+                tracing::error!("metadata fenced by a newer instance; refusing all further calls");
+            }
+            return MetadataError::Fenced;
+        }
+        MetadataError::Storage(error)
+    }
+
+    /// Writes `batch` and waits until it is durable in the object store. A failure
+    /// leaves the in-memory state unknown, so the instance stops taking writes.
+    async fn write_durably(&self, batch: slatedb::WriteBatch) -> Result<()> {
+        let outcome = async {
+            let handle = self.db.write(batch).await?;
+            self.db.flush().await?;
+            handle.await_durable().await
+        }
+        .await;
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(e) if MetadataError::is_fenced(&e) => Err(self.storage_error(e)),
+            Err(e) => {
+                self.stopped.store(true, Ordering::SeqCst);
+                tracing::error!(error = %e, "durable write failed; metadata stops taking writes");
+                Err(MetadataError::Indefinite(e.to_string()))
+            }
+        }
+    }
+
+    /// Reads of state other callers will act on see only what is durable.
+    fn durable_read() -> ReadOptions {
+        ReadOptions { durability_filter: DurabilityLevel::Remote, ..ReadOptions::default() }
+    }
+
+    async fn get_json<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
+        let bytes = self
+            .db
+            .get_with_options(key, &Self::durable_read())
+            .await
+            .map_err(|e| self.storage_error(e))?;
+        bytes.map(|b| decode_json(key, &b)).transpose()
+    }
+}
+
+fn decode_json<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| MetadataError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn encode_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("metadata records always serialise")
+}
+
+fn decode_u64(key: &[u8], bytes: &[u8]) -> Result<u64> {
+    let array: [u8; 8] = bytes.try_into().map_err(|_| MetadataError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason: "expected 8 bytes".into(),
+    })?;
+    Ok(u64::from_be_bytes(array))
+}

@@ -1,0 +1,219 @@
+//! Basins and streams: create, get, list, reconfigure, delete.
+
+use slatedb::config::ScanOptions;
+use slatedb::config::DurabilityLevel;
+use slatedb::WriteBatch;
+
+use crate::model::{BasinConfig, BasinRecord, StreamConfig, StreamInfo, StreamRecord};
+use crate::{decode_json, encode_json, keys, Metadata, MetadataError, Result};
+
+/// One page of a listing, and whether more follow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListPage<T> {
+    pub items: Vec<T>,
+    pub has_more: bool,
+}
+
+/// A stream as listings show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSummary {
+    pub name: String,
+    pub created_at_ms: u64,
+}
+
+/// Deleting a basin removes its stream keys in batches of this many.
+const DELETE_BATCH: usize = 1000;
+
+impl Metadata {
+    pub async fn create_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
+        self.check_usable()?;
+        let _writer = self.writer.lock().await;
+        self.check_usable()?;
+        let key = keys::basin(name);
+        if self.get_json::<BasinRecord>(&key).await?.is_some() {
+            return Err(MetadataError::BasinExists(name.to_string()));
+        }
+        let record = BasinRecord { name: name.to_string(), created_at_ms: self.clock.now_ms(), config };
+        let mut batch = WriteBatch::new();
+        batch.put(&key, encode_json(&record));
+        self.write_durably(batch).await?;
+        Ok(record)
+    }
+
+    pub async fn basin(&self, name: &str) -> Result<BasinRecord> {
+        self.check_usable()?;
+        self.get_json(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
+    }
+
+    pub async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
+        self.check_usable()?;
+        let _writer = self.writer.lock().await;
+        let mut record = self.basin(name).await?;
+        record.config = config;
+        let mut batch = WriteBatch::new();
+        batch.put(keys::basin(name), encode_json(&record));
+        self.write_durably(batch).await?;
+        Ok(record)
+    }
+
+    /// Lists basins whose names start with `prefix` and sort after `start_after`.
+    pub async fn list_basins(&self, prefix: &str, start_after: &str, limit: usize) -> Result<ListPage<BasinRecord>> {
+        self.check_usable()?;
+        let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
+        let start = keys::basin(start_after);
+        let page = self
+            .scan_page(&scan_prefix, &start, limit, |key, value| decode_json::<BasinRecord>(key, value))
+            .await?;
+        Ok(page)
+    }
+
+    /// Deletes a basin and every stream in it. Index entries and blocks of its streams
+    /// become garbage for GC.
+    pub async fn delete_basin(&self, name: &str) -> Result<()> {
+        self.check_usable()?;
+        let _writer = self.writer.lock().await;
+        self.basin(name).await?;
+        loop {
+            let prefix = keys::streams_of_basin(name);
+            let page = self
+                .scan_page(&prefix, &[], DELETE_BATCH, |k, v| Ok((k.to_vec(), decode_json::<StreamRecord>(k, v)?)))
+                .await?;
+            if page.items.is_empty() {
+                break;
+            }
+            let mut batch = WriteBatch::new();
+            for (key, record) in &page.items {
+                batch.delete(key);
+                batch.put(keys::deleted_stream(record.id), []);
+            }
+            self.write_durably(batch).await?;
+        }
+        let mut batch = WriteBatch::new();
+        batch.delete(keys::basin(name));
+        self.write_durably(batch).await
+    }
+
+    /// Creates a stream; settings it leaves unset come from the basin's default.
+    pub async fn create_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
+        self.check_usable()?;
+        let mut writer = self.writer.lock().await;
+        self.check_usable()?;
+        let basin_record = self.basin(basin).await?;
+        let key = keys::stream(basin, stream);
+        if self.get_json::<StreamRecord>(&key).await?.is_some() {
+            return Err(MetadataError::StreamExists { basin: basin.to_string(), stream: stream.to_string() });
+        }
+        let id = writer.next_stream_id;
+        let record = self.new_stream_record(id, config, &basin_record.config);
+        let mut batch = WriteBatch::new();
+        batch.put(&key, encode_json(&record));
+        batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());
+        self.write_durably(batch).await?;
+        writer.next_stream_id = id + 1;
+        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
+    }
+
+    pub(crate) fn new_stream_record(&self, id: u64, config: StreamConfig, basin: &BasinConfig) -> StreamRecord {
+        let config = match &basin.default_stream_config {
+            Some(defaults) => config.with_defaults(defaults),
+            None => config,
+        };
+        StreamRecord {
+            id,
+            created_at_ms: self.clock.now_ms(),
+            config,
+            next_seq: 0,
+            last_timestamp: 0,
+            trim_point: 0,
+            fencing_token: String::new(),
+            record_count: 0,
+            metered_bytes: 0,
+        }
+    }
+
+    /// The stream's durable state, tail included.
+    pub async fn stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
+        self.check_usable()?;
+        let record: StreamRecord = self
+            .get_json(&keys::stream(basin, stream))
+            .await?
+            .ok_or_else(|| MetadataError::StreamNotFound { basin: basin.to_string(), stream: stream.to_string() })?;
+        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
+    }
+
+    pub async fn reconfigure_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
+        self.check_usable()?;
+        let _writer = self.writer.lock().await;
+        let mut info = self.stream(basin, stream).await?;
+        info.record.config = config;
+        let mut batch = WriteBatch::new();
+        batch.put(keys::stream(basin, stream), encode_json(&info.record));
+        self.write_durably(batch).await?;
+        Ok(info)
+    }
+
+    /// Lists streams of `basin` whose names start with `prefix` and sort after
+    /// `start_after`.
+    pub async fn list_streams(
+        &self,
+        basin: &str,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<ListPage<StreamSummary>> {
+        self.check_usable()?;
+        let scan_prefix = [keys::streams_of_basin(basin), prefix.as_bytes().to_vec()].concat();
+        let start = keys::stream(basin, start_after);
+        let name_from = keys::streams_of_basin(basin).len();
+        self.scan_page(&scan_prefix, &start, limit, |key, value| {
+            let record: StreamRecord = decode_json(key, value)?;
+            Ok(StreamSummary {
+                name: String::from_utf8_lossy(&key[name_from..]).into_owned(),
+                created_at_ms: record.created_at_ms,
+            })
+        })
+        .await
+    }
+
+    /// Deletes a stream. Its index entries and blocks become garbage for GC; a stream
+    /// created later under the same name starts empty.
+    pub async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
+        self.check_usable()?;
+        let _writer = self.writer.lock().await;
+        let info = self.stream(basin, stream).await?;
+        let mut batch = WriteBatch::new();
+        batch.delete(keys::stream(basin, stream));
+        batch.put(keys::deleted_stream(info.record.id), []);
+        self.write_durably(batch).await
+    }
+
+    /// Scans keys starting with `prefix`, strictly after `start_after_key` when that sorts
+    /// inside the prefix, decoding up to `limit` items.
+    async fn scan_page<T>(
+        &self,
+        prefix: &[u8],
+        start_after_key: &[u8],
+        limit: usize,
+        decode: impl Fn(&[u8], &[u8]) -> Result<T>,
+    ) -> Result<ListPage<T>> {
+        let end = keys::prefix_end(prefix);
+        let start = if start_after_key > prefix { start_after_key.to_vec() } else { prefix.to_vec() };
+        let options = ScanOptions { durability_filter: DurabilityLevel::Remote, ..ScanOptions::default() };
+        let mut iter = self
+            .db
+            .scan_with_options(start.clone()..end, &options)
+            .await
+            .map_err(|e| self.storage_error(e))?;
+        let mut items = Vec::new();
+        while let Some(kv) = iter.next().await.map_err(|e| self.storage_error(e))? {
+            if start_after_key > prefix && kv.key.as_ref() == start_after_key {
+                continue;
+            }
+            if items.len() == limit {
+                return Ok(ListPage { items, has_more: true });
+            }
+            items.push(decode(&kv.key, &kv.value)?);
+        }
+        Ok(ListPage { items, has_more: false })
+    }
+}

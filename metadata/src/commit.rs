@@ -1,0 +1,221 @@
+//! Committing a sealed segment: conditions, sequence numbers, timestamps, one durable
+//! write batch.
+
+use std::collections::HashMap;
+
+use shale_proto::{Command, TimestampingMode};
+use slatedb::WriteBatch;
+
+use crate::model::{AppendAck, BasinRecord, IndexEntry, Position, StreamRecord};
+use crate::{encode_json, keys, Metadata, MetadataError, Result};
+
+/// One append inside a segment: its block and its conditions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitAppend {
+    pub basin: String,
+    pub stream: String,
+    /// Byte range of the block in the segment object.
+    pub offset: u64,
+    pub len: u32,
+    /// When the gateway received the append (ms since the epoch).
+    pub arrival: u64,
+    /// The client's timestamp of each record, in order; its length is the record count.
+    pub client_timestamps: Vec<Option<u64>>,
+    /// Command records in the append, in order.
+    pub commands: Vec<Command>,
+    pub match_seq_num: Option<u64>,
+    pub fencing_token: Option<String>,
+    pub metered_bytes: u64,
+}
+
+/// Appends that succeed or fail together. Most units hold one append; an atomic
+/// multi-stream append is one unit of several.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitUnit {
+    pub appends: Vec<CommitAppend>,
+}
+
+/// A sealed, uploaded segment to make visible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitRequest {
+    pub segment_id: u128,
+    pub units: Vec<CommitUnit>,
+}
+
+/// Per unit: an ack per append, or the error that failed the whole unit.
+pub type UnitOutcome = Result<Vec<AppendAck>>;
+
+type StreamKey = (String, String);
+
+/// Streams touched so far in this commit, with their updated records.
+#[derive(Default)]
+struct Overlay {
+    streams: HashMap<StreamKey, StreamRecord>,
+    basins: HashMap<String, Option<BasinRecord>>,
+    entries: Vec<IndexEntry>,
+    entry_streams: Vec<u64>,
+    next_stream_id: u64,
+}
+
+impl Metadata {
+    /// Commits a segment. Each unit is checked against the state left by the units
+    /// before it; failing units change nothing. Everything that succeeded is written in
+    /// one SlateDB batch and is durable before this returns. An `Err` means the whole
+    /// commit failed: the appends may or may not be durable ([`MetadataError::Indefinite`])
+    /// or this instance was fenced.
+    pub async fn commit(&self, request: CommitRequest) -> Result<Vec<UnitOutcome>> {
+        self.check_usable()?;
+        let mut writer = self.writer.lock().await;
+        self.check_usable()?;
+        let mut overlay = Overlay { next_stream_id: writer.next_stream_id, ..Overlay::default() };
+        let mut outcomes = Vec::with_capacity(request.units.len());
+        for unit in &request.units {
+            let mut tentative = Overlay {
+                streams: HashMap::new(),
+                basins: HashMap::new(),
+                entries: Vec::new(),
+                entry_streams: Vec::new(),
+                next_stream_id: overlay.next_stream_id,
+            };
+            let outcome = self.apply_unit(request.segment_id, unit, &mut overlay, &mut tentative).await;
+            if outcome.is_ok() {
+                overlay.streams.extend(tentative.streams);
+                overlay.entries.extend(tentative.entries);
+                overlay.entry_streams.extend(tentative.entry_streams);
+                overlay.next_stream_id = tentative.next_stream_id;
+            }
+            overlay.basins.extend(tentative.basins);
+            outcomes.push(outcome);
+        }
+        if overlay.entries.is_empty() {
+            return Ok(outcomes);
+        }
+
+        let mut batch = WriteBatch::new();
+        for ((basin, stream), record) in &overlay.streams {
+            batch.put(keys::stream(basin, stream), encode_json(record));
+        }
+        for (entry, stream_id) in overlay.entries.iter().zip(&overlay.entry_streams) {
+            let value = entry.encode();
+            batch.put(keys::index(*stream_id, entry.last_seq()), &value);
+            batch.put(keys::by_time(*stream_id, entry.last_timestamp, entry.last_seq()), &value);
+        }
+        batch.put(keys::segment(request.segment_id), (overlay.entries.len() as u64).to_be_bytes());
+        if overlay.next_stream_id != writer.next_stream_id {
+            batch.put(keys::NEXT_STREAM_ID, overlay.next_stream_id.to_be_bytes());
+        }
+        self.write_durably(batch).await?;
+        writer.next_stream_id = overlay.next_stream_id;
+        drop(writer);
+        self.commits.send_modify(|generation| *generation += 1);
+        Ok(outcomes)
+    }
+
+    async fn apply_unit(
+        &self,
+        segment_id: u128,
+        unit: &CommitUnit,
+        committed: &mut Overlay,
+        tentative: &mut Overlay,
+    ) -> Result<Vec<AppendAck>> {
+        let mut acks = Vec::with_capacity(unit.appends.len());
+        for append in &unit.appends {
+            let key = (append.basin.clone(), append.stream.clone());
+            let mut record = match tentative.streams.get(&key).or_else(|| committed.streams.get(&key)) {
+                Some(record) => record.clone(),
+                None => self.load_or_create(append, committed, tentative).await?,
+            };
+            let (ack, entry) = apply_append(segment_id, append, &mut record)?;
+            tentative.entries.push(entry);
+            tentative.entry_streams.push(record.id);
+            tentative.streams.insert(key, record);
+            acks.push(ack);
+        }
+        Ok(acks)
+    }
+
+    /// The stream's durable record, or a new one when the basin creates streams on append.
+    async fn load_or_create(
+        &self,
+        append: &CommitAppend,
+        committed: &Overlay,
+        tentative: &mut Overlay,
+    ) -> Result<StreamRecord> {
+        if let Some(record) = self.get_json::<StreamRecord>(&keys::stream(&append.basin, &append.stream)).await? {
+            return Ok(record);
+        }
+        let not_found = || MetadataError::StreamNotFound { basin: append.basin.clone(), stream: append.stream.clone() };
+        let basin = match tentative.basins.get(&append.basin).or_else(|| committed.basins.get(&append.basin)) {
+            Some(basin) => basin.clone(),
+            None => {
+                let basin = self.get_json::<BasinRecord>(&keys::basin(&append.basin)).await?;
+                tentative.basins.insert(append.basin.clone(), basin.clone());
+                basin
+            }
+        };
+        let basin = basin.ok_or_else(|| MetadataError::BasinNotFound(append.basin.clone()))?;
+        if !basin.config.create_stream_on_append {
+            return Err(not_found());
+        }
+        let id = tentative.next_stream_id;
+        tentative.next_stream_id += 1;
+        Ok(self.new_stream_record(id, Default::default(), &basin.config))
+    }
+}
+
+/// Checks one append's conditions against `record` and, if they hold, advances it.
+fn apply_append(segment_id: u128, append: &CommitAppend, record: &mut StreamRecord) -> Result<(AppendAck, IndexEntry)> {
+    let count = u32::try_from(append.client_timestamps.len())
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| MetadataError::InvalidArgument("an append needs 1 to 1000 records".into()))?;
+    if let Some(expected) = append.match_seq_num {
+        if expected != record.next_seq {
+            return Err(MetadataError::SeqNumMismatch { expected, actual: record.next_seq });
+        }
+    }
+    if let Some(token) = &append.fencing_token {
+        if *token != record.fencing_token {
+            return Err(MetadataError::FencingTokenMismatch { actual: record.fencing_token.clone() });
+        }
+    }
+    let policy = record.config.timestamp_policy();
+    if policy.mode == TimestampingMode::ClientRequire && append.client_timestamps.iter().any(Option::is_none) {
+        return Err(MetadataError::InvalidArgument(
+            "stream requires client timestamps (timestamping mode client-require)".into(),
+        ));
+    }
+    let floor = record.last_timestamp;
+    let mut resolver = policy.resolver(append.arrival, floor);
+    let mut first_timestamp = None;
+    let mut last_timestamp = floor;
+    for client in &append.client_timestamps {
+        last_timestamp = resolver.next(*client);
+        first_timestamp.get_or_insert(last_timestamp);
+    }
+    let first_timestamp = first_timestamp.unwrap_or(last_timestamp);
+    let entry = IndexEntry {
+        segment_id,
+        offset: append.offset,
+        len: append.len,
+        first_seq: record.next_seq,
+        record_count: count,
+        first_timestamp,
+        last_timestamp,
+        timestamp_floor: floor,
+        timestamp_policy: policy,
+    };
+    let start = Position { seq_num: record.next_seq, timestamp: first_timestamp };
+    record.next_seq += u64::from(count);
+    record.last_timestamp = last_timestamp;
+    record.record_count += u64::from(count);
+    record.metered_bytes += append.metered_bytes;
+    for command in &append.commands {
+        match command {
+            Command::Fence(token) => record.fencing_token = token.clone(),
+            Command::Trim(seq) => record.trim_point = record.trim_point.max((*seq).min(record.next_seq)),
+        }
+    }
+    let end = Position { seq_num: record.next_seq, timestamp: last_timestamp };
+    Ok((AppendAck { start, end, tail: end }, entry))
+}

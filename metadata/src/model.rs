@@ -1,0 +1,219 @@
+//! What metadata stores: basin and stream records, index entries, positions and acks.
+
+use serde::{Deserialize, Serialize};
+use shale_proto::{TimestampPolicy, TimestampingMode};
+
+/// S2's `timestamping` stream setting.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimestampingConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<TimestampingMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncapped: Option<bool>,
+}
+
+/// S2's `retention_policy`: keep records for `age` seconds, or forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetentionPolicy {
+    Age(u64),
+    Infinite {},
+}
+
+/// S2's `delete_on_empty` stream setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteOnEmpty {
+    #[serde(default)]
+    pub min_age_secs: u64,
+}
+
+/// A stream's configuration, shaped as S2's `StreamConfig`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_policy: Option<RetentionPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamping: Option<TimestampingConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_empty: Option<DeleteOnEmpty>,
+}
+
+impl StreamConfig {
+    pub fn timestamp_policy(&self) -> TimestampPolicy {
+        let ts = self.timestamping.clone().unwrap_or_default();
+        TimestampPolicy { mode: ts.mode.unwrap_or_default(), uncapped: ts.uncapped.unwrap_or(false) }
+    }
+
+    /// Fills settings this config leaves unset from `defaults` (a basin's default).
+    pub fn with_defaults(mut self, defaults: &StreamConfig) -> StreamConfig {
+        self.storage_class = self.storage_class.or_else(|| defaults.storage_class.clone());
+        self.retention_policy = self.retention_policy.or(defaults.retention_policy);
+        self.timestamping = self.timestamping.or_else(|| defaults.timestamping.clone());
+        self.delete_on_empty = self.delete_on_empty.or(defaults.delete_on_empty);
+        self
+    }
+}
+
+/// A basin's configuration, shaped as S2's `BasinConfig`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BasinConfig {
+    #[serde(default)]
+    pub default_stream_config: Option<StreamConfig>,
+    #[serde(default)]
+    pub create_stream_on_append: bool,
+    #[serde(default)]
+    pub create_stream_on_read: bool,
+}
+
+/// A basin as stored under `b/<basin>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BasinRecord {
+    pub name: String,
+    pub created_at_ms: u64,
+    pub config: BasinConfig,
+}
+
+/// A stream as stored under `s/<basin>/<stream>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRecord {
+    /// Internal id: index keys use it, so a re-created stream never sees old entries.
+    pub id: u64,
+    pub created_at_ms: u64,
+    pub config: StreamConfig,
+    /// The tail: the sequence number the next record will get.
+    pub next_seq: u64,
+    /// Timestamp of the last record (0 when empty).
+    pub last_timestamp: u64,
+    /// Records below this sequence number are trimmed.
+    pub trim_point: u64,
+    /// Set by `fence` command records; empty until then.
+    pub fencing_token: String,
+    pub record_count: u64,
+    pub metered_bytes: u64,
+}
+
+impl StreamRecord {
+    pub fn tail(&self) -> Position {
+        Position { seq_num: self.next_seq, timestamp: self.last_timestamp }
+    }
+}
+
+/// A position in a stream: a sequence number and a timestamp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub seq_num: u64,
+    pub timestamp: u64,
+}
+
+/// What a successful append learns: its first position, one past its last, and the
+/// stream's tail after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendAck {
+    pub start: Position,
+    pub end: Position,
+    pub tail: Position,
+}
+
+/// A stream's identity and state as readers see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamInfo {
+    pub basin: String,
+    pub name: String,
+    pub record: StreamRecord,
+}
+
+/// Where one committed append lives: `(segment, byte range)` plus what readers need to
+/// number and timestamp its records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub segment_id: u128,
+    pub offset: u64,
+    pub len: u32,
+    pub first_seq: u64,
+    pub record_count: u32,
+    pub first_timestamp: u64,
+    pub last_timestamp: u64,
+    /// The stream's last timestamp before this entry: the resolver's starting floor.
+    pub timestamp_floor: u64,
+    pub timestamp_policy: TimestampPolicy,
+}
+
+const INDEX_ENTRY_LEN: usize = 16 + 8 + 4 + 8 + 4 + 8 + 8 + 8 + 1;
+
+impl IndexEntry {
+    pub fn last_seq(&self) -> u64 {
+        self.first_seq + u64::from(self.record_count) - 1
+    }
+
+    pub fn end_seq(&self) -> u64 {
+        self.first_seq + u64::from(self.record_count)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(INDEX_ENTRY_LEN);
+        out.extend_from_slice(&self.segment_id.to_be_bytes());
+        out.extend_from_slice(&self.offset.to_be_bytes());
+        out.extend_from_slice(&self.len.to_be_bytes());
+        out.extend_from_slice(&self.first_seq.to_be_bytes());
+        out.extend_from_slice(&self.record_count.to_be_bytes());
+        out.extend_from_slice(&self.first_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.last_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.timestamp_floor.to_be_bytes());
+        out.push(self.timestamp_policy.to_byte());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != INDEX_ENTRY_LEN {
+            return None;
+        }
+        let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let u32_at = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        Some(Self {
+            segment_id: u128::from_be_bytes(bytes[0..16].try_into().expect("16 bytes")),
+            offset: u64_at(16),
+            len: u32_at(24),
+            first_seq: u64_at(28),
+            record_count: u32_at(36),
+            first_timestamp: u64_at(40),
+            last_timestamp: u64_at(48),
+            timestamp_floor: u64_at(56),
+            timestamp_policy: TimestampPolicy::from_byte(bytes[64])?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_entry_round_trips() {
+        let entry = IndexEntry {
+            segment_id: u128::MAX - 7,
+            offset: 12,
+            len: 99,
+            first_seq: 1 << 40,
+            record_count: 1000,
+            first_timestamp: 5,
+            last_timestamp: 9,
+            timestamp_floor: 4,
+            timestamp_policy: TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: true },
+        };
+        assert_eq!(IndexEntry::decode(&entry.encode()), Some(entry));
+        assert_eq!(entry.last_seq(), (1 << 40) + 999);
+        assert_eq!(IndexEntry::decode(&entry.encode()[1..]), None);
+    }
+
+    #[test]
+    fn stream_config_json_matches_s2() {
+        let json = r#"{"retention_policy":{"age":3600},"timestamping":{"mode":"client-require","uncapped":true}}"#;
+        let config: StreamConfig = serde_json::from_str(json).expect("valid config");
+        assert_eq!(config.retention_policy, Some(RetentionPolicy::Age(3600)));
+        assert_eq!(config.timestamp_policy(), TimestampPolicy { mode: TimestampingMode::ClientRequire, uncapped: true });
+        let infinite: StreamConfig = serde_json::from_str(r#"{"retention_policy":{"infinite":{}}}"#).expect("valid");
+        assert_eq!(infinite.retention_policy, Some(RetentionPolicy::Infinite {}));
+    }
+}

@@ -1,0 +1,97 @@
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use slatedb::object_store::path::Path;
+use slatedb::object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult, Result,
+};
+
+/// Fault injection: fails chosen PUTs whose path starts with a prefix, passing
+/// everything else to `inner`.
+#[derive(Debug)]
+pub struct FailingStore {
+    inner: Arc<dyn ObjectStore>,
+    matching_puts: AtomicU64,
+    plan: Mutex<Option<FailPlan>>,
+}
+
+#[derive(Debug, Clone)]
+struct FailPlan {
+    prefix: String,
+    /// 1-based index among matching PUTs counted from when the plan was armed.
+    nth: u64,
+    armed_at: u64,
+}
+
+impl FailingStore {
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self { inner, matching_puts: AtomicU64::new(0), plan: Mutex::new(None) }
+    }
+
+    /// Makes the `nth` (1-based) PUT under `prefix` from now on fail, once.
+    pub fn fail_nth_put(&self, prefix: &str, nth: u64) {
+        let mut plan = self.plan.lock().expect("fail plan lock is never poisoned");
+        *plan = Some(FailPlan { prefix: prefix.to_string(), nth, armed_at: self.matching_puts.load(Ordering::SeqCst) });
+    }
+
+    fn should_fail(&self, location: &Path) -> bool {
+        let mut guard = self.plan.lock().expect("fail plan lock is never poisoned");
+        let Some(plan) = guard.as_ref() else { return false };
+        if !location.as_ref().starts_with(&plan.prefix) {
+            return false;
+        }
+        let seen = self.matching_puts.fetch_add(1, Ordering::SeqCst) + 1;
+        if seen - plan.armed_at == plan.nth {
+            *guard = None;
+            return true;
+        }
+        false
+    }
+}
+
+impl fmt::Display for FailingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Failing({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FailingStore {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        if self.should_fail(location) {
+            return Err(slatedb::object_store::Error::Generic {
+                store: "failing",
+                source: format!("injected failure for put of {location}").into(),
+            });
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}

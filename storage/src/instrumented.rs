@@ -1,0 +1,109 @@
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use slatedb::object_store::path::Path;
+use slatedb::object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult, Result,
+};
+
+/// Request and byte counts of an [`InstrumentedStore`].
+#[derive(Debug, Default)]
+pub struct StoreCounters {
+    pub puts: AtomicU64,
+    pub put_bytes: AtomicU64,
+    pub gets: AtomicU64,
+    pub get_bytes: AtomicU64,
+    pub deletes: AtomicU64,
+    pub lists: AtomicU64,
+}
+
+impl StoreCounters {
+    pub fn puts(&self) -> u64 {
+        self.puts.load(Ordering::Relaxed)
+    }
+    pub fn gets(&self) -> u64 {
+        self.gets.load(Ordering::Relaxed)
+    }
+}
+
+/// Counts every request that reaches `inner`.
+#[derive(Debug)]
+pub struct InstrumentedStore {
+    inner: Arc<dyn ObjectStore>,
+    counters: Arc<StoreCounters>,
+}
+
+impl InstrumentedStore {
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self { inner, counters: Arc::default() }
+    }
+
+    pub fn counters(&self) -> Arc<StoreCounters> {
+        self.counters.clone()
+    }
+}
+
+impl fmt::Display for InstrumentedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Instrumented({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for InstrumentedStore {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        self.counters.puts.fetch_add(1, Ordering::Relaxed);
+        self.counters.put_bytes.fetch_add(payload.content_length() as u64, Ordering::Relaxed);
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        self.counters.puts.fetch_add(1, Ordering::Relaxed);
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        let result = self.inner.get_opts(location, options).await?;
+        let len = result.range.end - result.range.start;
+        self.counters.get_bytes.fetch_add(len, Ordering::Relaxed);
+        Ok(result)
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.counters.gets.fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        self.counters.get_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.counters.lists.fetch_add(1, Ordering::Relaxed);
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.counters.lists.fetch_add(1, Ordering::Relaxed);
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.counters.lists.fetch_add(1, Ordering::Relaxed);
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
