@@ -1,1 +1,33 @@
-//! shale-gateway
+//! The gateway: Shale's write path.
+//!
+//! Callers hand [`Gateway::append`] (or [`Gateway::append_atomic`]) records for any
+//! stream. The gateway validates and encodes them into a block right away, then the
+//! batcher gathers blocks from every stream and caller into one open segment and seals
+//! it adaptively: at once when nothing is uploading, otherwise when an upload slot frees,
+//! when `linger` elapses, or when `max_segment_bytes` is reached. Each sealed segment is
+//! PUT as one object, committed to the [`Sequencer`] in seal order, and only then is
+//! each caller answered with its own ack or error.
+//!
+//! Modules: `config` (knobs and their costs), `append` (validation and encoding),
+//! `batcher` (the open segment and when to seal), `pipeline` (upload and ordered commit),
+//! `sequencer` (the commit interface to metadata), `metrics`, `error`.
+
+mod append;
+mod batcher;
+mod config;
+mod error;
+mod metrics;
+mod pipeline;
+mod sequencer;
+
+pub use append::AppendInput;
+pub use batcher::Gateway;
+pub use config::GatewayConfig;
+pub use error::GatewayError;
+pub use metrics::GatewayMetrics;
+pub use sequencer::Sequencer;
+
+/// Object key of a segment: `segments/<ulid>.seg`.
+pub fn segment_path(segment_id: u128) -> String {
+    format!("segments/{}.seg", ulid::Ulid(segment_id))
+}

@@ -1,21 +1,25 @@
-//! Storage foundations shared by every role.
+//! Foundations shared by every role: object stores, storage decorators, the clock and
+//! a metrics histogram.
 //!
 //! - [`open_store`]: turns `memory://`, `file://path` or `s3://bucket/prefix` into an
 //!   object store (S3 settings from the standard `AWS_*` environment).
 //! - [`InstrumentedStore`]: counts object requests and bytes, for `/metrics` and for
 //!   tests that assert how many objects a workload wrote.
 //! - [`FailingStore`]: fault injection, failing chosen PUTs.
+//! - [`Histogram`]: latency histogram rendered as Prometheus text.
 //! - [`Clock`]: the one place that reads wall-clock time, so tests can control it.
 //!
 //! `object_store` is re-exported from slatedb so the workspace agrees on one version.
 
 mod clock;
 mod failing;
+mod histogram;
 mod instrumented;
 mod open;
 
 pub use clock::{Clock, SystemClock};
 pub use failing::FailingStore;
+pub use histogram::{Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};
 pub use open::{open_store, StoreError};
 pub use slatedb::object_store;

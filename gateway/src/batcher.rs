@@ -1,0 +1,229 @@
+//! The open segment and when to seal it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use shale_metadata::AppendAck;
+use shale_storage::object_store::ObjectStore;
+use shale_storage::Clock;
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::append::{encode, AppendInput, EncodedAppend};
+use crate::pipeline::{run_committer, Sealed};
+use crate::{GatewayConfig, GatewayError, GatewayMetrics, Sequencer};
+
+pub(crate) type Reply = oneshot::Sender<Result<Vec<AppendAck>, GatewayError>>;
+
+/// Appends that must commit together, waiting for a segment.
+pub(crate) struct PendingUnit {
+    /// Order in which the batcher received it.
+    pub id: u64,
+    pub appends: Vec<EncodedAppend>,
+    pub reply: Reply,
+    pub bytes: usize,
+    pub _permit: OwnedSemaphorePermit,
+}
+
+/// State the gateway handle, batcher and committer share.
+pub(crate) struct Shared {
+    pub config: GatewayConfig,
+    pub clock: Arc<dyn Clock>,
+    pub store: Arc<dyn ObjectStore>,
+    pub metrics: Arc<GatewayMetrics>,
+    /// Highest unit id the batcher has received.
+    pub last_received: AtomicU64,
+}
+
+/// The write path's front door. Cheap to share behind an `Arc`.
+pub struct Gateway {
+    shared: Arc<Shared>,
+    inflight: Arc<Semaphore>,
+    units: mpsc::UnboundedSender<PendingUnit>,
+    shutdown: watch::Sender<bool>,
+    tasks: tokio::sync::Mutex<Option<(JoinHandle<()>, JoinHandle<()>)>>,
+}
+
+impl Gateway {
+    /// Starts the batcher and committer tasks on the current runtime.
+    pub fn start(
+        config: GatewayConfig,
+        store: Arc<dyn ObjectStore>,
+        sequencer: Arc<dyn Sequencer>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, GatewayError> {
+        config.validate().map_err(GatewayError::InvalidArgument)?;
+        let shared = Arc::new(Shared {
+            config,
+            clock,
+            store,
+            metrics: Arc::default(),
+            last_received: AtomicU64::new(0),
+        });
+        let inflight = Arc::new(Semaphore::new(shared.config.max_inflight_bytes));
+        let (units_tx, units_rx) = mpsc::unbounded_channel();
+        let (sealed_tx, sealed_rx) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let batcher = Batcher { shared: shared.clone(), open: OpenSegment::default(), in_flight: 0, sealed: sealed_tx };
+        let batcher = tokio::spawn(batcher.run(units_rx, done_rx, shutdown_rx));
+        let committer = tokio::spawn(run_committer(sealed_rx, sequencer, done_tx, shared.clone()));
+        Ok(Self { shared, inflight, units: units_tx, shutdown, tasks: tokio::sync::Mutex::new(Some((batcher, committer))) })
+    }
+
+    pub fn metrics(&self) -> Arc<GatewayMetrics> {
+        self.shared.metrics.clone()
+    }
+
+    /// Appends records to one stream; resolves once they are durable and sequenced.
+    pub async fn append(&self, input: AppendInput) -> Result<AppendAck, GatewayError> {
+        let mut acks = self.append_atomic(vec![input]).await?;
+        acks.pop().ok_or_else(|| GatewayError::InvalidArgument("no append".into()))
+    }
+
+    /// Appends to several streams at once: all succeed or all fail.
+    pub async fn append_atomic(&self, inputs: Vec<AppendInput>) -> Result<Vec<AppendAck>, GatewayError> {
+        if inputs.is_empty() {
+            return Err(GatewayError::InvalidArgument("an atomic append needs at least one stream".into()));
+        }
+        let arrival = self.shared.clock.now_ms();
+        let appends = inputs.into_iter().map(|input| encode(input, arrival)).collect::<Result<Vec<_>, _>>()?;
+        let bytes: usize = appends.iter().map(|a| a.block.len()).sum();
+        let limit = self.shared.config.max_inflight_bytes;
+        let permit = u32::try_from(bytes)
+            .ok()
+            .and_then(|n| self.inflight.clone().try_acquire_many_owned(n).ok())
+            .ok_or(GatewayError::Overloaded { inflight_bytes: limit - self.inflight.available_permits(), limit })?;
+        let (reply, answer) = oneshot::channel();
+        let unit = PendingUnit { id: 0, appends, reply, bytes, _permit: permit };
+        self.units.send(unit).map_err(|_| GatewayError::ShuttingDown)?;
+        let result = answer.await.map_err(|_| GatewayError::ShuttingDown)?;
+        let metrics = &self.shared.metrics;
+        match &result {
+            Ok(_) => metrics.appends_acked.fetch_add(1, Ordering::Relaxed),
+            Err(_) => metrics.appends_failed.fetch_add(1, Ordering::Relaxed),
+        };
+        result
+    }
+
+    /// Stops taking appends, seals and commits what is pending, and waits for the last
+    /// commit. Appends after this fail with `ShuttingDown`.
+    pub async fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+        if let Some((batcher, committer)) = self.tasks.lock().await.take() {
+            let _ = batcher.await;
+            let _ = committer.await;
+        }
+    }
+}
+
+#[derive(Default)]
+struct OpenSegment {
+    units: Vec<PendingUnit>,
+    bytes: usize,
+    opened_at: Option<tokio::time::Instant>,
+}
+
+struct Batcher {
+    shared: Arc<Shared>,
+    open: OpenSegment,
+    /// Sealed segments not yet committed.
+    in_flight: usize,
+    sealed: mpsc::UnboundedSender<Sealed>,
+}
+
+impl Batcher {
+    async fn run(
+        mut self,
+        mut units: mpsc::UnboundedReceiver<PendingUnit>,
+        mut done: mpsc::UnboundedReceiver<()>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let max_inflight = self.shared.config.max_inflight_segments;
+        let mut receiving = true;
+        loop {
+            let linger_deadline = self.open.opened_at.map(|t| t + self.shared.config.linger);
+            let can_seal = self.in_flight < max_inflight;
+            tokio::select! {
+                biased;
+                Some(()) = done.recv() => {
+                    self.in_flight -= 1;
+                    // An upload slot freed: whatever gathered meanwhile goes now.
+                    self.seal();
+                }
+                _ = shutdown.changed(), if receiving => {
+                    // Refuse new appends; those already queued still get through.
+                    units.close();
+                }
+                unit = units.recv(), if receiving => match unit {
+                    Some(unit) => {
+                        self.add(unit);
+                        while self.open.bytes < self.shared.config.max_segment_bytes {
+                            match units.try_recv() {
+                                Ok(unit) => self.add(unit),
+                                Err(_) => break,
+                            }
+                        }
+                        let full = self.open.bytes >= self.shared.config.max_segment_bytes;
+                        if self.in_flight == 0 || (full && can_seal) {
+                            self.seal();
+                        }
+                    }
+                    None => receiving = false,
+                },
+                _ = sleep_until(linger_deadline), if linger_deadline.is_some() && can_seal => self.seal(),
+            }
+            if !receiving {
+                if self.in_flight < max_inflight {
+                    self.seal();
+                }
+                if self.open.units.is_empty() && self.in_flight == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, mut unit: PendingUnit) {
+        let id = self.shared.last_received.fetch_add(1, Ordering::SeqCst) + 1;
+        unit.id = id;
+        self.open.bytes += unit.bytes;
+        self.open.opened_at.get_or_insert_with(tokio::time::Instant::now);
+        self.open.units.push(unit);
+    }
+
+    /// Seals the open segment (if any) and hands it to the upload and commit pipeline.
+    fn seal(&mut self) {
+        if self.open.units.is_empty() || self.in_flight >= self.shared.config.max_inflight_segments {
+            return;
+        }
+        let open = std::mem::take(&mut self.open);
+        let segment_id = ulid::Ulid::new().0;
+        let metrics = &self.shared.metrics;
+        metrics.segments_sealed.fetch_add(1, Ordering::Relaxed);
+        let blocks: Vec<_> = open
+            .units
+            .iter()
+            .flat_map(|u| u.appends.iter().map(|a| (a.stream_key(), a.client_timestamps.len() as u32, a.block.clone())))
+            .collect();
+        let store = self.shared.store.clone();
+        let upload = tokio::spawn(crate::pipeline::upload(store, segment_id, blocks, self.shared.metrics.clone()));
+        self.in_flight += 1;
+        let sealed = Sealed { segment_id, units: open.units, upload, sealed_at: Instant::now() };
+        if let Err(mpsc::error::SendError(sealed)) = self.sealed.send(sealed) {
+            // The committer only stops after the batcher, so this cannot happen; fail the
+            // callers rather than leave them hanging if it ever does.
+            for unit in sealed.units {
+                let _ = unit.reply.send(Err(GatewayError::ShuttingDown));
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

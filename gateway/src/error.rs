@@ -1,0 +1,58 @@
+use shale_metadata::MetadataError;
+use shale_proto::ErrorCode;
+
+/// Everything an append can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("invalid append: {0}")]
+    InvalidArgument(String),
+    #[error("gateway overloaded: {inflight_bytes} bytes in flight, limit {limit}")]
+    Overloaded { inflight_bytes: usize, limit: usize },
+    #[error("segment upload failed: object=`{object}`: {reason}")]
+    Upload { object: String, reason: String },
+    #[error("an earlier append to stream `{stream}` failed; this one was not committed")]
+    EarlierAppendFailed { stream: String },
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error("gateway is shutting down")]
+    ShuttingDown,
+}
+
+impl GatewayError {
+    /// The one place gateway errors meet the transport code set.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            GatewayError::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            GatewayError::Overloaded { .. } => ErrorCode::Overloaded,
+            GatewayError::Upload { .. } | GatewayError::EarlierAppendFailed { .. } => ErrorCode::Unavailable,
+            GatewayError::Metadata(e) => e.code(),
+            GatewayError::ShuttingDown => ErrorCode::ShuttingDown,
+        }
+    }
+}
+
+/// Errors are handed to every caller of a failed segment, so they must be cloneable;
+/// metadata errors are flattened to their message where they cannot be cloned.
+impl Clone for GatewayError {
+    fn clone(&self) -> Self {
+        match self {
+            GatewayError::InvalidArgument(m) => GatewayError::InvalidArgument(m.clone()),
+            GatewayError::Overloaded { inflight_bytes, limit } => {
+                GatewayError::Overloaded { inflight_bytes: *inflight_bytes, limit: *limit }
+            }
+            GatewayError::Upload { object, reason } => GatewayError::Upload { object: object.clone(), reason: reason.clone() },
+            GatewayError::EarlierAppendFailed { stream } => GatewayError::EarlierAppendFailed { stream: stream.clone() },
+            GatewayError::Metadata(e) => GatewayError::Metadata(clone_metadata_error(e)),
+            GatewayError::ShuttingDown => GatewayError::ShuttingDown,
+        }
+    }
+}
+
+fn clone_metadata_error(error: &MetadataError) -> MetadataError {
+    match error {
+        MetadataError::Fenced => MetadataError::Fenced,
+        MetadataError::Stopped => MetadataError::Stopped,
+        MetadataError::Indefinite(m) => MetadataError::Indefinite(m.clone()),
+        other => MetadataError::Indefinite(other.to_string()),
+    }
+}

@@ -1,0 +1,38 @@
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use shale_storage::Histogram;
+
+/// Counters of one gateway, rendered on `/metrics`.
+#[derive(Debug, Default)]
+pub struct GatewayMetrics {
+    pub appends_acked: AtomicU64,
+    pub appends_failed: AtomicU64,
+    pub records_acked: AtomicU64,
+    pub metered_bytes_acked: AtomicU64,
+    pub segments_sealed: AtomicU64,
+    pub segment_bytes: AtomicU64,
+    /// From seal to the end of the commit: upload plus sequencer round trip.
+    pub commit_latency: Histogram,
+}
+
+impl GatewayMetrics {
+    pub fn render(&self, out: &mut String) {
+        let counters = [
+            ("shale_appends_acked_total", "Appends acknowledged", &self.appends_acked),
+            ("shale_appends_failed_total", "Appends answered with an error", &self.appends_failed),
+            ("shale_records_acked_total", "Records acknowledged", &self.records_acked),
+            ("shale_append_metered_bytes_total", "Metered bytes acknowledged", &self.metered_bytes_acked),
+            ("shale_segments_written_total", "Segment objects sealed and uploaded", &self.segments_sealed),
+            ("shale_segment_bytes_total", "Bytes of sealed segment objects", &self.segment_bytes),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+        }
+        self.commit_latency.render(
+            "shale_segment_commit_seconds",
+            "Seal to commit of a segment (upload and sequencer)",
+            out,
+        );
+    }
+}
