@@ -26,8 +26,3 @@ pub use config::GatewayConfig;
 pub use error::GatewayError;
 pub use metrics::GatewayMetrics;
 pub use sequencer::Sequencer;
-
-/// Object key of a segment: `segments/<ulid>.seg`.
-pub fn segment_path(segment_id: u128) -> String {
-    format!("segments/{}.seg", ulid::Ulid(segment_id))
-}

@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::batcher::{PendingUnit, Shared};
-use crate::{segment_path, GatewayError, Sequencer};
+use crate::{GatewayError, Sequencer};
+use shale_proto::segment::object_path as segment_path;
 
 /// A sealed segment: its callers, in order, and its upload in progress.
 pub(crate) struct Sealed {

@@ -27,7 +27,7 @@ const CODEC_NONE: u8 = 0;
 const FLAG_TIMESTAMP: u8 = 1;
 
 /// Why an object or block could not be decoded. Always names the object.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SegmentError {
     #[error("segment truncated: object=`{object}` {detail}")]
     Truncated { object: String, detail: &'static str },
@@ -37,6 +37,12 @@ pub enum SegmentError {
     Checksum { object: String, offset: u64 },
     #[error("malformed segment: object=`{object}` offset={offset} {detail}")]
     Malformed { object: String, offset: u64, detail: &'static str },
+}
+
+/// Object key of a segment: `segments/<ulid>.seg`. The ULID's time prefix makes keys
+/// sort by creation time, which GC uses to find old orphans.
+pub fn object_path(segment_id: u128) -> String {
+    format!("segments/{}.seg", ulid::Ulid(segment_id))
 }
 
 /// Where one block sits in its segment object.

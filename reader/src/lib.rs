@@ -1,1 +1,21 @@
-//! shale-reader
+//! The reader: Shale's read path.
+//!
+//! [`Reader::read`] resolves a start position (sequence number, timestamp or offset from
+//! the tail) against the stream's durable state, walks index entries from metadata, and
+//! fetches each entry's block with a range GET on its segment object through a moka
+//! cache weighed in bytes. Records are numbered from the entry's first sequence number
+//! and timestamped by replaying the sequencer's resolver. With `wait`, an empty read
+//! sleeps on the metadata commit channel (never a polling timer) until records arrive.
+//!
+//! Modules: `config`, `cache` (blocks and index entries), `read` (positions and limits),
+//! `error`.
+
+mod cache;
+mod config;
+mod error;
+mod read;
+
+pub use cache::CacheStats;
+pub use config::ReaderConfig;
+pub use error::ReaderError;
+pub use read::{ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader};

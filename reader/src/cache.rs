@@ -1,0 +1,120 @@
+//! Byte-weighed caches of decoded blocks and index entries. Both hold immutable data:
+//! a committed index entry and the block it points at never change.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use moka::future::Cache;
+use shale_metadata::IndexEntry;
+use shale_proto::segment::{decode_block, DecodedBlock};
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::{ReaderConfig, ReaderError};
+
+/// Hit and miss counts, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    pub block_hits: AtomicU64,
+    pub block_misses: AtomicU64,
+    pub index_hits: AtomicU64,
+    pub index_misses: AtomicU64,
+}
+
+impl CacheStats {
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        let counters = [
+            ("shale_cache_block_hits_total", "Block reads served from cache", &self.block_hits),
+            ("shale_cache_block_misses_total", "Block reads that needed a range GET", &self.block_misses),
+            ("shale_cache_index_hits_total", "Index entries served from cache", &self.index_hits),
+            ("shale_cache_index_misses_total", "Index lookups that went to metadata", &self.index_misses),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+        }
+    }
+}
+
+pub(crate) struct Caches {
+    store: Arc<dyn ObjectStore>,
+    blocks: Cache<(u128, u64), Arc<DecodedBlock>>,
+    /// `(stream id, first seq)` -> entry: continuing reads start exactly at an entry.
+    index: Cache<(u64, u64), IndexEntry>,
+    pub stats: Arc<CacheStats>,
+}
+
+impl Caches {
+    pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>) -> Self {
+        let blocks = Cache::builder()
+            .max_capacity(config.block_cache_bytes)
+            .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))
+            .build();
+        let index = Cache::builder().max_capacity(config.index_cache_entries).build();
+        Self { store, blocks, index, stats: Arc::default() }
+    }
+
+    pub async fn entry(&self, stream_id: u64, first_seq: u64) -> Option<IndexEntry> {
+        let entry = self.index.get(&(stream_id, first_seq)).await;
+        let counter = if entry.is_some() { &self.stats.index_hits } else { &self.stats.index_misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        entry
+    }
+
+    pub async fn remember(&self, stream_id: u64, entry: IndexEntry) {
+        self.index.insert((stream_id, entry.first_seq), entry).await;
+    }
+
+    /// The decoded block an entry points at, from cache or by one range GET.
+    pub async fn block(&self, entry: &IndexEntry) -> Result<Arc<DecodedBlock>, ReaderError> {
+        let key = (entry.segment_id, entry.offset);
+        let store = self.store.clone();
+        let entry = *entry;
+        let cached = self
+            .blocks
+            .entry(key)
+            .or_try_insert_with(async move { fetch_block(store.as_ref(), &entry).await.map(Arc::new) })
+            .await
+            .map_err(|e: Arc<ReaderError>| clone_error(&e))?;
+        let counter = if cached.is_fresh() { &self.stats.block_misses } else { &self.stats.block_hits };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(cached.into_value())
+    }
+}
+
+/// Decoded records share the fetched buffer, so a block weighs about its encoded size.
+fn block_weight(block: &DecodedBlock) -> u32 {
+    let bytes: usize = block
+        .records
+        .iter()
+        .map(|r| 64 + r.body.len() + r.headers.iter().map(|h| 32 + h.name.len() + h.value.len()).sum::<usize>())
+        .sum();
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
+async fn fetch_block(store: &dyn ObjectStore, entry: &IndexEntry) -> Result<DecodedBlock, ReaderError> {
+    let object = shale_proto::segment::object_path(entry.segment_id);
+    let range = entry.offset..entry.offset + u64::from(entry.len);
+    let bytes = store
+        .get_range(&Path::from(object.as_str()), range)
+        .await
+        .map_err(|e| ReaderError::Fetch { object: object.clone(), reason: e.to_string() })?;
+    let block = decode_block(&object, &bytes).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
+    if block.records.len() != entry.record_count as usize {
+        return Err(ReaderError::Segment(shale_proto::SegmentError::Malformed {
+            object,
+            offset: entry.offset,
+            detail: "record count differs from index entry",
+        }));
+    }
+    Ok(block)
+}
+
+/// Errors shared by coalesced loads reach every waiter; rebuild an owned one.
+fn clone_error(error: &ReaderError) -> ReaderError {
+    match error {
+        ReaderError::Fetch { object, reason } => ReaderError::Fetch { object: object.clone(), reason: reason.clone() },
+        ReaderError::Segment(e) => ReaderError::Segment(e.clone()),
+        other => ReaderError::Fetch { object: String::new(), reason: other.to_string() },
+    }
+}

@@ -1,0 +1,18 @@
+use serde::Deserialize;
+
+/// Reader knobs.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReaderConfig {
+    /// Bytes of decoded segment blocks kept in memory. A hit saves one range GET.
+    pub block_cache_bytes: u64,
+    /// Index entries kept in memory (about 100 bytes each). A hit saves one metadata scan
+    /// when a reader continues where its last entry ended.
+    pub index_cache_entries: u64,
+}
+
+impl Default for ReaderConfig {
+    fn default() -> Self {
+        Self { block_cache_bytes: 256 * 1024 * 1024, index_cache_entries: 1_000_000 }
+    }
+}

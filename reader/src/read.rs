@@ -1,0 +1,193 @@
+//! Reads: resolving the start, walking index entries, applying limits, waiting.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shale_metadata::{IndexEntry, Metadata, Position, StreamInfo};
+use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS};
+use shale_proto::SequencedRecord;
+use shale_storage::object_store::ObjectStore;
+
+use crate::cache::{CacheStats, Caches};
+use crate::{ReaderConfig, ReaderError};
+
+/// Where a read starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStart {
+    /// At this sequence number.
+    SeqNum(u64),
+    /// At the first record whose timestamp is at or after this (ms).
+    Timestamp(u64),
+    /// This many records before the tail.
+    TailOffset(u64),
+}
+
+/// Bounds on one read; unset means S2's maximum (1000 records, 1 MiB).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadLimits {
+    pub count: Option<u64>,
+    pub bytes: Option<u64>,
+}
+
+/// One read of one stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadRequest {
+    pub basin: String,
+    pub stream: String,
+    pub start: ReadStart,
+    pub limits: ReadLimits,
+    /// Only records with timestamps below this (ms).
+    pub until: Option<u64>,
+    /// Start at the tail instead of failing when the start lies past it.
+    pub clamp: bool,
+    /// How long to wait for records when none are available yet.
+    pub wait: Duration,
+}
+
+/// Records read and the stream's tail when they were read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadOutput {
+    pub records: Vec<SequencedRecord>,
+    pub tail: Position,
+    /// The read stopped at `until`: later reads from here return nothing new.
+    pub reached_until: bool,
+}
+
+/// Index entries fetched per metadata scan.
+const ENTRIES_PER_SCAN: usize = 32;
+
+/// The read path. Cheap to share behind an `Arc`.
+pub struct Reader {
+    metadata: Arc<Metadata>,
+    caches: Caches,
+}
+
+impl Reader {
+    pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>, metadata: Arc<Metadata>) -> Self {
+        Self { metadata, caches: Caches::new(config, store) }
+    }
+
+    pub fn cache_stats(&self) -> Arc<CacheStats> {
+        self.caches.stats.clone()
+    }
+
+    /// The stream's tail: the next sequence number and the last timestamp.
+    pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ReaderError> {
+        Ok(self.metadata.stream(basin, stream).await?.record.tail())
+    }
+
+    /// Reads records. Waits up to `request.wait` when none are available yet.
+    pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ReaderError> {
+        let count = request.limits.count.unwrap_or(MAX_BATCH_RECORDS as u64).min(MAX_BATCH_RECORDS as u64);
+        let bytes = request.limits.bytes.unwrap_or(MAX_BATCH_METERED_BYTES).min(MAX_BATCH_METERED_BYTES);
+        // Subscribe before looking, so a commit between the look and the wait still wakes us.
+        let mut commits = self.metadata.subscribe_commits();
+        let deadline = tokio::time::Instant::now() + request.wait;
+        let mut start: Option<(u64, Option<u64>)> = None;
+        loop {
+            let info = self.metadata.stream(&request.basin, &request.stream).await?;
+            let tail = info.record.tail();
+            let (seq, min_timestamp) = match start {
+                Some(resolved) => resolved,
+                None => self.resolve_start(&info, request).await?,
+            };
+            let seq = seq.max(info.record.trim_point);
+            start = Some((seq, min_timestamp));
+            let (records, reached_until) =
+                self.collect(&info, seq, min_timestamp, count, bytes, request.until).await?;
+            if !records.is_empty() || reached_until || count == 0 || request.wait.is_zero() {
+                return Ok(ReadOutput { records, tail, reached_until });
+            }
+            match tokio::time::timeout_at(deadline, commits.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) | Err(_) => return Ok(ReadOutput { records, tail, reached_until }),
+            }
+        }
+    }
+
+    /// The first sequence number to read, and for timestamp starts the smallest
+    /// timestamp to return.
+    async fn resolve_start(&self, info: &StreamInfo, request: &ReadRequest) -> Result<(u64, Option<u64>), ReaderError> {
+        let tail = info.record.tail();
+        match request.start {
+            ReadStart::SeqNum(seq) if seq > tail.seq_num => {
+                if request.clamp {
+                    Ok((tail.seq_num, None))
+                } else {
+                    Err(ReaderError::PastTail { tail })
+                }
+            }
+            ReadStart::SeqNum(seq) => Ok((seq, None)),
+            ReadStart::TailOffset(offset) => Ok((tail.seq_num.saturating_sub(offset), None)),
+            ReadStart::Timestamp(ts) => match self.metadata.entry_at_time(info.record.id, ts).await? {
+                Some(entry) => Ok((entry.first_seq, Some(ts))),
+                None => Ok((tail.seq_num, None)),
+            },
+        }
+    }
+
+    /// Reads from `seq` up to the tail in `info`, within the limits.
+    async fn collect(
+        &self,
+        info: &StreamInfo,
+        mut seq: u64,
+        min_timestamp: Option<u64>,
+        count: u64,
+        bytes: u64,
+        until: Option<u64>,
+    ) -> Result<(Vec<SequencedRecord>, bool), ReaderError> {
+        let stream_id = info.record.id;
+        let tail_seq = info.record.next_seq;
+        let mut records = Vec::new();
+        let mut used_bytes = 0u64;
+        while seq < tail_seq && (records.len() as u64) < count {
+            let entries = self.entries(stream_id, seq).await?;
+            if entries.is_empty() {
+                break;
+            }
+            for entry in entries {
+                if entry.first_seq >= tail_seq {
+                    return Ok((records, false));
+                }
+                let block = self.caches.block(&entry).await?;
+                let mut resolver = entry.timestamp_policy.resolver(block.arrival, entry.timestamp_floor);
+                for (i, record) in block.records.iter().enumerate() {
+                    let timestamp = resolver.next(record.timestamp);
+                    let seq_num = entry.first_seq + i as u64;
+                    if seq_num < seq || min_timestamp.is_some_and(|min| timestamp < min) {
+                        continue;
+                    }
+                    if until.is_some_and(|until| timestamp >= until) {
+                        return Ok((records, true));
+                    }
+                    let size = record.metered_bytes();
+                    if records.len() as u64 >= count || used_bytes + size > bytes {
+                        return Ok((records, false));
+                    }
+                    used_bytes += size;
+                    records.push(SequencedRecord {
+                        seq_num,
+                        timestamp,
+                        headers: record.headers.clone(),
+                        body: record.body.clone(),
+                    });
+                }
+                seq = entry.end_seq();
+            }
+        }
+        Ok((records, false))
+    }
+
+    /// Index entries from the one holding `seq`: from cache when a previous read ended
+    /// exactly there, else from metadata.
+    async fn entries(&self, stream_id: u64, seq: u64) -> Result<Vec<IndexEntry>, ReaderError> {
+        if let Some(entry) = self.caches.entry(stream_id, seq).await {
+            return Ok(vec![entry]);
+        }
+        let entries = self.metadata.entries_from(stream_id, seq, ENTRIES_PER_SCAN).await?;
+        for entry in &entries {
+            self.caches.remember(stream_id, *entry).await;
+        }
+        Ok(entries)
+    }
+}
