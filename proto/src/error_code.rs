@@ -54,7 +54,7 @@ impl ErrorCode {
 
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorCode::InvalidArgument => 422,
+            ErrorCode::InvalidArgument => 400,
             ErrorCode::NotFound => 404,
             ErrorCode::AlreadyExists | ErrorCode::Deleting => 409,
             ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch => 412,

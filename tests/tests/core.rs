@@ -368,3 +368,30 @@ on_every_backend!(
     suite_catalog_lists_and_deletes,
     suite_waiting_read_wakes_on_commit,
 );
+
+/// A lone append seals at once instead of waiting for `linger`; appends that arrive
+/// while an upload is in flight share the next segment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batcher_is_adaptive() {
+    let store = Backend::Memory.store().await;
+    let config = GatewayConfig { linger: Duration::from_secs(600), ..GatewayConfig::default() };
+    let node = Arc::new(Node::start(&store, config).await);
+    setup(&node, &["lone", "busy"]).await;
+
+    // With a ten-minute linger, only the adaptive path can answer within the timeout.
+    let lone = tokio::time::timeout(Duration::from_secs(30), node.gateway.append(input("lone", &["x"]))).await;
+    assert!(lone.expect("a lone append must not wait for linger").is_ok());
+    assert_eq!(store.segment_objects().await.len(), 1);
+
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let node = node.clone();
+            tokio::spawn(async move { node.gateway.append(input("busy", &[&i.to_string()])).await.unwrap() })
+        })
+        .collect();
+    let all = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(tasks)).await;
+    assert!(all.expect("queued appends are sealed when a slot frees, not after linger").iter().all(Result::is_ok));
+    let segments = store.segment_objects().await.len() - 1;
+    assert!(segments < 200, "200 concurrent appends took {segments} segments: no sharing");
+    Arc::into_inner(node).unwrap().stop().await;
+}
