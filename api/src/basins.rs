@@ -1,0 +1,116 @@
+//! `/v1/basins`: list, create, ensure, get config, reconfigure, delete.
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+use shale_metadata::{BasinConfig, BasinRecord, MetadataError};
+use shale_proto::names;
+
+use crate::query::Query;
+use crate::streams::StreamReconfiguration;
+use crate::wire::{json_body, rfc3339};
+use crate::{ApiError, AppState};
+
+fn basin_info(record: &BasinRecord) -> serde_json::Value {
+    json!({ "name": record.name, "created_at": rfc3339(record.created_at_ms), "deleted_at": null, "scope": null, "state": "active" })
+}
+
+fn valid_name(name: &str) -> Result<(), ApiError> {
+    names::validate_basin(name).map_err(ApiError::BadRequest)
+}
+
+pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?;
+    let page = state
+        .metadata
+        .list_basins(query.string("prefix").unwrap_or(""), query.string("start_after").unwrap_or(""), query.limit()?)
+        .await?;
+    let basins: Vec<_> = page.items.iter().map(basin_info).collect();
+    Ok(Json(json!({ "basins": basins, "has_more": page.has_more })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBasinRequest {
+    basin: String,
+    #[serde(default)]
+    config: Option<BasinConfig>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    scope: Option<String>,
+}
+
+pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let request: CreateBasinRequest = json_body(&body)?;
+    valid_name(&request.basin)?;
+    let record = state.metadata.create_basin(&request.basin, request.config.unwrap_or_default()).await?;
+    Ok((StatusCode::CREATED, Json(basin_info(&record))).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnsureBasinRequest {
+    #[serde(default)]
+    config: Option<BasinConfig>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    scope: Option<String>,
+}
+
+pub async fn ensure(State(state): State<AppState>, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    valid_name(&basin)?;
+    let request: Option<EnsureBasinRequest> = json_body(&body)?;
+    let config = request.unwrap_or_default().config.unwrap_or_default();
+    match state.metadata.create_basin(&basin, config).await {
+        Ok(record) => Ok((StatusCode::CREATED, Json(basin_info(&record))).into_response()),
+        Err(MetadataError::BasinExists(_)) => {
+            let record = state.metadata.basin(&basin).await?;
+            Ok((StatusCode::OK, Json(basin_info(&record))).into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn get_config(State(state): State<AppState>, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    valid_name(&basin)?;
+    let record = state.metadata.basin(&basin).await?;
+    Ok(Json(record.config).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct BasinReconfiguration {
+    #[serde(default)]
+    create_stream_on_append: Option<bool>,
+    #[serde(default)]
+    create_stream_on_read: Option<bool>,
+    #[serde(default)]
+    default_stream_config: Option<StreamReconfiguration>,
+}
+
+pub async fn reconfigure(State(state): State<AppState>, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    valid_name(&basin)?;
+    let change: BasinReconfiguration = json_body::<Option<_>>(&body)?.unwrap_or_default();
+    let mut config = state.metadata.basin(&basin).await?.config;
+    if let Some(v) = change.create_stream_on_append {
+        config.create_stream_on_append = v;
+    }
+    if let Some(v) = change.create_stream_on_read {
+        config.create_stream_on_read = v;
+    }
+    if let Some(stream_change) = change.default_stream_config {
+        config.default_stream_config = Some(stream_change.apply(config.default_stream_config.unwrap_or_default()));
+    }
+    let record = state.metadata.reconfigure_basin(&basin, config).await?;
+    Ok(Json(record.config).into_response())
+}
+
+pub async fn delete(State(state): State<AppState>, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    valid_name(&basin)?;
+    state.metadata.delete_basin(&basin).await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}

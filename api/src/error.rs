@@ -1,0 +1,70 @@
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use shale_gateway::GatewayError;
+use shale_metadata::MetadataError;
+use shale_proto::ErrorCode;
+use shale_reader::ReaderError;
+
+/// Every error an HTTP handler returns. [`IntoResponse`] below is the one place they
+/// become statuses and bodies.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("no such endpoint: {0}")]
+    NoRoute(String),
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    #[error(transparent)]
+    Reader(#[from] ReaderError),
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+}
+
+impl ApiError {
+    pub fn bad(message: impl Into<String>) -> Self {
+        ApiError::BadRequest(message.into())
+    }
+
+    fn code(&self) -> ErrorCode {
+        match self {
+            ApiError::BadRequest(_) => ErrorCode::InvalidArgument,
+            ApiError::NoRoute(_) => ErrorCode::NotFound,
+            ApiError::Gateway(e) => e.code(),
+            ApiError::Reader(e) => e.code(),
+            ApiError::Metadata(e) => e.code(),
+        }
+    }
+
+    fn metadata(&self) -> Option<&MetadataError> {
+        match self {
+            ApiError::Gateway(GatewayError::Metadata(e)) | ApiError::Reader(ReaderError::Metadata(e)) | ApiError::Metadata(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The JSON body: S2's condition and range shapes where S2 defines them, else
+    /// `{"code", "message"}`.
+    pub fn body(&self) -> serde_json::Value {
+        match (self.metadata(), self) {
+            (Some(MetadataError::SeqNumMismatch { actual, .. }), _) => json!({ "seq_num_mismatch": actual }),
+            (Some(MetadataError::FencingTokenMismatch { actual }), _) => json!({ "fencing_token_mismatch": actual }),
+            (_, ApiError::Reader(ReaderError::PastTail { tail })) => {
+                json!({ "tail": { "seq_num": tail.seq_num, "timestamp": tail.timestamp } })
+            }
+            _ => json!({ "code": self.code().as_str(), "message": self.to_string() }),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status.is_server_error() {
+            tracing::warn!(status = status.as_u16(), error = %self, "request failed");
+        }
+        (status, Json(self.body())).into_response()
+    }
+}

@@ -1,0 +1,149 @@
+//! `/v1/streams/{stream}[/records[/tail]]`: stream config calls, append, read, check tail.
+//!
+//! Stream names may contain `/`, so the path is split on the raw (still percent-encoded)
+//! URI: the first segment is the stream, the rest picks the endpoint.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use shale_gateway::AppendInput;
+use shale_metadata::MetadataError;
+use shale_reader::{ReadLimits, ReadRequest, ReadStart, ReaderError};
+
+use crate::query::{percent_decode, Query};
+use crate::streams;
+use crate::wire::{basin_header, json_body, AppendInputJson, Format, ReadBatchJson};
+use crate::{sse, ApiError, AppState};
+
+/// Longest `wait` S2 allows on a unary read, in seconds.
+const MAX_WAIT_SECS: u64 = 60;
+
+pub async fn dispatch(
+    State(state): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let rest = uri.path().strip_prefix("/v1/streams/").unwrap_or_default();
+    let (raw_stream, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
+    let stream = percent_decode(raw_stream, false)?;
+    shale_proto::names::validate_stream(&stream).map_err(ApiError::BadRequest)?;
+    let basin = basin_header(&headers)?;
+    let query = uri.query();
+    match (endpoint, method) {
+        ("", Method::GET) => streams::get_config(&state, &basin, &stream).await,
+        ("", Method::PUT) => streams::ensure(&state, &basin, &stream, &body).await,
+        ("", Method::PATCH) => streams::reconfigure(&state, &basin, &stream, &body).await,
+        ("", Method::DELETE) => streams::delete(&state, &basin, &stream).await,
+        ("records", Method::POST) => append(&state, basin, stream, &headers, &body).await,
+        ("records", Method::GET) => read(&state, basin, stream, &headers, query).await,
+        ("records/tail", Method::GET) => {
+            Query::parse(query, &[])?;
+            let tail = state.reader.check_tail(&basin, &stream).await?;
+            Ok(Json(json!({ "tail": tail })).into_response())
+        }
+        (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
+    }
+}
+
+async fn append(state: &AppState, basin: String, stream: String, headers: &HeaderMap, body: &Bytes) -> Result<Response, ApiError> {
+    if let Some(content_type) = headers.get("content-type").and_then(|v| v.to_str().ok()) {
+        if content_type.starts_with("application/protobuf") || content_type.starts_with("s2s/") {
+            return Err(ApiError::bad(format!("content-type `{content_type}` is not supported yet; send application/json")));
+        }
+    }
+    let format = Format::from_headers(headers)?;
+    let input: AppendInputJson = json_body(body)?;
+    let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
+    let ack = state
+        .gateway
+        .append(AppendInput { basin, stream, records, match_seq_num: input.match_seq_num, fencing_token: input.fencing_token })
+        .await?;
+    Ok(Json(ack).into_response())
+}
+
+/// A read's parameters, shared by unary reads and SSE.
+pub struct ReadParams {
+    pub request: ReadRequest,
+    pub format: Format,
+}
+
+pub fn read_params(basin: String, stream: String, headers: &HeaderMap, query: Option<&str>) -> Result<ReadParams, ApiError> {
+    let query = Query::parse(query, &["seq_num", "timestamp", "tail_offset", "count", "bytes", "until", "clamp", "wait"])?;
+    let starts = [
+        query.number::<u64>("seq_num")?.map(ReadStart::SeqNum),
+        query.number::<u64>("timestamp")?.map(ReadStart::Timestamp),
+        query.number::<u64>("tail_offset")?.map(ReadStart::TailOffset),
+    ];
+    let mut given = starts.into_iter().flatten();
+    let start = given.next().unwrap_or(ReadStart::SeqNum(0));
+    if given.next().is_some() {
+        return Err(ApiError::bad("give at most one of seq_num, timestamp and tail_offset"));
+    }
+    let wait = query.number::<u64>("wait")?.unwrap_or(0);
+    if wait > MAX_WAIT_SECS {
+        return Err(ApiError::bad(format!("wait must be at most {MAX_WAIT_SECS} seconds")));
+    }
+    let count = query.number::<u64>("count")?;
+    if count.is_some_and(|c| c > 1000) {
+        return Err(ApiError::bad("count must be at most 1000"));
+    }
+    let bytes = query.number::<u64>("bytes")?;
+    if bytes.is_some_and(|b| b > 1024 * 1024) {
+        return Err(ApiError::bad("bytes must be at most 1048576"));
+    }
+    Ok(ReadParams {
+        request: ReadRequest {
+            basin,
+            stream,
+            start,
+            limits: ReadLimits { count, bytes },
+            until: query.number("until")?,
+            clamp: query.boolean("clamp")?.unwrap_or(false),
+            wait: Duration::from_secs(wait),
+        },
+        format: Format::from_headers(headers)?,
+    })
+}
+
+async fn read(state: &AppState, basin: String, stream: String, headers: &HeaderMap, query: Option<&str>) -> Result<Response, ApiError> {
+    let params = read_params(basin, stream, headers, query)?;
+    ensure_readable(state, &params.request).await?;
+    let wants_sse = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    if wants_sse {
+        return sse::read_session(state.clone(), params, headers).await;
+    }
+    let output = state.reader.read(&params.request).await?;
+    Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
+}
+
+/// Creates the stream first when it is missing and the basin creates streams on read.
+pub async fn ensure_readable(state: &AppState, request: &ReadRequest) -> Result<(), ApiError> {
+    match state.metadata.stream(&request.basin, &request.stream).await {
+        Ok(_) => Ok(()),
+        Err(MetadataError::StreamNotFound { .. }) => {
+            let basin = state.metadata.basin(&request.basin).await?;
+            if !basin.config.create_stream_on_read {
+                return Err(ReaderError::Metadata(MetadataError::StreamNotFound {
+                    basin: request.basin.clone(),
+                    stream: request.stream.clone(),
+                })
+                .into());
+            }
+            match state.metadata.create_stream(&request.basin, &request.stream, Default::default()).await {
+                Ok(_) | Err(MetadataError::StreamExists { .. }) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}

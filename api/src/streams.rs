@@ -1,0 +1,137 @@
+//! `/v1/streams`: list, create, ensure, get config, reconfigure, delete. The basin comes
+//! from the `s2-basin` header.
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+use shale_metadata::{DeleteOnEmpty, MetadataError, RetentionPolicy, StreamConfig, TimestampingConfig};
+
+use crate::query::Query;
+use crate::wire::{basin_header, json_body, rfc3339};
+use crate::{ApiError, AppState};
+
+fn stream_info(name: &str, created_at_ms: u64) -> serde_json::Value {
+    json!({ "name": name, "created_at": rfc3339(created_at_ms), "deleted_at": null })
+}
+
+/// Rejects settings S2 rejects.
+pub fn validate_config(config: &StreamConfig) -> Result<(), ApiError> {
+    if let Some(RetentionPolicy::Age(0)) = config.retention_policy {
+        return Err(ApiError::bad("retention_policy.age must be greater than 0 seconds"));
+    }
+    if let Some(class) = &config.storage_class {
+        if class != "standard" && class != "express" {
+            return Err(ApiError::bad(format!("storage_class must be standard or express, got `{class}`")));
+        }
+    }
+    Ok(())
+}
+
+pub async fn list(State(state): State<AppState>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let basin = basin_header(&headers)?;
+    let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?;
+    state.metadata.basin(&basin).await?;
+    let page = state
+        .metadata
+        .list_streams(&basin, query.string("prefix").unwrap_or(""), query.string("start_after").unwrap_or(""), query.limit()?)
+        .await?;
+    let streams: Vec<_> = page.items.iter().map(|s| stream_info(&s.name, s.created_at_ms)).collect();
+    Ok(Json(json!({ "streams": streams, "has_more": page.has_more })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateStreamRequest {
+    stream: String,
+    #[serde(default)]
+    config: Option<StreamConfig>,
+}
+
+pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let basin = basin_header(&headers)?;
+    let request: CreateStreamRequest = json_body(&body)?;
+    shale_proto::names::validate_stream(&request.stream).map_err(ApiError::BadRequest)?;
+    let config = request.config.unwrap_or_default();
+    validate_config(&config)?;
+    let info = state.metadata.create_stream(&basin, &request.stream, config).await?;
+    Ok((StatusCode::CREATED, Json(stream_info(&info.name, info.record.created_at_ms))).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnsureStreamRequest {
+    #[serde(default)]
+    config: Option<StreamConfig>,
+}
+
+pub async fn ensure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
+    let request: Option<EnsureStreamRequest> = json_body(body)?;
+    let config = request.unwrap_or_default().config.unwrap_or_default();
+    validate_config(&config)?;
+    match state.metadata.create_stream(basin, stream, config).await {
+        Ok(info) => Ok((StatusCode::CREATED, Json(stream_info(&info.name, info.record.created_at_ms))).into_response()),
+        Err(MetadataError::StreamExists { .. }) => {
+            let info = state.metadata.stream(basin, stream).await?;
+            Ok((StatusCode::OK, Json(stream_info(&info.name, info.record.created_at_ms))).into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn get_config(state: &AppState, basin: &str, stream: &str) -> Result<Response, ApiError> {
+    let info = state.metadata.stream(basin, stream).await?;
+    Ok(Json(info.record.config).into_response())
+}
+
+/// S2's `StreamReconfiguration`: only the fields present change.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StreamReconfiguration {
+    #[serde(default)]
+    storage_class: Option<String>,
+    #[serde(default)]
+    retention_policy: Option<RetentionPolicy>,
+    #[serde(default)]
+    timestamping: Option<TimestampingConfig>,
+    #[serde(default)]
+    delete_on_empty: Option<DeleteOnEmpty>,
+}
+
+impl StreamReconfiguration {
+    pub fn apply(self, mut config: StreamConfig) -> StreamConfig {
+        if let Some(class) = self.storage_class {
+            config.storage_class = Some(class);
+        }
+        if let Some(retention) = self.retention_policy {
+            config.retention_policy = Some(retention);
+        }
+        if let Some(ts) = self.timestamping {
+            let mut current = config.timestamping.unwrap_or_default();
+            current.mode = ts.mode.or(current.mode);
+            current.uncapped = ts.uncapped.or(current.uncapped);
+            config.timestamping = Some(current);
+        }
+        if let Some(doe) = self.delete_on_empty {
+            config.delete_on_empty = Some(doe);
+        }
+        config
+    }
+}
+
+pub async fn reconfigure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
+    let change: StreamReconfiguration = json_body::<Option<_>>(body)?.unwrap_or_default();
+    let current = state.metadata.stream(basin, stream).await?.record.config;
+    let config = change.apply(current);
+    validate_config(&config)?;
+    let info = state.metadata.reconfigure_stream(basin, stream, config).await?;
+    Ok(Json(info.record.config).into_response())
+}
+
+pub async fn delete(state: &AppState, basin: &str, stream: &str) -> Result<Response, ApiError> {
+    state.metadata.delete_stream(basin, stream).await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}

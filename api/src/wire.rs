@@ -1,0 +1,138 @@
+//! S2's JSON shapes and the `s2-format` byte encoding.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::http::HeaderMap;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use shale_metadata::Position;
+use shale_proto::{names, Header, Record, SequencedRecord};
+
+use crate::ApiError;
+
+/// How record bytes travel in JSON (`s2-format` header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// UTF-8 strings; on reads, invalid UTF-8 is replaced.
+    Raw,
+    /// Standard base64.
+    Base64,
+}
+
+impl Format {
+    pub fn from_headers(headers: &HeaderMap) -> Result<Self, ApiError> {
+        match headers.get("s2-format").map(|v| v.to_str()) {
+            None => Ok(Format::Raw),
+            Some(Ok("raw")) | Some(Ok("json")) => Ok(Format::Raw),
+            Some(Ok("base64")) => Ok(Format::Base64),
+            Some(other) => Err(ApiError::bad(format!("s2-format must be raw or base64, got {other:?}"))),
+        }
+    }
+
+    fn decode(self, what: &str, s: &str) -> Result<Bytes, ApiError> {
+        match self {
+            Format::Raw => Ok(Bytes::copy_from_slice(s.as_bytes())),
+            Format::Base64 => STANDARD
+                .decode(s)
+                .map(Bytes::from)
+                .map_err(|e| ApiError::bad(format!("{what} is not valid base64: {e}"))),
+        }
+    }
+
+    fn encode(self, bytes: &[u8]) -> String {
+        match self {
+            Format::Raw => String::from_utf8_lossy(bytes).into_owned(),
+            Format::Base64 => STANDARD.encode(bytes),
+        }
+    }
+}
+
+/// The basin a stream call names in its `s2-basin` header.
+pub fn basin_header(headers: &HeaderMap) -> Result<String, ApiError> {
+    let basin = headers
+        .get("s2-basin")
+        .ok_or_else(|| ApiError::bad("missing s2-basin header naming the basin"))?
+        .to_str()
+        .map_err(|_| ApiError::bad("s2-basin header is not ASCII"))?;
+    names::validate_basin(basin).map_err(ApiError::BadRequest)?;
+    Ok(basin.to_string())
+}
+
+/// Parses a JSON body; an empty body reads as `null`.
+pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) { b"null" } else { body };
+    serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+}
+
+pub fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendInputJson {
+    pub records: Vec<AppendRecordJson>,
+    #[serde(default)]
+    pub match_seq_num: Option<u64>,
+    #[serde(default)]
+    pub fencing_token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppendRecordJson {
+    #[serde(default)]
+    pub timestamp: Option<u64>,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    #[serde(default)]
+    pub body: String,
+}
+
+impl AppendRecordJson {
+    pub fn into_record(self, format: Format) -> Result<Record, ApiError> {
+        let headers = self
+            .headers
+            .into_iter()
+            .map(|(name, value)| {
+                Ok(Header { name: format.decode("header name", &name)?, value: format.decode("header value", &value)? })
+            })
+            .collect::<Result<_, ApiError>>()?;
+        Ok(Record { timestamp: self.timestamp, headers, body: format.decode("body", &self.body)? })
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct SequencedRecordJson {
+    pub seq_num: u64,
+    pub timestamp: u64,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl SequencedRecordJson {
+    pub fn new(record: &SequencedRecord, format: Format) -> Self {
+        Self {
+            seq_num: record.seq_num,
+            timestamp: record.timestamp,
+            headers: record.headers.iter().map(|h| (format.encode(&h.name), format.encode(&h.value))).collect(),
+            body: format.encode(&record.body),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReadBatchJson {
+    pub records: Vec<SequencedRecordJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<Position>,
+}
+
+impl ReadBatchJson {
+    pub fn new(records: &[SequencedRecord], tail: Option<Position>, format: Format) -> Self {
+        Self { records: records.iter().map(|r| SequencedRecordJson::new(r, format)).collect(), tail }
+    }
+}

@@ -1,0 +1,96 @@
+//! One configuration tree, layered: defaults, then an optional TOML file, then
+//! `SHALE_*` environment variables and flags.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Deserialize;
+use shale_gateway::GatewayConfig;
+use shale_reader::ReaderConfig;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below, plus [gateway] and [reader] sections.
+    #[arg(long, env = "SHALE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Directory for the local filesystem store (ignored when --store is given).
+    #[arg(long, env = "SHALE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Object store URL: file:///path, s3://bucket/prefix or memory://.
+    #[arg(long, env = "SHALE_STORE")]
+    pub store: Option<String>,
+    /// Address for the HTTP API.
+    #[arg(long, env = "SHALE_HTTP")]
+    pub http: Option<SocketAddr>,
+}
+
+/// Everything `shale serve` needs.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    pub data_dir: PathBuf,
+    pub store: Option<String>,
+    pub http: SocketAddr,
+    pub gateway: GatewayConfig,
+    pub reader: ReaderConfig,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("shale-data"),
+            store: None,
+            http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            gateway: GatewayConfig::default(),
+            reader: ReaderConfig::default(),
+        }
+    }
+}
+
+impl ServeConfig {
+    pub fn load(args: &ServeArgs) -> anyhow::Result<Self> {
+        let mut config = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+            }
+            None => ServeConfig::default(),
+        };
+        if let Some(dir) = &args.data_dir {
+            config.data_dir = dir.clone();
+        }
+        if let Some(store) = &args.store {
+            config.store = Some(store.clone());
+        }
+        if let Some(http) = args.http {
+            config.http = http;
+        }
+        config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
+        Ok(config)
+    }
+
+    /// The store URL: `--store`, or the data directory on the local filesystem.
+    pub fn store_url(&self) -> anyhow::Result<String> {
+        if let Some(url) = &self.store {
+            return Ok(url.clone());
+        }
+        std::fs::create_dir_all(&self.data_dir).with_context(|| format!("creating {}", self.data_dir.display()))?;
+        let dir = self.data_dir.canonicalize()?;
+        Ok(format!("file://{}", dir.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_layers_over_defaults_and_rejects_unknown_keys() {
+        let config: ServeConfig = toml::from_str("http = \"127.0.0.1:9000\"\n[gateway]\nlinger = \"5ms\"\n").unwrap();
+        assert_eq!(config.http.port(), 9000);
+        assert_eq!(config.gateway.linger, std::time::Duration::from_millis(5));
+        assert_eq!(config.gateway.max_segment_bytes, GatewayConfig::default().max_segment_bytes);
+        assert!(toml::from_str::<ServeConfig>("bogus = 1").is_err());
+    }
+}
