@@ -1,10 +1,13 @@
 //! Test harness: a local S3-compatible server (moto), storage backends to run the same
-//! suites on, and an in-process node (metadata + gateway + reader) over any store.
+//! suites on, an in-process node (metadata + gateway + reader) over any store, and
+//! `shale serve` on a loopback port with an SSE client.
 
 #![allow(clippy::unwrap_used)]
 
 mod moto;
 mod node;
+mod server;
 
 pub use moto::Moto;
 pub use node::{Backend, Node};
+pub use server::{SseEvent, SseReader, TestServer};

@@ -1,0 +1,347 @@
+//! The S2-compatible HTTP API against `shale serve` on a loopback port.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+use shale_tests::{SseReader, TestServer};
+
+const BASIN: &str = "http-basin";
+
+async fn setup(server: &TestServer, streams: &[&str]) {
+    let r = server.client.post(server.url("/v1/basins")).json(&json!({ "basin": BASIN })).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    for stream in streams {
+        let r = server
+            .client
+            .post(server.url("/v1/streams"))
+            .header("s2-basin", BASIN)
+            .json(&json!({ "stream": stream }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    }
+}
+
+async fn call(server: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request =
+        server.client.request(method.parse().unwrap(), server.url(path)).header("s2-basin", BASIN);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+async fn append(server: &TestServer, stream: &str, bodies: &[&str]) -> Value {
+    let records: Vec<Value> = bodies.iter().map(|b| json!({ "body": b })).collect();
+    let (status, ack) = call(server, "POST", &format!("/v1/streams/{stream}/records"), Some(json!({ "records": records }))).await;
+    assert_eq!(status, 200, "{ack}");
+    ack
+}
+
+async fn tail(server: &TestServer, stream: &str) -> u64 {
+    let (status, body) = call(server, "GET", &format!("/v1/streams/{stream}/records/tail"), None).await;
+    assert_eq!(status, 200, "{body}");
+    body["tail"]["seq_num"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basins_and_streams_lifecycle() {
+    let server = TestServer::start().await;
+    setup(&server, &["apple", "apricot", "banana"]).await;
+
+    let (status, body) = call(&server, "POST", "/v1/basins", Some(json!({ "basin": BASIN }))).await;
+    assert_eq!((status, body["code"].as_str()), (409, Some("already_exists")));
+    let (status, _) = call(&server, "PUT", "/v1/basins/another-basin", None).await;
+    assert_eq!(status, 201);
+    let (status, _) = call(&server, "PUT", "/v1/basins/another-basin", None).await;
+    assert_eq!(status, 200);
+    let (status, list) = call(&server, "GET", "/v1/basins?prefix=another&limit=10", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["basins"][0]["name"], "another-basin");
+
+    let (status, config) =
+        call(&server, "PATCH", &format!("/v1/basins/{BASIN}"), Some(json!({ "create_stream_on_append": true }))).await;
+    assert_eq!((status, &config["create_stream_on_append"]), (200, &json!(true)));
+    let ack = append(&server, "auto-created", &["x"]).await;
+    assert_eq!(ack["end"]["seq_num"], 1);
+
+    let (status, page) = call(&server, "GET", "/v1/streams?prefix=ap&limit=1", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(page["streams"][0]["name"], "apple");
+    assert_eq!(page["has_more"], true);
+    let (_, page) = call(&server, "GET", "/v1/streams?prefix=ap&start_after=apple", None).await;
+    assert_eq!(page["streams"].as_array().unwrap().len(), 1);
+    assert_eq!(page["has_more"], false);
+
+    let (status, config) = call(
+        &server,
+        "PATCH",
+        "/v1/streams/apple",
+        Some(json!({ "timestamping": { "mode": "arrival" }, "retention_policy": { "age": 3600 } })),
+    )
+    .await;
+    assert_eq!(status, 200, "{config}");
+    let (_, config) = call(&server, "GET", "/v1/streams/apple", None).await;
+    assert_eq!(config["timestamping"]["mode"], "arrival");
+    assert_eq!(config["retention_policy"]["age"], 3600);
+
+    let (status, _) = call(&server, "DELETE", "/v1/streams/banana", None).await;
+    assert_eq!(status, 202);
+    let (status, body) = call(&server, "GET", "/v1/streams/banana", None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let (status, _) = call(&server, "DELETE", "/v1/basins/another-basin", None).await;
+    assert_eq!(status, 202);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_read_conditions_and_formats() {
+    let server = TestServer::start().await;
+    setup(&server, &["s", "a/b"]).await;
+    let ack = append(&server, "s", &["one", "two"]).await;
+    assert_eq!((ack["start"]["seq_num"].as_u64(), ack["end"]["seq_num"].as_u64()), (Some(0), Some(2)));
+    assert_eq!(ack["tail"]["seq_num"], 2);
+
+    // Base64 bodies and headers.
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let response = server
+        .client
+        .post(server.url("/v1/streams/s/records"))
+        .header("s2-basin", BASIN)
+        .header("s2-format", "base64")
+        .json(&json!({ "records": [{ "body": b64.encode([0u8, 255]), "headers": [[b64.encode("k"), b64.encode("v")]] }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let read = server
+        .client
+        .get(server.url("/v1/streams/s/records?seq_num=2"))
+        .header("s2-basin", BASIN)
+        .header("s2-format", "base64")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(read["records"][0]["body"], b64.encode([0u8, 255]));
+    assert_eq!(read["records"][0]["headers"][0], json!([b64.encode("k"), b64.encode("v")]));
+
+    let (status, read) = call(&server, "GET", "/v1/streams/s/records?seq_num=0&count=2", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(read["records"].as_array().unwrap().iter().map(|r| r["body"].clone()).collect::<Vec<_>>(), vec![json!("one"), json!("two")]);
+    assert_eq!(read["tail"]["seq_num"], 3);
+    let (status, read) = call(&server, "GET", "/v1/streams/s/records?tail_offset=1", None).await;
+    assert_eq!((status, read["records"][0]["seq_num"].as_u64()), (200, Some(2)));
+
+    // Stream names with a slash, percent-encoded.
+    append(&server, "a%2Fb", &["slash"]).await;
+    assert_eq!(tail(&server, "a%2Fb").await, 1);
+
+    // Conditions: 412 with S2's bodies.
+    let (status, body) =
+        call(&server, "POST", "/v1/streams/s/records", Some(json!({ "records": [{ "body": "x" }], "match_seq_num": 0 }))).await;
+    assert_eq!((status, body), (412, json!({ "seq_num_mismatch": 3 })));
+    let fence = json!({ "records": [{ "headers": [["", "fence"]], "body": "tok" }] });
+    assert_eq!(call(&server, "POST", "/v1/streams/s/records", Some(fence)).await.0, 200);
+    let (status, body) =
+        call(&server, "POST", "/v1/streams/s/records", Some(json!({ "records": [{ "body": "x" }], "fencing_token": "nope" }))).await;
+    assert_eq!((status, body), (412, json!({ "fencing_token_mismatch": "tok" })));
+
+    // Past the tail: 416 with the tail; clamp turns it into an empty read.
+    let (status, body) = call(&server, "GET", "/v1/streams/s/records?seq_num=99", None).await;
+    assert_eq!(status, 416);
+    assert_eq!(body["tail"]["seq_num"], 4);
+    let (status, body) = call(&server, "GET", "/v1/streams/s/records?seq_num=99&clamp=true", None).await;
+    assert_eq!((status, body["records"].as_array().map(Vec::len)), (200, Some(0)));
+
+    // Trim command: reads start at the trim point.
+    let trim = json!({ "records": [{ "headers": [["", b64.encode("trim")]], "body": b64.encode(2u64.to_be_bytes()) }] });
+    let response = server
+        .client
+        .post(server.url("/v1/streams/s/records"))
+        .header("s2-basin", BASIN)
+        .header("s2-format", "base64")
+        .json(&trim)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let (_, read) = call(&server, "GET", "/v1/streams/s/records?seq_num=0", None).await;
+    assert_eq!(read["records"][0]["seq_num"], 2);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_clear_error_and_changes_nothing() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+    append(&server, "s", &["keep"]).await;
+    let big = "x".repeat(1024 * 1024);
+    let thousand_and_one: Vec<Value> = (0..1001).map(|_| json!({ "body": "x" })).collect();
+    let cases: Vec<(&str, &str, Option<&str>, Option<String>, u16)> = vec![
+        ("malformed json", "/v1/streams/s/records", Some(BASIN), Some("{\"records\": [".into()), 400),
+        ("unknown field", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "body": "x", "bogus": 1 }] }).to_string()), 400),
+        ("empty batch", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [] }).to_string()), 400),
+        ("1001 records", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": thousand_and_one }).to_string()), 400),
+        ("over 1 MiB", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "body": big }] }).to_string()), 400),
+        ("bad command", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "headers": [["", "trim"]], "body": "x" }] }).to_string()), 400),
+        ("long fencing token", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "body": "x" }], "fencing_token": "t".repeat(37) }).to_string()), 400),
+        ("missing basin header", "/v1/streams/s/records", None, Some(json!({ "records": [{ "body": "x" }] }).to_string()), 400),
+        ("invalid basin header", "/v1/streams/s/records", Some("Bad_Basin"), Some(json!({ "records": [{ "body": "x" }] }).to_string()), 400),
+        ("unknown stream", "/v1/streams/nope/records", Some(BASIN), Some(json!({ "records": [{ "body": "x" }] }).to_string()), 404),
+        ("invalid basin name", "/v1/basins", None, Some(json!({ "basin": "NO" }).to_string()), 400),
+    ];
+    for (name, path, basin, body, expected) in cases {
+        let mut request = server.client.post(server.url(path)).header("content-type", "application/json");
+        if let Some(basin) = basin {
+            request = request.header("s2-basin", basin);
+        }
+        let response = request.body(body.unwrap_or_default()).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), expected, "{name}");
+        let body: Value = response.json().await.unwrap_or_else(|e| panic!("{name}: body is not JSON: {e}"));
+        assert!(body["code"].is_string() && body["message"].is_string(), "{name}: {body}");
+    }
+    let b64_case = server
+        .client
+        .post(server.url("/v1/streams/s/records"))
+        .header("s2-basin", BASIN)
+        .header("s2-format", "base64")
+        .json(&json!({ "records": [{ "body": "not base64!" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(b64_case.status(), 400, "bad base64");
+
+    for query in ["seq_num=abc", "count=-1", "bogus=1", "seq_num=1&timestamp=2", "wait=61", "count=1001", "clamp=maybe"] {
+        let (status, body) = call(&server, "GET", &format!("/v1/streams/s/records?{query}"), None).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body["message"].is_string(), "{query}: {body}");
+    }
+    let (status, body) = call(&server, "GET", "/v1/nothing-here", None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+
+    assert_eq!(tail(&server, "s").await, 1, "no bad request changed the stream");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_and_sse_follow_resume_and_finish() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+
+    // Long poll: a read at the tail with `wait` returns the next append.
+    let poll = {
+        let client = server.client.clone();
+        let url = server.url("/v1/streams/s/records?seq_num=0&wait=30");
+        tokio::spawn(async move { client.get(url).header("s2-basin", BASIN).send().await.unwrap().json::<Value>().await.unwrap() })
+    };
+    append(&server, "s", &["first"]).await;
+    assert_eq!(poll.await.unwrap()["records"][0]["body"], "first");
+
+    // SSE follows the tail live.
+    let response = server
+        .client
+        .get(server.url("/v1/streams/s/records?seq_num=0"))
+        .header("s2-basin", BASIN)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut events = SseReader::new(response);
+    let first = events.next(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(first.event, "batch");
+    let data: Value = serde_json::from_str(&first.data).unwrap();
+    assert_eq!(data["records"][0]["body"], "first");
+    append(&server, "s", &["second", "third"]).await;
+    let mut seen = vec![];
+    let mut last_id = first.id.clone().unwrap();
+    while seen.len() < 2 {
+        let event = events.next(Duration::from_secs(30)).await.unwrap();
+        if event.event == "batch" {
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            seen.extend(data["records"].as_array().unwrap().iter().map(|r| r["seq_num"].as_u64().unwrap()));
+            last_id = event.id.unwrap();
+        }
+    }
+    assert_eq!(seen, vec![1, 2]);
+    drop(events);
+
+    // Resume after the last event id: the next record only, no gap, no repeat.
+    append(&server, "s", &["fourth"]).await;
+    let response = server
+        .client
+        .get(server.url("/v1/streams/s/records?seq_num=0"))
+        .header("s2-basin", BASIN)
+        .header("accept", "text/event-stream")
+        .header("last-event-id", &last_id)
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseReader::new(response);
+    let event = loop {
+        let event = events.next(Duration::from_secs(30)).await.unwrap();
+        if event.event == "batch" {
+            break event;
+        }
+    };
+    let data: Value = serde_json::from_str(&event.data).unwrap();
+    assert_eq!(data["records"].as_array().unwrap().iter().map(|r| r["seq_num"].as_u64().unwrap()).collect::<Vec<_>>(), vec![3]);
+    drop(events);
+
+    // A bounded SSE read ends with [DONE].
+    let response = server
+        .client
+        .get(server.url("/v1/streams/s/records?seq_num=0&count=2"))
+        .header("s2-basin", BASIN)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseReader::new(response);
+    let mut records = 0;
+    let mut done = false;
+    while let Some(event) = events.next(Duration::from_secs(30)).await {
+        match event.event.as_str() {
+            "batch" => records += serde_json::from_str::<Value>(&event.data).unwrap()["records"].as_array().unwrap().len(),
+            _ if event.data == "[DONE]" => done = true,
+            _ => {}
+        }
+    }
+    assert_eq!((records, done), (2, true));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_ready_and_metrics() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+    append(&server, "s", &["x"]).await;
+    call(&server, "GET", "/v1/streams/s/records?seq_num=0", None).await;
+    assert_eq!(server.client.get(server.url("/health")).send().await.unwrap().status(), 200);
+    assert_eq!(server.client.get(server.url("/ready")).send().await.unwrap().status(), 200);
+    let metrics = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("shale_appends_acked_total"), 1.0);
+    assert_eq!(value("shale_segments_written_total"), 1.0);
+    assert!(value("shale_object_puts_total") >= 1.0);
+    assert_eq!(value("shale_cache_block_misses_total"), 1.0);
+    assert_eq!(value("shale_segment_commit_seconds_count"), 1.0);
+    server.stop().await;
+}
