@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The Docker-free local S3 server: moto, in a virtualenv at .venv.
+#   localstack/moto.sh install      create .venv and install moto's S3 server (about 20 s)
+#   localstack/moto.sh start PORT   run it on 127.0.0.1:PORT in the foreground
+# Tests start their own moto from .venv; this is for running Shale against S3 by hand:
+#   AWS_ENDPOINT_URL=http://127.0.0.1:PORT AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
+#     shale serve --store s3://my-bucket/shale     (create the bucket first: curl -X PUT http://127.0.0.1:PORT/my-bucket)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+case "${1:-}" in
+  install)
+    if [ ! -x "$venv/bin/moto_server" ]; then
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[s3]==5.*' flask flask-cors
+    fi
+    "$venv/bin/moto_server" --help >/dev/null
+    echo "moto installed at $venv/bin/moto_server"
+    ;;
+  start)
+    exec "$venv/bin/moto_server" -H 127.0.0.1 -p "${2:?usage: moto.sh start PORT}"
+    ;;
+  *)
+    echo "usage: $0 install | start PORT" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs every test: installs the local S3 server (moto) into .venv if needed, then the
+# whole workspace under nextest. Tests that need S3 start their own moto from .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash localstack/moto.sh install
+cargo nextest run --workspace --no-fail-fast
