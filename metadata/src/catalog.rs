@@ -62,7 +62,7 @@ impl Metadata {
         let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
         let start = keys::basin(start_after);
         let page = self
-            .scan_page(&scan_prefix, &start, limit, |key, value| decode_json::<BasinRecord>(key, value))
+            .scan_page(&scan_prefix, &start, limit, decode_json::<BasinRecord>)
             .await?;
         Ok(page)
     }

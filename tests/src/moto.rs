@@ -49,7 +49,10 @@ impl Moto {
             binary.display(),
             std::process::id()
         );
-        Command::new("sh")
+        // The watchdog shell outlives this call on purpose: it stops moto when the test
+        // process exits, so it is never waited on here.
+        #[allow(clippy::zombie_processes)]
+        let _watchdog = Command::new("sh")
             .arg("-c")
             .arg(script)
             .stdin(Stdio::null())

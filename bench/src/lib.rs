@@ -1,1 +1,0 @@
-//! shale-bench
