@@ -1,7 +1,5 @@
 //! `/health`, `/ready`, `/metrics` and the JSON 404 for unknown paths.
 
-use std::fmt::Write;
-use std::sync::atomic::Ordering;
 
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
@@ -34,9 +32,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         ("shale_object_deletes_total", "Object store delete requests", &store.deletes),
         ("shale_object_lists_total", "Object store list requests", &store.lists),
     ];
-    for (name, help, value) in counters {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
-    }
+    shale_storage::render_counters(&counters, &mut out);
     ([("content-type", "text/plain; version=0.0.4")], out).into_response()
 }
 

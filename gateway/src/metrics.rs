@@ -1,5 +1,4 @@
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use shale_storage::Histogram;
 
@@ -26,9 +25,7 @@ impl GatewayMetrics {
             ("shale_segments_written_total", "Segment objects sealed and uploaded", &self.segments_sealed),
             ("shale_segment_bytes_total", "Bytes of sealed segment objects", &self.segment_bytes),
         ];
-        for (name, help, value) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
-        }
+        shale_storage::render_counters(&counters, out);
         self.commit_latency.render(
             "shale_segment_commit_seconds",
             "Seal to commit of a segment (upload and sequencer)",

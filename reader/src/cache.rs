@@ -23,16 +23,13 @@ pub struct CacheStats {
 
 impl CacheStats {
     pub fn render(&self, out: &mut String) {
-        use std::fmt::Write;
         let counters = [
             ("shale_cache_block_hits_total", "Block reads served from cache", &self.block_hits),
             ("shale_cache_block_misses_total", "Block reads that needed a range GET", &self.block_misses),
             ("shale_cache_index_hits_total", "Index entries served from cache", &self.index_hits),
             ("shale_cache_index_misses_total", "Index lookups that went to metadata", &self.index_misses),
         ];
-        for (name, help, value) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
-        }
+        shale_storage::render_counters(&counters, out);
     }
 }
 

@@ -49,6 +49,15 @@ impl Histogram {
     }
 }
 
+/// Appends Prometheus counter lines for `(name, help, value)` triples.
+pub fn render_counters(counters: &[(&str, &str, &AtomicU64)], out: &mut String) {
+    use std::fmt::Write;
+    for (name, help, value) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+    }
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ mod open;
 
 pub use clock::{Clock, SystemClock};
 pub use failing::FailingStore;
-pub use histogram::{Histogram, LATENCY_BUCKETS};
+pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};
 pub use open::{open_store, StoreError};
 pub use slatedb::object_store;

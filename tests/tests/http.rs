@@ -187,7 +187,9 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     append(&server, "s", &["keep"]).await;
     let big = "x".repeat(1024 * 1024);
     let thousand_and_one: Vec<Value> = (0..1001).map(|_| json!({ "body": "x" })).collect();
-    let cases: Vec<(&str, &str, Option<&str>, Option<String>, u16)> = vec![
+    /// (name, path, s2-basin header, body, expected status)
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, Option<String>, u16);
+    let cases: Vec<Case> = vec![
         ("malformed json", "/v1/streams/s/records", Some(BASIN), Some("{\"records\": [".into()), 400),
         ("unknown field", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "body": "x", "bogus": 1 }] }).to_string()), 400),
         ("empty batch", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [] }).to_string()), 400),
