@@ -68,3 +68,13 @@ impl IntoResponse for ApiError {
         (status, Json(self.body())).into_response()
     }
 }
+
+/// The gRPC face of the same mapping: the code from [`ErrorCode::grpc_code`], the
+/// message, and the HTTP body as JSON in the status details.
+impl From<ApiError> for tonic::Status {
+    fn from(error: ApiError) -> Self {
+        let code = tonic::Code::from_i32(error.code().grpc_code());
+        let details = bytes::Bytes::from(error.body().to_string());
+        tonic::Status::with_details(code, error.to_string(), details)
+    }
+}

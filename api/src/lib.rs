@@ -1,5 +1,5 @@
-//! Shale's HTTP face: the S2 v1 REST data plane in JSON, plus `/health`, `/ready` and
-//! `/metrics`.
+//! Shale's client-facing APIs: the S2 v1 REST data plane in JSON (plus `/health`,
+//! `/ready` and `/metrics`) and the `shale.v1` gRPC API.
 //!
 //! Handlers only translate between the wire and the domain: they parse, call the
 //! gateway, reader or metadata, and render. Modules:
@@ -7,10 +7,14 @@
 //! - `wire`: S2's JSON shapes and the `s2-format` (raw or base64) byte encoding;
 //! - `query`: strict query-string parsing with S2-style errors;
 //! - `basins`, `streams`, `records` (append, read, check tail), `sse` (live reads),
-//!   `ops` (health, readiness, metrics).
+//!   `ops` (health, readiness, metrics);
+//! - `follow`: a read that follows the tail, framed by `sse` and by the gRPC read session;
+//! - `grpc`: the public gRPC API `shale.v1` (with reflection) over the same calls.
 
 mod basins;
 mod error;
+mod follow;
+mod grpc;
 mod ops;
 mod query;
 mod records;
@@ -28,6 +32,7 @@ use shale_reader::Reader;
 use shale_storage::StoreCounters;
 
 pub use error::ApiError;
+pub use grpc::serve_grpc;
 
 /// Everything the handlers need: one of each role, in process.
 #[derive(Clone)]

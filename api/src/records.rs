@@ -86,30 +86,31 @@ pub fn read_params(basin: String, stream: String, headers: &HeaderMap, query: Op
     if given.next().is_some() {
         return Err(ApiError::bad("give at most one of seq_num, timestamp and tail_offset"));
     }
-    let wait = query.number::<u64>("wait")?.unwrap_or(0);
-    if wait > MAX_WAIT_SECS {
+    let request = ReadRequest {
+        basin,
+        stream,
+        start,
+        limits: ReadLimits { count: query.number("count")?, bytes: query.number("bytes")? },
+        until: query.number("until")?,
+        clamp: query.boolean("clamp")?.unwrap_or(false),
+        wait: Duration::from_secs(query.number::<u64>("wait")?.unwrap_or(0)),
+    };
+    validate_read(&request)?;
+    Ok(ReadParams { request, format: Format::from_headers(headers)? })
+}
+
+/// S2's read limits, for every transport.
+pub fn validate_read(request: &ReadRequest) -> Result<(), ApiError> {
+    if request.wait > Duration::from_secs(MAX_WAIT_SECS) {
         return Err(ApiError::bad(format!("wait must be at most {MAX_WAIT_SECS} seconds")));
     }
-    let count = query.number::<u64>("count")?;
-    if count.is_some_and(|c| c > 1000) {
+    if request.limits.count.is_some_and(|c| c > 1000) {
         return Err(ApiError::bad("count must be at most 1000"));
     }
-    let bytes = query.number::<u64>("bytes")?;
-    if bytes.is_some_and(|b| b > 1024 * 1024) {
+    if request.limits.bytes.is_some_and(|b| b > 1024 * 1024) {
         return Err(ApiError::bad("bytes must be at most 1048576"));
     }
-    Ok(ReadParams {
-        request: ReadRequest {
-            basin,
-            stream,
-            start,
-            limits: ReadLimits { count, bytes },
-            until: query.number("until")?,
-            clamp: query.boolean("clamp")?.unwrap_or(false),
-            wait: Duration::from_secs(wait),
-        },
-        format: Format::from_headers(headers)?,
-    })
+    Ok(())
 }
 
 async fn read(state: &AppState, basin: String, stream: String, headers: &HeaderMap, query: Option<&str>) -> Result<Response, ApiError> {

@@ -61,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
                 data_dir: _dir.path().join("data"),
                 store: args.store.clone(),
                 http: "127.0.0.1:0".parse()?,
+                grpc: "127.0.0.1:0".parse()?,
                 ..shale::ServeConfig::default()
             };
             let running = shale::serve(config).await?;

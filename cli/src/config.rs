@@ -23,6 +23,9 @@ pub struct ServeArgs {
     /// Address for the HTTP API.
     #[arg(long, env = "SHALE_HTTP")]
     pub http: Option<SocketAddr>,
+    /// Address for the gRPC API.
+    #[arg(long, env = "SHALE_GRPC")]
+    pub grpc: Option<SocketAddr>,
 }
 
 /// Everything `shale serve` needs.
@@ -32,6 +35,7 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     pub store: Option<String>,
     pub http: SocketAddr,
+    pub grpc: SocketAddr,
     pub gateway: GatewayConfig,
     pub reader: ReaderConfig,
 }
@@ -42,6 +46,7 @@ impl Default for ServeConfig {
             data_dir: PathBuf::from("shale-data"),
             store: None,
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            grpc: SocketAddr::from(([127, 0, 0, 1], 50051)),
             gateway: GatewayConfig::default(),
             reader: ReaderConfig::default(),
         }
@@ -65,6 +70,9 @@ impl ServeConfig {
         }
         if let Some(http) = args.http {
             config.http = http;
+        }
+        if let Some(grpc) = args.grpc {
+            config.grpc = grpc;
         }
         config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
         Ok(config)

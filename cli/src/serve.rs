@@ -21,9 +21,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// A running server.
 pub struct Running {
     pub http_addr: std::net::SocketAddr,
+    pub grpc_addr: std::net::SocketAddr,
     state: AppState,
-    stop_http: oneshot::Sender<()>,
-    http: JoinHandle<std::io::Result<()>>,
+    stop: Vec<oneshot::Sender<()>>,
+    servers: Vec<JoinHandle<()>>,
 }
 
 /// Opens the store and database, starts every role and binds the HTTP listener.
@@ -41,14 +42,38 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let reader = Arc::new(Reader::new(&config.reader, store, metadata.clone()));
     let state = AppState { metadata, gateway, reader, store_counters };
 
-    let listener = tokio::net::TcpListener::bind(config.http).await.with_context(|| format!("binding {}", config.http))?;
-    let http_addr = listener.local_addr()?;
-    tracing::info!(http = %http_addr, store = %url, "shale serving");
-    let (stop_http, stopped) = oneshot::channel::<()>();
-    let http = tokio::spawn(shale_api::serve(listener, state.clone(), async {
-        let _ = stopped.await;
-    }));
-    Ok(Running { http_addr, state, stop_http, http })
+    let http_listener =
+        tokio::net::TcpListener::bind(config.http).await.with_context(|| format!("binding {}", config.http))?;
+    let grpc_listener =
+        tokio::net::TcpListener::bind(config.grpc).await.with_context(|| format!("binding {}", config.grpc))?;
+    let http_addr = http_listener.local_addr()?;
+    let grpc_addr = grpc_listener.local_addr()?;
+    tracing::info!(http = %http_addr, grpc = %grpc_addr, store = %url, "shale serving");
+    let (stop_http, http_stopped) = oneshot::channel::<()>();
+    let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
+    let http = tokio::spawn({
+        let state = state.clone();
+        async move {
+            let stopped = async {
+                let _ = http_stopped.await;
+            };
+            if let Err(e) = shale_api::serve(http_listener, state, stopped).await {
+                tracing::error!(error = %e, "http server failed");
+            }
+        }
+    });
+    let grpc = tokio::spawn({
+        let state = state.clone();
+        async move {
+            let stopped = async {
+                let _ = grpc_stopped.await;
+            };
+            if let Err(e) = shale_api::serve_grpc(grpc_listener, state, stopped).await {
+                tracing::error!(error = %e, "grpc server failed");
+            }
+        }
+    });
+    Ok(Running { http_addr, grpc_addr, state, stop: vec![stop_http, stop_grpc], servers: vec![http, grpc] })
 }
 
 impl Running {
@@ -56,11 +81,15 @@ impl Running {
     /// appends and closes the database.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         tracing::info!("shutting down");
-        let _ = self.stop_http.send(());
-        let mut http = self.http;
-        if tokio::time::timeout(DRAIN_TIMEOUT, &mut http).await.is_err() {
-            tracing::warn!(timeout = ?DRAIN_TIMEOUT, "open requests did not finish; closing them");
-            http.abort();
+        for stop in self.stop {
+            let _ = stop.send(());
+        }
+        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+        for mut server in self.servers {
+            if tokio::time::timeout_at(deadline, &mut server).await.is_err() {
+                tracing::warn!(timeout = ?DRAIN_TIMEOUT, "open requests did not finish; closing them");
+                server.abort();
+            }
         }
         self.state.gateway.shutdown().await;
         self.state.metadata.close().await?;

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 /// read from the log line that says where it listens.
 fn start(dir: &std::path::Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
-        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
         .current_dir(dir)
         .env("SHALE_LOG", "info")
         .env("NO_COLOR", "1")

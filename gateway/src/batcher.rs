@@ -1,6 +1,9 @@
 //! The open segment and when to seal it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,6 +37,17 @@ pub(crate) struct Shared {
     pub metrics: Arc<GatewayMetrics>,
     /// Highest unit id the batcher has received.
     pub last_received: AtomicU64,
+}
+
+/// The acks of a submitted append, once it is committed.
+pub struct PendingAppend(Pin<Box<dyn Future<Output = Result<Vec<AppendAck>, GatewayError>> + Send>>);
+
+impl Future for PendingAppend {
+    type Output = Result<Vec<AppendAck>, GatewayError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
 }
 
 /// The write path's front door. Cheap to share behind an `Arc`.
@@ -84,6 +98,13 @@ impl Gateway {
 
     /// Appends to several streams at once: all succeed or all fail.
     pub async fn append_atomic(&self, inputs: Vec<AppendInput>) -> Result<Vec<AppendAck>, GatewayError> {
+        self.submit(inputs)?.await
+    }
+
+    /// Validates and enqueues an append at once, returning a future for its acks. Units
+    /// submitted one after another from one task are sequenced in that order, which is
+    /// what lets a session pipeline batches without waiting for each ack.
+    pub fn submit(&self, inputs: Vec<AppendInput>) -> Result<PendingAppend, GatewayError> {
         if inputs.is_empty() {
             return Err(GatewayError::InvalidArgument("an atomic append needs at least one stream".into()));
         }
@@ -98,13 +119,15 @@ impl Gateway {
         let (reply, answer) = oneshot::channel();
         let unit = PendingUnit { id: 0, appends, reply, bytes, _permit: permit };
         self.units.send(unit).map_err(|_| GatewayError::ShuttingDown)?;
-        let result = answer.await.map_err(|_| GatewayError::ShuttingDown)?;
-        let metrics = &self.shared.metrics;
-        match &result {
-            Ok(_) => metrics.appends_acked.fetch_add(1, Ordering::Relaxed),
-            Err(_) => metrics.appends_failed.fetch_add(1, Ordering::Relaxed),
-        };
-        result
+        let metrics = self.shared.metrics.clone();
+        Ok(PendingAppend(Box::pin(async move {
+            let result = answer.await.map_err(|_| GatewayError::ShuttingDown)?;
+            match &result {
+                Ok(_) => metrics.appends_acked.fetch_add(1, Ordering::Relaxed),
+                Err(_) => metrics.appends_failed.fetch_add(1, Ordering::Relaxed),
+            };
+            result
+        })))
     }
 
     /// Stops taking appends, seals and commits what is pending, and waits for the last

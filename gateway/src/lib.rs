@@ -21,7 +21,7 @@ mod pipeline;
 mod sequencer;
 
 pub use append::AppendInput;
-pub use batcher::Gateway;
+pub use batcher::{Gateway, PendingAppend};
 pub use config::GatewayConfig;
 pub use error::GatewayError;
 pub use metrics::GatewayMetrics;

@@ -1,5 +1,6 @@
 //! Basins and streams: create, get, list, reconfigure, delete.
 
+use shale_proto::names;
 use slatedb::config::ScanOptions;
 use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
@@ -27,6 +28,7 @@ const DELETE_BATCH: usize = 1000;
 impl Metadata {
     pub async fn create_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
         self.check_usable()?;
+        names::validate_basin(name).map_err(MetadataError::InvalidArgument)?;
         let _writer = self.writer.lock().await;
         self.check_usable()?;
         let key = keys::basin(name);
@@ -96,6 +98,7 @@ impl Metadata {
     /// Creates a stream; settings it leaves unset come from the basin's default.
     pub async fn create_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
         self.check_usable()?;
+        names::validate_stream(stream).map_err(MetadataError::InvalidArgument)?;
         let mut writer = self.writer.lock().await;
         self.check_usable()?;
         let basin_record = self.basin(basin).await?;

@@ -11,6 +11,8 @@
 //! - [`error_code`]: the one code set every crate's errors map to, and its HTTP status
 //!   and gRPC code.
 //! - [`varint`]: LEB128 helpers for the formats above.
+//! - [`grpc`]: the public gRPC API `shale.v1`, generated at build time from
+//!   `protos/` (see `proto/README.md`).
 
 pub mod error_code;
 pub mod names;
@@ -23,3 +25,12 @@ pub use error_code::ErrorCode;
 pub use record::{Command, Header, Record, SequencedRecord};
 pub use segment::{BlockInfo, SegmentBuilder, SegmentError, SegmentFooter};
 pub use timestamp::{TimestampPolicy, TimestampingMode};
+
+/// The public gRPC API, `shale.v1`, generated from `protos/shale/v1/shale.proto`.
+#[allow(clippy::all, missing_docs)]
+pub mod grpc {
+    tonic::include_proto!("shale.v1");
+
+    /// Descriptor set for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("shale_v1_descriptor");
+}

@@ -6,6 +6,7 @@ use shale::{serve, Running, ServeConfig};
 /// `shale serve` in process, on a loopback port, over a fresh in-memory store.
 pub struct TestServer {
     pub base: String,
+    pub grpc: String,
     pub client: reqwest::Client,
     running: Running,
 }
@@ -15,10 +16,14 @@ impl TestServer {
         let config = ServeConfig {
             store: Some("memory://".into()),
             http: "127.0.0.1:0".parse().unwrap(),
+            grpc: "127.0.0.1:0".parse().unwrap(),
             ..ServeConfig::default()
         };
         let running = serve(config).await.unwrap();
-        TestServer { base: format!("http://{}", running.http_addr), client: reqwest::Client::new(), running }
+        TestServer {
+            base: format!("http://{}", running.http_addr),
+            grpc: format!("http://{}", running.grpc_addr),
+            client: reqwest::Client::new(), running }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,96 @@
+//! A read that follows the tail: history, then new records as they commit, with a
+//! heartbeat whenever nothing arrives for a while. Shared by SSE and the gRPC
+//! `ReadSession`, which only differ in how they frame these events.
+
+use std::time::Duration;
+
+use shale_metadata::Position;
+use shale_reader::{ReadLimits, ReadOutput, ReadRequest, ReadStart, ReaderError};
+
+use crate::{ApiError, AppState};
+
+/// Longest quiet spell before a heartbeat.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+pub enum FollowEvent {
+    Batch(ReadOutput),
+    /// Nothing new within [`HEARTBEAT`]; the tail as last seen.
+    Heartbeat(Position),
+    /// A bounded read (`count`, `bytes` or `until`) is complete.
+    Done,
+    Error(ApiError),
+}
+
+pub struct Follower {
+    state: AppState,
+    request: ReadRequest,
+    bounded: bool,
+    pub sent_records: u64,
+    pub sent_bytes: u64,
+    finished: bool,
+}
+
+impl Follower {
+    /// Checks the start (past the tail is an error unless clamped) before any event.
+    pub async fn start(state: AppState, request: ReadRequest, sent_records: u64, sent_bytes: u64) -> Result<Self, ApiError> {
+        if let ReadStart::SeqNum(seq) = request.start {
+            let tail = state.reader.check_tail(&request.basin, &request.stream).await?;
+            if seq > tail.seq_num && !request.clamp {
+                return Err(ReaderError::PastTail { tail }.into());
+            }
+        }
+        let bounded = request.limits.count.is_some() || request.limits.bytes.is_some() || request.until.is_some();
+        Ok(Self { state, request, bounded, sent_records, sent_bytes, finished: false })
+    }
+
+    fn remaining(&self) -> Option<ReadLimits> {
+        let limits = self.request.limits;
+        let count = limits.count.map(|c| c.saturating_sub(self.sent_records));
+        let bytes = limits.bytes.map(|b| b.saturating_sub(self.sent_bytes));
+        if count == Some(0) || bytes == Some(0) {
+            return None;
+        }
+        Some(ReadLimits { count, bytes })
+    }
+
+    /// The next event; `None` after `Done` or `Error`.
+    pub async fn next(&mut self) -> Option<FollowEvent> {
+        if self.finished {
+            return None;
+        }
+        let Some(limits) = self.remaining() else {
+            self.finished = true;
+            return Some(FollowEvent::Done);
+        };
+        let mut request = self.request.clone();
+        request.limits = limits;
+        request.wait = HEARTBEAT;
+        let event = match self.state.reader.read(&request).await {
+            Ok(output) if !output.records.is_empty() => {
+                let last = output.records.last().map(|r| r.seq_num).unwrap_or_default();
+                self.sent_records += output.records.len() as u64;
+                self.sent_bytes += output.records.iter().map(|r| r.metered_bytes()).sum::<u64>();
+                self.request.start = ReadStart::SeqNum(last + 1);
+                FollowEvent::Batch(output)
+            }
+            Ok(output) if output.reached_until && self.bounded => {
+                self.finished = true;
+                FollowEvent::Done
+            }
+            Ok(output) => FollowEvent::Heartbeat(output.tail),
+            Err(error) => {
+                self.finished = true;
+                FollowEvent::Error(error.into())
+            }
+        };
+        Some(event)
+    }
+
+    /// The sequence number the next batch will start at.
+    pub fn next_seq(&self) -> Option<u64> {
+        match self.request.start {
+            ReadStart::SeqNum(seq) => Some(seq),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Translations between `shale.v1` messages and domain types.
+
+use shale_gateway::AppendInput;
+use shale_metadata::{AppendAck, BasinConfig, Position, RetentionPolicy, StreamConfig, TimestampingConfig};
+use shale_proto::grpc as pb;
+use shale_proto::{Header, Record, SequencedRecord, TimestampingMode};
+use shale_reader::{ReadLimits, ReadRequest, ReadStart};
+
+use crate::ApiError;
+
+pub fn position(p: Position) -> pb::StreamPosition {
+    pb::StreamPosition { seq_num: p.seq_num, timestamp: p.timestamp }
+}
+
+pub fn ack(ack: AppendAck) -> pb::AppendAck {
+    pb::AppendAck { start: Some(position(ack.start)), end: Some(position(ack.end)), tail: Some(position(ack.tail)) }
+}
+
+pub fn append_input(request: pb::AppendRequest) -> AppendInput {
+    AppendInput {
+        basin: request.basin,
+        stream: request.stream,
+        records: request
+            .records
+            .into_iter()
+            .map(|r| Record {
+                timestamp: r.timestamp,
+                headers: r.headers.into_iter().map(|h| Header { name: h.name.into(), value: h.value.into() }).collect(),
+                body: r.body.into(),
+            })
+            .collect(),
+        match_seq_num: request.match_seq_num,
+        fencing_token: request.fencing_token,
+    }
+}
+
+pub fn record(r: &SequencedRecord) -> pb::SequencedRecord {
+    pb::SequencedRecord {
+        seq_num: r.seq_num,
+        timestamp: r.timestamp,
+        headers: r.headers.iter().map(|h| pb::Header { name: h.name.to_vec(), value: h.value.to_vec() }).collect(),
+        body: r.body.to_vec(),
+    }
+}
+
+pub fn read_response(records: &[SequencedRecord], tail: Position) -> pb::ReadResponse {
+    pb::ReadResponse { records: records.iter().map(record).collect(), tail: Some(position(tail)) }
+}
+
+pub fn read_request(request: pb::ReadRequest) -> Result<ReadRequest, ApiError> {
+    let start = match request.start {
+        None => ReadStart::SeqNum(0),
+        Some(pb::read_request::Start::SeqNum(seq)) => ReadStart::SeqNum(seq),
+        Some(pb::read_request::Start::Timestamp(ts)) => ReadStart::Timestamp(ts),
+        Some(pb::read_request::Start::TailOffset(offset)) => ReadStart::TailOffset(offset),
+    };
+    shale_proto::names::validate_basin(&request.basin).map_err(ApiError::BadRequest)?;
+    shale_proto::names::validate_stream(&request.stream).map_err(ApiError::BadRequest)?;
+    let read = ReadRequest {
+        basin: request.basin,
+        stream: request.stream,
+        start,
+        limits: ReadLimits { count: request.count, bytes: request.bytes },
+        until: request.until,
+        clamp: request.clamp,
+        wait: std::time::Duration::from_secs(u64::from(request.wait_secs)),
+    };
+    crate::records::validate_read(&read)?;
+    Ok(read)
+}
+
+pub fn basin_config(config: Option<pb::BasinConfig>) -> BasinConfig {
+    let config = config.unwrap_or_default();
+    BasinConfig {
+        default_stream_config: None,
+        create_stream_on_append: config.create_stream_on_append,
+        create_stream_on_read: config.create_stream_on_read,
+    }
+}
+
+pub fn stream_config(config: Option<pb::StreamConfig>) -> Result<StreamConfig, ApiError> {
+    let Some(config) = config else { return Ok(StreamConfig::default()) };
+    let mode = match pb::TimestampingMode::try_from(config.timestamping_mode) {
+        Ok(pb::TimestampingMode::Unspecified) => None,
+        Ok(pb::TimestampingMode::ClientPrefer) => Some(TimestampingMode::ClientPrefer),
+        Ok(pb::TimestampingMode::ClientRequire) => Some(TimestampingMode::ClientRequire),
+        Ok(pb::TimestampingMode::Arrival) => Some(TimestampingMode::Arrival),
+        Err(_) => return Err(ApiError::bad(format!("unknown timestamping mode {}", config.timestamping_mode))),
+    };
+    let timestamping = (mode.is_some() || config.timestamping_uncapped)
+        .then_some(TimestampingConfig { mode, uncapped: Some(config.timestamping_uncapped) });
+    let config = StreamConfig {
+        timestamping,
+        retention_policy: config.retention_age_secs.map(RetentionPolicy::Age),
+        ..StreamConfig::default()
+    };
+    crate::streams::validate_config(&config)?;
+    Ok(config)
+}
+
+/// S2's listing limit: 0 means 1000; more than 1000 is an error.
+pub fn limit(limit: u32) -> Result<usize, ApiError> {
+    match limit {
+        0 => Ok(1000),
+        n if n <= 1000 => Ok(n as usize),
+        n => Err(ApiError::bad(format!("limit {n} exceeds 1000"))),
+    }
+}

@@ -1,0 +1,140 @@
+//! The public gRPC API, `shale.v1`: the same gateway, reader and metadata calls as the
+//! HTTP API, with errors mapped through [`ApiError`]. Server reflection is on, so
+//! `grpcurl -plaintext 127.0.0.1:50051 list` works.
+
+mod convert;
+mod sessions;
+
+use std::pin::Pin;
+
+use futures::Stream;
+use shale_proto::grpc as pb;
+use shale_proto::grpc::basins_server::{Basins, BasinsServer};
+use shale_proto::grpc::records_server::{Records, RecordsServer};
+use shale_proto::grpc::streams_server::{Streams, StreamsServer};
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::{ApiError, AppState};
+
+type Result<T> = std::result::Result<Response<T>, Status>;
+type EventStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + Send>>;
+
+/// Serves `shale.v1` and reflection on `listener` until `shutdown` resolves.
+pub async fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::result::Result<(), tonic::transport::Error> {
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .expect("the generated descriptor set is valid");
+    let service = GrpcService { state };
+    tonic::transport::Server::builder()
+        .add_service(BasinsServer::new(service.clone()))
+        .add_service(StreamsServer::new(service.clone()))
+        .add_service(RecordsServer::new(service))
+        .add_service(reflection)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+}
+
+#[derive(Clone)]
+struct GrpcService {
+    state: AppState,
+}
+
+fn ok<T>(value: T) -> Result<T> {
+    Ok(Response::new(value))
+}
+
+fn err(error: impl Into<ApiError>) -> Status {
+    error.into().into()
+}
+
+#[tonic::async_trait]
+impl Basins for GrpcService {
+    async fn list_basins(&self, request: Request<pb::ListBasinsRequest>) -> Result<pb::ListBasinsResponse> {
+        let r = request.into_inner();
+        let page = self.state.metadata.list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?).await.map_err(err)?;
+        let basins = page.items.into_iter().map(|b| pb::BasinInfo { name: b.name, created_at: b.created_at_ms }).collect();
+        ok(pb::ListBasinsResponse { basins, has_more: page.has_more })
+    }
+
+    async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<pb::BasinInfo> {
+        let r = request.into_inner();
+        let record = self.state.metadata.create_basin(&r.basin, convert::basin_config(r.config)).await.map_err(err)?;
+        ok(pb::BasinInfo { name: record.name, created_at: record.created_at_ms })
+    }
+
+    async fn delete_basin(&self, request: Request<pb::DeleteBasinRequest>) -> Result<pb::DeleteBasinResponse> {
+        self.state.metadata.delete_basin(&request.into_inner().basin).await.map_err(err)?;
+        ok(pb::DeleteBasinResponse {})
+    }
+}
+
+#[tonic::async_trait]
+impl Streams for GrpcService {
+    async fn list_streams(&self, request: Request<pb::ListStreamsRequest>) -> Result<pb::ListStreamsResponse> {
+        let r = request.into_inner();
+        self.state.metadata.basin(&r.basin).await.map_err(err)?;
+        let page = self
+            .state
+            .metadata
+            .list_streams(&r.basin, &r.prefix, &r.start_after, convert::limit(r.limit)?)
+            .await
+            .map_err(err)?;
+        let streams = page.items.into_iter().map(|s| pb::StreamInfo { name: s.name, created_at: s.created_at_ms }).collect();
+        ok(pb::ListStreamsResponse { streams, has_more: page.has_more })
+    }
+
+    async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<pb::StreamInfo> {
+        let r = request.into_inner();
+        let config = convert::stream_config(r.config)?;
+        let info = self.state.metadata.create_stream(&r.basin, &r.stream, config).await.map_err(err)?;
+        ok(pb::StreamInfo { name: info.name, created_at: info.record.created_at_ms })
+    }
+
+    async fn delete_stream(&self, request: Request<pb::DeleteStreamRequest>) -> Result<pb::DeleteStreamResponse> {
+        let r = request.into_inner();
+        self.state.metadata.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
+        ok(pb::DeleteStreamResponse {})
+    }
+}
+
+#[tonic::async_trait]
+impl Records for GrpcService {
+    async fn append(&self, request: Request<pb::AppendRequest>) -> Result<pb::AppendAck> {
+        let input = convert::append_input(request.into_inner());
+        let ack = self.state.gateway.append(input).await.map_err(err)?;
+        ok(convert::ack(ack))
+    }
+
+    type AppendSessionStream = EventStream<pb::AppendAck>;
+
+    async fn append_session(&self, request: Request<Streaming<pb::AppendRequest>>) -> Result<Self::AppendSessionStream> {
+        ok(sessions::append_session(self.state.clone(), request.into_inner()))
+    }
+
+    async fn read(&self, request: Request<pb::ReadRequest>) -> Result<pb::ReadResponse> {
+        let read = convert::read_request(request.into_inner())?;
+        crate::records::ensure_readable(&self.state, &read).await?;
+        let output = self.state.reader.read(&read).await.map_err(err)?;
+        ok(convert::read_response(&output.records, output.tail))
+    }
+
+    type ReadSessionStream = EventStream<pb::ReadSessionResponse>;
+
+    async fn read_session(&self, request: Request<pb::ReadRequest>) -> Result<Self::ReadSessionStream> {
+        let read = convert::read_request(request.into_inner())?;
+        crate::records::ensure_readable(&self.state, &read).await?;
+        ok(sessions::read_session(self.state.clone(), read).await?)
+    }
+
+    async fn check_tail(&self, request: Request<pb::CheckTailRequest>) -> Result<pb::CheckTailResponse> {
+        let r = request.into_inner();
+        let tail = self.state.reader.check_tail(&r.basin, &r.stream).await.map_err(err)?;
+        ok(pb::CheckTailResponse { tail: Some(convert::position(tail)) })
+    }
+}

@@ -1,0 +1,14 @@
+//! Generates the gRPC code for `protos/` at build time with a vendored `protoc`, and the
+//! descriptor set that server reflection serves.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    // SAFETY-free: build scripts run single-threaded before any other code here.
+    unsafe { std::env::set_var("PROTOC", protoc) };
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(out.join("shale_v1_descriptor.bin"))
+        .compile_protos(&["protos/shale/v1/shale.proto"], &["protos"])?;
+    println!("cargo:rerun-if-changed=protos");
+    Ok(())
+}

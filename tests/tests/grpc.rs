@@ -1,0 +1,222 @@
+//! The `shale.v1` gRPC API against `shale serve` on loopback, with tonic clients.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use shale_proto::grpc as pb;
+use shale_proto::grpc::basins_client::BasinsClient;
+use shale_proto::grpc::records_client::RecordsClient;
+use shale_proto::grpc::streams_client::StreamsClient;
+use shale_tests::TestServer;
+use tokio_stream::StreamExt;
+use tonic::Code;
+
+const BASIN: &str = "grpc-basin";
+
+async fn setup(server: &TestServer, streams: &[&str]) -> RecordsClient<tonic::transport::Channel> {
+    let mut basins = BasinsClient::connect(server.grpc.clone()).await.unwrap();
+    basins.create_basin(pb::CreateBasinRequest { basin: BASIN.into(), config: None }).await.unwrap();
+    let mut client = StreamsClient::connect(server.grpc.clone()).await.unwrap();
+    for stream in streams {
+        client
+            .create_stream(pb::CreateStreamRequest { basin: BASIN.into(), stream: stream.to_string(), config: None })
+            .await
+            .unwrap();
+    }
+    RecordsClient::connect(server.grpc.clone()).await.unwrap()
+}
+
+fn request(stream: &str, bodies: &[&str]) -> pb::AppendRequest {
+    pb::AppendRequest {
+        basin: BASIN.into(),
+        stream: stream.into(),
+        records: bodies.iter().map(|b| pb::AppendRecord { body: b.as_bytes().to_vec(), ..Default::default() }).collect(),
+        ..Default::default()
+    }
+}
+
+fn read_from(stream: &str, seq: u64) -> pb::ReadRequest {
+    pb::ReadRequest {
+        basin: BASIN.into(),
+        stream: stream.into(),
+        start: Some(pb::read_request::Start::SeqNum(seq)),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_append_session_keeps_order_and_acks_each_batch_once() {
+    let server = TestServer::start().await;
+    let mut client = setup(&server, &["s"]).await;
+    const BATCHES: u64 = 10_000;
+    let outbound = tokio_stream::iter((0..BATCHES).map(|i| request("s", &[&i.to_string()])));
+    let mut acks = client.append_session(outbound).await.unwrap().into_inner();
+    let mut expected = 0;
+    while let Some(ack) = acks.next().await {
+        let ack = ack.unwrap();
+        assert_eq!(ack.start.unwrap().seq_num, expected, "acks arrive in order, each once");
+        assert_eq!(ack.end.unwrap().seq_num, expected + 1);
+        expected += 1;
+    }
+    assert_eq!(expected, BATCHES);
+
+    let mut seq = 0;
+    while seq < BATCHES {
+        let batch = client.read(read_from("s", seq)).await.unwrap().into_inner();
+        assert!(!batch.records.is_empty());
+        for record in batch.records {
+            assert_eq!(record.seq_num, seq);
+            assert_eq!(record.body, seq.to_string().into_bytes(), "batch {seq} holds its own record");
+            seq += 1;
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_session_follows_live_and_resumes_without_gaps() {
+    let server = TestServer::start().await;
+    let mut client = setup(&server, &["live"]).await;
+    client.append(request("live", &["a", "b"])).await.unwrap();
+
+    let mut session = client.read_session(read_from("live", 0)).await.unwrap().into_inner();
+    let mut writer = RecordsClient::connect(server.grpc.clone()).await.unwrap();
+    let mut seen = Vec::new();
+    let mut appended_live = false;
+    while seen.len() < 4 {
+        let event = tokio::time::timeout(Duration::from_secs(30), session.next()).await.unwrap().unwrap().unwrap();
+        if let Some(pb::read_session_response::Event::Batch(batch)) = event.event {
+            seen.extend(batch.records.into_iter().map(|r| (r.seq_num, String::from_utf8(r.body).unwrap())));
+            if !appended_live {
+                // Another client appends while this session is open.
+                writer.append(request("live", &["c", "d"])).await.unwrap();
+                appended_live = true;
+            }
+        }
+    }
+    assert_eq!(seen, vec![(0, "a".into()), (1, "b".into()), (2, "c".into()), (3, "d".into())]);
+    drop(session);
+
+    writer.append(request("live", &["e"])).await.unwrap();
+    let next = seen.last().unwrap().0 + 1;
+    let mut resumed = client.read_session(read_from("live", next)).await.unwrap().into_inner();
+    let first = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), resumed.next()).await.unwrap().unwrap().unwrap();
+        if let Some(pb::read_session_response::Event::Batch(batch)) = event.event {
+            break batch;
+        }
+    };
+    let records: Vec<(u64, Vec<u8>)> = first.records.into_iter().map(|r| (r.seq_num, r.body)).collect();
+    assert_eq!(records, vec![(4, b"e".to_vec())], "resume gives the next record: no gap, no repeat");
+
+    // A bounded session ends by itself.
+    let mut bounded = read_from("live", 0);
+    bounded.count = Some(2);
+    let mut session = client.read_session(bounded).await.unwrap().into_inner();
+    let mut total = 0;
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(30), session.next()).await.unwrap() {
+        if let Some(pb::read_session_response::Event::Batch(batch)) = event.unwrap().event {
+            total += batch.records.len();
+        }
+    }
+    assert_eq!(total, 2);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_the_matching_code_never_internal() {
+    let server = TestServer::start().await;
+    let mut client = setup(&server, &["s"]).await;
+    client.append(request("s", &["x"])).await.unwrap();
+
+    let big = "x".repeat(1024 * 1024);
+    let mut wrong_seq = request("s", &["y"]);
+    wrong_seq.match_seq_num = Some(7);
+    let mut long_token = request("s", &["y"]);
+    long_token.fencing_token = Some("t".repeat(37));
+    let appends = vec![
+        ("empty batch", request("s", &[]), Code::InvalidArgument),
+        ("oversize batch", request("s", &[&big]), Code::InvalidArgument),
+        ("1001 records", request("s", &vec!["r"; 1001]), Code::InvalidArgument),
+        ("bad basin name", pb::AppendRequest { basin: "Bad".into(), ..request("s", &["y"]) }, Code::InvalidArgument),
+        ("empty stream name", request("", &["y"]), Code::InvalidArgument),
+        ("long fencing token", long_token, Code::InvalidArgument),
+        ("unknown stream", request("missing", &["y"]), Code::NotFound),
+        ("seq num mismatch", wrong_seq, Code::FailedPrecondition),
+    ];
+    for (name, req, code) in appends {
+        let status = client.append(req).await.unwrap_err();
+        assert_eq!(status.code(), code, "{name}: {status:?}");
+        if code == Code::FailedPrecondition {
+            let details: serde_json::Value = serde_json::from_slice(status.details()).unwrap();
+            assert_eq!(details, serde_json::json!({ "seq_num_mismatch": 1 }), "{name}: details carry the tail");
+        }
+    }
+
+    let mut over_count = read_from("s", 0);
+    over_count.count = Some(1001);
+    let mut over_wait = read_from("s", 0);
+    over_wait.wait_secs = 61;
+    let reads = vec![
+        ("count over 1000", over_count, Code::InvalidArgument),
+        ("wait over 60", over_wait, Code::InvalidArgument),
+        ("past the tail", read_from("s", 5), Code::OutOfRange),
+        ("unknown stream", read_from("missing", 0), Code::NotFound),
+        ("bad basin", pb::ReadRequest { basin: "x".into(), ..read_from("s", 0) }, Code::InvalidArgument),
+    ];
+    for (name, req, code) in reads {
+        let status = client.read(req.clone()).await.unwrap_err();
+        assert_eq!(status.code(), code, "read {name}: {status:?}");
+        let status = client.read_session(req).await.unwrap_err();
+        assert_eq!(status.code(), code, "read session {name}: {status:?}");
+    }
+
+    // A session that switches streams mid-way is refused.
+    let outbound = tokio_stream::iter(vec![request("s", &["1"]), request("other", &["2"])]);
+    let mut acks = client.append_session(outbound).await.unwrap().into_inner();
+    let mut codes = Vec::new();
+    while let Some(item) = acks.next().await {
+        if let Err(status) = item {
+            codes.push(status.code());
+        }
+    }
+    assert_eq!(codes, vec![Code::InvalidArgument]);
+
+    let mut streams = StreamsClient::connect(server.grpc.clone()).await.unwrap();
+    let status = streams
+        .create_stream(pb::CreateStreamRequest { basin: BASIN.into(), stream: "s".into(), config: None })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::AlreadyExists);
+    let status = streams
+        .list_streams(pb::ListStreamsRequest { basin: BASIN.into(), limit: 5000, ..Default::default() })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let mut basins = BasinsClient::connect(server.grpc.clone()).await.unwrap();
+    let status = basins.create_basin(pb::CreateBasinRequest { basin: "NO".into(), config: None }).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_lists_the_services() {
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+
+    let server = TestServer::start().await;
+    let channel = tonic::transport::Channel::from_shared(server.grpc.clone()).unwrap().connect().await.unwrap();
+    let mut client = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest { host: String::new(), message_request: Some(MessageRequest::ListServices(String::new())) };
+    let mut responses = client.server_reflection_info(tokio_stream::iter(vec![request])).await.unwrap().into_inner();
+    let response = responses.next().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else { panic!("{response:?}") };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for service in ["shale.v1.Basins", "shale.v1.Streams", "shale.v1.Records"] {
+        assert!(names.contains(&service.to_string()), "{service} missing from {names:?}");
+    }
+    server.stop().await;
+}
