@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Docker-free local S3 server: moto, in a virtualenv at .venv.
-#   localstack/moto.sh install      create .venv and install moto's S3 server (about 20 s)
+#   localstack/moto.sh install      create .venv with moto's S3 server and grpcio-tools (about 30 s)
 #   localstack/moto.sh start PORT   run it on 127.0.0.1:PORT in the foreground
 # Tests start their own moto from .venv; this is for running Shale against S3 by hand:
 #   AWS_ENDPOINT_URL=http://127.0.0.1:PORT AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
@@ -13,6 +13,10 @@ case "${1:-}" in
     if [ ! -x "$venv/bin/moto_server" ]; then
       python3 -m venv "$venv"
       "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[s3]==5.*' flask flask-cors
+    fi
+    # The gRPC stubs test generates Python code from proto/ with grpcio-tools.
+    if ! "$venv/bin/python" -c 'import grpc_tools' 2>/dev/null; then
+      "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*'
     fi
     "$venv/bin/moto_server" --help >/dev/null
     echo "moto installed at $venv/bin/moto_server"

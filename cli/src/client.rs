@@ -1,0 +1,401 @@
+//! Client commands: talk gRPC to a Shale server (`--server`, `SHALE_SERVER`).
+//!
+//! Exit codes a script can rely on: 0 success, 2 invalid arguments, 3 not found,
+//! 4 already exists, 5 append condition failed (sequence number or fencing token),
+//! 6 server unavailable or overloaded, 1 anything else.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use shale_proto::grpc as pb;
+use shale_proto::grpc::basins_client::BasinsClient;
+use shale_proto::grpc::records_client::RecordsClient;
+use shale_proto::grpc::streams_client::StreamsClient;
+use tokio::io::AsyncBufReadExt;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// gRPC address of a Shale server.
+    #[arg(long, env = "SHALE_SERVER", default_value = "http://127.0.0.1:50051", global = true)]
+    pub server: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BasinsCommand {
+    /// List basins.
+    List {
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Create a basin.
+    Create {
+        name: String,
+        /// Create streams on first append.
+        #[arg(long)]
+        create_stream_on_append: bool,
+    },
+    /// Delete a basin and its streams.
+    Delete { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StreamsCommand {
+    /// List the streams of a basin.
+    List {
+        basin: String,
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Create BASIN/STREAM.
+    Create { target: String },
+    /// Delete BASIN/STREAM.
+    Delete { target: String },
+}
+
+/// How records are written to stdout or read from stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One record body per line.
+    Text,
+    /// One JSON object per line: {"body", "headers", "timestamp"} (plus "seq_num" on reads).
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    /// BASIN/STREAM
+    pub target: String,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Fail unless the stream's tail equals this when the first batch lands.
+    #[arg(long)]
+    pub match_seq_num: Option<u64>,
+    #[arg(long)]
+    pub fencing_token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// BASIN/STREAM
+    pub target: String,
+    /// Start at this sequence number.
+    #[arg(long, conflicts_with_all = ["ago", "tail_offset"])]
+    pub from: Option<u64>,
+    /// Start at records this old, e.g. 5m or 1h.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "tail_offset")]
+    pub ago: Option<Duration>,
+    /// Start this many records before the tail.
+    #[arg(long)]
+    pub tail_offset: Option<u64>,
+    /// Stop after this many records.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Keep printing records as they are appended.
+    #[arg(long)]
+    pub follow: bool,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+/// A failed client command: message and exit code.
+pub struct Failure(pub String, pub u8);
+
+impl From<tonic::Status> for Failure {
+    fn from(status: tonic::Status) -> Self {
+        let code = match status.code() {
+            tonic::Code::InvalidArgument | tonic::Code::OutOfRange => 2,
+            tonic::Code::NotFound => 3,
+            tonic::Code::AlreadyExists => 4,
+            tonic::Code::FailedPrecondition => 5,
+            tonic::Code::Unavailable | tonic::Code::ResourceExhausted => 6,
+            _ => 1,
+        };
+        let details = String::from_utf8_lossy(status.details()).into_owned();
+        let message = if details.is_empty() || details.contains("\"message\"") {
+            status.message().to_string()
+        } else {
+            format!("{} {details}", status.message())
+        };
+        Failure(message, code)
+    }
+}
+
+impl From<tonic::transport::Error> for Failure {
+    fn from(error: tonic::transport::Error) -> Self {
+        Failure(format!("cannot connect: {error}"), 6)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        Failure(error.to_string(), 1)
+    }
+}
+
+pub fn report(result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(message, code)) => {
+            eprintln!("shale: error: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+async fn channel(connection: &Connection) -> Result<Channel, Failure> {
+    Ok(Channel::from_shared(connection.server.clone())
+        .map_err(|e| Failure(format!("bad --server: {e}"), 2))?
+        .connect()
+        .await?)
+}
+
+fn split_target(target: &str) -> Result<(String, String), Failure> {
+    match target.split_once('/') {
+        Some((basin, stream)) if !basin.is_empty() && !stream.is_empty() => Ok((basin.into(), stream.into())),
+        _ => Err(Failure(format!("expected BASIN/STREAM, got `{target}`"), 2)),
+    }
+}
+
+pub async fn basins(connection: &Connection, command: BasinsCommand) -> Result<(), Failure> {
+    let mut client = BasinsClient::new(channel(connection).await?);
+    match command {
+        BasinsCommand::List { prefix } => {
+            let mut start_after = String::new();
+            loop {
+                let page = client
+                    .list_basins(pb::ListBasinsRequest { prefix: prefix.clone(), start_after, limit: 0 })
+                    .await?
+                    .into_inner();
+                for basin in &page.basins {
+                    println!("{}", basin.name);
+                }
+                match page.basins.last() {
+                    Some(last) if page.has_more => start_after = last.name.clone(),
+                    _ => return Ok(()),
+                }
+            }
+        }
+        BasinsCommand::Create { name, create_stream_on_append } => {
+            let config = pb::BasinConfig { create_stream_on_append, create_stream_on_read: false };
+            client.create_basin(pb::CreateBasinRequest { basin: name, config: Some(config) }).await?;
+            Ok(())
+        }
+        BasinsCommand::Delete { name } => {
+            client.delete_basin(pb::DeleteBasinRequest { basin: name }).await?;
+            Ok(())
+        }
+    }
+}
+
+pub async fn streams(connection: &Connection, command: StreamsCommand) -> Result<(), Failure> {
+    let mut client = StreamsClient::new(channel(connection).await?);
+    match command {
+        StreamsCommand::List { basin, prefix } => {
+            let mut start_after = String::new();
+            loop {
+                let request = pb::ListStreamsRequest { basin: basin.clone(), prefix: prefix.clone(), start_after, limit: 0 };
+                let page = client.list_streams(request).await?.into_inner();
+                for stream in &page.streams {
+                    println!("{}", stream.name);
+                }
+                match page.streams.last() {
+                    Some(last) if page.has_more => start_after = last.name.clone(),
+                    _ => return Ok(()),
+                }
+            }
+        }
+        StreamsCommand::Create { target } => {
+            let (basin, stream) = split_target(&target)?;
+            client.create_stream(pb::CreateStreamRequest { basin, stream, config: None }).await?;
+            Ok(())
+        }
+        StreamsCommand::Delete { target } => {
+            let (basin, stream) = split_target(&target)?;
+            client.delete_stream(pb::DeleteStreamRequest { basin, stream }).await?;
+            Ok(())
+        }
+    }
+}
+
+pub async fn tail(connection: &Connection, target: &str) -> Result<(), Failure> {
+    let (basin, stream) = split_target(target)?;
+    let mut client = RecordsClient::new(channel(connection).await?);
+    let tail = client.check_tail(pb::CheckTailRequest { basin, stream }).await?.into_inner().tail.unwrap_or_default();
+    println!("{}\t{}", tail.seq_num, tail.timestamp);
+    Ok(())
+}
+
+/// Most records and bytes per batch (S2's limits, with room for overhead).
+const BATCH_RECORDS: usize = 1000;
+const BATCH_BYTES: usize = 1000 * 1000;
+/// How long a partial batch waits for more input before it is sent.
+const BATCH_LINGER: Duration = Duration::from_millis(5);
+
+fn parse_record(line: &str, format: Format) -> Result<pb::AppendRecord, Failure> {
+    match format {
+        Format::Text => Ok(pb::AppendRecord { body: line.as_bytes().to_vec(), ..Default::default() }),
+        Format::Json => {
+            let value: Value = serde_json::from_str(line).map_err(|e| Failure(format!("bad JSON record `{line}`: {e}"), 2))?;
+            let body = value.get("body").and_then(Value::as_str).unwrap_or_default().as_bytes().to_vec();
+            let timestamp = value.get("timestamp").and_then(Value::as_u64);
+            let headers = value
+                .get("headers")
+                .and_then(Value::as_array)
+                .map(|hs| {
+                    hs.iter()
+                        .filter_map(|h| {
+                            let pair = h.as_array()?;
+                            Some(pb::Header {
+                                name: pair.first()?.as_str()?.as_bytes().to_vec(),
+                                value: pair.get(1)?.as_str()?.as_bytes().to_vec(),
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok(pb::AppendRecord { timestamp, headers, body })
+        }
+    }
+}
+
+/// Reads records from stdin, one per line, and pipelines them through an append session.
+pub async fn append(connection: &Connection, args: AppendArgs) -> Result<(), Failure> {
+    let (basin, stream) = split_target(&args.target)?;
+    let mut client = RecordsClient::new(channel(connection).await?);
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::AppendRequest>(64);
+    let session = tokio::spawn(async move { client.append_session(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
+
+    let reader = tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut first = true;
+        let mut eof = false;
+        while !eof {
+            let mut records = Vec::new();
+            let mut bytes = 0;
+            while records.len() < BATCH_RECORDS && bytes < BATCH_BYTES {
+                let next = if records.is_empty() {
+                    lines.next_line().await
+                } else {
+                    match tokio::time::timeout(BATCH_LINGER, lines.next_line()).await {
+                        Ok(next) => next,
+                        Err(_) => break,
+                    }
+                };
+                match next? {
+                    Some(line) => {
+                        let record = parse_record(&line, args.format)?;
+                        bytes += record.body.len() + 8;
+                        records.push(record);
+                    }
+                    None => {
+                        eof = true;
+                        break;
+                    }
+                }
+            }
+            if records.is_empty() {
+                break;
+            }
+            let request = pb::AppendRequest {
+                basin: basin.clone(),
+                stream: stream.clone(),
+                records,
+                match_seq_num: if first { args.match_seq_num } else { None },
+                fencing_token: args.fencing_token.clone(),
+            };
+            first = false;
+            if tx.send(request).await.is_err() {
+                break;
+            }
+        }
+        Ok::<(), Failure>(())
+    });
+
+    let mut acks = session.await.map_err(|e| Failure(e.to_string(), 1))??.into_inner();
+    let progress = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let (mut records, mut first_seq, mut end_seq) = (0u64, None, 0);
+    while let Some(ack) = acks.next().await {
+        let ack = ack?;
+        let (start, end) = (ack.start.unwrap_or_default().seq_num, ack.end.unwrap_or_default().seq_num);
+        first_seq.get_or_insert(start);
+        end_seq = end;
+        records += end - start;
+        if progress && last_report.elapsed() > Duration::from_secs(1) {
+            let secs = started.elapsed().as_secs_f64();
+            eprint!("\r{records} records, {:.0} records/s", records as f64 / secs);
+            last_report = Instant::now();
+        }
+    }
+    reader.await.map_err(|e| Failure(e.to_string(), 1))??;
+    if progress {
+        eprintln!();
+    }
+    if let Some(first) = first_seq {
+        eprintln!("appended {records} records, seq {first}..{end_seq}");
+    }
+    Ok(())
+}
+
+fn print_record(out: &mut impl Write, record: &pb::SequencedRecord, format: Format) -> std::io::Result<()> {
+    match format {
+        Format::Text => {
+            out.write_all(&record.body)?;
+            out.write_all(b"\n")
+        }
+        Format::Json => {
+            let headers: Vec<Value> = record
+                .headers
+                .iter()
+                .map(|h| json!([String::from_utf8_lossy(&h.name), String::from_utf8_lossy(&h.value)]))
+                .collect();
+            let line = json!({
+                "seq_num": record.seq_num,
+                "timestamp": record.timestamp,
+                "headers": headers,
+                "body": String::from_utf8_lossy(&record.body),
+            });
+            writeln!(out, "{line}")
+        }
+    }
+}
+
+/// Prints records; with `--follow` keeps printing new ones until interrupted.
+pub async fn read(connection: &Connection, args: ReadArgs) -> Result<(), Failure> {
+    let (basin, stream) = split_target(&args.target)?;
+    let mut client = RecordsClient::new(channel(connection).await?);
+    let start = if let Some(ago) = args.ago {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        pb::read_request::Start::Timestamp(now.saturating_sub(ago).as_millis() as u64)
+    } else if let Some(offset) = args.tail_offset {
+        pb::read_request::Start::TailOffset(offset)
+    } else {
+        pb::read_request::Start::SeqNum(args.from.unwrap_or(0))
+    };
+    let request = pb::ReadRequest { basin, stream, start: Some(start), count: args.count, ..Default::default() };
+    let mut session = client.read_session(request).await?.into_inner();
+    let mut out = std::io::stdout().lock();
+    while let Some(event) = session.next().await {
+        match event?.event {
+            Some(pb::read_session_response::Event::Batch(batch)) => {
+                for record in &batch.records {
+                    print_record(&mut out, record, args.format)?;
+                }
+                out.flush()?;
+                let caught_up = batch.records.last().map(|r| r.seq_num + 1) == batch.tail.map(|t| t.seq_num);
+                if caught_up && !args.follow && args.count.is_none() {
+                    return Ok(());
+                }
+            }
+            Some(pb::read_session_response::Event::Heartbeat(_)) if !args.follow => return Ok(()),
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! The client commands against a real `shale serve` process, and the protos used from
+//! another language (Python stubs generated with grpcio-tools).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{shale, start, terminate};
+
+fn run(args: &[&str], server: &str, stdin: Option<&[u8]>) -> Output {
+    let mut child = shale()
+        .args(args)
+        .env("SHALE_SERVER", server)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(bytes) = stdin {
+        input.write_all(bytes).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn append_from_stdin_reads_back_identical_and_exit_codes_are_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    assert!(run(&["basins", "create", "cli-basin"], &grpc, None).status.success());
+    assert!(run(&["streams", "create", "cli-basin/s"], &grpc, None).status.success());
+
+    let input: String = (0..2500).map(|i| format!("line {i} ✓ {}\n", "x".repeat(i % 50))).collect();
+    let appended = run(&["append", "cli-basin/s"], &grpc, Some(input.as_bytes()));
+    assert!(appended.status.success(), "{}", String::from_utf8_lossy(&appended.stderr));
+    let read = run(&["read", "cli-basin/s"], &grpc, None);
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    assert_eq!(String::from_utf8(read.stdout).unwrap(), input, "read back byte-identical");
+
+    let tail = run(&["tail", "cli-basin/s"], &grpc, None);
+    assert_eq!(String::from_utf8(tail.stdout).unwrap().split('\t').next(), Some("2500"));
+    let json = run(&["read", "cli-basin/s", "--tail-offset", "1", "--format", "json"], &grpc, None);
+    let line: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(line["seq_num"], 2499);
+
+    let listed = run(&["streams", "list", "cli-basin"], &grpc, None);
+    assert_eq!(String::from_utf8(listed.stdout).unwrap(), "s\n");
+    assert_eq!(run(&["read", "cli-basin/missing"], &grpc, None).status.code(), Some(3), "not found");
+    assert_eq!(run(&["streams", "create", "cli-basin/s"], &grpc, None).status.code(), Some(4), "exists");
+    let mismatch = run(&["append", "cli-basin/s", "--match-seq-num", "0"], &grpc, Some(b"x\n"));
+    assert_eq!(mismatch.status.code(), Some(5), "condition failed");
+    assert!(String::from_utf8_lossy(&mismatch.stderr).contains("2500"), "the error names the tail");
+    assert_eq!(run(&["read", "no-slash"], &grpc, None).status.code(), Some(2), "bad target");
+    assert!(terminate(server).success());
+}
+
+#[test]
+fn follow_prints_records_appended_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    assert!(run(&["basins", "create", "cli-basin", "--create-stream-on-append"], &grpc, None).status.success());
+    assert!(run(&["append", "cli-basin/live"], &grpc, Some(b"before\n")).status.success());
+
+    let mut follower = shale()
+        .args(["read", "cli-basin/live", "--follow"])
+        .env("SHALE_SERVER", &grpc)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines_tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    assert_eq!(lines.recv_timeout(Duration::from_secs(30)).unwrap(), "before");
+    assert!(run(&["append", "cli-basin/live"], &grpc, Some(b"after\n")).status.success());
+    assert_eq!(lines.recv_timeout(Duration::from_secs(30)).unwrap(), "after");
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+    assert!(terminate(server).success());
+}
+
+fn python() -> PathBuf {
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} missing: run scripts/test.sh (it creates .venv with moto and grpcio-tools)",
+        venv.display()
+    );
+    venv
+}
+
+#[test]
+fn python_stubs_append_and_read() {
+    let python = python();
+    let out = tempfile::tempdir().unwrap();
+    let protos = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto/protos");
+    let generated = Command::new(&python)
+        .args(["-m", "grpc_tools.protoc", "-I"])
+        .arg(&protos)
+        .arg(format!("--python_out={}", out.path().display()))
+        .arg(format!("--grpc_python_out={}", out.path().display()))
+        .arg(protos.join("shale/v1/shale.proto"))
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "grpcio-tools failed: {}", String::from_utf8_lossy(&generated.stderr));
+
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    let script = r#"
+import sys, grpc
+from shale.v1 import shale_pb2 as pb, shale_pb2_grpc as rpc
+channel = grpc.insecure_channel(sys.argv[1])
+rpc.BasinsStub(channel).CreateBasin(pb.CreateBasinRequest(basin="py-basin-1"))
+rpc.StreamsStub(channel).CreateStream(pb.CreateStreamRequest(basin="py-basin-1", stream="s"))
+records = rpc.RecordsStub(channel)
+ack = records.Append(pb.AppendRequest(basin="py-basin-1", stream="s", records=[pb.AppendRecord(body=b"from python")]))
+batch = records.Read(pb.ReadRequest(basin="py-basin-1", stream="s", seq_num=0))
+print(ack.end.seq_num, batch.records[0].body.decode())
+"#;
+    let result = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(grpc.trim_start_matches("http://"))
+        .env("PYTHONPATH", out.path())
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "python client failed: {}", String::from_utf8_lossy(&result.stderr));
+    assert_eq!(String::from_utf8(result.stdout).unwrap().trim(), "1 from python");
+    assert!(terminate(server).success());
+}

@@ -1,0 +1,61 @@
+//! Starting and stopping a real `shale serve` process for tests.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// Starts `shale serve` in `dir` on a free loopback port; returns it and its address,
+/// read from the log line that says where it listens.
+pub fn start(dir: &std::path::Path) -> (Child, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env("SHALE_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let (addr, grpc) = loop {
+        let line = lines.next().expect("shale exited before listening").unwrap();
+        let plain: String = strip_ansi(&line);
+        let field = |name: &str| plain.split(name).nth(1).map(|rest| rest.split_whitespace().next().unwrap().to_string());
+        if let (Some(http), Some(grpc)) = (field("http="), field("grpc=")) {
+            break (http, grpc);
+        }
+    };
+    // Keep draining the log so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, format!("http://{addr}"), format!("http://{grpc}"))
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub fn terminate(mut child: Child) -> std::process::ExitStatus {
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap()
+}
+
+
+/// The `shale` binary, for client commands.
+pub fn shale() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_shale"))
+}
