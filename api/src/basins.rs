@@ -2,7 +2,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -12,7 +12,7 @@ use shale_proto::names;
 
 use crate::query::Query;
 use crate::streams::StreamReconfiguration;
-use crate::wire::{json_body, rfc3339};
+use crate::wire::{json_body, request_token, rfc3339};
 use crate::{ApiError, AppState};
 
 fn basin_info(record: &BasinRecord) -> serde_json::Value {
@@ -39,16 +39,20 @@ struct CreateBasinRequest {
     basin: String,
     #[serde(default)]
     config: Option<BasinConfig>,
-    #[serde(default)]
+    /// S2's placement hints; Shale has one location and ignores them.
+    #[serde(default, alias = "location")]
     #[allow(dead_code)]
     scope: Option<String>,
 }
 
-pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let request: CreateBasinRequest = json_body(&body)?;
     valid_name(&request.basin)?;
-    let record = state.metadata.create_basin(&request.basin, request.config.unwrap_or_default()).await?;
-    Ok((StatusCode::CREATED, Json(basin_info(&record))).into_response())
+    let token = request_token(&headers)?;
+    let (record, created) =
+        state.metadata.create_basin_idempotent(&request.basin, request.config.unwrap_or_default(), token).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(basin_info(&record))).into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -56,7 +60,7 @@ pub async fn create(State(state): State<AppState>, body: Bytes) -> Result<Respon
 struct EnsureBasinRequest {
     #[serde(default)]
     config: Option<BasinConfig>,
-    #[serde(default)]
+    #[serde(default, alias = "location")]
     #[allow(dead_code)]
     scope: Option<String>,
 }

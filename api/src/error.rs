@@ -28,6 +28,10 @@ impl ApiError {
         ApiError::BadRequest(message.into())
     }
 
+    pub fn http_status(&self) -> u16 {
+        self.code().http_status()
+    }
+
     fn code(&self) -> ErrorCode {
         match self {
             ApiError::BadRequest(_) => ErrorCode::InvalidArgument,
@@ -61,7 +65,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), error = %self, "request failed");
         }

@@ -7,10 +7,13 @@
 //! - `wire`: S2's JSON shapes and the `s2-format` (raw or base64) byte encoding;
 //! - `query`: strict query-string parsing with S2-style errors;
 //! - `basins`, `streams`, `records` (append, read, check tail), `sse` (live reads),
+//!   `s2s` (S2's protobuf bodies and `s2s/proto` sessions),
 //!   `ops` (health, readiness, metrics);
-//! - `follow`: a read that follows the tail, framed by `sse` and by the gRPC read session;
+//! - `follow`: a read that follows the tail, framed by `sse`, `s2s` and the gRPC read
+//!   session; `append_pipeline`: pipelined appends, shared by gRPC and S2S append sessions;
 //! - `grpc`: the public gRPC API `shale.v1` (with reflection) over the same calls.
 
+mod append_pipeline;
 mod basins;
 mod error;
 mod follow;
@@ -18,6 +21,7 @@ mod grpc;
 mod ops;
 mod query;
 mod records;
+mod s2s;
 mod sse;
 mod streams;
 mod wire;

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, Uri};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -18,53 +18,83 @@ use shale_reader::{ReadLimits, ReadRequest, ReadStart, ReaderError};
 use crate::query::{percent_decode, Query};
 use crate::streams;
 use crate::wire::{basin_header, json_body, AppendInputJson, Format, ReadBatchJson};
-use crate::{sse, ApiError, AppState};
+use crate::{s2s, sse, ApiError, AppState};
+use prost::Message;
 
 /// Longest `wait` S2 allows on a unary read, in seconds.
 const MAX_WAIT_SECS: u64 = 60;
 
-pub async fn dispatch(
-    State(state): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+/// Largest request body read whole (a 1 MiB batch as base64 JSON, with room to spare).
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+pub async fn dispatch(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let rest = uri.path().strip_prefix("/v1/streams/").unwrap_or_default();
     let (raw_stream, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
     let stream = percent_decode(raw_stream, false)?;
     shale_proto::names::validate_stream(&stream).map_err(ApiError::BadRequest)?;
     let basin = basin_header(&headers)?;
     let query = uri.query();
+    let session = content_type(&headers).is_some_and(|t| t.starts_with(s2s::CONTENT_TYPE));
     match (endpoint, method) {
-        ("", Method::GET) => streams::get_config(&state, &basin, &stream).await,
-        ("", Method::PUT) => streams::ensure(&state, &basin, &stream, &body).await,
-        ("", Method::PATCH) => streams::reconfigure(&state, &basin, &stream, &body).await,
-        ("", Method::DELETE) => streams::delete(&state, &basin, &stream).await,
-        ("records", Method::POST) => append(&state, basin, stream, &headers, &body).await,
-        ("records", Method::GET) => read(&state, basin, stream, &headers, query).await,
-        ("records/tail", Method::GET) => {
-            Query::parse(query, &[])?;
-            let tail = state.reader.check_tail(&basin, &stream).await?;
-            Ok(Json(json!({ "tail": tail })).into_response())
+        ("records", Method::POST) if session => Ok(s2s::append_session(state, basin, stream, body)),
+        ("records", Method::GET) if session => {
+            let params = read_params(basin, stream, &headers, query)?;
+            ensure_readable(&state, &params.request).await?;
+            s2s::read_session(state, params.request).await
         }
-        (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
+        (endpoint, method) => {
+            let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
+                .await
+                .map_err(|e| ApiError::bad(format!("reading request body: {e}")))?;
+            match (endpoint, method) {
+                ("", Method::GET) => streams::get_config(&state, &basin, &stream).await,
+                ("", Method::PUT) => streams::ensure(&state, &basin, &stream, &body).await,
+                ("", Method::PATCH) => streams::reconfigure(&state, &basin, &stream, &body).await,
+                ("", Method::DELETE) => streams::delete(&state, &basin, &stream).await,
+                ("records", Method::POST) => append(&state, basin, stream, &headers, &body).await,
+                ("records", Method::GET) => read(&state, basin, stream, &headers, query).await,
+                ("records/tail", Method::GET) => {
+                    Query::parse(query, &[])?;
+                    let tail = state.reader.check_tail(&basin, &stream).await?;
+                    Ok(Json(json!({ "tail": tail })).into_response())
+                }
+                (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
+            }
+        }
     }
 }
 
+fn content_type(headers: &HeaderMap) -> Option<&str> {
+    headers.get("content-type").and_then(|v| v.to_str().ok())
+}
+
+fn accepts_protobuf(headers: &HeaderMap) -> bool {
+    headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains(PROTOBUF))
+}
+
+const PROTOBUF: &str = "application/protobuf";
+
+fn protobuf_response(message: &impl prost::Message) -> Response {
+    ([("content-type", PROTOBUF)], message.encode_to_vec()).into_response()
+}
+
 async fn append(state: &AppState, basin: String, stream: String, headers: &HeaderMap, body: &Bytes) -> Result<Response, ApiError> {
-    if let Some(content_type) = headers.get("content-type").and_then(|v| v.to_str().ok()) {
-        if content_type.starts_with("application/protobuf") || content_type.starts_with("s2s/") {
-            return Err(ApiError::bad(format!("content-type `{content_type}` is not supported yet; send application/json")));
-        }
+    let input = if content_type(headers).is_some_and(|t| t.starts_with(PROTOBUF)) {
+        let message = shale_proto::s2::AppendInput::decode(body.clone())
+            .map_err(|e| ApiError::bad(format!("invalid protobuf AppendInput: {e}")))?;
+        s2s::append_input(&basin, &stream, message)
+    } else {
+        let format = Format::from_headers(headers)?;
+        let input: AppendInputJson = json_body(body)?;
+        let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
+        AppendInput { basin, stream, records, match_seq_num: input.match_seq_num, fencing_token: input.fencing_token }
+    };
+    let ack = state.gateway.append(input).await?;
+    if accepts_protobuf(headers) {
+        return Ok(protobuf_response(&s2s::append_ack(ack)));
     }
-    let format = Format::from_headers(headers)?;
-    let input: AppendInputJson = json_body(body)?;
-    let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
-    let ack = state
-        .gateway
-        .append(AppendInput { basin, stream, records, match_seq_num: input.match_seq_num, fencing_token: input.fencing_token })
-        .await?;
     Ok(Json(ack).into_response())
 }
 
@@ -82,7 +112,8 @@ pub fn read_params(basin: String, stream: String, headers: &HeaderMap, query: Op
         query.number::<u64>("tail_offset")?.map(ReadStart::TailOffset),
     ];
     let mut given = starts.into_iter().flatten();
-    let start = given.next().unwrap_or(ReadStart::SeqNum(0));
+    // S2 reads from the tail when no start is given.
+    let start = given.next().unwrap_or(ReadStart::TailOffset(0));
     if given.next().is_some() {
         return Err(ApiError::bad("give at most one of seq_num, timestamp and tail_offset"));
     }
@@ -124,6 +155,9 @@ async fn read(state: &AppState, basin: String, stream: String, headers: &HeaderM
         return sse::read_session(state.clone(), params, headers).await;
     }
     let output = state.reader.read(&params.request).await?;
+    if accepts_protobuf(headers) {
+        return Ok(protobuf_response(&s2s::read_batch(&output.records, Some(output.tail))));
+    }
     Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
 }
 

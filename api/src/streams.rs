@@ -11,7 +11,7 @@ use serde_json::json;
 use shale_metadata::{DeleteOnEmpty, MetadataError, RetentionPolicy, StreamConfig, TimestampingConfig};
 
 use crate::query::Query;
-use crate::wire::{basin_header, json_body, rfc3339};
+use crate::wire::{basin_header, json_body, request_token, rfc3339};
 use crate::{ApiError, AppState};
 
 fn stream_info(name: &str, created_at_ms: u64) -> serde_json::Value {
@@ -57,8 +57,10 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: Byt
     shale_proto::names::validate_stream(&request.stream).map_err(ApiError::BadRequest)?;
     let config = request.config.unwrap_or_default();
     validate_config(&config)?;
-    let info = state.metadata.create_stream(&basin, &request.stream, config).await?;
-    Ok((StatusCode::CREATED, Json(stream_info(&info.name, info.record.created_at_ms))).into_response())
+    let token = request_token(&headers)?;
+    let (info, created) = state.metadata.create_stream_idempotent(&basin, &request.stream, config, token).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(stream_info(&info.name, info.record.created_at_ms))).into_response())
 }
 
 #[derive(Deserialize, Default)]

@@ -61,6 +61,16 @@ pub fn basin_header(headers: &HeaderMap) -> Result<String, ApiError> {
     Ok(basin.to_string())
 }
 
+/// The `s2-request-token` header (at most 36 bytes) that makes a create idempotent.
+pub fn request_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get("s2-request-token") else { return Ok(None) };
+    let token = value.to_str().map_err(|_| ApiError::bad("s2-request-token is not ASCII"))?;
+    if token.len() > 36 {
+        return Err(ApiError::bad("s2-request-token is longer than 36 bytes"));
+    }
+    Ok(Some(token))
+}
+
 /// Parses a JSON body; an empty body reads as `null`.
 pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) { b"null" } else { body };

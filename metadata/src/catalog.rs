@@ -27,19 +27,38 @@ const DELETE_BATCH: usize = 1000;
 
 impl Metadata {
     pub async fn create_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
+        Ok(self.create_basin_idempotent(name, config, None).await?.0)
+    }
+
+    /// Creates a basin. When it exists and was created with the same `request_token`,
+    /// this is a retry of that create: returns the basin and `false` (not newly created).
+    pub async fn create_basin_idempotent(
+        &self,
+        name: &str,
+        config: BasinConfig,
+        request_token: Option<&str>,
+    ) -> Result<(BasinRecord, bool)> {
         self.check_usable()?;
         names::validate_basin(name).map_err(MetadataError::InvalidArgument)?;
         let _writer = self.writer.lock().await;
         self.check_usable()?;
         let key = keys::basin(name);
-        if self.get_json::<BasinRecord>(&key).await?.is_some() {
+        if let Some(existing) = self.get_json::<BasinRecord>(&key).await? {
+            if request_token.is_some() && existing.request_token.as_deref() == request_token {
+                return Ok((existing, false));
+            }
             return Err(MetadataError::BasinExists(name.to_string()));
         }
-        let record = BasinRecord { name: name.to_string(), created_at_ms: self.clock.now_ms(), config };
+        let record = BasinRecord {
+            name: name.to_string(),
+            created_at_ms: self.clock.now_ms(),
+            config,
+            request_token: request_token.map(str::to_string),
+        };
         let mut batch = WriteBatch::new();
         batch.put(&key, encode_json(&record));
         self.write_durably(batch).await?;
-        Ok(record)
+        Ok((record, true))
     }
 
     pub async fn basin(&self, name: &str) -> Result<BasinRecord> {
@@ -97,23 +116,38 @@ impl Metadata {
 
     /// Creates a stream; settings it leaves unset come from the basin's default.
     pub async fn create_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
+        Ok(self.create_stream_idempotent(basin, stream, config, None).await?.0)
+    }
+
+    /// Creates a stream; a retry with the same `request_token` returns it with `false`.
+    pub async fn create_stream_idempotent(
+        &self,
+        basin: &str,
+        stream: &str,
+        config: StreamConfig,
+        request_token: Option<&str>,
+    ) -> Result<(StreamInfo, bool)> {
         self.check_usable()?;
         names::validate_stream(stream).map_err(MetadataError::InvalidArgument)?;
         let mut writer = self.writer.lock().await;
         self.check_usable()?;
         let basin_record = self.basin(basin).await?;
         let key = keys::stream(basin, stream);
-        if self.get_json::<StreamRecord>(&key).await?.is_some() {
+        if let Some(existing) = self.get_json::<StreamRecord>(&key).await? {
+            if request_token.is_some() && existing.request_token.as_deref() == request_token {
+                return Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record: existing }, false));
+            }
             return Err(MetadataError::StreamExists { basin: basin.to_string(), stream: stream.to_string() });
         }
         let id = writer.next_stream_id;
-        let record = self.new_stream_record(id, config, &basin_record.config);
+        let mut record = self.new_stream_record(id, config, &basin_record.config);
+        record.request_token = request_token.map(str::to_string);
         let mut batch = WriteBatch::new();
         batch.put(&key, encode_json(&record));
         batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());
         self.write_durably(batch).await?;
         writer.next_stream_id = id + 1;
-        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
+        Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record }, true))
     }
 
     pub(crate) fn new_stream_record(&self, id: u64, config: StreamConfig, basin: &BasinConfig) -> StreamRecord {
@@ -131,6 +165,7 @@ impl Metadata {
             fencing_token: String::new(),
             record_count: 0,
             metered_bytes: 0,
+            request_token: None,
         }
     }
 

@@ -73,6 +73,9 @@ pub struct BasinRecord {
     pub name: String,
     pub created_at_ms: u64,
     pub config: BasinConfig,
+    /// The client's `s2-request-token` at creation, so a retried create succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_token: Option<String>,
 }
 
 /// A stream as stored under `s/<basin>/<stream>`.
@@ -92,6 +95,9 @@ pub struct StreamRecord {
     pub fencing_token: String,
     pub record_count: u64,
     pub metered_bytes: u64,
+    /// The client's `s2-request-token` at creation, so a retried create succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_token: Option<String>,
 }
 
 impl StreamRecord {

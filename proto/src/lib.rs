@@ -13,6 +13,7 @@
 //! - [`varint`]: LEB128 helpers for the formats above.
 //! - [`grpc`]: the public gRPC API `shale.v1`, generated at build time from
 //!   `protos/` (see `proto/README.md`).
+//! - [`s2`]: S2's record messages, for S2 wire compatibility on the HTTP API.
 
 pub mod error_code;
 pub mod names;
@@ -33,4 +34,11 @@ pub mod grpc {
 
     /// Descriptor set for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("shale_v1_descriptor");
+}
+
+/// S2's record messages (`s2.v1`), written from S2's public specification, for
+/// `application/protobuf` bodies and `s2s/proto` sessions.
+#[allow(clippy::all, missing_docs)]
+pub mod s2 {
+    tonic::include_proto!("s2.v1");
 }

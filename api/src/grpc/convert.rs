@@ -49,7 +49,7 @@ pub fn read_response(records: &[SequencedRecord], tail: Position) -> pb::ReadRes
 
 pub fn read_request(request: pb::ReadRequest) -> Result<ReadRequest, ApiError> {
     let start = match request.start {
-        None => ReadStart::SeqNum(0),
+        None => ReadStart::TailOffset(0),
         Some(pb::read_request::Start::SeqNum(seq)) => ReadStart::SeqNum(seq),
         Some(pb::read_request::Start::Timestamp(ts)) => ReadStart::Timestamp(ts),
         Some(pb::read_request::Start::TailOffset(offset)) => ReadStart::TailOffset(offset),

@@ -1,8 +1,6 @@
 //! The streaming RPCs: pipelined append sessions and following read sessions.
 
-use futures::stream::FuturesOrdered;
 use futures::StreamExt;
-use shale_gateway::{GatewayError, PendingAppend};
 use shale_proto::grpc as pb;
 use shale_reader::ReadRequest;
 use tokio::sync::mpsc;
@@ -13,77 +11,17 @@ use super::{convert, EventStream};
 use crate::follow::{FollowEvent, Follower};
 use crate::{ApiError, AppState};
 
-/// Batches a session may have submitted but not yet acknowledged. Beyond it the session
-/// stops reading requests, which pushes back on the client through HTTP/2 flow control.
-const MAX_PENDING: usize = 256;
-
 /// Acks in order; ends with an error status at the first failure.
 pub fn append_session(state: AppState, inbound: Streaming<pb::AppendRequest>) -> EventStream<pb::AppendAck> {
-    let (tx, rx) = mpsc::channel(MAX_PENDING);
+    let (acks_tx, acks) = mpsc::channel(crate::append_pipeline::MAX_PENDING);
     tokio::spawn(async move {
-        if let Err(status) = run_append_session(state, inbound, &tx).await {
-            let _ = tx.send(Err(status)).await;
-        }
+        let inputs = inbound.map(|request| {
+            request.map(convert::append_input).map_err(|status| ApiError::bad(format!("append session input: {}", status.message())))
+        });
+        crate::append_pipeline::run(&state.gateway, inputs, acks_tx).await;
     });
-    Box::pin(ReceiverStream::new(rx))
-}
-
-async fn run_append_session(
-    state: AppState,
-    mut inbound: Streaming<pb::AppendRequest>,
-    tx: &mpsc::Sender<Result<pb::AppendAck, Status>>,
-) -> Result<(), Status> {
-    let mut pending: FuturesOrdered<PendingAppend> = FuturesOrdered::new();
-    let mut stream: Option<(String, String)> = None;
-    let mut inbound_open = true;
-    loop {
-        tokio::select! {
-            biased;
-            Some(result) = pending.next(), if !pending.is_empty() => {
-                let acks = result.map_err(|e| Status::from(ApiError::from(e)))?;
-                for ack in acks {
-                    if tx.send(Ok(convert::ack(ack))).await.is_err() {
-                        return Ok(());
-                    }
-                }
-            }
-            message = inbound.message(), if inbound_open && pending.len() < MAX_PENDING => match message? {
-                Some(request) => {
-                    let this = (request.basin.clone(), request.stream.clone());
-                    match &stream {
-                        None => stream = Some(this),
-                        Some(first) if *first != this => {
-                            return Err(ApiError::bad("an append session writes to one stream; start another session for another").into());
-                        }
-                        Some(_) => {}
-                    }
-                    let input = convert::append_input(request);
-                    loop {
-                        match state.gateway.submit(vec![input.clone()]) {
-                            Ok(ack) => {
-                                pending.push_back(ack);
-                                break;
-                            }
-                            // Wait for our own oldest batch rather than fail the session.
-                            Err(GatewayError::Overloaded { .. }) if !pending.is_empty() => {
-                                if let Some(result) = pending.next().await {
-                                    let acks = result.map_err(|e| Status::from(ApiError::from(e)))?;
-                                    for ack in acks {
-                                        if tx.send(Ok(convert::ack(ack))).await.is_err() {
-                                            return Ok(());
-                                        }
-                                    }
-                                }
-                            }
-                            Err(e) => return Err(ApiError::from(e).into()),
-                        }
-                    }
-                }
-                None => inbound_open = false,
-            },
-            else => return Ok(()),
-        }
-    }
+    let acks = ReceiverStream::new(acks).map(|ack| ack.map(convert::ack).map_err(Status::from));
+    Box::pin(acks)
 }
 
 /// History then the live tail, heartbeats while idle; ends when a bounded read is done,

@@ -1,0 +1,94 @@
+//! Pipelined appends to one stream, shared by the gRPC `AppendSession` and S2S append
+//! sessions: each input is submitted to the gateway the moment it arrives, so inputs are
+//! sequenced in arrival order, and acks go out in that same order.
+
+use futures::stream::FuturesOrdered;
+use futures::{Stream, StreamExt};
+use shale_gateway::{AppendInput, GatewayError, PendingAppend};
+use shale_metadata::AppendAck;
+use tokio::sync::mpsc;
+
+use crate::ApiError;
+
+/// Inputs a session may have submitted but not yet acknowledged. Beyond it the session
+/// stops reading input, which pushes back on the client through transport flow control.
+pub const MAX_PENDING: usize = 256;
+
+/// Runs a session until the input ends and every ack is sent, the receiver goes away, or
+/// the first failure, which is sent as the last item.
+pub async fn run<S>(gateway: &shale_gateway::Gateway, inputs: S, acks: mpsc::Sender<Result<AppendAck, ApiError>>)
+where
+    S: Stream<Item = Result<AppendInput, ApiError>> + Unpin,
+{
+    if let Err(error) = pipeline(gateway, inputs, &acks).await {
+        let _ = acks.send(Err(error)).await;
+    }
+}
+
+async fn pipeline<S>(
+    gateway: &shale_gateway::Gateway,
+    mut inputs: S,
+    acks: &mpsc::Sender<Result<AppendAck, ApiError>>,
+) -> Result<(), ApiError>
+where
+    S: Stream<Item = Result<AppendInput, ApiError>> + Unpin,
+{
+    let mut pending: FuturesOrdered<PendingAppend> = FuturesOrdered::new();
+    let mut stream: Option<(String, String)> = None;
+    let mut inputs_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            Some(result) = pending.next(), if !pending.is_empty() => {
+                if !deliver(result, acks).await? {
+                    return Ok(());
+                }
+            }
+            input = inputs.next(), if inputs_open && pending.len() < MAX_PENDING => match input {
+                Some(input) => {
+                    let input = input?;
+                    let this = (input.basin.clone(), input.stream.clone());
+                    match &stream {
+                        None => stream = Some(this),
+                        Some(first) if *first != this => {
+                            return Err(ApiError::bad("an append session writes to one stream; start another session for another"));
+                        }
+                        Some(_) => {}
+                    }
+                    loop {
+                        match gateway.submit(vec![input.clone()]) {
+                            Ok(ack) => {
+                                pending.push_back(ack);
+                                break;
+                            }
+                            // Wait for this session's oldest batch rather than fail it.
+                            Err(GatewayError::Overloaded { .. }) if !pending.is_empty() => {
+                                if let Some(result) = pending.next().await {
+                                    if !deliver(result, acks).await? {
+                                        return Ok(());
+                                    }
+                                }
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
+                None => inputs_open = false,
+            },
+            else => return Ok(()),
+        }
+    }
+}
+
+/// Sends one ack; `Ok(false)` when the receiver has gone.
+async fn deliver(
+    result: Result<Vec<AppendAck>, GatewayError>,
+    acks: &mpsc::Sender<Result<AppendAck, ApiError>>,
+) -> Result<bool, ApiError> {
+    for ack in result? {
+        if acks.send(Ok(ack)).await.is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,247 @@
+//! S2's `s2s/proto` sessions over HTTP, and the conversions between S2's record messages
+//! and Shale's types (also used for `application/protobuf` unary bodies).
+//!
+//! Framing (S2's `s2s.md`): a 3-byte big-endian length of what follows, a flag byte
+//! `[T][CC][R][RRRR]` (T terminal, CC compression 00 none / 01 zstd / 10 gzip, R reconnect
+//! advice, never set by Shale), then a protobuf message, or for a terminal frame a 2-byte
+//! HTTP status and the JSON error body. Shale decodes every compression and sends
+//! uncompressed frames.
+
+use std::io::Read;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures::stream::{self, Stream, StreamExt};
+use prost::Message;
+use shale_gateway::AppendInput;
+use shale_metadata::{AppendAck, Position};
+use shale_proto::s2 as pb;
+use shale_proto::{Header, Record, SequencedRecord};
+use shale_reader::ReadRequest;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::follow::{FollowEvent, Follower};
+use crate::{append_pipeline, ApiError, AppState};
+
+pub const CONTENT_TYPE: &str = "s2s/proto";
+/// Largest frame S2 allows (length prefix value), and the limit for decompressed bodies.
+const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
+const FLAG_TERMINAL: u8 = 0b1000_0000;
+const FLAG_COMPRESSION: u8 = 0b0110_0000;
+
+/// A regular frame carrying `message`.
+pub fn regular_frame(message: &impl Message) -> Bytes {
+    let body = message.encode_to_vec();
+    frame(0, &body)
+}
+
+/// A terminal frame carrying an error's HTTP status and JSON body.
+pub fn terminal_frame(error: &ApiError) -> Bytes {
+    let json = error.body().to_string();
+    let mut body = Vec::with_capacity(2 + json.len());
+    body.put_u16(error.http_status());
+    body.extend_from_slice(json.as_bytes());
+    frame(FLAG_TERMINAL, &body)
+}
+
+fn frame(flag: u8, body: &[u8]) -> Bytes {
+    let len = body.len() + 1;
+    let mut out = BytesMut::with_capacity(3 + len);
+    out.put_uint(len as u64, 3);
+    out.put_u8(flag);
+    out.put_slice(body);
+    out.freeze()
+}
+
+/// One decoded frame.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    Regular(Bytes),
+    Terminal(Bytes),
+}
+
+/// Takes one frame off the front of `buf`, or `None` when more bytes are needed.
+pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, ApiError> {
+    if buf.len() < 3 {
+        return Ok(None);
+    }
+    let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+    if len == 0 || len > MAX_FRAME_BYTES {
+        return Err(ApiError::bad(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
+    }
+    if buf.len() < 3 + len {
+        return Ok(None);
+    }
+    buf.advance(3);
+    let flag = buf.get_u8();
+    let body = buf.split_to(len - 1).freeze();
+    let body = match (flag & FLAG_COMPRESSION) >> 5 {
+        0 => body,
+        1 => decompress(zstd::stream::read::Decoder::new(&body[..]).map_err(bad_compression)?)?,
+        2 => decompress(flate2::read::GzDecoder::new(&body[..]))?,
+        _ => return Err(ApiError::bad("s2s frame uses an unknown compression")),
+    };
+    Ok(Some(if flag & FLAG_TERMINAL != 0 { Frame::Terminal(body) } else { Frame::Regular(body) }))
+}
+
+fn bad_compression(e: std::io::Error) -> ApiError {
+    ApiError::bad(format!("s2s frame does not decompress: {e}"))
+}
+
+fn decompress(reader: impl Read) -> Result<Bytes, ApiError> {
+    let mut out = Vec::new();
+    reader.take(MAX_FRAME_BYTES as u64 + 1).read_to_end(&mut out).map_err(bad_compression)?;
+    if out.len() > MAX_FRAME_BYTES {
+        return Err(ApiError::bad("s2s frame decompresses past 2 MiB"));
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Regular frames from a request body, decoded as `M`; ends at end of body or at a
+/// terminal frame.
+fn messages<M: Message + Default>(body: Body) -> impl Stream<Item = Result<M, ApiError>> + Unpin {
+    let state = (body.into_data_stream(), BytesMut::new(), false);
+    Box::pin(stream::unfold(state, |(mut data, mut buf, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            match decode_frame(&mut buf) {
+                Ok(Some(Frame::Regular(body))) => {
+                    let message = M::decode(body).map_err(|e| ApiError::bad(format!("bad s2s message: {e}")));
+                    return Some((message, (data, buf, false)));
+                }
+                Ok(Some(Frame::Terminal(_))) => return None,
+                Ok(None) => {}
+                Err(e) => return Some((Err(e), (data, buf, true))),
+            }
+            match data.next().await {
+                Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                Some(Err(e)) => return Some((Err(ApiError::bad(format!("reading session body: {e}"))), (data, buf, true))),
+                None if buf.is_empty() => return None,
+                None => return Some((Err(ApiError::bad("session body ended inside a frame")), (data, buf, true))),
+            }
+        }
+    }))
+}
+
+fn session_response(frames: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    let body = Body::from_stream(frames.map(Ok::<_, std::convert::Infallible>));
+    ([("content-type", CONTENT_TYPE)], body).into_response()
+}
+
+/// An append session: `AppendInput` frames in, `AppendAck` frames out in order, a
+/// terminal frame at the first failure.
+pub fn append_session(state: AppState, basin: String, stream: String, body: Body) -> Response {
+    let (acks_tx, acks) = mpsc::channel(append_pipeline::MAX_PENDING);
+    let inputs = messages::<pb::AppendInput>(body).map(move |m| m.map(|m| append_input(&basin, &stream, m)));
+    tokio::spawn(async move { append_pipeline::run(&state.gateway, inputs, acks_tx).await });
+    let frames = ReceiverStream::new(acks).map(|ack| match ack {
+        Ok(ack) => regular_frame(&append_ack(ack)),
+        Err(error) => terminal_frame(&error),
+    });
+    session_response(frames)
+}
+
+/// A read session: `ReadBatch` frames, an empty batch as heartbeat while following, a
+/// terminal frame on error; the body ends when a bounded read is complete.
+pub async fn read_session(state: AppState, request: ReadRequest) -> Result<Response, ApiError> {
+    let follower = Follower::start(state, request, 0, 0).await?;
+    let frames = stream::unfold(follower, |mut follower| async move {
+        let frame = match follower.next().await? {
+            FollowEvent::Batch(output) => regular_frame(&read_batch(&output.records, Some(output.tail))),
+            FollowEvent::Heartbeat(tail) => regular_frame(&read_batch(&[], Some(tail))),
+            FollowEvent::Done => return None,
+            FollowEvent::Error(error) => terminal_frame(&error),
+        };
+        Some((frame, follower))
+    });
+    Ok(session_response(frames))
+}
+
+pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> AppendInput {
+    AppendInput {
+        basin: basin.to_string(),
+        stream: stream.to_string(),
+        records: input
+            .records
+            .into_iter()
+            .map(|r| Record {
+                timestamp: r.timestamp,
+                headers: r.headers.into_iter().map(|h| Header { name: h.name.into(), value: h.value.into() }).collect(),
+                body: r.body.into(),
+            })
+            .collect(),
+        match_seq_num: input.match_seq_num,
+        fencing_token: input.fencing_token,
+    }
+}
+
+fn position(p: Position) -> pb::StreamPosition {
+    pb::StreamPosition { seq_num: p.seq_num, timestamp: p.timestamp }
+}
+
+pub fn append_ack(ack: AppendAck) -> pb::AppendAck {
+    pb::AppendAck { start: Some(position(ack.start)), end: Some(position(ack.end)), tail: Some(position(ack.tail)) }
+}
+
+pub fn read_batch(records: &[SequencedRecord], tail: Option<Position>) -> pb::ReadBatch {
+    pb::ReadBatch {
+        records: records
+            .iter()
+            .map(|r| pb::SequencedRecord {
+                seq_num: r.seq_num,
+                timestamp: r.timestamp,
+                headers: r.headers.iter().map(|h| pb::Header { name: h.name.to_vec(), value: h.value.to_vec() }).collect(),
+                body: r.body.to_vec(),
+            })
+            .collect(),
+        tail: tail.map(position),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_wait_for_whole_frames() {
+        let ack = append_ack(AppendAck {
+            start: Position { seq_num: 1, timestamp: 2 },
+            end: Position { seq_num: 3, timestamp: 4 },
+            tail: Position { seq_num: 3, timestamp: 4 },
+        });
+        let bytes = regular_frame(&ack);
+        let mut buf = BytesMut::from(&bytes[..bytes.len() - 1]);
+        assert_eq!(decode_frame(&mut buf).expect("valid prefix"), None, "partial frame waits");
+        buf.extend_from_slice(&bytes[bytes.len() - 1..]);
+        let Some(Frame::Regular(body)) = decode_frame(&mut buf).expect("valid frame") else { panic!("regular frame") };
+        assert_eq!(pb::AppendAck::decode(body).expect("decodes"), ack);
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn decodes_compressed_frames_and_terminal_frames() {
+        let input = pb::AppendInput { records: vec![pb::AppendRecord { body: vec![7; 4096], ..Default::default() }], ..Default::default() };
+        let raw = input.encode_to_vec();
+        let zstd = zstd::encode_all(&raw[..], 3).expect("compresses");
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gzip, &raw).expect("compresses");
+        let gzip = gzip.finish().expect("compresses");
+        for (flag, body) in [(0b0010_0000u8, zstd), (0b0100_0000u8, gzip)] {
+            let mut buf = BytesMut::from(&frame(flag, &body)[..]);
+            let Some(Frame::Regular(decoded)) = decode_frame(&mut buf).expect("valid") else { panic!("regular") };
+            assert_eq!(pb::AppendInput::decode(decoded).expect("decodes"), input);
+        }
+        let mut buf = BytesMut::from(&terminal_frame(&ApiError::bad("nope"))[..]);
+        let Some(Frame::Terminal(body)) = decode_frame(&mut buf).expect("valid") else { panic!("terminal") };
+        assert_eq!(u16::from_be_bytes([body[0], body[1]]), 400);
+        assert!(std::str::from_utf8(&body[2..]).expect("json").contains("nope"));
+        let mut bad = BytesMut::from(&frame(0b0110_0000, b"x")[..]);
+        assert!(decode_frame(&mut bad).is_err(), "unknown compression is an error");
+        let mut empty = BytesMut::from(&[0u8, 0, 0][..]);
+        assert!(decode_frame(&mut empty).is_err(), "zero length is an error");
+    }
+}
