@@ -1,0 +1,116 @@
+//! S2's official Rust SDK (`s2-sdk`, unmodified from crates.io) against `shale serve`:
+//! management calls, unary protobuf append and read, an append session, a read session
+//! following the tail, check tail, conditions, fencing and trim.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use s2_sdk::append_session::AppendSessionConfig;
+use s2_sdk::error::{AppendConditionFailed, AppendError};
+use s2_sdk::types::{
+    AppendInput, AppendRecord, AppendRecordBatch, CommandRecord, CreateBasinInput, CreateStreamInput, ReadFrom,
+    ReadInput, ReadLimits, ReadSessionConfig, ReadStart, ReadStop, S2Config, S2Endpoints,
+};
+use s2_sdk::S2;
+use shale_tests::TestServer;
+
+fn client(server: &TestServer) -> S2 {
+    let endpoints = S2Endpoints::for_endpoint(&server.base).unwrap();
+    S2::new(S2Config::new("any-token").with_endpoints(endpoints)).unwrap()
+}
+
+fn batch(bodies: &[&str]) -> AppendInput {
+    AppendInput::new(AppendRecordBatch::try_from_iter(bodies.iter().map(|b| AppendRecord::new(b.to_string()).unwrap())).unwrap())
+}
+
+fn from_seq(seq: u64) -> ReadInput {
+    ReadInput::new().with_start(ReadStart::new().with_from(ReadFrom::SeqNum(seq)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_sdk_runs_its_normal_flows_against_shale() {
+    let server = TestServer::start().await;
+    let s2 = client(&server);
+    let basin_name: s2_sdk::types::BasinName = "sdk-basin-1".parse().unwrap();
+    let info = s2.create_basin(CreateBasinInput::new(basin_name.clone())).await.unwrap();
+    assert_eq!(info.name, basin_name);
+    let basin = s2.basin(basin_name.clone());
+    basin.create_stream(CreateStreamInput::new("events".parse().unwrap())).await.unwrap();
+    let listed = basin.list_streams(Default::default()).await.unwrap();
+    assert_eq!(listed.values.iter().map(|s| s.name.to_string()).collect::<Vec<_>>(), vec!["events"]);
+    let stream = basin.stream("events".parse().unwrap());
+
+    // Unary append and read (protobuf bodies).
+    let ack = stream.append(batch(&["one", "two"])).await.unwrap();
+    assert_eq!((ack.start.seq_num, ack.end.seq_num), (0, 2));
+    let read = stream
+        .read(from_seq(0).with_stop(ReadStop::new().with_limits(ReadLimits::new().with_count(10))))
+        .await
+        .unwrap();
+    let bodies: Vec<Vec<u8>> = read.records.iter().map(|r| r.body.to_vec()).collect();
+    assert_eq!(bodies, vec![b"one".to_vec(), b"two".to_vec()]);
+
+    // A read session follows the tail while another task appends through a session.
+    let mut reader = stream.read_session(from_seq(0), ReadSessionConfig::default()).await.unwrap();
+    let writer = {
+        let stream = basin.stream("events".parse().unwrap());
+        tokio::spawn(async move {
+            let session = stream.append_session(AppendSessionConfig::new());
+            let mut tickets = Vec::new();
+            for i in 0..50 {
+                tickets.push(session.submit(batch(&[&format!("s{i}a"), &format!("s{i}b")])).await.unwrap());
+            }
+            let mut starts = Vec::new();
+            for ticket in tickets {
+                starts.push(ticket.await.unwrap().start.seq_num);
+            }
+            session.close().await.unwrap();
+            starts
+        })
+    };
+    let mut seen = Vec::new();
+    while seen.len() < 102 {
+        let next = tokio::time::timeout(Duration::from_secs(30), reader.next()).await.unwrap().unwrap().unwrap();
+        seen.extend(next.records.into_iter().map(|r| r.seq_num));
+    }
+    assert_eq!(seen, (0..102).collect::<Vec<_>>(), "live read session: no gap, no repeat");
+    let starts = writer.await.unwrap();
+    assert_eq!(starts, (0..50).map(|i| 2 + 2 * i).collect::<Vec<_>>(), "session acks in order");
+    drop(reader);
+
+    assert_eq!(stream.check_tail().await.unwrap().seq_num, 102);
+
+    // match_seq_num mismatch reports the tail.
+    match stream.append(batch(&["x"]).with_match_seq_num(5)).await {
+        Err(AppendError::ConditionFailed(AppendConditionFailed::SeqNumMismatch(tail))) => assert_eq!(tail, 102),
+        other => panic!("expected seq num mismatch, got {other:?}"),
+    }
+
+    // Fencing.
+    let token: s2_sdk::types::FencingToken = "writer-1".parse().unwrap();
+    stream
+        .append(AppendInput::new(AppendRecordBatch::try_from_iter([CommandRecord::fence(token.clone()).into()]).unwrap()))
+        .await
+        .unwrap();
+    let wrong: s2_sdk::types::FencingToken = "writer-2".parse().unwrap();
+    match stream.append(batch(&["fenced"]).with_fencing_token(wrong)).await {
+        Err(AppendError::ConditionFailed(AppendConditionFailed::FencingTokenMismatch(actual))) => {
+            assert_eq!(actual.to_string(), "writer-1")
+        }
+        other => panic!("expected fencing token mismatch, got {other:?}"),
+    }
+    stream.append(batch(&["fenced ok"]).with_fencing_token(token)).await.unwrap();
+
+    // Trim: reads start at the trim point.
+    stream
+        .append(AppendInput::new(AppendRecordBatch::try_from_iter([CommandRecord::trim(100).into()]).unwrap()))
+        .await
+        .unwrap();
+    let after_trim = stream.read(from_seq(0)).await.unwrap();
+    assert_eq!(after_trim.records.first().map(|r| r.seq_num), Some(100));
+
+    s2.delete_basin(s2_sdk::types::DeleteBasinInput::new(basin_name)).await.unwrap();
+    server.stop().await;
+}
