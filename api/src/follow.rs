@@ -25,6 +25,10 @@ pub struct Follower {
     state: AppState,
     request: ReadRequest,
     bounded: bool,
+    /// S2's `wait` on a session: once caught up, end after this long without new
+    /// records (0 ends as soon as the reader reaches the tail). `None` follows forever.
+    idle_limit: Option<Duration>,
+    caught_up_since: Option<tokio::time::Instant>,
     pub sent_records: u64,
     pub sent_bytes: u64,
     finished: bool,
@@ -32,7 +36,13 @@ pub struct Follower {
 
 impl Follower {
     /// Checks the start (past the tail is an error unless clamped) before any event.
-    pub async fn start(state: AppState, request: ReadRequest, sent_records: u64, sent_bytes: u64) -> Result<Self, ApiError> {
+    pub async fn start(
+        state: AppState,
+        request: ReadRequest,
+        idle_limit: Option<Duration>,
+        sent_records: u64,
+        sent_bytes: u64,
+    ) -> Result<Self, ApiError> {
         if let ReadStart::SeqNum(seq) = request.start {
             let tail = state.reader.check_tail(&request.basin, &request.stream).await?;
             if seq > tail.seq_num && !request.clamp {
@@ -40,7 +50,7 @@ impl Follower {
             }
         }
         let bounded = request.limits.count.is_some() || request.limits.bytes.is_some() || request.until.is_some();
-        Ok(Self { state, request, bounded, sent_records, sent_bytes, finished: false })
+        Ok(Self { state, request, bounded, idle_limit, caught_up_since: None, sent_records, sent_bytes, finished: false })
     }
 
     fn remaining(&self) -> Option<ReadLimits> {
@@ -65,19 +75,32 @@ impl Follower {
         let mut request = self.request.clone();
         request.limits = limits;
         request.wait = HEARTBEAT;
+        if let Some(limit) = self.idle_limit {
+            let idle = self.caught_up_since.map(|since| since.elapsed()).unwrap_or_default();
+            request.wait = HEARTBEAT.min(limit.saturating_sub(idle));
+        }
         let event = match self.state.reader.read(&request).await {
             Ok(output) if !output.records.is_empty() => {
                 let last = output.records.last().map(|r| r.seq_num).unwrap_or_default();
                 self.sent_records += output.records.len() as u64;
                 self.sent_bytes += output.records.iter().map(|r| r.metered_bytes()).sum::<u64>();
                 self.request.start = ReadStart::SeqNum(last + 1);
+                self.caught_up_since = None;
                 FollowEvent::Batch(output)
             }
             Ok(output) if output.reached_until && self.bounded => {
                 self.finished = true;
                 FollowEvent::Done
             }
-            Ok(output) => FollowEvent::Heartbeat(output.tail),
+            Ok(output) => {
+                let since = *self.caught_up_since.get_or_insert_with(tokio::time::Instant::now);
+                if self.idle_limit.is_some_and(|limit| since.elapsed() >= limit) {
+                    self.finished = true;
+                    FollowEvent::Done
+                } else {
+                    FollowEvent::Heartbeat(output.tail)
+                }
+            }
             Err(error) => {
                 self.finished = true;
                 FollowEvent::Error(error.into())

@@ -42,7 +42,7 @@ pub async fn dispatch(State(state): State<AppState>, request: Request) -> Result
         ("records", Method::GET) if session => {
             let params = read_params(basin, stream, &headers, query)?;
             ensure_readable(&state, &params.request).await?;
-            s2s::read_session(state, params.request).await
+            s2s::read_session(state, params.request, params.session_wait).await
         }
         (endpoint, method) => {
             let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
@@ -102,6 +102,9 @@ async fn append(state: &AppState, basin: String, stream: String, headers: &Heade
 pub struct ReadParams {
     pub request: ReadRequest,
     pub format: Format,
+    /// `wait` as given: on a session (SSE or S2S) it bounds how long to follow once
+    /// caught up; absent, the session follows forever.
+    pub session_wait: Option<Duration>,
 }
 
 pub fn read_params(basin: String, stream: String, headers: &HeaderMap, query: Option<&str>) -> Result<ReadParams, ApiError> {
@@ -127,7 +130,8 @@ pub fn read_params(basin: String, stream: String, headers: &HeaderMap, query: Op
         wait: Duration::from_secs(query.number::<u64>("wait")?.unwrap_or(0)),
     };
     validate_read(&request)?;
-    Ok(ReadParams { request, format: Format::from_headers(headers)? })
+    let session_wait = query.number::<u64>("wait")?.map(Duration::from_secs);
+    Ok(ReadParams { request, format: Format::from_headers(headers)?, session_wait })
 }
 
 /// S2's read limits, for every transport.

@@ -147,8 +147,8 @@ pub fn append_session(state: AppState, basin: String, stream: String, body: Body
 
 /// A read session: `ReadBatch` frames, an empty batch as heartbeat while following, a
 /// terminal frame on error; the body ends when a bounded read is complete.
-pub async fn read_session(state: AppState, request: ReadRequest) -> Result<Response, ApiError> {
-    let follower = Follower::start(state, request, 0, 0).await?;
+pub async fn read_session(state: AppState, request: ReadRequest, wait: Option<std::time::Duration>) -> Result<Response, ApiError> {
+    let follower = Follower::start(state, request, wait, 0, 0).await?;
     let frames = stream::unfold(follower, |mut follower| async move {
         let frame = match follower.next().await? {
             FollowEvent::Batch(output) => regular_frame(&read_batch(&output.records, Some(output.tail))),

@@ -26,7 +26,7 @@ pub async fn read_session(state: AppState, mut params: ReadParams, headers: &Hea
         params.request.start = ReadStart::SeqNum(next_seq);
         (sent_records, sent_bytes) = (records, bytes);
     }
-    let follower = Follower::start(state, params.request, sent_records, sent_bytes).await?;
+    let follower = Follower::start(state, params.request, params.session_wait, sent_records, sent_bytes).await?;
     Ok(Sse::new(events(follower, params.format)).into_response())
 }
 

@@ -347,3 +347,48 @@ async fn health_ready_and_metrics() {
     assert_eq!(value("shale_segment_commit_seconds_count"), 1.0);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_tokens_make_creates_idempotent_and_wait_ends_caught_up_sessions() {
+    let server = TestServer::start().await;
+    let create = |token: &'static str| {
+        server
+            .client
+            .post(server.url("/v1/basins"))
+            .header("s2-request-token", token)
+            .json(&json!({ "basin": "token-basin", "location": "aws:us-east-1" }))
+            .send()
+    };
+    assert_eq!(create("t-1").await.unwrap().status(), 201);
+    assert_eq!(create("t-1").await.unwrap().status(), 200, "a retry with the same token succeeds");
+    assert_eq!(create("t-2").await.unwrap().status(), 409, "another token conflicts");
+
+    setup(&server, &["s"]).await;
+    append(&server, "s", &["a", "b"]).await;
+    // A session with wait=0 reads what is there and ends once caught up.
+    let response = server
+        .client
+        .get(server.url("/v1/streams/s/records?seq_num=0&wait=0"))
+        .header("s2-basin", BASIN)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseReader::new(response);
+    let mut records = 0;
+    let mut done = false;
+    while let Some(event) = events.next(Duration::from_secs(30)).await {
+        match event.event.as_str() {
+            "batch" => records += serde_json::from_str::<Value>(&event.data).unwrap()["records"].as_array().unwrap().len(),
+            _ if event.data == "[DONE]" => done = true,
+            _ => {}
+        }
+    }
+    assert_eq!((records, done), (2, true));
+
+    // No start position means the tail, as in S2.
+    let (status, body) = call(&server, "GET", "/v1/streams/s/records", None).await;
+    assert_eq!((status, body["records"].as_array().map(Vec::len)), (200, Some(0)));
+    assert_eq!(body["tail"]["seq_num"], 2);
+    server.stop().await;
+}

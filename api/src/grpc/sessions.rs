@@ -27,7 +27,7 @@ pub fn append_session(state: AppState, inbound: Streaming<pb::AppendRequest>) ->
 /// History then the live tail, heartbeats while idle; ends when a bounded read is done,
 /// on error, or when the client goes away.
 pub async fn read_session(state: AppState, request: ReadRequest) -> Result<EventStream<pb::ReadSessionResponse>, ApiError> {
-    let mut follower = Follower::start(state, request, 0, 0).await?;
+    let mut follower = Follower::start(state, request, None, 0, 0).await?;
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         while let Some(event) = follower.next().await {
