@@ -1,64 +1,82 @@
-//! `shale-bench`: drives an S2-compatible HTTP endpoint and prints figures.
+//! `shale-bench`: drives an S2-compatible HTTP endpoint on loopback and prints figures.
 //!
 //! Without `--url` it starts `shale serve` in process on a temporary local-filesystem
-//! store (or `--store URL`) on a loopback port. Workloads: `serial` (one client, one
-//! stream, 128-byte records, one append at a time) and `throughput` (N producers over M
-//! streams, 1 KiB records in batches). Figures: ack latency percentiles, records/s, MiB/s,
-//! and, from the server's `/metrics`, object PUTs per GiB.
+//! store (or `--store URL`). Workloads (`--workload`):
+//! - `serial`: one client, one stream, 128-byte records, one append at a time;
+//! - `throughput`: N producers over M streams, 1 KiB records in batches, closed loop or
+//!   paced with `--rate` (appends/s) for low-load cost figures;
+//! - `e2e`: append-to-delivery latency through a live SSE read;
+//! - `catchup`: write a range, then read it back cold and warm;
+//! - `cardinality`: create and append to many streams.
+//! Every run adds, from the server's `/metrics` when it is Shale, object PUTs and GETs (per
+//! GiB and per second) and, for the in-process server, RSS and CPU seconds per GiB.
+
+mod client;
+mod workloads;
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Parser;
 use serde_json::{json, Value};
 
+use client::Client;
+
 #[derive(Debug, Parser)]
-struct Args {
-    /// Workload: serial or throughput.
+pub struct Args {
+    /// serial | throughput | e2e | catchup | cardinality
     #[arg(long, default_value = "serial")]
-    workload: String,
+    pub workload: String,
     /// Target server (loopback only); default: an in-process `shale serve`.
     #[arg(long)]
-    url: Option<String>,
+    pub url: Option<String>,
     /// Store for the in-process server (default: a temporary directory).
     #[arg(long)]
-    store: Option<String>,
-    /// How long to run.
+    pub store: Option<String>,
+    /// How long to run (serial, throughput, e2e).
     #[arg(long, default_value = "10")]
-    seconds: u64,
+    pub seconds: u64,
     /// Producers (throughput).
     #[arg(long, default_value = "16")]
-    producers: usize,
+    pub producers: usize,
     /// Streams (throughput).
     #[arg(long, default_value = "1000")]
-    streams: usize,
+    pub streams: usize,
     /// Records per append (throughput).
     #[arg(long, default_value = "100")]
-    batch: usize,
-    /// Record body size in bytes (serial default 128, throughput default 1024).
+    pub batch: usize,
+    /// Total appends per second across producers (throughput); default closed loop.
     #[arg(long)]
-    record_bytes: Option<usize>,
+    pub rate: Option<f64>,
+    /// Record body size in bytes (serial default 128, others 1024).
+    #[arg(long)]
+    pub record_bytes: Option<usize>,
+    /// MiB to write and read back (catchup).
+    #[arg(long, default_value = "256")]
+    pub catchup_mib: u64,
+    /// Streams to create (cardinality).
+    #[arg(long, default_value = "1000000")]
+    pub cardinality: u64,
     /// Write the figures as JSON here too.
     #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    pub json: Option<std::path::PathBuf>,
 }
 
-const BASIN: &str = "bench-basin";
+fn is_loopback(url: &str) -> bool {
+    ["http://127.", "http://localhost", "http://[::1]"].iter().any(|p| url.starts_with(p))
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let _dir = tempfile::tempdir()?;
+    let dir = tempfile::tempdir()?;
+    let data_dir = dir.path().join("data");
     let (base, server) = match &args.url {
-        Some(url) => {
-            if !(url.contains("127.0.0.1") || url.contains("localhost") || url.contains("[::1]")) {
-                bail!("benchmarks only send traffic to loopback addresses");
-            }
-            (url.trim_end_matches('/').to_string(), None)
-        }
+        Some(url) if is_loopback(url) => (url.trim_end_matches('/').to_string(), None),
+        Some(_) => bail!("benchmarks only send traffic to loopback addresses"),
         None => {
             let config = shale::ServeConfig {
-                data_dir: _dir.path().join("data"),
+                data_dir: data_dir.clone(),
                 store: args.store.clone(),
                 http: "127.0.0.1:0".parse()?,
                 grpc: "127.0.0.1:0".parse()?,
@@ -68,26 +86,37 @@ async fn main() -> anyhow::Result<()> {
             (format!("http://{}", running.http_addr), Some(running))
         }
     };
-    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
-    let _ = client.put(format!("{base}/v1/basins/{BASIN}")).json(&json!({})).send().await?;
-    let before = metrics(&client, &base).await;
-    let figures = match args.workload.as_str() {
-        "serial" => serial(&client, &base, &args).await?,
-        "throughput" => throughput(&client, &base, &args).await?,
+    let client = Client { http: reqwest::Client::builder().pool_max_idle_per_host(256).build()?, base };
+    client.ensure_basin().await?;
+    let before = client.metrics().await;
+    let (cpu_before, started) = (client::cpu_seconds(), Instant::now());
+    let mut figures = match args.workload.as_str() {
+        "serial" => workloads::serial(&client, &args).await?,
+        "throughput" => workloads::throughput(&client, &args).await?,
+        "e2e" => workloads::e2e(&client, &args).await?,
+        "catchup" => workloads::catchup(&client, &args).await?,
+        "cardinality" => {
+            let local = args.store.is_none() && args.url.is_none();
+            workloads::cardinality(&client, &args, local.then_some(data_dir.as_path())).await?
+        }
         other => bail!("unknown workload {other}"),
     };
-    let after = metrics(&client, &base).await;
-    let mut figures = figures;
-    if let (Some(before), Some(after)) = (before, after) {
-        let puts = after.0 - before.0;
-        let written = figures["mib"].as_f64().unwrap_or(0.0) / 1024.0;
-        figures["object_puts"] = json!(puts);
-        if written > 0.0 {
-            figures["object_puts_per_gib"] = json!((puts / written).round());
-        }
-        figures["segments"] = json!(after.1 - before.1);
+    let elapsed = started.elapsed();
+    figures["workload"] = json!(args.workload);
+    figures["target"] = json!(args.url.clone().unwrap_or_else(|| format!("in-process shale, store {}", args.store.as_deref().unwrap_or("file (temp dir)"))));
+    if let (Some(before), Some(after)) = (before, client.metrics().await) {
+        add_cost(&mut figures, after.since(before), elapsed);
     }
-    println!("{}", serde_json::to_string_pretty(&figures)?);
+    if server.is_some() {
+        let gib = figures["mib_written"].as_f64().unwrap_or(0.0) / 1024.0;
+        let cpu = client::cpu_seconds() - cpu_before;
+        figures["process"] = json!({
+            "note": "client and server share this process",
+            "rss_mib": client::rss_mib(), "cpu_seconds": cpu,
+            "cpu_seconds_per_gib": if gib > 0.0 { Some(cpu / gib) } else { None },
+        });
+    }
+    print_table(&figures, "");
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&figures)?)?;
     }
@@ -97,101 +126,34 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// (object PUTs, segments written) from `/metrics`, if the server is Shale.
-async fn metrics(client: &reqwest::Client, base: &str) -> Option<(f64, f64)> {
-    let text = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
-    let value = |name: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.parse().ok());
-    Some((value("shale_object_puts_total")?, value("shale_segments_written_total")?))
+fn add_cost(figures: &mut Value, m: client::Metrics, elapsed: Duration) {
+    let gib = figures["mib_written"].as_f64().unwrap_or(0.0) / 1024.0;
+    figures["object_requests"] = json!({
+        "puts": m.puts, "gets": m.gets, "segments": m.segments,
+        "puts_per_sec": m.puts / elapsed.as_secs_f64(),
+        "puts_per_gib_written": if gib > 0.0 { Some((m.puts / gib).round()) } else { None },
+        "segments_per_gib_written": if gib > 0.0 { Some((m.segments / gib).round()) } else { None },
+    });
 }
 
-async fn ensure_stream(client: &reqwest::Client, base: &str, stream: &str) -> anyhow::Result<()> {
-    client.put(format!("{base}/v1/streams/{stream}")).header("s2-basin", BASIN).json(&json!({})).send().await?;
-    Ok(())
-}
-
-async fn append(client: &reqwest::Client, base: &str, stream: &str, body: &Value) -> anyhow::Result<()> {
-    let response = client
-        .post(format!("{base}/v1/streams/{stream}/records"))
-        .header("s2-basin", BASIN)
-        .json(body)
-        .send()
-        .await?;
-    if !response.status().is_success() {
-        bail!("append failed: {} {}", response.status(), response.text().await?);
-    }
-    Ok(())
-}
-
-fn percentiles(latencies: &mut [Duration]) -> Value {
-    latencies.sort();
-    let at = |q: f64| {
-        let i = ((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1).min(latencies.len().saturating_sub(1));
-        latencies.get(i).map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0)
-    };
-    json!({ "p50_ms": at(0.5), "p90_ms": at(0.9), "p99_ms": at(0.99), "p999_ms": at(0.999) })
-}
-
-async fn serial(client: &reqwest::Client, base: &str, args: &Args) -> anyhow::Result<Value> {
-    let size = args.record_bytes.unwrap_or(128);
-    ensure_stream(client, base, "serial").await?;
-    let body = json!({ "records": [{ "body": "x".repeat(size) }] });
-    let mut latencies = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(args.seconds);
-    while Instant::now() < deadline {
-        let started = Instant::now();
-        append(client, base, "serial", &body).await?;
-        latencies.push(started.elapsed());
-    }
-    let n = latencies.len();
-    Ok(json!({
-        "workload": "serial", "record_bytes": size, "appends": n,
-        "appends_per_sec": n as f64 / args.seconds as f64,
-        "mib": (n * size) as f64 / (1024.0 * 1024.0),
-        "latency": percentiles(&mut latencies),
-    }))
-}
-
-async fn throughput(client: &reqwest::Client, base: &str, args: &Args) -> anyhow::Result<Value> {
-    let size = args.record_bytes.unwrap_or(1024);
-    for s in 0..args.streams {
-        ensure_stream(client, base, &format!("t{s}")).await.context("creating streams")?;
-    }
-    let records: Vec<Value> = (0..args.batch).map(|_| json!({ "body": "x".repeat(size) })).collect();
-    let body = json!({ "records": records });
-    let deadline = Instant::now() + Duration::from_secs(args.seconds);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for p in 0..args.producers {
-        let (client, base, body, streams) = (client.clone(), base.to_string(), body.clone(), args.streams);
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut i = p;
-            while Instant::now() < deadline {
-                let stream = format!("t{}", i % streams);
-                let t = Instant::now();
-                append(&client, &base, &stream, &body).await?;
-                latencies.push(t.elapsed());
-                i += args_stride();
+/// A human table: one `key  value` line per leaf.
+fn print_table(value: &Value, prefix: &str) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                let name = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                print_table(value, &name);
             }
-            anyhow::Ok(latencies)
-        }));
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                print_table(item, &format!("{prefix}[{i}]"));
+            }
+        }
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f.fract() != 0.0 => println!("{prefix:<48} {f:.2}"),
+            _ => println!("{prefix:<48} {n}"),
+        },
+        other => println!("{prefix:<48} {other}"),
     }
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await??);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let records = latencies.len() * args.batch;
-    let mib = (records * size) as f64 / (1024.0 * 1024.0);
-    Ok(json!({
-        "workload": "throughput", "producers": args.producers, "streams": args.streams,
-        "batch": args.batch, "record_bytes": size, "appends": latencies.len(),
-        "records_per_sec": records as f64 / elapsed, "mib_per_sec": mib / elapsed, "mib": mib,
-        "latency": percentiles(&mut latencies),
-    }))
-}
-
-/// Producers step through streams with a prime stride so they spread over all of them.
-fn args_stride() -> usize {
-    7919
 }

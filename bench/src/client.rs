@@ -1,0 +1,133 @@
+//! A small S2-compatible HTTP client for the workloads, plus `/metrics` and process stats.
+
+use anyhow::bail;
+use serde_json::{json, Value};
+
+pub const BASIN: &str = "bench-basin";
+
+#[derive(Clone)]
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+impl Client {
+    pub async fn ensure_basin(&self) -> anyhow::Result<()> {
+        self.http.put(format!("{}/v1/basins/{BASIN}", self.base)).json(&json!({})).send().await?;
+        Ok(())
+    }
+
+    pub async fn ensure_stream(&self, stream: &str) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .put(format!("{}/v1/streams/{stream}", self.base))
+            .header("s2-basin", BASIN)
+            .json(&json!({}))
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            bail!("creating {stream}: {} {}", response.status(), response.text().await?);
+        }
+        Ok(())
+    }
+
+    /// Appends a JSON body (`{"records": [...]}`); returns the ack.
+    pub async fn append(&self, stream: &str, body: &Value) -> anyhow::Result<Value> {
+        let response = self
+            .http
+            .post(format!("{}/v1/streams/{stream}/records", self.base))
+            .header("s2-basin", BASIN)
+            .json(body)
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            bail!("append failed: {} {}", response.status(), response.text().await?);
+        }
+        Ok(response.json().await?)
+    }
+
+    /// One unary read as protobuf (S2's `ReadBatch`): (records, metered-ish bytes, next seq).
+    pub async fn read_protobuf(&self, stream: &str, seq: u64) -> anyhow::Result<(usize, u64, u64)> {
+        use prost::Message;
+        let response = self
+            .http
+            .get(format!("{}/v1/streams/{stream}/records?seq_num={seq}", self.base))
+            .header("s2-basin", BASIN)
+            .header("accept", "application/protobuf")
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            bail!("read failed: {} {}", response.status(), response.text().await?);
+        }
+        let batch = shale_proto::s2::ReadBatch::decode(response.bytes().await?)?;
+        let bytes = batch.records.iter().map(|r| r.body.len() as u64 + 8).sum();
+        let next = batch.records.last().map(|r| r.seq_num + 1).unwrap_or(seq);
+        Ok((batch.records.len(), bytes, next))
+    }
+
+    /// Counters from the server's `/metrics`, if it is Shale.
+    pub async fn metrics(&self) -> Option<Metrics> {
+        let text = self.http.get(format!("{}/metrics", self.base)).send().await.ok()?.text().await.ok()?;
+        let value = |name: &str| -> f64 {
+            text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        };
+        if !text.contains("shale_object_puts_total") {
+            return None;
+        }
+        Some(Metrics {
+            puts: value("shale_object_puts_total"),
+            gets: value("shale_object_gets_total"),
+            segments: value("shale_segments_written_total"),
+            block_hits: value("shale_cache_block_hits_total"),
+            block_misses: value("shale_cache_block_misses_total"),
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Metrics {
+    pub puts: f64,
+    pub gets: f64,
+    pub segments: f64,
+    pub block_hits: f64,
+    pub block_misses: f64,
+}
+
+impl Metrics {
+    pub fn since(self, before: Metrics) -> Metrics {
+        Metrics {
+            puts: self.puts - before.puts,
+            gets: self.gets - before.gets,
+            segments: self.segments - before.segments,
+            block_hits: self.block_hits - before.block_hits,
+            block_misses: self.block_misses - before.block_misses,
+        }
+    }
+}
+
+/// Resident memory of this process in MiB (server included when in process).
+pub fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").trim().to_string())))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+/// CPU seconds (user + system) this process has used.
+pub fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+pub fn percentiles(latencies: &mut [std::time::Duration]) -> Value {
+    latencies.sort();
+    let at = |q: f64| {
+        let i = ((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1).min(latencies.len().saturating_sub(1));
+        latencies.get(i).map(|d| (d.as_secs_f64() * 1e5).round() / 100.0).unwrap_or(0.0)
+    };
+    json!({ "p50_ms": at(0.5), "p90_ms": at(0.9), "p99_ms": at(0.99), "p999_ms": at(0.999), "n": latencies.len() })
+}

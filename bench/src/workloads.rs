@@ -1,0 +1,230 @@
+//! The workloads. Each returns its figures as JSON.
+
+use std::time::{Duration, Instant};
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use crate::client::{percentiles, Client, BASIN};
+use crate::Args;
+
+fn records(n: usize, size: usize) -> Value {
+    let body = "x".repeat(size);
+    json!({ "records": (0..n).map(|_| json!({ "body": body })).collect::<Vec<_>>() })
+}
+
+/// One client, one stream, one append at a time.
+pub async fn serial(client: &Client, args: &Args) -> anyhow::Result<Value> {
+    let size = args.record_bytes.unwrap_or(128);
+    client.ensure_stream("serial").await?;
+    let body = records(1, size);
+    let mut latencies = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    while Instant::now() < deadline {
+        let started = Instant::now();
+        client.append("serial", &body).await?;
+        latencies.push(started.elapsed());
+    }
+    let n = latencies.len();
+    Ok(json!({
+        "record_bytes": size, "appends": n, "appends_per_sec": n as f64 / args.seconds as f64,
+        "mib_written": (n * size) as f64 / 1048576.0, "ack_latency": percentiles(&mut latencies),
+    }))
+}
+
+/// N producers over M streams, closed loop, or paced to `--rate` appends/s in total.
+pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
+    let size = args.record_bytes.unwrap_or(1024);
+    futures::stream::iter(0..args.streams)
+        .map(|s| async move { client.ensure_stream(&format!("t{s}")).await })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()
+        .context("creating streams")?;
+    let body = records(args.batch, size);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.seconds);
+    let per_producer_interval = args.rate.map(|rate| Duration::from_secs_f64(args.producers as f64 / rate));
+    let mut tasks = Vec::new();
+    for p in 0..args.producers {
+        let (client, body, streams) = (client.clone(), body.clone(), args.streams);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut next_send = Instant::now();
+            let mut i = p;
+            while Instant::now() < deadline {
+                if let Some(interval) = per_producer_interval {
+                    tokio::time::sleep_until(next_send.into()).await;
+                    next_send += interval;
+                }
+                let t = Instant::now();
+                client.append(&format!("t{}", i % streams), &body).await?;
+                latencies.push(t.elapsed());
+                i += 7919;
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let records = latencies.len() * args.batch;
+    let mib = (records * size) as f64 / 1048576.0;
+    Ok(json!({
+        "producers": args.producers, "streams": args.streams, "batch": args.batch, "record_bytes": size,
+        "target_appends_per_sec": args.rate, "appends": latencies.len(), "appends_per_sec": latencies.len() as f64 / elapsed,
+        "records_per_sec": records as f64 / elapsed, "mib_per_sec": mib / elapsed, "mib_written": mib,
+        "ack_latency": percentiles(&mut latencies),
+    }))
+}
+
+fn micros_since(origin: Instant) -> u64 {
+    origin.elapsed().as_micros() as u64
+}
+
+/// A live SSE reader on one stream; a writer appends a timestamped record every 5 ms.
+/// Reports append-to-delivery latency next to the ack latency.
+pub async fn e2e(client: &Client, args: &Args) -> anyhow::Result<Value> {
+    client.ensure_stream("e2e").await?;
+    let tail = client.http.get(format!("{}/v1/streams/e2e/records/tail", client.base)).header("s2-basin", BASIN).send().await?;
+    let start = tail.json::<Value>().await?["tail"]["seq_num"].as_u64().unwrap_or(0);
+    let origin = Instant::now();
+    let response = client
+        .http
+        .get(format!("{}/v1/streams/e2e/records?seq_num={start}", client.base))
+        .header("s2-basin", BASIN)
+        .header("accept", "text/event-stream")
+        .send()
+        .await?;
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let delivered = delivered.clone();
+        tokio::spawn(async move {
+            let mut body = response.bytes_stream();
+            let mut buffer = String::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buffer.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buffer.find("\n\n") {
+                    let event: String = buffer.drain(..end + 2).collect();
+                    let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) else { continue };
+                    let Ok(batch) = serde_json::from_str::<Value>(data.trim()) else { continue };
+                    let now = micros_since(origin);
+                    let mut delivered = delivered.lock().expect("not poisoned");
+                    for record in batch["records"].as_array().into_iter().flatten() {
+                        if let Some(sent) = record["body"].as_str().and_then(|b| b.parse::<u64>().ok()) {
+                            delivered.push(Duration::from_micros(now.saturating_sub(sent)));
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let mut acks = Vec::new();
+    let mut ticker = tokio::time::interval(Duration::from_millis(5));
+    while Instant::now() < deadline {
+        ticker.tick().await;
+        let sent = micros_since(origin);
+        let t = Instant::now();
+        client.append("e2e", &json!({ "records": [{ "body": sent.to_string() }] })).await?;
+        acks.push(t.elapsed());
+    }
+    let drain_deadline = Instant::now() + Duration::from_secs(5);
+    while delivered.lock().expect("not poisoned").len() < acks.len() && Instant::now() < drain_deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    reader.abort();
+    let mut delivered = std::mem::take(&mut *delivered.lock().expect("not poisoned"));
+    Ok(json!({
+        "appends": acks.len(), "delivered": delivered.len(),
+        "ack_latency": percentiles(&mut acks), "append_to_delivery_latency": percentiles(&mut delivered),
+    }))
+}
+
+/// Writes `--catchup-mib` into one stream, then reads it all back twice: cold (every block
+/// a range GET) and warm (from the reader's cache).
+pub async fn catchup(client: &Client, args: &Args) -> anyhow::Result<Value> {
+    let stream = "catchup";
+    client.ensure_stream(stream).await?;
+    let size = args.record_bytes.unwrap_or(1024);
+    let body = records(1000, size);
+    let appends = (args.catchup_mib * 1048576 / (1000 * size as u64)).max(1);
+    futures::stream::iter(0..appends)
+        .map(|_| client.append(stream, &body))
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let total = appends * 1000;
+    let mut passes = Vec::new();
+    for pass in ["cold", "warm"] {
+        let before = client.metrics().await.unwrap_or_default();
+        let started = Instant::now();
+        let (mut seq, mut bytes) = (0, 0);
+        while seq < total {
+            let (n, b, next) = client.read_protobuf(stream, seq).await?;
+            anyhow::ensure!(n > 0, "read stopped at {seq} of {total}");
+            bytes += b;
+            seq = next;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let m = client.metrics().await.unwrap_or_default().since(before);
+        let lookups = m.block_hits + m.block_misses;
+        passes.push(json!({
+            "pass": pass, "mib": bytes as f64 / 1048576.0, "mib_per_sec": bytes as f64 / 1048576.0 / secs,
+            "cache_hit_ratio": if lookups > 0.0 { m.block_hits / lookups } else { 0.0 },
+            "object_gets": m.gets,
+        }));
+    }
+    Ok(json!({ "records": total, "record_bytes": size, "passes": passes }))
+}
+
+/// Creates `--cardinality` streams and appends one record to each.
+pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::path::Path>) -> anyhow::Result<Value> {
+    let n = args.cardinality;
+    let rss_before = crate::client::rss_mib();
+    let metadata_before = data_dir.map(|d| dir_bytes(&d.join("metadata"))).unwrap_or(0);
+    let started = Instant::now();
+    let body = records(1, 64);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let body = &body;
+            async move {
+                let stream = format!("card-{i:08}");
+                client.ensure_stream(&stream).await?;
+                client.append(&stream, body).await
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let secs = started.elapsed().as_secs_f64();
+    let metadata_after = data_dir.map(|d| dir_bytes(&d.join("metadata"))).unwrap_or(0);
+    Ok(json!({
+        "streams": n, "seconds": secs, "streams_per_sec": n as f64 / secs,
+        "rss_mib_before": rss_before, "rss_mib_after": crate::client::rss_mib(),
+        "metadata_bytes_per_stream": data_dir.map(|_| (metadata_after.saturating_sub(metadata_before)) as f64 / n as f64),
+    }))
+}
+
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
