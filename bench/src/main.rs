@@ -8,6 +8,7 @@
 //! - `e2e`: append-to-delivery latency through a live SSE read;
 //! - `catchup`: write a range, then read it back cold and warm;
 //! - `cardinality`: create and append to many streams.
+//!
 //! Every run adds, from the server's `/metrics` when it is Shale, object PUTs and GETs (per
 //! GiB and per second) and, for the in-process server, RSS and CPU seconds per GiB.
 
@@ -57,6 +58,12 @@ pub struct Args {
     /// Streams to create (cardinality).
     #[arg(long, default_value = "1000000")]
     pub cardinality: u64,
+    /// Gateway setting for the in-process server (1 disables group commit).
+    #[arg(long)]
+    pub max_commit_group: Option<usize>,
+    /// Gateway `min_seal_interval` for the in-process server, e.g. 25ms.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub min_seal_interval: Option<Duration>,
     /// Write the figures as JSON here too.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -75,13 +82,19 @@ async fn main() -> anyhow::Result<()> {
         Some(url) if is_loopback(url) => (url.trim_end_matches('/').to_string(), None),
         Some(_) => bail!("benchmarks only send traffic to loopback addresses"),
         None => {
-            let config = shale::ServeConfig {
+            let mut config = shale::ServeConfig {
                 data_dir: data_dir.clone(),
                 store: args.store.clone(),
                 http: "127.0.0.1:0".parse()?,
                 grpc: "127.0.0.1:0".parse()?,
                 ..shale::ServeConfig::default()
             };
+            if let Some(interval) = args.min_seal_interval {
+                config.gateway.min_seal_interval = interval;
+            }
+            if let Some(group) = args.max_commit_group {
+                config.gateway.max_commit_group = group;
+            }
             let running = shale::serve(config).await?;
             (format!("http://{}", running.http_addr), Some(running))
         }

@@ -80,7 +80,13 @@ impl Gateway {
         let (sealed_tx, sealed_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let batcher = Batcher { shared: shared.clone(), open: OpenSegment::default(), in_flight: 0, sealed: sealed_tx };
+        let batcher = Batcher {
+            shared: shared.clone(),
+            open: OpenSegment::default(),
+            in_flight: 0,
+            last_seal: None,
+            sealed: sealed_tx,
+        };
         let batcher = tokio::spawn(batcher.run(units_rx, done_rx, shutdown_rx));
         let committer = tokio::spawn(run_committer(sealed_rx, sequencer, done_tx, shared.clone()));
         Ok(Self { shared, inflight, units: units_tx, shutdown, tasks: tokio::sync::Mutex::new(Some((batcher, committer))) })
@@ -153,6 +159,7 @@ struct Batcher {
     open: OpenSegment,
     /// Sealed segments not yet committed.
     in_flight: usize,
+    last_seal: Option<tokio::time::Instant>,
     sealed: mpsc::UnboundedSender<Sealed>,
 }
 
@@ -166,14 +173,11 @@ impl Batcher {
         let max_inflight = self.shared.config.max_inflight_segments;
         let mut receiving = true;
         loop {
-            let linger_deadline = self.open.opened_at.map(|t| t + self.shared.config.linger);
-            let can_seal = self.in_flight < max_inflight;
+            let deadline = self.next_deadline();
             tokio::select! {
                 biased;
                 Some(()) = done.recv() => {
                     self.in_flight -= 1;
-                    // An upload slot freed: whatever gathered meanwhile goes now.
-                    self.seal();
                 }
                 _ = shutdown.changed(), if receiving => {
                     // Refuse new appends; those already queued still get through.
@@ -188,24 +192,46 @@ impl Batcher {
                                 Err(_) => break,
                             }
                         }
-                        let full = self.open.bytes >= self.shared.config.max_segment_bytes;
-                        if self.in_flight == 0 || (full && can_seal) {
-                            self.seal();
-                        }
                     }
                     None => receiving = false,
                 },
-                _ = sleep_until(linger_deadline), if linger_deadline.is_some() && can_seal => self.seal(),
+                _ = sleep_until(deadline), if deadline.is_some() => {}
             }
-            if !receiving {
-                if self.in_flight < max_inflight {
-                    self.seal();
-                }
-                if self.open.units.is_empty() && self.in_flight == 0 {
-                    break;
-                }
+            let now = tokio::time::Instant::now();
+            if self.due(now) || (!receiving && self.in_flight < max_inflight) {
+                self.seal();
+            }
+            if !receiving && self.open.units.is_empty() && self.in_flight == 0 {
+                break;
             }
         }
+    }
+
+    /// Whether the open segment should seal now: when full; otherwise not before
+    /// `min_seal_interval` after the last seal, and then at once if nothing is in flight,
+    /// or once it has waited `linger`.
+    fn due(&self, now: tokio::time::Instant) -> bool {
+        let config = &self.shared.config;
+        let Some(opened_at) = self.open.opened_at else { return false };
+        if self.in_flight >= config.max_inflight_segments {
+            return false;
+        }
+        if self.open.bytes >= config.max_segment_bytes {
+            return true;
+        }
+        if self.last_seal.is_some_and(|last| now < last + config.min_seal_interval) {
+            return false;
+        }
+        self.in_flight == 0 || now >= opened_at + config.linger
+    }
+
+    /// When [`Self::due`] may next become true without another event.
+    fn next_deadline(&self) -> Option<tokio::time::Instant> {
+        let opened_at = self.open.opened_at?;
+        let config = &self.shared.config;
+        let ready = if self.in_flight == 0 { opened_at } else { opened_at + config.linger };
+        let allowed = self.last_seal.map(|last| last + config.min_seal_interval);
+        Some(allowed.map_or(ready, |allowed| ready.max(allowed)))
     }
 
     fn add(&mut self, mut unit: PendingUnit) {
@@ -222,6 +248,7 @@ impl Batcher {
             return;
         }
         let open = std::mem::take(&mut self.open);
+        self.last_seal = Some(tokio::time::Instant::now());
         let segment_id = ulid::Ulid::new().0;
         let metrics = &self.shared.metrics;
         metrics.segments_sealed.fetch_add(1, Ordering::Relaxed);

@@ -48,7 +48,8 @@ impl Clone for GatewayError {
     }
 }
 
-fn clone_metadata_error(error: &MetadataError) -> MetadataError {
+/// Errors shared by several callers are rebuilt per caller.
+pub(crate) fn clone_metadata_error(error: &MetadataError) -> MetadataError {
     match error {
         MetadataError::Fenced => MetadataError::Fenced,
         MetadataError::Stopped => MetadataError::Stopped,

@@ -45,10 +45,13 @@ pub(crate) async fn upload(
     Ok(infos)
 }
 
-/// Takes sealed segments in seal order, waits for each upload, commits it and answers
-/// its callers. After a failure, every unit of the failed streams that the batcher had
-/// already received is failed too, so no caller sees record N+1 acked after record N
-/// failed.
+type Upload = Result<Vec<BlockInfo>, GatewayError>;
+
+/// Takes sealed segments in seal order, waits for each upload, commits and answers its
+/// callers. Segments behind the first whose uploads have already finished join its commit
+/// (one durable metadata write for all: group commit). After a failure, every unit of the
+/// failed streams that the batcher had already received is failed too, so no caller sees
+/// record N+1 acked after record N failed.
 pub(crate) async fn run_committer(
     mut sealed: mpsc::UnboundedReceiver<Sealed>,
     sequencer: Arc<dyn Sequencer>,
@@ -57,32 +60,109 @@ pub(crate) async fn run_committer(
 ) {
     // Stream key -> highest unit id that must fail because an earlier one did.
     let mut poisoned: HashMap<Bytes, u64> = HashMap::new();
-    while let Some(segment) = sealed.recv().await {
-        if let Some(first) = segment.units.first() {
-            poisoned.retain(|_, watermark| *watermark >= first.id);
+    let mut carried: Option<Sealed> = None;
+    loop {
+        let mut first = match carried.take() {
+            Some(segment) => segment,
+            None => match sealed.recv().await {
+                Some(segment) => segment,
+                None => break,
+            },
+        };
+        let upload = finish_upload(&mut first).await;
+        let mut group = vec![(first, upload)];
+        while group.len() < shared.config.max_commit_group {
+            match sealed.try_recv() {
+                Ok(mut next) if next.upload.is_finished() => {
+                    let upload = finish_upload(&mut next).await;
+                    group.push((next, upload));
+                }
+                Ok(next) => {
+                    carried = Some(next);
+                    break;
+                }
+                Err(_) => break,
+            }
         }
-        commit_segment(segment, sequencer.as_ref(), &mut poisoned, &shared).await;
-        let _ = done.send(());
+        if let Some(first_unit) = group.first().and_then(|(segment, _)| segment.units.first()) {
+            let first_id = first_unit.id;
+            poisoned.retain(|_, watermark| *watermark >= first_id);
+        }
+        let segments = group.len();
+        commit_group(group, sequencer.as_ref(), &mut poisoned, &shared).await;
+        for _ in 0..segments {
+            let _ = done.send(());
+        }
     }
 }
 
-async fn commit_segment(
-    segment: Sealed,
+async fn finish_upload(segment: &mut Sealed) -> Upload {
+    match (&mut segment.upload).await {
+        Ok(result) => result,
+        Err(join) => Err(GatewayError::Upload { object: segment_path(segment.segment_id), reason: join.to_string() }),
+    }
+}
+
+async fn commit_group(
+    group: Vec<(Sealed, Upload)>,
     sequencer: &dyn Sequencer,
     poisoned: &mut HashMap<Bytes, u64>,
     shared: &Shared,
 ) {
-    let Sealed { segment_id, units, upload, sealed_at } = segment;
-    let infos = match upload.await {
-        Ok(Ok(infos)) => infos,
-        Ok(Err(error)) => return fail_all(units, error, poisoned, shared),
-        Err(join) => {
-            let error = GatewayError::Upload { object: segment_path(segment_id), reason: join.to_string() };
-            return fail_all(units, error, poisoned, shared);
+    let mut requests = Vec::with_capacity(group.len());
+    let mut waiting: Vec<(Vec<PendingUnit>, Instant)> = Vec::with_capacity(group.len());
+    for (segment, upload) in group {
+        let Sealed { segment_id, units, sealed_at, .. } = segment;
+        let infos = match upload {
+            Ok(infos) => infos,
+            Err(error) => {
+                fail_all(units, error, poisoned, shared);
+                continue;
+            }
+        };
+        let (request, units) = commit_request(segment_id, units, infos, poisoned);
+        if !units.is_empty() {
+            requests.push(request);
+            waiting.push((units, sealed_at));
         }
-    };
+    }
+    if requests.is_empty() {
+        return;
+    }
+    match sequencer.commit_many(requests).await {
+        Ok(outcomes) => {
+            debug_assert_eq!(outcomes.len(), waiting.len(), "one outcome list per segment");
+            for ((units, sealed_at), outcomes) in waiting.into_iter().zip(outcomes) {
+                shared.metrics.commit_latency.observe(sealed_at.elapsed());
+                debug_assert_eq!(outcomes.len(), units.len(), "one outcome per unit");
+                for (unit, outcome) in units.into_iter().zip(outcomes) {
+                    if let Ok(acks) = &outcome {
+                        let records: u64 = acks.iter().map(|a| a.end.seq_num - a.start.seq_num).sum();
+                        let bytes: u64 = unit.appends.iter().map(|a| a.metered_bytes).sum();
+                        shared.metrics.records_acked.fetch_add(records, Ordering::Relaxed);
+                        shared.metrics.metered_bytes_acked.fetch_add(bytes, Ordering::Relaxed);
+                    }
+                    let _ = unit.reply.send(outcome.map_err(GatewayError::Metadata));
+                }
+            }
+        }
+        Err(error) => {
+            tracing::warn!(segments = waiting.len(), error = %error, "segment commit failed");
+            for (units, _) in waiting {
+                fail_all(units, GatewayError::Metadata(crate::error::clone_metadata_error(&error)), poisoned, shared);
+            }
+        }
+    }
+}
 
-    // Pair every append with its block; drop units that must fail after an earlier failure.
+/// Pairs every append with its block; units that must fail after an earlier failure are
+/// answered here and left out.
+fn commit_request(
+    segment_id: u128,
+    units: Vec<PendingUnit>,
+    infos: Vec<BlockInfo>,
+    poisoned: &HashMap<Bytes, u64>,
+) -> (CommitRequest, Vec<PendingUnit>) {
     let mut infos = infos.into_iter();
     let mut to_commit = Vec::with_capacity(units.len());
     let mut request = CommitRequest { segment_id, units: Vec::with_capacity(units.len()) };
@@ -114,28 +194,7 @@ async fn commit_segment(
         request.units.push(CommitUnit { appends });
         to_commit.push(unit);
     }
-    if to_commit.is_empty() {
-        return;
-    }
-    match sequencer.commit(request).await {
-        Ok(outcomes) => {
-            shared.metrics.commit_latency.observe(sealed_at.elapsed());
-            debug_assert_eq!(outcomes.len(), to_commit.len(), "one outcome per unit");
-            for (unit, outcome) in to_commit.into_iter().zip(outcomes) {
-                if let Ok(acks) = &outcome {
-                    let records: u64 = acks.iter().map(|a| a.end.seq_num - a.start.seq_num).sum();
-                    let bytes: u64 = unit.appends.iter().map(|a| a.metered_bytes).sum();
-                    shared.metrics.records_acked.fetch_add(records, Ordering::Relaxed);
-                    shared.metrics.metered_bytes_acked.fetch_add(bytes, Ordering::Relaxed);
-                }
-                let _ = unit.reply.send(outcome.map_err(GatewayError::Metadata));
-            }
-        }
-        Err(error) => {
-            tracing::warn!(segment = %segment_path(segment_id), error = %error, "segment commit failed");
-            fail_all(to_commit, GatewayError::Metadata(error), poisoned, shared);
-        }
-    }
+    (request, to_commit)
 }
 
 fn fail_all(units: Vec<PendingUnit>, error: GatewayError, poisoned: &mut HashMap<Bytes, u64>, shared: &Shared) {

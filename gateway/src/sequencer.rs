@@ -4,12 +4,13 @@ use shale_metadata::{CommitRequest, Metadata, MetadataError, UnitOutcome};
 /// Where sealed segments are committed: the metadata service, in process or remote.
 #[async_trait]
 pub trait Sequencer: Send + Sync + 'static {
-    async fn commit(&self, request: CommitRequest) -> Result<Vec<UnitOutcome>, MetadataError>;
+    /// Commits segments in order in one durable write; one outcome list per segment.
+    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>, MetadataError>;
 }
 
 #[async_trait]
 impl Sequencer for Metadata {
-    async fn commit(&self, request: CommitRequest) -> Result<Vec<UnitOutcome>, MetadataError> {
-        Metadata::commit(self, request).await
+    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>, MetadataError> {
+        Metadata::commit_many(self, requests).await
     }
 }

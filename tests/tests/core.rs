@@ -395,3 +395,34 @@ async fn batcher_is_adaptive() {
     assert!(segments < 200, "200 concurrent appends took {segments} segments: no sharing");
     Arc::into_inner(node).unwrap().stop().await;
 }
+
+/// `min_seal_interval` caps the seal rate whatever the load: serial appends share
+/// segments instead of each sealing its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_seal_interval_caps_segments_per_second() {
+    let store = Backend::Memory.store().await;
+    let interval = Duration::from_millis(200);
+    let config = GatewayConfig { min_seal_interval: interval, ..GatewayConfig::default() };
+    let node = Arc::new(Node::start(&store, config).await);
+    setup(&node, &["s"]).await;
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let node = node.clone();
+            tokio::spawn(async move {
+                // Spread the appends over about a second.
+                tokio::time::sleep(Duration::from_millis(25 * i)).await;
+                node.gateway.append(input("s", &[&i.to_string()])).await.unwrap()
+            })
+        })
+        .collect();
+    futures::future::join_all(tasks).await;
+    let elapsed = started.elapsed();
+    let segments = store.segment_objects().await.len() as u128;
+    assert!(
+        segments <= elapsed.as_millis() / interval.as_millis() + 1,
+        "{segments} segments in {elapsed:?} with a {interval:?} minimum interval"
+    );
+    assert_eq!(read_all(&node, "s").await.len(), 40);
+    Arc::into_inner(node).unwrap().stop().await;
+}
