@@ -101,6 +101,9 @@ async fn main() -> anyhow::Result<()> {
     };
     let client = Client { http: reqwest::Client::builder().pool_max_idle_per_host(256).build()?, base };
     client.ensure_basin().await?;
+    if args.workload == "throughput" {
+        workloads::prepare_throughput(&client, &args).await?;
+    }
     let before = client.metrics().await;
     let (cpu_before, started) = (client::cpu_seconds(), Instant::now());
     let mut figures = match args.workload.as_str() {

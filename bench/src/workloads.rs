@@ -35,9 +35,8 @@ pub async fn serial(client: &Client, args: &Args) -> anyhow::Result<Value> {
     }))
 }
 
-/// N producers over M streams, closed loop, or paced to `--rate` appends/s in total.
-pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
-    let size = args.record_bytes.unwrap_or(1024);
+/// Creates the throughput workload's streams (before the cost counters are read).
+pub async fn prepare_throughput(client: &Client, args: &Args) -> anyhow::Result<()> {
     futures::stream::iter(0..args.streams)
         .map(|s| async move { client.ensure_stream(&format!("t{s}")).await })
         .buffer_unordered(32)
@@ -46,6 +45,12 @@ pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
         .into_iter()
         .collect::<anyhow::Result<Vec<_>>>()
         .context("creating streams")?;
+    Ok(())
+}
+
+/// N producers over M streams, closed loop, or paced to `--rate` appends/s in total.
+pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
+    let size = args.record_bytes.unwrap_or(1024);
     let body = records(args.batch, size);
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.seconds);
