@@ -29,6 +29,7 @@ mod wire;
 use std::sync::Arc;
 
 use axum::routing::{any, get};
+use axum::serve::ListenerExt;
 use axum::Router;
 use shale_gateway::Gateway;
 use shale_metadata::Metadata;
@@ -71,5 +72,11 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Small frames (acks, session messages) must not wait for Nagle's algorithm.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
 }

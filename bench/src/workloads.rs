@@ -205,14 +205,12 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
             async move {
                 let stream = format!("card-{i:08}");
                 client.ensure_stream(&stream).await?;
-                client.append(&stream, body).await
+                client.append(&stream, body).await.map(|_| ())
             }
         })
         .buffer_unordered(64)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .fold(Ok(()), |acc: anyhow::Result<()>, result| async move { acc.and(result) })
+        .await?;
     let secs = started.elapsed().as_secs_f64();
     let metadata_after = data_dir.map(|d| dir_bytes(&d.join("metadata"))).unwrap_or(0);
     Ok(json!({

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Deserialize;
 use shale_gateway::GatewayConfig;
+use shale_metadata::MetadataConfig;
 use shale_reader::ReaderConfig;
 
 #[derive(Debug, clap::Args)]
@@ -38,6 +39,7 @@ pub struct ServeConfig {
     pub grpc: SocketAddr,
     pub gateway: GatewayConfig,
     pub reader: ReaderConfig,
+    pub metadata: MetadataConfig,
 }
 
 impl Default for ServeConfig {
@@ -49,6 +51,7 @@ impl Default for ServeConfig {
             grpc: SocketAddr::from(([127, 0, 0, 1], 50051)),
             gateway: GatewayConfig::default(),
             reader: ReaderConfig::default(),
+            metadata: MetadataConfig::default(),
         }
     }
 }

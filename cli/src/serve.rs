@@ -36,7 +36,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let store: Arc<dyn ObjectStore> = Arc::new(instrumented);
     let clock = Arc::new(SystemClock);
     let metadata = Arc::new(
-        Metadata::open(store.clone(), DEFAULT_DB_PATH, clock.clone()).await.context("opening metadata database")?,
+        Metadata::open_with(store.clone(), DEFAULT_DB_PATH, clock.clone(), &config.metadata)
+            .await
+            .context("opening metadata database")?,
     );
     let gateway = Arc::new(Gateway::start(config.gateway.clone(), store.clone(), metadata.clone(), clock)?);
     let reader = Arc::new(Reader::new(&config.reader, store, metadata.clone()));

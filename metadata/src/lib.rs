@@ -35,6 +35,7 @@ use tokio::sync::{watch, Mutex};
 pub use catalog::{ListPage, StreamSummary};
 pub use commit::{CommitAppend, CommitRequest, CommitUnit, UnitOutcome};
 pub use error::{MetadataError, Result};
+
 pub use model::{
     AppendAck, BasinConfig, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy, StreamConfig,
     StreamInfo, StreamRecord, TimestampingConfig,
@@ -59,10 +60,47 @@ struct WriterState {
     next_stream_id: u64,
 }
 
+/// Memory the metadata database may use. Both bounds hold whatever the stream count.
+#[derive(Clone, Debug, serde::Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetadataConfig {
+    /// SlateDB block and index cache. Hits save GETs of metadata SSTs.
+    pub cache_bytes: u64,
+    /// Writes held in memory before they reach level-0 SSTs; past it writes wait.
+    pub max_unflushed_bytes: usize,
+    /// Size at which the in-memory table is written out as a level-0 SST.
+    pub l0_sst_size_bytes: usize,
+}
+
+impl Default for MetadataConfig {
+    fn default() -> Self {
+        Self { cache_bytes: 64 * 1024 * 1024, max_unflushed_bytes: 128 * 1024 * 1024, l0_sst_size_bytes: 16 * 1024 * 1024 }
+    }
+}
+
 impl Metadata {
     /// Opens (or creates) the database at `path` in `store`, fencing any previous writer.
     pub async fn open(store: Arc<dyn ObjectStore>, path: &str, clock: Arc<dyn Clock>) -> Result<Self> {
-        let db = Db::builder(path, store).build().await?;
+        Self::open_with(store, path, clock, &MetadataConfig::default()).await
+    }
+
+    /// [`Self::open`] with explicit memory bounds.
+    pub async fn open_with(
+        store: Arc<dyn ObjectStore>,
+        path: &str,
+        clock: Arc<dyn Clock>,
+        config: &MetadataConfig,
+    ) -> Result<Self> {
+        let settings = slatedb::Settings {
+            max_unflushed_bytes: config.max_unflushed_bytes,
+            l0_sst_size_bytes: config.l0_sst_size_bytes,
+            ..slatedb::Settings::default()
+        };
+        let cache = slatedb::db_cache::foyer::FoyerCache::new_with_opts(slatedb::db_cache::foyer::FoyerCacheOptions {
+            max_capacity: config.cache_bytes,
+            ..Default::default()
+        });
+        let db = Db::builder(path, store).with_settings(settings).with_db_cache(Arc::new(cache), 0).build().await?;
         let next_stream_id = match db.get(keys::NEXT_STREAM_ID).await? {
             Some(bytes) => decode_u64(keys::NEXT_STREAM_ID, &bytes)?,
             None => 1,

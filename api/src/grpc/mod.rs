@@ -36,8 +36,18 @@ pub async fn serve_grpc(
         .add_service(StreamsServer::new(service.clone()))
         .add_service(RecordsServer::new(service))
         .add_service(reflection)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
+}
+
+/// Accepted connections with `TCP_NODELAY`, so small stream messages go out at once.
+fn incoming(listener: tokio::net::TcpListener) -> impl Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    TcpListenerStream::new(listener).map(|stream| {
+        let stream = stream?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
 }
 
 #[derive(Clone)]
