@@ -45,6 +45,28 @@ async fn append(server: &TestServer, stream: &str, bodies: &[&str]) -> Value {
     ack
 }
 
+/// Reads an SSE response until the server ends it: (records received, saw `[DONE]`).
+async fn sse_to_the_end(server: &TestServer, path: &str) -> (usize, bool) {
+    let response = server
+        .client
+        .get(server.url(path))
+        .header("s2-basin", BASIN)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseReader::new(response);
+    let (mut records, mut done) = (0, false);
+    while let Some(event) = events.next(Duration::from_secs(30)).await {
+        match event.event.as_str() {
+            "batch" => records += serde_json::from_str::<Value>(&event.data).unwrap()["records"].as_array().unwrap().len(),
+            _ if event.data == "[DONE]" => done = true,
+            _ => {}
+        }
+    }
+    (records, done)
+}
+
 async fn tail(server: &TestServer, stream: &str) -> u64 {
     let (status, body) = call(server, "GET", &format!("/v1/streams/{stream}/records/tail"), None).await;
     assert_eq!(status, 200, "{body}");
@@ -301,25 +323,7 @@ async fn long_poll_and_sse_follow_resume_and_finish() {
     drop(events);
 
     // A bounded SSE read ends with [DONE].
-    let response = server
-        .client
-        .get(server.url("/v1/streams/s/records?seq_num=0&count=2"))
-        .header("s2-basin", BASIN)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    let mut events = SseReader::new(response);
-    let mut records = 0;
-    let mut done = false;
-    while let Some(event) = events.next(Duration::from_secs(30)).await {
-        match event.event.as_str() {
-            "batch" => records += serde_json::from_str::<Value>(&event.data).unwrap()["records"].as_array().unwrap().len(),
-            _ if event.data == "[DONE]" => done = true,
-            _ => {}
-        }
-    }
-    assert_eq!((records, done), (2, true));
+    assert_eq!(sse_to_the_end(&server, "/v1/streams/s/records?seq_num=0&count=2").await, (2, true));
     server.stop().await;
 }
 
@@ -366,25 +370,7 @@ async fn request_tokens_make_creates_idempotent_and_wait_ends_caught_up_sessions
     setup(&server, &["s"]).await;
     append(&server, "s", &["a", "b"]).await;
     // A session with wait=0 reads what is there and ends once caught up.
-    let response = server
-        .client
-        .get(server.url("/v1/streams/s/records?seq_num=0&wait=0"))
-        .header("s2-basin", BASIN)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    let mut events = SseReader::new(response);
-    let mut records = 0;
-    let mut done = false;
-    while let Some(event) = events.next(Duration::from_secs(30)).await {
-        match event.event.as_str() {
-            "batch" => records += serde_json::from_str::<Value>(&event.data).unwrap()["records"].as_array().unwrap().len(),
-            _ if event.data == "[DONE]" => done = true,
-            _ => {}
-        }
-    }
-    assert_eq!((records, done), (2, true));
+    assert_eq!(sse_to_the_end(&server, "/v1/streams/s/records?seq_num=0&wait=0").await, (2, true));
 
     // No start position means the tail, as in S2.
     let (status, body) = call(&server, "GET", "/v1/streams/s/records", None).await;
