@@ -426,3 +426,26 @@ async fn min_seal_interval_caps_segments_per_second() {
     assert_eq!(read_all(&node, "s").await.len(), 40);
     Arc::into_inner(node).unwrap().stop().await;
 }
+
+/// Accepted-but-unacknowledged bytes are bounded: past `max_inflight_bytes` an append is
+/// refused with `Overloaded` at once, and nothing of it is written. A current-thread
+/// runtime keeps the batcher from acknowledging anything between the three submits.
+#[tokio::test(flavor = "current_thread")]
+async fn inflight_bytes_are_bounded() {
+    let store = Backend::Memory.store().await;
+    let config = GatewayConfig { max_inflight_bytes: 2 * 1024 * 1024, ..GatewayConfig::default() };
+    let node = Node::start(&store, config).await;
+    setup(&node, &["s"]).await;
+    let big = "x".repeat(900 * 1024);
+    // No await between the submits: none can be acknowledged before the third is tried.
+    let first = node.gateway.submit(vec![input("s", &[&big])]).unwrap();
+    let second = node.gateway.submit(vec![input("s", &[&big])]).unwrap();
+    let third = node.gateway.submit(vec![input("s", &[&big])]);
+    assert!(matches!(third, Err(GatewayError::Overloaded { limit, .. }) if limit == 2 * 1024 * 1024), "{:?}", third.err());
+    first.await.unwrap();
+    second.await.unwrap();
+    assert_eq!(node.reader.check_tail(BASIN, "s").await.unwrap().seq_num, 2, "the refused append wrote nothing");
+    // Once acknowledged, the bytes are free again.
+    node.gateway.append(input("s", &[&big])).await.unwrap();
+    node.stop().await;
+}

@@ -378,3 +378,42 @@ async fn request_tokens_make_creates_idempotent_and_wait_ends_caught_up_sessions
     assert_eq!(body["tail"]["seq_num"], 2);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamping_modes_are_honoured() {
+    let server = TestServer::start().await;
+    setup(&server, &[]).await;
+    for (stream, mode) in [("req", "client-require"), ("arr", "arrival"), ("pref", "client-prefer")] {
+        let (status, _) = call(
+            &server,
+            "POST",
+            "/v1/streams",
+            Some(json!({ "stream": stream, "config": { "timestamping": { "mode": mode } } })),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    // client-require: a record without a timestamp is rejected, one with it is kept.
+    let (status, body) = call(&server, "POST", "/v1/streams/req/records", Some(json!({ "records": [{ "body": "x" }] }))).await;
+    assert_eq!(status, 400, "{body}");
+    let ack = call(&server, "POST", "/v1/streams/req/records", Some(json!({ "records": [{ "body": "x", "timestamp": 1000 }] }))).await.1;
+    assert_eq!(ack["start"]["timestamp"], 1000);
+    // arrival: the client's timestamp is ignored.
+    let ack = call(&server, "POST", "/v1/streams/arr/records", Some(json!({ "records": [{ "body": "x", "timestamp": 5 }] }))).await.1;
+    assert!(ack["start"]["timestamp"].as_u64().unwrap() > 1_700_000_000_000, "{ack}");
+    // client-prefer: kept when given, capped at arrival, never going backwards.
+    let ack = call(
+        &server,
+        "POST",
+        "/v1/streams/pref/records",
+        Some(json!({ "records": [{ "body": "a", "timestamp": 2000 }, { "body": "b", "timestamp": 1500 }, { "body": "c", "timestamp": u64::MAX }] })),
+    )
+    .await
+    .1;
+    assert_eq!(ack["start"]["timestamp"], 2000);
+    let (_, read) = call(&server, "GET", "/v1/streams/pref/records?seq_num=0", None).await;
+    let stamps: Vec<u64> = read["records"].as_array().unwrap().iter().map(|r| r["timestamp"].as_u64().unwrap()).collect();
+    assert_eq!(&stamps[..2], &[2000, 2000], "never backwards");
+    assert!(stamps[2] < u64::MAX && stamps[2] > 1_700_000_000_000, "capped at arrival: {stamps:?}");
+    server.stop().await;
+}
