@@ -21,7 +21,7 @@ pub(crate) type Reply = oneshot::Sender<Result<Vec<AppendAck>, GatewayError>>;
 
 /// Appends that must commit together, waiting for a segment.
 pub(crate) struct PendingUnit {
-    /// Order in which the batcher received it.
+    /// Submission order: ids grow with each `submit`.
     pub id: u64,
     pub appends: Vec<EncodedAppend>,
     pub reply: Reply,
@@ -35,8 +35,8 @@ pub(crate) struct Shared {
     pub clock: Arc<dyn Clock>,
     pub store: Arc<dyn ObjectStore>,
     pub metrics: Arc<GatewayMetrics>,
-    /// Highest unit id the batcher has received.
-    pub last_received: AtomicU64,
+    /// Highest unit id handed out by `submit`: a failure poisons its streams up to here.
+    pub last_submitted: AtomicU64,
 }
 
 /// The acks of a submitted append, once it is committed.
@@ -73,7 +73,7 @@ impl Gateway {
             clock,
             store,
             metrics: Arc::default(),
-            last_received: AtomicU64::new(0),
+            last_submitted: AtomicU64::new(0),
         });
         let inflight = Arc::new(Semaphore::new(shared.config.max_inflight_bytes));
         let (units_tx, units_rx) = mpsc::unbounded_channel();
@@ -123,7 +123,8 @@ impl Gateway {
             .and_then(|n| self.inflight.clone().try_acquire_many_owned(n).ok())
             .ok_or(GatewayError::Overloaded { inflight_bytes: limit - self.inflight.available_permits(), limit })?;
         let (reply, answer) = oneshot::channel();
-        let unit = PendingUnit { id: 0, appends, reply, bytes, _permit: permit };
+        let id = self.shared.last_submitted.fetch_add(1, Ordering::SeqCst) + 1;
+        let unit = PendingUnit { id, appends, reply, bytes, _permit: permit };
         self.units.send(unit).map_err(|_| GatewayError::ShuttingDown)?;
         let metrics = self.shared.metrics.clone();
         Ok(PendingAppend(Box::pin(async move {
@@ -234,9 +235,7 @@ impl Batcher {
         Some(allowed.map_or(ready, |allowed| ready.max(allowed)))
     }
 
-    fn add(&mut self, mut unit: PendingUnit) {
-        let id = self.shared.last_received.fetch_add(1, Ordering::SeqCst) + 1;
-        unit.id = id;
+    fn add(&mut self, unit: PendingUnit) {
         self.open.bytes += unit.bytes;
         self.open.opened_at.get_or_insert_with(tokio::time::Instant::now);
         self.open.units.push(unit);

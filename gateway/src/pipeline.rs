@@ -50,7 +50,7 @@ type Upload = Result<Vec<BlockInfo>, GatewayError>;
 /// Takes sealed segments in seal order, waits for each upload, commits and answers its
 /// callers. Segments behind the first whose uploads have already finished join its commit
 /// (one durable metadata write for all: group commit). After a failure, every unit of the
-/// failed streams that the batcher had already received is failed too, so no caller sees
+/// failed streams submitted before the failure was seen fails too, so no caller sees
 /// record N+1 acked after record N failed.
 pub(crate) async fn run_committer(
     mut sealed: mpsc::UnboundedReceiver<Sealed>,
@@ -84,9 +84,10 @@ pub(crate) async fn run_committer(
                 Err(_) => break,
             }
         }
-        if let Some(first_unit) = group.first().and_then(|(segment, _)| segment.units.first()) {
-            let first_id = first_unit.id;
-            poisoned.retain(|_, watermark| *watermark >= first_id);
+        // Units arrive in nearly submission order; nothing older than the oldest unit
+        // here can still be pending, so its poison marks can go.
+        if let Some(oldest) = group.iter().flat_map(|(segment, _)| segment.units.iter().map(|u| u.id)).min() {
+            poisoned.retain(|_, watermark| *watermark >= oldest);
         }
         let segments = group.len();
         commit_group(group, sequencer.as_ref(), &mut poisoned, &shared).await;
@@ -198,7 +199,7 @@ fn commit_request(
 }
 
 fn fail_all(units: Vec<PendingUnit>, error: GatewayError, poisoned: &mut HashMap<Bytes, u64>, shared: &Shared) {
-    let watermark = shared.last_received.load(Ordering::SeqCst);
+    let watermark = shared.last_submitted.load(Ordering::SeqCst);
     for unit in units {
         for append in &unit.appends {
             poisoned.insert(append.stream_key(), watermark);

@@ -10,13 +10,15 @@ use slatedb::object_store::{
     PutOptions, PutPayload, PutResult, Result,
 };
 
-/// Fault injection: fails chosen PUTs whose path starts with a prefix, passing
-/// everything else to `inner`.
+/// Fault injection: fails chosen PUTs whose path starts with a prefix, and can hold
+/// such PUTs until released (a slow store), passing everything else to `inner`.
 #[derive(Debug)]
 pub struct FailingStore {
     inner: Arc<dyn ObjectStore>,
     matching_puts: AtomicU64,
     plan: Mutex<Option<FailPlan>>,
+    /// `Some(prefix)`: PUTs under it wait until [`FailingStore::release_puts`].
+    held: tokio::sync::watch::Sender<Option<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -29,7 +31,24 @@ struct FailPlan {
 
 impl FailingStore {
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self { inner, matching_puts: AtomicU64::new(0), plan: Mutex::new(None) }
+        Self { inner, matching_puts: AtomicU64::new(0), plan: Mutex::new(None), held: tokio::sync::watch::Sender::new(None) }
+    }
+
+    /// PUTs under `prefix` wait from now until [`Self::release_puts`].
+    pub fn hold_puts(&self, prefix: &str) {
+        self.held.send_replace(Some(prefix.to_string()));
+    }
+
+    /// Lets held PUTs proceed.
+    pub fn release_puts(&self) {
+        self.held.send_replace(None);
+    }
+
+    async fn wait_if_held(&self, location: &Path) {
+        let mut held = self.held.subscribe();
+        let _ = held
+            .wait_for(|prefix| !prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str())))
+            .await;
     }
 
     /// Makes the `nth` (1-based) PUT under `prefix` from now on fail, once.
@@ -62,6 +81,7 @@ impl fmt::Display for FailingStore {
 #[async_trait]
 impl ObjectStore for FailingStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        self.wait_if_held(location).await;
         if self.should_fail(location) {
             return Err(slatedb::object_store::Error::Generic {
                 store: "failing",

@@ -449,3 +449,33 @@ async fn inflight_bytes_are_bounded() {
     node.gateway.append(input("s", &[&big])).await.unwrap();
     node.stop().await;
 }
+
+/// A pipelining client never sees record N+1 acknowledged after record N failed: when a
+/// segment fails, appends to the same stream that the gateway already holds fail too;
+/// appends made after the failure is reported succeed.
+#[tokio::test(flavor = "current_thread")]
+async fn later_pending_appends_of_a_failed_stream_fail_too() {
+    let store = Backend::Memory.store().await;
+    let node = Node::start(&store, GatewayConfig::default()).await;
+    setup(&node, &["s", "other"]).await;
+    // The first segment's upload hangs, then fails; meanwhile the client pipelines N+1.
+    node.faults.hold_puts("segments/");
+    node.faults.fail_nth_put("segments/", 1);
+    let first = node.gateway.submit(vec![input("s", &["n"])]).unwrap();
+    tokio::task::yield_now().await;
+    let second = node.gateway.submit(vec![input("s", &["n+1"])]).unwrap();
+    let unrelated = node.gateway.submit(vec![input("other", &["x"])]).unwrap();
+    node.faults.release_puts();
+    assert!(matches!(first.await, Err(GatewayError::Upload { .. })));
+    let second = second.await;
+    assert!(
+        matches!(second, Err(GatewayError::EarlierAppendFailed { .. })),
+        "record N+1 must not be acknowledged after record N failed: {second:?}"
+    );
+    unrelated.await.unwrap();
+    assert!(read_all(&node, "s").await.is_empty(), "nothing of the failed stream is visible");
+    assert_eq!(bodies(&read_all(&node, "other").await), vec!["x"], "other streams are unaffected");
+    let after = node.gateway.append(input("s", &["later"])).await.unwrap();
+    assert_eq!(after.start.seq_num, 0);
+    node.stop().await;
+}
