@@ -61,6 +61,15 @@ pub async fn run(cli: Cli) -> ExitCode {
 async fn run_server(args: &config::ServeArgs) -> anyhow::Result<()> {
     let config = ServeConfig::load(args)?;
     let running = serve(config).await?;
-    serve::wait_for_signal().await;
+    let fenced = tokio::select! {
+        _ = serve::wait_for_signal() => false,
+        _ = running.fenced() => true,
+    };
+    if fenced {
+        tracing::error!("a newer metadata instance took over this store; stopping");
+        // Best effort: nothing more can be written, the shutdown only closes connections.
+        let _ = running.shutdown().await;
+        anyhow::bail!("fenced by a newer metadata instance");
+    }
     running.shutdown().await
 }

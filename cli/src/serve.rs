@@ -79,6 +79,12 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
 }
 
 impl Running {
+    /// Resolves when a newer metadata instance fences this one: the server must stop.
+    pub async fn fenced(&self) {
+        let mut fenced = self.state.metadata.watch_fenced();
+        let _ = fenced.wait_for(|fenced| *fenced).await;
+    }
+
     /// Stops accepting, lets open requests finish (up to a bound), commits pending
     /// appends and closes the database.
     pub async fn shutdown(self) -> anyhow::Result<()> {

@@ -93,3 +93,37 @@ async fn acked_appends_survive_a_crash() {
     assert_eq!(bodies, (0..10).map(|i| format!("r{i}")).collect::<Vec<_>>());
     assert!(terminate(child).success());
 }
+
+#[tokio::test]
+async fn a_second_server_on_the_same_store_fences_the_first_which_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let (mut first, first_base, _grpc) = start(dir.path());
+    let r = client.post(format!("{first_base}/v1/basins")).json(&json!({ "basin": "fence-basin" })).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let (second, second_base, _grpc) = start(dir.path());
+
+    // The first server's next write finds it was fenced: 503, and the process exits.
+    let r = client
+        .post(format!("{first_base}/v1/streams"))
+        .header("s2-basin", "fence-basin")
+        .json(&json!({ "stream": "late" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.json::<Value>().await.unwrap()["code"], "fenced");
+    let status = tokio::task::spawn_blocking(move || first.wait().unwrap()).await.unwrap();
+    assert!(!status.success(), "a fenced server exits with an error");
+
+    // The new one carries on with the durable state.
+    let r = client
+        .post(format!("{second_base}/v1/streams"))
+        .header("s2-basin", "fence-basin")
+        .json(&json!({ "stream": "late" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    assert!(terminate(second).success());
+}

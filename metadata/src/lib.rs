@@ -53,6 +53,8 @@ pub struct Metadata {
     /// Ticks after every durable commit; readers wait on it for new records.
     commits: watch::Sender<u64>,
     fenced: AtomicBool,
+    /// Flips to `true` once, when a newer instance fences this one.
+    fenced_signal: watch::Sender<bool>,
     stopped: AtomicBool,
 }
 
@@ -113,6 +115,7 @@ impl Metadata {
             writer: Mutex::new(WriterState { next_stream_id }),
             commits,
             fenced: AtomicBool::new(false),
+            fenced_signal: watch::Sender::new(false),
             stopped: AtomicBool::new(false),
         })
     }
@@ -136,6 +139,12 @@ impl Metadata {
         self.commits.subscribe()
     }
 
+    /// A receiver that becomes `true` when a newer instance fences this one; a server
+    /// waits on it to stop serving.
+    pub fn watch_fenced(&self) -> watch::Receiver<bool> {
+        self.fenced_signal.subscribe()
+    }
+
     /// Whether a newer instance fenced this one.
     pub fn is_fenced(&self) -> bool {
         self.fenced.load(Ordering::SeqCst)
@@ -156,6 +165,7 @@ impl Metadata {
         if MetadataError::is_fenced(&error) {
             if !self.fenced.swap(true, Ordering::SeqCst) {
                 tracing::error!("metadata fenced by a newer instance; refusing all further calls");
+                self.fenced_signal.send_replace(true);
             }
             return MetadataError::Fenced;
         }
