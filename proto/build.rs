@@ -10,7 +10,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_descriptor_set_path(out.join("shale_v1_descriptor.bin"))
         .compile_protos(&["protos/shale/v1/shale.proto"], &["protos"])?;
     // S2's record messages: plain prost, no services.
-    tonic_prost_build::configure().build_client(false).build_server(false).compile_protos(&["protos/s2/v1/s2.proto"], &["protos"])?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_protos(&["protos/s2/v1/s2.proto"], &["protos"])?;
     println!("cargo:rerun-if-changed=protos");
     Ok(())
 }

@@ -65,7 +65,11 @@ struct EnsureBasinRequest {
     scope: Option<String>,
 }
 
-pub async fn ensure(State(state): State<AppState>, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn ensure(
+    State(state): State<AppState>,
+    Path(basin): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     valid_name(&basin)?;
     let request: Option<EnsureBasinRequest> = json_body(&body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default();
@@ -96,7 +100,11 @@ struct BasinReconfiguration {
     default_stream_config: Option<StreamReconfiguration>,
 }
 
-pub async fn reconfigure(State(state): State<AppState>, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn reconfigure(
+    State(state): State<AppState>,
+    Path(basin): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     valid_name(&basin)?;
     let change: BasinReconfiguration = json_body::<Option<_>>(&body)?.unwrap_or_default();
     let mut config = state.metadata.basin(&basin).await?.config;

@@ -44,7 +44,9 @@ impl ApiError {
 
     fn metadata(&self) -> Option<&MetadataError> {
         match self {
-            ApiError::Gateway(GatewayError::Metadata(e)) | ApiError::Reader(ReaderError::Metadata(e)) | ApiError::Metadata(e) => Some(e),
+            ApiError::Gateway(GatewayError::Metadata(e))
+            | ApiError::Reader(ReaderError::Metadata(e))
+            | ApiError::Metadata(e) => Some(e),
             _ => None,
         }
     }

@@ -50,7 +50,16 @@ impl Follower {
             }
         }
         let bounded = request.limits.count.is_some() || request.limits.bytes.is_some() || request.until.is_some();
-        Ok(Self { state, request, bounded, idle_limit, caught_up_since: None, sent_records, sent_bytes, finished: false })
+        Ok(Self {
+            state,
+            request,
+            bounded,
+            idle_limit,
+            caught_up_since: None,
+            sent_records,
+            sent_bytes,
+            finished: false,
+        })
     }
 
     fn remaining(&self) -> Option<ReadLimits> {

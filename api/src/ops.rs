@@ -1,6 +1,5 @@
 //! `/health`, `/ready`, `/metrics` and the JSON 404 for unknown paths.
 
-
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};

@@ -33,7 +33,9 @@ impl Query {
     pub fn number<T: FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
         self.params
             .get(key)
-            .map(|v| v.parse().map_err(|_| ApiError::bad(format!("query parameter `{key}`: `{v}` is not a valid number"))))
+            .map(|v| {
+                v.parse().map_err(|_| ApiError::bad(format!("query parameter `{key}`: `{v}` is not a valid number")))
+            })
             .transpose()
     }
 

@@ -80,7 +80,13 @@ fn protobuf_response(message: &impl prost::Message) -> Response {
     ([("content-type", PROTOBUF)], message.encode_to_vec()).into_response()
 }
 
-async fn append(state: &AppState, basin: String, stream: String, headers: &HeaderMap, body: &Bytes) -> Result<Response, ApiError> {
+async fn append(
+    state: &AppState,
+    basin: String,
+    stream: String,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
     let input = if content_type(headers).is_some_and(|t| t.starts_with(PROTOBUF)) {
         let message = shale_proto::s2::AppendInput::decode(body.clone())
             .map_err(|e| ApiError::bad(format!("invalid protobuf AppendInput: {e}")))?;
@@ -107,8 +113,14 @@ pub struct ReadParams {
     pub session_wait: Option<Duration>,
 }
 
-pub fn read_params(basin: String, stream: String, headers: &HeaderMap, query: Option<&str>) -> Result<ReadParams, ApiError> {
-    let query = Query::parse(query, &["seq_num", "timestamp", "tail_offset", "count", "bytes", "until", "clamp", "wait"])?;
+pub fn read_params(
+    basin: String,
+    stream: String,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<ReadParams, ApiError> {
+    let query =
+        Query::parse(query, &["seq_num", "timestamp", "tail_offset", "count", "bytes", "until", "clamp", "wait"])?;
     let starts = [
         query.number::<u64>("seq_num")?.map(ReadStart::SeqNum),
         query.number::<u64>("timestamp")?.map(ReadStart::Timestamp),
@@ -148,13 +160,17 @@ pub fn validate_read(request: &ReadRequest) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn read(state: &AppState, basin: String, stream: String, headers: &HeaderMap, query: Option<&str>) -> Result<Response, ApiError> {
+async fn read(
+    state: &AppState,
+    basin: String,
+    stream: String,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<Response, ApiError> {
     let params = read_params(basin, stream, headers, query)?;
     ensure_readable(state, &params.request).await?;
-    let wants_sse = headers
-        .get("accept")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.contains("text/event-stream"));
+    let wants_sse =
+        headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|accept| accept.contains("text/event-stream"));
     if wants_sse {
         return sse::read_session(state.clone(), params, headers).await;
     }

@@ -119,7 +119,9 @@ fn messages<M: Message + Default>(body: Body) -> impl Stream<Item = Result<M, Ap
             }
             match data.next().await {
                 Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
-                Some(Err(e)) => return Some((Err(ApiError::bad(format!("reading session body: {e}"))), (data, buf, true))),
+                Some(Err(e)) => {
+                    return Some((Err(ApiError::bad(format!("reading session body: {e}"))), (data, buf, true)))
+                }
                 None if buf.is_empty() => return None,
                 None => return Some((Err(ApiError::bad("session body ended inside a frame")), (data, buf, true))),
             }
@@ -147,7 +149,11 @@ pub fn append_session(state: AppState, basin: String, stream: String, body: Body
 
 /// A read session: `ReadBatch` frames, an empty batch as heartbeat while following, a
 /// terminal frame on error; the body ends when a bounded read is complete.
-pub async fn read_session(state: AppState, request: ReadRequest, wait: Option<std::time::Duration>) -> Result<Response, ApiError> {
+pub async fn read_session(
+    state: AppState,
+    request: ReadRequest,
+    wait: Option<std::time::Duration>,
+) -> Result<Response, ApiError> {
     let follower = Follower::start(state, request, wait, 0, 0).await?;
     let frames = stream::unfold(follower, |mut follower| async move {
         let frame = match follower.next().await? {
@@ -194,7 +200,11 @@ pub fn read_batch(records: &[SequencedRecord], tail: Option<Position>) -> pb::Re
             .map(|r| pb::SequencedRecord {
                 seq_num: r.seq_num,
                 timestamp: r.timestamp,
-                headers: r.headers.iter().map(|h| pb::Header { name: h.name.to_vec(), value: h.value.to_vec() }).collect(),
+                headers: r
+                    .headers
+                    .iter()
+                    .map(|h| pb::Header { name: h.name.to_vec(), value: h.value.to_vec() })
+                    .collect(),
                 body: r.body.to_vec(),
             })
             .collect(),
@@ -224,7 +234,10 @@ mod tests {
 
     #[test]
     fn decodes_compressed_frames_and_terminal_frames() {
-        let input = pb::AppendInput { records: vec![pb::AppendRecord { body: vec![7; 4096], ..Default::default() }], ..Default::default() };
+        let input = pb::AppendInput {
+            records: vec![pb::AppendRecord { body: vec![7; 4096], ..Default::default() }],
+            ..Default::default()
+        };
         let raw = input.encode_to_vec();
         let zstd = zstd::encode_all(&raw[..], 3).expect("compresses");
         let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

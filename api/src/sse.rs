@@ -21,7 +21,8 @@ pub async fn read_session(state: AppState, mut params: ReadParams, headers: &Hea
     let (mut sent_records, mut sent_bytes) = (0, 0);
     if let Some(last) = headers.get("last-event-id") {
         let last = last.to_str().map_err(|_| ApiError::bad("Last-Event-ID is not ASCII"))?;
-        let parts: Vec<u64> = last.split(',').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad_event_id(last))?;
+        let parts: Vec<u64> =
+            last.split(',').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad_event_id(last))?;
         let [next_seq, records, bytes] = parts[..] else { return Err(bad_event_id(last)) };
         params.request.start = ReadStart::SeqNum(next_seq);
         (sent_records, sent_bytes) = (records, bytes);

@@ -31,13 +31,22 @@ pub fn validate_config(config: &StreamConfig) -> Result<(), ApiError> {
     Ok(())
 }
 
-pub async fn list(State(state): State<AppState>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?;
     state.metadata.basin(&basin).await?;
     let page = state
         .metadata
-        .list_streams(&basin, query.string("prefix").unwrap_or(""), query.string("start_after").unwrap_or(""), query.limit()?)
+        .list_streams(
+            &basin,
+            query.string("prefix").unwrap_or(""),
+            query.string("start_after").unwrap_or(""),
+            query.limit()?,
+        )
         .await?;
     let streams: Vec<_> = page.items.iter().map(|s| stream_info(&s.name, s.created_at_ms)).collect();
     Ok(Json(json!({ "streams": streams, "has_more": page.has_more })).into_response())

@@ -109,7 +109,10 @@ impl Metrics {
 pub fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").trim().to_string())))
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").trim().to_string()))
+        })
         .and_then(|kb| kb.parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)

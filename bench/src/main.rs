@@ -119,7 +119,10 @@ async fn main() -> anyhow::Result<()> {
     };
     let elapsed = started.elapsed();
     figures["workload"] = json!(args.workload);
-    figures["target"] = json!(args.url.clone().unwrap_or_else(|| format!("in-process shale, store {}", args.store.as_deref().unwrap_or("file (temp dir)"))));
+    figures["target"] = json!(args
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("in-process shale, store {}", args.store.as_deref().unwrap_or("file (temp dir)"))));
     if let (Some(before), Some(after)) = (before, client.metrics().await) {
         add_cost(&mut figures, after.since(before), elapsed);
     }

@@ -98,7 +98,12 @@ fn micros_since(origin: Instant) -> u64 {
 /// Reports append-to-delivery latency next to the ack latency.
 pub async fn e2e(client: &Client, args: &Args) -> anyhow::Result<Value> {
     client.ensure_stream("e2e").await?;
-    let tail = client.http.get(format!("{}/v1/streams/e2e/records/tail", client.base)).header("s2-basin", BASIN).send().await?;
+    let tail = client
+        .http
+        .get(format!("{}/v1/streams/e2e/records/tail", client.base))
+        .header("s2-basin", BASIN)
+        .send()
+        .await?;
     let start = tail.json::<Value>().await?["tail"]["seq_num"].as_u64().unwrap_or(0);
     let origin = Instant::now();
     let response = client

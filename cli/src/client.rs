@@ -198,7 +198,8 @@ pub async fn streams(connection: &Connection, command: StreamsCommand) -> Result
         StreamsCommand::List { basin, prefix } => {
             let mut start_after = String::new();
             loop {
-                let request = pb::ListStreamsRequest { basin: basin.clone(), prefix: prefix.clone(), start_after, limit: 0 };
+                let request =
+                    pb::ListStreamsRequest { basin: basin.clone(), prefix: prefix.clone(), start_after, limit: 0 };
                 let page = client.list_streams(request).await?.into_inner();
                 for stream in &page.streams {
                     println!("{}", stream.name);
@@ -240,7 +241,8 @@ fn parse_record(line: &str, format: Format) -> Result<pb::AppendRecord, Failure>
     match format {
         Format::Text => Ok(pb::AppendRecord { body: line.as_bytes().to_vec(), ..Default::default() }),
         Format::Json => {
-            let value: Value = serde_json::from_str(line).map_err(|e| Failure(format!("bad JSON record `{line}`: {e}"), 2))?;
+            let value: Value =
+                serde_json::from_str(line).map_err(|e| Failure(format!("bad JSON record `{line}`: {e}"), 2))?;
             let body = value.get("body").and_then(Value::as_str).unwrap_or_default().as_bytes().to_vec();
             let timestamp = value.get("timestamp").and_then(Value::as_u64);
             let headers = value
@@ -268,7 +270,8 @@ pub async fn append(connection: &Connection, args: AppendArgs) -> Result<(), Fai
     let (basin, stream) = split_target(&args.target)?;
     let mut client = RecordsClient::new(channel(connection).await?);
     let (tx, rx) = tokio::sync::mpsc::channel::<pb::AppendRequest>(64);
-    let session = tokio::spawn(async move { client.append_session(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
+    let session =
+        tokio::spawn(async move { client.append_session(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
 
     let reader = tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();

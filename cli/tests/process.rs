@@ -99,7 +99,8 @@ async fn a_second_server_on_the_same_store_fences_the_first_which_exits() {
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let (mut first, first_base, _grpc) = start(dir.path());
-    let r = client.post(format!("{first_base}/v1/basins")).json(&json!({ "basin": "fence-basin" })).send().await.unwrap();
+    let r =
+        client.post(format!("{first_base}/v1/basins")).json(&json!({ "basin": "fence-basin" })).send().await.unwrap();
     assert_eq!(r.status(), 201);
     let (second, second_base, _grpc) = start(dir.path());
 

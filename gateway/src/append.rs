@@ -45,10 +45,7 @@ pub(crate) fn encode(input: AppendInput, arrival: u64) -> Result<EncodedAppend, 
     names::validate_basin(&input.basin).map_err(invalid)?;
     names::validate_stream(&input.stream).map_err(invalid)?;
     if input.records.is_empty() || input.records.len() > MAX_BATCH_RECORDS {
-        return Err(invalid(format!(
-            "a batch holds 1 to {MAX_BATCH_RECORDS} records, got {}",
-            input.records.len()
-        )));
+        return Err(invalid(format!("a batch holds 1 to {MAX_BATCH_RECORDS} records, got {}", input.records.len())));
     }
     let metered_bytes: u64 = input.records.iter().map(Record::metered_bytes).sum();
     if metered_bytes > MAX_BATCH_METERED_BYTES {

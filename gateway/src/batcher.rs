@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use shale_metadata::AppendAck;
@@ -68,13 +68,8 @@ impl Gateway {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, GatewayError> {
         config.validate().map_err(GatewayError::InvalidArgument)?;
-        let shared = Arc::new(Shared {
-            config,
-            clock,
-            store,
-            metrics: Arc::default(),
-            last_submitted: AtomicU64::new(0),
-        });
+        let shared =
+            Arc::new(Shared { config, clock, store, metrics: Arc::default(), last_submitted: AtomicU64::new(0) });
         let inflight = Arc::new(Semaphore::new(shared.config.max_inflight_bytes));
         let (units_tx, units_rx) = mpsc::unbounded_channel();
         let (sealed_tx, sealed_rx) = mpsc::unbounded_channel();
@@ -89,7 +84,13 @@ impl Gateway {
         };
         let batcher = tokio::spawn(batcher.run(units_rx, done_rx, shutdown_rx));
         let committer = tokio::spawn(run_committer(sealed_rx, sequencer, done_tx, shared.clone()));
-        Ok(Self { shared, inflight, units: units_tx, shutdown, tasks: tokio::sync::Mutex::new(Some((batcher, committer))) })
+        Ok(Self {
+            shared,
+            inflight,
+            units: units_tx,
+            shutdown,
+            tasks: tokio::sync::Mutex::new(Some((batcher, committer))),
+        })
     }
 
     pub fn metrics(&self) -> Arc<GatewayMetrics> {

@@ -40,8 +40,12 @@ impl Clone for GatewayError {
             GatewayError::Overloaded { inflight_bytes, limit } => {
                 GatewayError::Overloaded { inflight_bytes: *inflight_bytes, limit: *limit }
             }
-            GatewayError::Upload { object, reason } => GatewayError::Upload { object: object.clone(), reason: reason.clone() },
-            GatewayError::EarlierAppendFailed { stream } => GatewayError::EarlierAppendFailed { stream: stream.clone() },
+            GatewayError::Upload { object, reason } => {
+                GatewayError::Upload { object: object.clone(), reason: reason.clone() }
+            }
+            GatewayError::EarlierAppendFailed { stream } => {
+                GatewayError::EarlierAppendFailed { stream: stream.clone() }
+            }
             GatewayError::Metadata(e) => GatewayError::Metadata(clone_metadata_error(e)),
             GatewayError::ShuttingDown => GatewayError::ShuttingDown,
         }

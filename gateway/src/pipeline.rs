@@ -170,7 +170,9 @@ fn commit_request(
     for unit in units {
         let blocks: Vec<BlockInfo> = infos.by_ref().take(unit.appends.len()).collect();
         debug_assert_eq!(blocks.len(), unit.appends.len(), "one block per append, in order");
-        if let Some(stream) = unit.appends.iter().map(|a| a.stream_key()).find(|s| poisoned.get(s).is_some_and(|w| *w >= unit.id)) {
+        if let Some(stream) =
+            unit.appends.iter().map(|a| a.stream_key()).find(|s| poisoned.get(s).is_some_and(|w| *w >= unit.id))
+        {
             let stream = String::from_utf8_lossy(&stream).into_owned();
             let _ = unit.reply.send(Err(GatewayError::EarlierAppendFailed { stream }));
             continue;

@@ -1,8 +1,8 @@
 //! Basins and streams: create, get, list, reconfigure, delete.
 
 use shale_proto::names;
-use slatedb::config::ScanOptions;
 use slatedb::config::DurabilityLevel;
+use slatedb::config::ScanOptions;
 use slatedb::WriteBatch;
 
 use crate::model::{BasinConfig, BasinRecord, StreamConfig, StreamInfo, StreamRecord};
@@ -82,9 +82,7 @@ impl Metadata {
         self.check_usable()?;
         let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
         let start = keys::basin(start_after);
-        let page = self
-            .scan_page(&scan_prefix, &start, limit, decode_json::<BasinRecord>)
-            .await?;
+        let page = self.scan_page(&scan_prefix, &start, limit, decode_json::<BasinRecord>).await?;
         Ok(page)
     }
 
@@ -135,7 +133,10 @@ impl Metadata {
         let key = keys::stream(basin, stream);
         if let Some(existing) = self.get_json::<StreamRecord>(&key).await? {
             if request_token.is_some() && existing.request_token.as_deref() == request_token {
-                return Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record: existing }, false));
+                return Ok((
+                    StreamInfo { basin: basin.to_string(), name: stream.to_string(), record: existing },
+                    false,
+                ));
             }
             return Err(MetadataError::StreamExists { basin: basin.to_string(), stream: stream.to_string() });
         }
@@ -237,11 +238,8 @@ impl Metadata {
         let end = keys::prefix_end(prefix);
         let start = if start_after_key > prefix { start_after_key.to_vec() } else { prefix.to_vec() };
         let options = ScanOptions { durability_filter: DurabilityLevel::Remote, ..ScanOptions::default() };
-        let mut iter = self
-            .db
-            .scan_with_options(start.clone()..end, &options)
-            .await
-            .map_err(|e| self.storage_error(e))?;
+        let mut iter =
+            self.db.scan_with_options(start.clone()..end, &options).await.map_err(|e| self.storage_error(e))?;
         let mut items = Vec::new();
         while let Some(kv) = iter.next().await.map_err(|e| self.storage_error(e))? {
             if start_after_key > prefix && kv.key.as_ref() == start_after_key {

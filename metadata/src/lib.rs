@@ -76,7 +76,11 @@ pub struct MetadataConfig {
 
 impl Default for MetadataConfig {
     fn default() -> Self {
-        Self { cache_bytes: 64 * 1024 * 1024, max_unflushed_bytes: 128 * 1024 * 1024, l0_sst_size_bytes: 16 * 1024 * 1024 }
+        Self {
+            cache_bytes: 64 * 1024 * 1024,
+            max_unflushed_bytes: 128 * 1024 * 1024,
+            l0_sst_size_bytes: 16 * 1024 * 1024,
+        }
     }
 }
 
@@ -198,20 +202,14 @@ impl Metadata {
     }
 
     async fn get_json<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
-        let bytes = self
-            .db
-            .get_with_options(key, &Self::durable_read())
-            .await
-            .map_err(|e| self.storage_error(e))?;
+        let bytes = self.db.get_with_options(key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
         bytes.map(|b| decode_json(key, &b)).transpose()
     }
 }
 
 fn decode_json<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|e| MetadataError::Corrupt {
-        key: String::from_utf8_lossy(key).into_owned(),
-        reason: e.to_string(),
-    })
+    serde_json::from_slice(bytes)
+        .map_err(|e| MetadataError::Corrupt { key: String::from_utf8_lossy(key).into_owned(), reason: e.to_string() })
 }
 
 fn encode_json<T: serde::Serialize>(value: &T) -> Vec<u8> {

@@ -17,9 +17,8 @@ impl Metadata {
     /// after `timestamp`.
     pub async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>> {
         self.check_usable()?;
-        let entries = self
-            .scan_entries(keys::by_time(stream_id, timestamp, 0), keys::end_of_stream(b"t/", stream_id), 1)
-            .await?;
+        let entries =
+            self.scan_entries(keys::by_time(stream_id, timestamp, 0), keys::end_of_stream(b"t/", stream_id), 1).await?;
         Ok(entries.into_iter().next())
     }
 

@@ -218,7 +218,10 @@ mod tests {
         let json = r#"{"retention_policy":{"age":3600},"timestamping":{"mode":"client-require","uncapped":true}}"#;
         let config: StreamConfig = serde_json::from_str(json).expect("valid config");
         assert_eq!(config.retention_policy, Some(RetentionPolicy::Age(3600)));
-        assert_eq!(config.timestamp_policy(), TimestampPolicy { mode: TimestampingMode::ClientRequire, uncapped: true });
+        assert_eq!(
+            config.timestamp_policy(),
+            TimestampPolicy { mode: TimestampingMode::ClientRequire, uncapped: true }
+        );
         let infinite: StreamConfig = serde_json::from_str(r#"{"retention_policy":{"infinite":{}}}"#).expect("valid");
         assert_eq!(infinite.retention_policy, Some(RetentionPolicy::Infinite {}));
     }

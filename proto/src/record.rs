@@ -82,8 +82,7 @@ impl Command {
         }
         match header.value.as_ref() {
             b"fence" => {
-                let token = std::str::from_utf8(body)
-                    .map_err(|_| "fencing token must be UTF-8".to_string())?;
+                let token = std::str::from_utf8(body).map_err(|_| "fencing token must be UTF-8".to_string())?;
                 if token.len() > MAX_FENCING_TOKEN_BYTES {
                     return Err(format!(
                         "fencing token is {} bytes, at most {MAX_FENCING_TOKEN_BYTES} allowed",
@@ -98,10 +97,7 @@ impl Command {
                     .map_err(|_| "trim command body must be an 8-byte big-endian sequence number".to_string())?;
                 Ok(Some(Command::Trim(u64::from_be_bytes(bytes))))
             }
-            other => Err(format!(
-                "unknown command record `{}`",
-                String::from_utf8_lossy(other)
-            )),
+            other => Err(format!("unknown command record `{}`", String::from_utf8_lossy(other))),
         }
     }
 }

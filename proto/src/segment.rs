@@ -268,7 +268,8 @@ pub fn decode_footer(object: &str, whole: &[u8]) -> Result<SegmentFooter, Segmen
     if crc32c::crc32c(footer) != crc {
         return Err(SegmentError::Checksum { object: object.to_string(), offset: footer_offset as u64 });
     }
-    let malformed = |detail| SegmentError::Malformed { object: object.to_string(), offset: footer_offset as u64, detail };
+    let malformed =
+        |detail| SegmentError::Malformed { object: object.to_string(), offset: footer_offset as u64, detail };
     let mut input = footer;
     let count = varint::get_u64(&mut input).ok_or_else(|| malformed("bad block count"))?;
     if count > input.len() as u64 {
@@ -344,7 +345,10 @@ mod tests {
     fn arb_record() -> impl Strategy<Value = Record> {
         (
             proptest::option::of(0u64..4_000_000_000_000),
-            proptest::collection::vec((proptest::collection::vec(any::<u8>(), 0..8), proptest::collection::vec(any::<u8>(), 0..8)), 0..3),
+            proptest::collection::vec(
+                (proptest::collection::vec(any::<u8>(), 0..8), proptest::collection::vec(any::<u8>(), 0..8)),
+                0..3,
+            ),
             proptest::collection::vec(any::<u8>(), 0..64),
         )
             .prop_map(|(timestamp, headers, body)| Record {

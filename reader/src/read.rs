@@ -93,8 +93,7 @@ impl Reader {
             };
             let seq = seq.max(info.record.trim_point);
             start = Some((seq, min_timestamp));
-            let (records, reached_until) =
-                self.collect(&info, seq, min_timestamp, count, bytes, request.until).await?;
+            let (records, reached_until) = self.collect(&info, seq, min_timestamp, count, bytes, request.until).await?;
             if !records.is_empty() || reached_until || count == 0 || request.wait.is_zero() {
                 return Ok(ReadOutput { records, tail, reached_until });
             }

@@ -31,7 +31,12 @@ struct FailPlan {
 
 impl FailingStore {
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self { inner, matching_puts: AtomicU64::new(0), plan: Mutex::new(None), held: tokio::sync::watch::Sender::new(None) }
+        Self {
+            inner,
+            matching_puts: AtomicU64::new(0),
+            plan: Mutex::new(None),
+            held: tokio::sync::watch::Sender::new(None),
+        }
     }
 
     /// PUTs under `prefix` wait from now until [`Self::release_puts`].
@@ -46,9 +51,8 @@ impl FailingStore {
 
     async fn wait_if_held(&self, location: &Path) {
         let mut held = self.held.subscribe();
-        let _ = held
-            .wait_for(|prefix| !prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str())))
-            .await;
+        let _ =
+            held.wait_for(|prefix| !prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()))).await;
     }
 
     /// Makes the `nth` (1-based) PUT under `prefix` from now on fail, once.

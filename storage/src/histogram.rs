@@ -15,7 +15,11 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Self { counts: std::array::from_fn(|_| AtomicU64::new(0)), overflow: AtomicU64::new(0), sum_micros: AtomicU64::new(0) }
+        Self {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            overflow: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
     }
 }
 
@@ -56,7 +60,6 @@ pub fn render_counters(counters: &[(&str, &str, &AtomicU64)], out: &mut String) 
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -23,7 +23,9 @@ impl TestServer {
         TestServer {
             base: format!("http://{}", running.http_addr),
             grpc: format!("http://{}", running.grpc_addr),
-            client: reqwest::Client::new(), running }
+            client: reqwest::Client::new(),
+            running,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

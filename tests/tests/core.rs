@@ -226,7 +226,10 @@ async fn suite_conditions_and_atomic_groups(backend: Backend) {
     let mut bad_b = input("b", &["b1"]);
     bad_b.match_seq_num = Some(9);
     let result = node.gateway.append_atomic(vec![input("a", &["group"]), bad_b]).await;
-    assert!(matches!(result, Err(GatewayError::Metadata(MetadataError::SeqNumMismatch { actual: 0, .. }))), "{result:?}");
+    assert!(
+        matches!(result, Err(GatewayError::Metadata(MetadataError::SeqNumMismatch { actual: 0, .. }))),
+        "{result:?}"
+    );
     assert_eq!(node.reader.check_tail(BASIN, "a").await.unwrap(), tail_a);
     assert_eq!(node.reader.check_tail(BASIN, "b").await.unwrap().seq_num, 0);
     // And a good group commits both.
@@ -263,7 +266,10 @@ async fn suite_reads_by_time_tail_offset_and_limits(backend: Backend) {
         let records = (0..5u64)
             .map(|i| Record { timestamp: Some(1_000 + chunk * 100 + i), ..record(format!("{}", chunk * 5 + i)) })
             .collect();
-        node.gateway.append(AppendInput { basin: BASIN.into(), stream: "s".into(), records, ..Default::default() }).await.unwrap();
+        node.gateway
+            .append(AppendInput { basin: BASIN.into(), stream: "s".into(), records, ..Default::default() })
+            .await
+            .unwrap();
     }
     let all = read_all(&node, "s").await;
     assert_eq!(all.len(), 20);
@@ -301,7 +307,10 @@ async fn suite_reads_by_time_tail_offset_and_limits(backend: Backend) {
         body: Bytes::copy_from_slice(&10u64.to_be_bytes()),
         timestamp: None,
     };
-    node.gateway.append(AppendInput { basin: BASIN.into(), stream: "s".into(), records: vec![trim], ..Default::default() }).await.unwrap();
+    node.gateway
+        .append(AppendInput { basin: BASIN.into(), stream: "s".into(), records: vec![trim], ..Default::default() })
+        .await
+        .unwrap();
     let trimmed = node.reader.read(&read_from("s", ReadStart::SeqNum(0))).await.unwrap();
     assert_eq!(trimmed.records.first().map(|r| r.seq_num), Some(10));
     node.stop().await;
@@ -324,7 +333,10 @@ async fn suite_catalog_lists_and_deletes(backend: Backend) {
 
     node.gateway.append(input("apple", &["old"])).await.unwrap();
     node.metadata.delete_stream(BASIN, "apple").await.unwrap();
-    assert!(matches!(node.gateway.append(input("apple", &["x"])).await, Err(GatewayError::Metadata(MetadataError::StreamNotFound { .. }))));
+    assert!(matches!(
+        node.gateway.append(input("apple", &["x"])).await,
+        Err(GatewayError::Metadata(MetadataError::StreamNotFound { .. }))
+    ));
     node.metadata.create_stream(BASIN, "apple", StreamConfig::default()).await.unwrap();
     assert!(read_all(&node, "apple").await.is_empty(), "a re-created stream starts empty");
 
@@ -441,7 +453,11 @@ async fn inflight_bytes_are_bounded() {
     let first = node.gateway.submit(vec![input("s", &[&big])]).unwrap();
     let second = node.gateway.submit(vec![input("s", &[&big])]).unwrap();
     let third = node.gateway.submit(vec![input("s", &[&big])]);
-    assert!(matches!(third, Err(GatewayError::Overloaded { limit, .. }) if limit == 2 * 1024 * 1024), "{:?}", third.err());
+    assert!(
+        matches!(third, Err(GatewayError::Overloaded { limit, .. }) if limit == 2 * 1024 * 1024),
+        "{:?}",
+        third.err()
+    );
     first.await.unwrap();
     second.await.unwrap();
     assert_eq!(node.reader.check_tail(BASIN, "s").await.unwrap().seq_num, 2, "the refused append wrote nothing");

@@ -31,7 +31,10 @@ fn request(stream: &str, bodies: &[&str]) -> pb::AppendRequest {
     pb::AppendRequest {
         basin: BASIN.into(),
         stream: stream.into(),
-        records: bodies.iter().map(|b| pb::AppendRecord { body: b.as_bytes().to_vec(), ..Default::default() }).collect(),
+        records: bodies
+            .iter()
+            .map(|b| pb::AppendRecord { body: b.as_bytes().to_vec(), ..Default::default() })
+            .collect(),
         ..Default::default()
     }
 }
@@ -210,7 +213,10 @@ async fn reflection_lists_the_services() {
     let server = TestServer::start().await;
     let channel = tonic::transport::Channel::from_shared(server.grpc.clone()).unwrap().connect().await.unwrap();
     let mut client = ServerReflectionClient::new(channel);
-    let request = ServerReflectionRequest { host: String::new(), message_request: Some(MessageRequest::ListServices(String::new())) };
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
     let mut responses = client.server_reflection_info(tokio_stream::iter(vec![request])).await.unwrap().into_inner();
     let response = responses.next().await.unwrap().unwrap();
     let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else { panic!("{response:?}") };

@@ -27,8 +27,7 @@ async fn setup(server: &TestServer, streams: &[&str]) {
 }
 
 async fn call(server: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut request =
-        server.client.request(method.parse().unwrap(), server.url(path)).header("s2-basin", BASIN);
+    let mut request = server.client.request(method.parse().unwrap(), server.url(path)).header("s2-basin", BASIN);
     if let Some(body) = body {
         request = request.json(&body);
     }
@@ -40,7 +39,8 @@ async fn call(server: &TestServer, method: &str, path: &str, body: Option<Value>
 
 async fn append(server: &TestServer, stream: &str, bodies: &[&str]) -> Value {
     let records: Vec<Value> = bodies.iter().map(|b| json!({ "body": b })).collect();
-    let (status, ack) = call(server, "POST", &format!("/v1/streams/{stream}/records"), Some(json!({ "records": records }))).await;
+    let (status, ack) =
+        call(server, "POST", &format!("/v1/streams/{stream}/records"), Some(json!({ "records": records }))).await;
     assert_eq!(status, 200, "{ack}");
     ack
 }
@@ -59,7 +59,9 @@ async fn sse_to_the_end(server: &TestServer, path: &str) -> (usize, bool) {
     let (mut records, mut done) = (0, false);
     while let Some(event) = events.next(Duration::from_secs(30)).await {
         match event.event.as_str() {
-            "batch" => records += serde_json::from_str::<Value>(&event.data).unwrap()["records"].as_array().unwrap().len(),
+            "batch" => {
+                records += serde_json::from_str::<Value>(&event.data).unwrap()["records"].as_array().unwrap().len()
+            }
             _ if event.data == "[DONE]" => done = true,
             _ => {}
         }
@@ -159,7 +161,10 @@ async fn append_read_conditions_and_formats() {
 
     let (status, read) = call(&server, "GET", "/v1/streams/s/records?seq_num=0&count=2", None).await;
     assert_eq!(status, 200);
-    assert_eq!(read["records"].as_array().unwrap().iter().map(|r| r["body"].clone()).collect::<Vec<_>>(), vec![json!("one"), json!("two")]);
+    assert_eq!(
+        read["records"].as_array().unwrap().iter().map(|r| r["body"].clone()).collect::<Vec<_>>(),
+        vec![json!("one"), json!("two")]
+    );
     assert_eq!(read["tail"]["seq_num"], 3);
     let (status, read) = call(&server, "GET", "/v1/streams/s/records?tail_offset=1", None).await;
     assert_eq!((status, read["records"][0]["seq_num"].as_u64()), (200, Some(2)));
@@ -169,13 +174,23 @@ async fn append_read_conditions_and_formats() {
     assert_eq!(tail(&server, "a%2Fb").await, 1);
 
     // Conditions: 412 with S2's bodies.
-    let (status, body) =
-        call(&server, "POST", "/v1/streams/s/records", Some(json!({ "records": [{ "body": "x" }], "match_seq_num": 0 }))).await;
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/v1/streams/s/records",
+        Some(json!({ "records": [{ "body": "x" }], "match_seq_num": 0 })),
+    )
+    .await;
     assert_eq!((status, body), (412, json!({ "seq_num_mismatch": 3 })));
     let fence = json!({ "records": [{ "headers": [["", "fence"]], "body": "tok" }] });
     assert_eq!(call(&server, "POST", "/v1/streams/s/records", Some(fence)).await.0, 200);
-    let (status, body) =
-        call(&server, "POST", "/v1/streams/s/records", Some(json!({ "records": [{ "body": "x" }], "fencing_token": "nope" }))).await;
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/v1/streams/s/records",
+        Some(json!({ "records": [{ "body": "x" }], "fencing_token": "nope" })),
+    )
+    .await;
     assert_eq!((status, body), (412, json!({ "fencing_token_mismatch": "tok" })));
 
     // Past the tail: 416 with the tail; clamp turns it into an empty read.
@@ -186,7 +201,8 @@ async fn append_read_conditions_and_formats() {
     assert_eq!((status, body["records"].as_array().map(Vec::len)), (200, Some(0)));
 
     // Trim command: reads start at the trim point.
-    let trim = json!({ "records": [{ "headers": [["", b64.encode("trim")]], "body": b64.encode(2u64.to_be_bytes()) }] });
+    let trim =
+        json!({ "records": [{ "headers": [["", b64.encode("trim")]], "body": b64.encode(2u64.to_be_bytes()) }] });
     let response = server
         .client
         .post(server.url("/v1/streams/s/records"))
@@ -213,15 +229,63 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     type Case<'a> = (&'a str, &'a str, Option<&'a str>, Option<String>, u16);
     let cases: Vec<Case> = vec![
         ("malformed json", "/v1/streams/s/records", Some(BASIN), Some("{\"records\": [".into()), 400),
-        ("unknown field", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "body": "x", "bogus": 1 }] }).to_string()), 400),
+        (
+            "unknown field",
+            "/v1/streams/s/records",
+            Some(BASIN),
+            Some(json!({ "records": [{ "body": "x", "bogus": 1 }] }).to_string()),
+            400,
+        ),
         ("empty batch", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [] }).to_string()), 400),
-        ("1001 records", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": thousand_and_one }).to_string()), 400),
-        ("over 1 MiB", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "body": big }] }).to_string()), 400),
-        ("bad command", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "headers": [["", "trim"]], "body": "x" }] }).to_string()), 400),
-        ("long fencing token", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [{ "body": "x" }], "fencing_token": "t".repeat(37) }).to_string()), 400),
-        ("missing basin header", "/v1/streams/s/records", None, Some(json!({ "records": [{ "body": "x" }] }).to_string()), 400),
-        ("invalid basin header", "/v1/streams/s/records", Some("Bad_Basin"), Some(json!({ "records": [{ "body": "x" }] }).to_string()), 400),
-        ("unknown stream", "/v1/streams/nope/records", Some(BASIN), Some(json!({ "records": [{ "body": "x" }] }).to_string()), 404),
+        (
+            "1001 records",
+            "/v1/streams/s/records",
+            Some(BASIN),
+            Some(json!({ "records": thousand_and_one }).to_string()),
+            400,
+        ),
+        (
+            "over 1 MiB",
+            "/v1/streams/s/records",
+            Some(BASIN),
+            Some(json!({ "records": [{ "body": big }] }).to_string()),
+            400,
+        ),
+        (
+            "bad command",
+            "/v1/streams/s/records",
+            Some(BASIN),
+            Some(json!({ "records": [{ "headers": [["", "trim"]], "body": "x" }] }).to_string()),
+            400,
+        ),
+        (
+            "long fencing token",
+            "/v1/streams/s/records",
+            Some(BASIN),
+            Some(json!({ "records": [{ "body": "x" }], "fencing_token": "t".repeat(37) }).to_string()),
+            400,
+        ),
+        (
+            "missing basin header",
+            "/v1/streams/s/records",
+            None,
+            Some(json!({ "records": [{ "body": "x" }] }).to_string()),
+            400,
+        ),
+        (
+            "invalid basin header",
+            "/v1/streams/s/records",
+            Some("Bad_Basin"),
+            Some(json!({ "records": [{ "body": "x" }] }).to_string()),
+            400,
+        ),
+        (
+            "unknown stream",
+            "/v1/streams/nope/records",
+            Some(BASIN),
+            Some(json!({ "records": [{ "body": "x" }] }).to_string()),
+            404,
+        ),
         ("invalid basin name", "/v1/basins", None, Some(json!({ "basin": "NO" }).to_string()), 400),
     ];
     for (name, path, basin, body, expected) in cases {
@@ -245,7 +309,8 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
         .unwrap();
     assert_eq!(b64_case.status(), 400, "bad base64");
 
-    for query in ["seq_num=abc", "count=-1", "bogus=1", "seq_num=1&timestamp=2", "wait=61", "count=1001", "clamp=maybe"] {
+    for query in ["seq_num=abc", "count=-1", "bogus=1", "seq_num=1&timestamp=2", "wait=61", "count=1001", "clamp=maybe"]
+    {
         let (status, body) = call(&server, "GET", &format!("/v1/streams/s/records?{query}"), None).await;
         assert_eq!(status, 400, "{query}: {body}");
         assert!(body["message"].is_string(), "{query}: {body}");
@@ -266,7 +331,9 @@ async fn long_poll_and_sse_follow_resume_and_finish() {
     let poll = {
         let client = server.client.clone();
         let url = server.url("/v1/streams/s/records?seq_num=0&wait=30");
-        tokio::spawn(async move { client.get(url).header("s2-basin", BASIN).send().await.unwrap().json::<Value>().await.unwrap() })
+        tokio::spawn(async move {
+            client.get(url).header("s2-basin", BASIN).send().await.unwrap().json::<Value>().await.unwrap()
+        })
     };
     append(&server, "s", &["first"]).await;
     assert_eq!(poll.await.unwrap()["records"][0]["body"], "first");
@@ -319,7 +386,10 @@ async fn long_poll_and_sse_follow_resume_and_finish() {
         }
     };
     let data: Value = serde_json::from_str(&event.data).unwrap();
-    assert_eq!(data["records"].as_array().unwrap().iter().map(|r| r["seq_num"].as_u64().unwrap()).collect::<Vec<_>>(), vec![3]);
+    assert_eq!(
+        data["records"].as_array().unwrap().iter().map(|r| r["seq_num"].as_u64().unwrap()).collect::<Vec<_>>(),
+        vec![3]
+    );
     drop(events);
 
     // A bounded SSE read ends with [DONE].
@@ -394,12 +464,23 @@ async fn timestamping_modes_are_honoured() {
         assert_eq!(status, 201);
     }
     // client-require: a record without a timestamp is rejected, one with it is kept.
-    let (status, body) = call(&server, "POST", "/v1/streams/req/records", Some(json!({ "records": [{ "body": "x" }] }))).await;
+    let (status, body) =
+        call(&server, "POST", "/v1/streams/req/records", Some(json!({ "records": [{ "body": "x" }] }))).await;
     assert_eq!(status, 400, "{body}");
-    let ack = call(&server, "POST", "/v1/streams/req/records", Some(json!({ "records": [{ "body": "x", "timestamp": 1000 }] }))).await.1;
+    let ack = call(
+        &server,
+        "POST",
+        "/v1/streams/req/records",
+        Some(json!({ "records": [{ "body": "x", "timestamp": 1000 }] })),
+    )
+    .await
+    .1;
     assert_eq!(ack["start"]["timestamp"], 1000);
     // arrival: the client's timestamp is ignored.
-    let ack = call(&server, "POST", "/v1/streams/arr/records", Some(json!({ "records": [{ "body": "x", "timestamp": 5 }] }))).await.1;
+    let ack =
+        call(&server, "POST", "/v1/streams/arr/records", Some(json!({ "records": [{ "body": "x", "timestamp": 5 }] })))
+            .await
+            .1;
     assert!(ack["start"]["timestamp"].as_u64().unwrap() > 1_700_000_000_000, "{ack}");
     // client-prefer: kept when given, capped at arrival, never going backwards.
     let ack = call(
@@ -412,7 +493,8 @@ async fn timestamping_modes_are_honoured() {
     .1;
     assert_eq!(ack["start"]["timestamp"], 2000);
     let (_, read) = call(&server, "GET", "/v1/streams/pref/records?seq_num=0", None).await;
-    let stamps: Vec<u64> = read["records"].as_array().unwrap().iter().map(|r| r["timestamp"].as_u64().unwrap()).collect();
+    let stamps: Vec<u64> =
+        read["records"].as_array().unwrap().iter().map(|r| r["timestamp"].as_u64().unwrap()).collect();
     assert_eq!(&stamps[..2], &[2000, 2000], "never backwards");
     assert!(stamps[2] < u64::MAX && stamps[2] > 1_700_000_000_000, "capped at arrival: {stamps:?}");
     server.stop().await;

@@ -22,7 +22,9 @@ fn client(server: &TestServer) -> S2 {
 }
 
 fn batch(bodies: &[&str]) -> AppendInput {
-    AppendInput::new(AppendRecordBatch::try_from_iter(bodies.iter().map(|b| AppendRecord::new(b.to_string()).unwrap())).unwrap())
+    AppendInput::new(
+        AppendRecordBatch::try_from_iter(bodies.iter().map(|b| AppendRecord::new(b.to_string()).unwrap())).unwrap(),
+    )
 }
 
 fn from_seq(seq: u64) -> ReadInput {
@@ -91,7 +93,9 @@ async fn s2_sdk_runs_its_normal_flows_against_shale() {
     // Fencing.
     let token: s2_sdk::types::FencingToken = "writer-1".parse().unwrap();
     stream
-        .append(AppendInput::new(AppendRecordBatch::try_from_iter([CommandRecord::fence(token.clone()).into()]).unwrap()))
+        .append(AppendInput::new(
+            AppendRecordBatch::try_from_iter([CommandRecord::fence(token.clone()).into()]).unwrap(),
+        ))
         .await
         .unwrap();
     let wrong: s2_sdk::types::FencingToken = "writer-2".parse().unwrap();

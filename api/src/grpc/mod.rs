@@ -67,8 +67,10 @@ fn err(error: impl Into<ApiError>) -> Status {
 impl Basins for GrpcService {
     async fn list_basins(&self, request: Request<pb::ListBasinsRequest>) -> Result<pb::ListBasinsResponse> {
         let r = request.into_inner();
-        let page = self.state.metadata.list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?).await.map_err(err)?;
-        let basins = page.items.into_iter().map(|b| pb::BasinInfo { name: b.name, created_at: b.created_at_ms }).collect();
+        let page =
+            self.state.metadata.list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?).await.map_err(err)?;
+        let basins =
+            page.items.into_iter().map(|b| pb::BasinInfo { name: b.name, created_at: b.created_at_ms }).collect();
         ok(pb::ListBasinsResponse { basins, has_more: page.has_more })
     }
 
@@ -95,7 +97,8 @@ impl Streams for GrpcService {
             .list_streams(&r.basin, &r.prefix, &r.start_after, convert::limit(r.limit)?)
             .await
             .map_err(err)?;
-        let streams = page.items.into_iter().map(|s| pb::StreamInfo { name: s.name, created_at: s.created_at_ms }).collect();
+        let streams =
+            page.items.into_iter().map(|s| pb::StreamInfo { name: s.name, created_at: s.created_at_ms }).collect();
         ok(pb::ListStreamsResponse { streams, has_more: page.has_more })
     }
 
@@ -123,7 +126,10 @@ impl Records for GrpcService {
 
     type AppendSessionStream = EventStream<pb::AppendAck>;
 
-    async fn append_session(&self, request: Request<Streaming<pb::AppendRequest>>) -> Result<Self::AppendSessionStream> {
+    async fn append_session(
+        &self,
+        request: Request<Streaming<pb::AppendRequest>>,
+    ) -> Result<Self::AppendSessionStream> {
         ok(sessions::append_session(self.state.clone(), request.into_inner()))
     }
 

@@ -16,7 +16,9 @@ pub fn append_session(state: AppState, inbound: Streaming<pb::AppendRequest>) ->
     let (acks_tx, acks) = mpsc::channel(crate::append_pipeline::MAX_PENDING);
     tokio::spawn(async move {
         let inputs = inbound.map(|request| {
-            request.map(convert::append_input).map_err(|status| ApiError::bad(format!("append session input: {}", status.message())))
+            request
+                .map(convert::append_input)
+                .map_err(|status| ApiError::bad(format!("append session input: {}", status.message())))
         });
         crate::append_pipeline::run(&state.gateway, inputs, acks_tx).await;
     });
@@ -26,14 +28,20 @@ pub fn append_session(state: AppState, inbound: Streaming<pb::AppendRequest>) ->
 
 /// History then the live tail, heartbeats while idle; ends when a bounded read is done,
 /// on error, or when the client goes away.
-pub async fn read_session(state: AppState, request: ReadRequest) -> Result<EventStream<pb::ReadSessionResponse>, ApiError> {
+pub async fn read_session(
+    state: AppState,
+    request: ReadRequest,
+) -> Result<EventStream<pb::ReadSessionResponse>, ApiError> {
     let mut follower = Follower::start(state, request, None, 0, 0).await?;
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         while let Some(event) = follower.next().await {
             let message = match event {
                 FollowEvent::Batch(output) => Ok(pb::ReadSessionResponse {
-                    event: Some(pb::read_session_response::Event::Batch(convert::read_response(&output.records, output.tail))),
+                    event: Some(pb::read_session_response::Event::Batch(convert::read_response(
+                        &output.records,
+                        output.tail,
+                    ))),
                 }),
                 FollowEvent::Heartbeat(tail) => Ok(pb::ReadSessionResponse {
                     event: Some(pb::read_session_response::Event::Heartbeat(convert::position(tail))),

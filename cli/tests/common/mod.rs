@@ -22,7 +22,8 @@ pub fn start(dir: &std::path::Path) -> (Child, String, String) {
     let (addr, grpc) = loop {
         let line = lines.next().expect("shale exited before listening").unwrap();
         let plain: String = strip_ansi(&line);
-        let field = |name: &str| plain.split(name).nth(1).map(|rest| rest.split_whitespace().next().unwrap().to_string());
+        let field =
+            |name: &str| plain.split(name).nth(1).map(|rest| rest.split_whitespace().next().unwrap().to_string());
         if let (Some(http), Some(grpc)) = (field("http="), field("grpc=")) {
             break (http, grpc);
         }
@@ -53,7 +54,6 @@ pub fn terminate(mut child: Child) -> std::process::ExitStatus {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     child.wait().unwrap()
 }
-
 
 /// The `shale` binary, for client commands.
 pub fn shale() -> Command {
