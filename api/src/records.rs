@@ -132,6 +132,7 @@ pub fn read_params(
     if given.next().is_some() {
         return Err(ApiError::bad("give at most one of seq_num, timestamp and tail_offset"));
     }
+    let session_wait = query.number::<u64>("wait")?.map(Duration::from_secs);
     let request = ReadRequest {
         basin,
         stream,
@@ -139,10 +140,9 @@ pub fn read_params(
         limits: ReadLimits { count: query.number("count")?, bytes: query.number("bytes")? },
         until: query.number("until")?,
         clamp: query.boolean("clamp")?.unwrap_or(false),
-        wait: Duration::from_secs(query.number::<u64>("wait")?.unwrap_or(0)),
+        wait: session_wait.unwrap_or_default(),
     };
     validate_read(&request)?;
-    let session_wait = query.number::<u64>("wait")?.map(Duration::from_secs);
     Ok(ReadParams { request, format: Format::from_headers(headers)?, session_wait })
 }
 

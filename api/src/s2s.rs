@@ -17,12 +17,13 @@ use prost::Message;
 use shale_gateway::AppendInput;
 use shale_metadata::{AppendAck, Position};
 use shale_proto::s2 as pb;
-use shale_proto::{Header, Record, SequencedRecord};
+use shale_proto::SequencedRecord;
 use shale_reader::ReadRequest;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::follow::{FollowEvent, Follower};
+use crate::wire::record_from_parts;
 use crate::{append_pipeline, ApiError, AppState};
 
 pub const CONTENT_TYPE: &str = "s2s/proto";
@@ -174,11 +175,7 @@ pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Append
         records: input
             .records
             .into_iter()
-            .map(|r| Record {
-                timestamp: r.timestamp,
-                headers: r.headers.into_iter().map(|h| Header { name: h.name.into(), value: h.value.into() }).collect(),
-                body: r.body.into(),
-            })
+            .map(|r| record_from_parts(r.timestamp, r.headers.into_iter().map(|h| (h.name, h.value)), r.body))
             .collect(),
         match_seq_num: input.match_seq_num,
         fencing_token: input.fencing_token,

@@ -1,4 +1,5 @@
-//! The real `shale serve` process: the embedded default store, SIGTERM, restart.
+//! The real `shale serve` process: the embedded default store, SIGTERM, crash, restart,
+//! takeover.
 
 #![allow(clippy::unwrap_used)]
 
@@ -7,47 +8,60 @@ mod common;
 use common::{start, terminate};
 use serde_json::{json, Value};
 
-#[tokio::test]
-async fn serve_stores_under_shale_data_and_survives_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let client = reqwest::Client::new();
-    let (child, base, _grpc) = start(dir.path());
-    let r = client.post(format!("{base}/v1/basins")).json(&json!({ "basin": "proc-basin" })).send().await.unwrap();
+/// Creates `basin` and its stream `s`, then appends `r0..r{count}` one record at a time.
+async fn write_records(client: &reqwest::Client, base: &str, basin: &str, count: usize) {
+    let r = client.post(format!("{base}/v1/basins")).json(&json!({ "basin": basin })).send().await.unwrap();
     assert_eq!(r.status(), 201);
     let r = client
         .post(format!("{base}/v1/streams"))
-        .header("s2-basin", "proc-basin")
+        .header("s2-basin", basin)
         .json(&json!({ "stream": "s" }))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    for i in 0..20 {
+    for i in 0..count {
         let r = client
             .post(format!("{base}/v1/streams/s/records"))
-            .header("s2-basin", "proc-basin")
+            .header("s2-basin", basin)
             .json(&json!({ "records": [{ "body": format!("r{i}") }] }))
             .send()
             .await
             .unwrap();
         assert_eq!(r.status(), 200);
     }
-    let status = terminate(child);
-    assert!(status.success(), "clean exit on SIGTERM: {status}");
-    assert!(dir.path().join("shale-data/segments").is_dir(), "segments live under ./shale-data");
+}
 
-    let (child, base, _grpc) = start(dir.path());
+/// Every body of stream `s`, from the start.
+async fn read_bodies(client: &reqwest::Client, base: &str, basin: &str) -> Vec<String> {
     let read: Value = client
         .get(format!("{base}/v1/streams/s/records?seq_num=0"))
-        .header("s2-basin", "proc-basin")
+        .header("s2-basin", basin)
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    let bodies: Vec<&str> = read["records"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
-    assert_eq!(bodies, (0..20).map(|i| format!("r{i}")).collect::<Vec<_>>());
+    read["records"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap().to_string()).collect()
+}
+
+fn expected(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("r{i}")).collect()
+}
+
+#[tokio::test]
+async fn serve_stores_under_shale_data_and_survives_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let (child, base, _grpc) = start(dir.path());
+    write_records(&client, &base, "proc-basin", 20).await;
+    let status = terminate(child);
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+    assert!(dir.path().join("shale-data/segments").is_dir(), "segments live under ./shale-data");
+
+    let (child, base, _grpc) = start(dir.path());
+    assert_eq!(read_bodies(&client, &base, "proc-basin").await, expected(20));
     assert!(terminate(child).success());
 }
 
@@ -56,41 +70,13 @@ async fn acked_appends_survive_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let (mut child, base, _grpc) = start(dir.path());
-    client.post(format!("{base}/v1/basins")).json(&json!({ "basin": "crash-basin" })).send().await.unwrap();
-    let r = client
-        .post(format!("{base}/v1/streams"))
-        .header("s2-basin", "crash-basin")
-        .json(&json!({ "stream": "s" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    for i in 0..10 {
-        let r = client
-            .post(format!("{base}/v1/streams/s/records"))
-            .header("s2-basin", "crash-basin")
-            .json(&json!({ "records": [{ "body": format!("r{i}") }] }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-    }
+    write_records(&client, &base, "crash-basin", 10).await;
     // No shutdown path runs: every acknowledged record must already be durable.
     child.kill().unwrap();
     child.wait().unwrap();
 
     let (child, base, _grpc) = start(dir.path());
-    let read: Value = client
-        .get(format!("{base}/v1/streams/s/records?seq_num=0"))
-        .header("s2-basin", "crash-basin")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let bodies: Vec<&str> = read["records"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
-    assert_eq!(bodies, (0..10).map(|i| format!("r{i}")).collect::<Vec<_>>());
+    assert_eq!(read_bodies(&client, &base, "crash-basin").await, expected(10));
     assert!(terminate(child).success());
 }
 

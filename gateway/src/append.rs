@@ -1,9 +1,10 @@
 //! Validating an append and encoding it into a block, in the caller's task.
 
 use bytes::Bytes;
+use shale_metadata::CommitAppend;
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS, MAX_FENCING_TOKEN_BYTES};
 use shale_proto::segment::encode_block;
-use shale_proto::{names, Command, Record};
+use shale_proto::{names, Record};
 
 use crate::GatewayError;
 
@@ -19,23 +20,21 @@ pub struct AppendInput {
     pub fencing_token: Option<String>,
 }
 
-/// An append ready for a segment: its block plus what the sequencer needs.
+/// An append ready for a segment: its block, and what the sequencer needs as a
+/// [`CommitAppend`] whose byte range is filled in once the segment is laid out.
 #[derive(Clone, Debug)]
 pub(crate) struct EncodedAppend {
-    pub basin: String,
-    pub stream: String,
     pub block: Bytes,
-    pub arrival: u64,
-    pub client_timestamps: Vec<Option<u64>>,
-    pub commands: Vec<Command>,
-    pub match_seq_num: Option<u64>,
-    pub fencing_token: Option<String>,
-    pub metered_bytes: u64,
+    pub commit: CommitAppend,
 }
 
 impl EncodedAppend {
     pub fn stream_key(&self) -> Bytes {
-        Bytes::from([self.basin.as_bytes(), b"/", self.stream.as_bytes()].concat())
+        Bytes::from([self.commit.basin.as_bytes(), b"/", self.commit.stream.as_bytes()].concat())
+    }
+
+    pub fn record_count(&self) -> u32 {
+        self.commit.client_timestamps.len() as u32
     }
 }
 
@@ -67,21 +66,25 @@ pub(crate) fn encode(input: AppendInput, arrival: u64) -> Result<EncodedAppend, 
     let client_timestamps = input.records.iter().map(|r| r.timestamp).collect();
     Ok(EncodedAppend {
         block: encode_block(arrival, &input.records),
-        basin: input.basin,
-        stream: input.stream,
-        arrival,
-        client_timestamps,
-        commands,
-        match_seq_num: input.match_seq_num,
-        fencing_token: input.fencing_token,
-        metered_bytes,
+        commit: CommitAppend {
+            basin: input.basin,
+            stream: input.stream,
+            offset: 0,
+            len: 0,
+            arrival,
+            client_timestamps,
+            commands,
+            match_seq_num: input.match_seq_num,
+            fencing_token: input.fencing_token,
+            metered_bytes,
+        },
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shale_proto::Header;
+    use shale_proto::{Command, Header};
 
     fn input(records: Vec<Record>) -> AppendInput {
         AppendInput { basin: "test-basin".into(), stream: "s".into(), records, ..Default::default() }
@@ -116,7 +119,7 @@ mod tests {
             timestamp: Some(5),
         };
         let encoded = encode(input(vec![body(1), fence]), 9).expect("valid");
-        assert_eq!(encoded.commands, vec![Command::Fence("tok".into())]);
-        assert_eq!(encoded.client_timestamps, vec![None, Some(5)]);
+        assert_eq!(encoded.commit.commands, vec![Command::Fence("tok".into())]);
+        assert_eq!(encoded.commit.client_timestamps, vec![None, Some(5)]);
     }
 }

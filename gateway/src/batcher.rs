@@ -255,7 +255,7 @@ impl Batcher {
         let blocks: Vec<_> = open
             .units
             .iter()
-            .flat_map(|u| u.appends.iter().map(|a| (a.stream_key(), a.client_timestamps.len() as u32, a.block.clone())))
+            .flat_map(|u| u.appends.iter().map(|a| (a.stream_key(), a.record_count(), a.block.clone())))
             .collect();
         let store = self.shared.store.clone();
         let upload = tokio::spawn(crate::pipeline::upload(store, segment_id, blocks, self.shared.metrics.clone()));

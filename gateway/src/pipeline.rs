@@ -139,7 +139,7 @@ async fn commit_group(
                 for (unit, outcome) in units.into_iter().zip(outcomes) {
                     if let Ok(acks) = &outcome {
                         let records: u64 = acks.iter().map(|a| a.end.seq_num - a.start.seq_num).sum();
-                        let bytes: u64 = unit.appends.iter().map(|a| a.metered_bytes).sum();
+                        let bytes: u64 = unit.appends.iter().map(|a| a.commit.metered_bytes).sum();
                         shared.metrics.records_acked.fetch_add(records, Ordering::Relaxed);
                         shared.metrics.metered_bytes_acked.fetch_add(bytes, Ordering::Relaxed);
                     }
@@ -181,18 +181,7 @@ fn commit_request(
             .appends
             .iter()
             .zip(&blocks)
-            .map(|(append, block)| CommitAppend {
-                basin: append.basin.clone(),
-                stream: append.stream.clone(),
-                offset: block.offset,
-                len: block.len,
-                arrival: append.arrival,
-                client_timestamps: append.client_timestamps.clone(),
-                commands: append.commands.clone(),
-                match_seq_num: append.match_seq_num,
-                fencing_token: append.fencing_token.clone(),
-                metered_bytes: append.metered_bytes,
-            })
+            .map(|(append, block)| CommitAppend { offset: block.offset, len: block.len, ..append.commit.clone() })
             .collect();
         request.units.push(CommitUnit { appends });
         to_commit.push(unit);

@@ -3,9 +3,10 @@
 use shale_gateway::AppendInput;
 use shale_metadata::{AppendAck, BasinConfig, Position, RetentionPolicy, StreamConfig, TimestampingConfig};
 use shale_proto::grpc as pb;
-use shale_proto::{Header, Record, SequencedRecord, TimestampingMode};
+use shale_proto::{SequencedRecord, TimestampingMode};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
+use crate::wire::record_from_parts;
 use crate::ApiError;
 
 pub fn position(p: Position) -> pb::StreamPosition {
@@ -23,11 +24,7 @@ pub fn append_input(request: pb::AppendRequest) -> AppendInput {
         records: request
             .records
             .into_iter()
-            .map(|r| Record {
-                timestamp: r.timestamp,
-                headers: r.headers.into_iter().map(|h| Header { name: h.name.into(), value: h.value.into() }).collect(),
-                body: r.body.into(),
-            })
+            .map(|r| record_from_parts(r.timestamp, r.headers.into_iter().map(|h| (h.name, h.value)), r.body))
             .collect(),
         match_seq_num: request.match_seq_num,
         fencing_token: request.fencing_token,
