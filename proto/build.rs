@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .file_descriptor_set_path(out.join("shale_v1_descriptor.bin"))
         .compile_protos(&["protos/shale/v1/shale.proto"], &["protos"])?;
+    // The internal API between roles.
+    tonic_prost_build::configure().compile_protos(&["protos/shale/metadata/v1/metadata.proto"], &["protos"])?;
     // S2's record messages: plain prost, no services.
     tonic_prost_build::configure()
         .build_client(false)

@@ -50,7 +50,7 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: Byt
     valid_name(&request.basin)?;
     let token = request_token(&headers)?;
     let (record, created) =
-        state.metadata.create_basin_idempotent(&request.basin, request.config.unwrap_or_default(), token).await?;
+        state.catalog()?.create_basin_idempotent(&request.basin, request.config.unwrap_or_default(), token).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(basin_info(&record))).into_response())
 }
@@ -73,10 +73,10 @@ pub async fn ensure(
     valid_name(&basin)?;
     let request: Option<EnsureBasinRequest> = json_body(&body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default();
-    match state.metadata.create_basin(&basin, config).await {
+    match state.catalog()?.create_basin(&basin, config).await {
         Ok(record) => Ok((StatusCode::CREATED, Json(basin_info(&record))).into_response()),
         Err(MetadataError::BasinExists(_)) => {
-            let record = state.metadata.basin(&basin).await?;
+            let record = state.catalog()?.basin(&basin).await?;
             Ok((StatusCode::OK, Json(basin_info(&record))).into_response())
         }
         Err(e) => Err(e.into()),
@@ -85,7 +85,7 @@ pub async fn ensure(
 
 pub async fn get_config(State(state): State<AppState>, Path(basin): Path<String>) -> Result<Response, ApiError> {
     valid_name(&basin)?;
-    let record = state.metadata.basin(&basin).await?;
+    let record = state.catalog()?.basin(&basin).await?;
     Ok(Json(record.config).into_response())
 }
 
@@ -107,7 +107,7 @@ pub async fn reconfigure(
 ) -> Result<Response, ApiError> {
     valid_name(&basin)?;
     let change: BasinReconfiguration = json_body::<Option<_>>(&body)?.unwrap_or_default();
-    let mut config = state.metadata.basin(&basin).await?.config;
+    let mut config = state.catalog()?.basin(&basin).await?.config;
     if let Some(v) = change.create_stream_on_append {
         config.create_stream_on_append = v;
     }
@@ -117,12 +117,12 @@ pub async fn reconfigure(
     if let Some(stream_change) = change.default_stream_config {
         config.default_stream_config = Some(stream_change.apply(config.default_stream_config.unwrap_or_default()));
     }
-    let record = state.metadata.reconfigure_basin(&basin, config).await?;
+    let record = state.catalog()?.reconfigure_basin(&basin, config).await?;
     Ok(Json(record.config).into_response())
 }
 
 pub async fn delete(State(state): State<AppState>, Path(basin): Path<String>) -> Result<Response, ApiError> {
     valid_name(&basin)?;
-    state.metadata.delete_basin(&basin).await?;
+    state.catalog()?.delete_basin(&basin).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }

@@ -21,6 +21,8 @@ pub enum ApiError {
     Reader(#[from] ReaderError),
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    #[error("this is a {role} process; it does not serve {call}: send it to a {use_role}")]
+    WrongRole { role: &'static str, call: &'static str, use_role: &'static str },
 }
 
 impl ApiError {
@@ -39,6 +41,7 @@ impl ApiError {
             ApiError::Gateway(e) => e.code(),
             ApiError::Reader(e) => e.code(),
             ApiError::Metadata(e) => e.code(),
+            ApiError::WrongRole { .. } => ErrorCode::WrongRole,
         }
     }
 

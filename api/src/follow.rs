@@ -2,10 +2,11 @@
 //! heartbeat whenever nothing arrives for a while. Shared by SSE and the gRPC
 //! `ReadSession`, which only differ in how they frame these events.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use shale_metadata::Position;
-use shale_reader::{ReadLimits, ReadOutput, ReadRequest, ReadStart, ReaderError};
+use shale_reader::{ReadLimits, Reader, ReadOutput, ReadRequest, ReadStart, ReaderError};
 
 use crate::{ApiError, AppState};
 
@@ -22,7 +23,7 @@ pub enum FollowEvent {
 }
 
 pub struct Follower {
-    state: AppState,
+    reader: Arc<Reader>,
     request: ReadRequest,
     bounded: bool,
     /// S2's `wait` on a session: once caught up, end after this long without new
@@ -43,15 +44,16 @@ impl Follower {
         sent_records: u64,
         sent_bytes: u64,
     ) -> Result<Self, ApiError> {
+        let reader = state.reader()?;
         if let ReadStart::SeqNum(seq) = request.start {
-            let tail = state.reader.check_tail(&request.basin, &request.stream).await?;
+            let tail = reader.check_tail(&request.basin, &request.stream).await?;
             if seq > tail.seq_num && !request.clamp {
                 return Err(ReaderError::PastTail { tail }.into());
             }
         }
         let bounded = request.limits.count.is_some() || request.limits.bytes.is_some() || request.until.is_some();
         Ok(Self {
-            state,
+            reader,
             request,
             bounded,
             idle_limit,
@@ -88,7 +90,7 @@ impl Follower {
             let idle = self.caught_up_since.map(|since| since.elapsed()).unwrap_or_default();
             request.wait = HEARTBEAT.min(limit.saturating_sub(idle));
         }
-        let event = match self.state.reader.read(&request).await {
+        let event = match self.reader.read(&request).await {
             Ok(output) if !output.records.is_empty() => {
                 let last = output.records.last().map(|r| r.seq_num).unwrap_or_default();
                 self.sent_records += output.records.len() as u64;

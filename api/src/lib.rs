@@ -30,22 +30,77 @@ use std::sync::Arc;
 
 use axum::routing::{any, get};
 use axum::serve::ListenerExt;
-use axum::Router;
 use shale_gateway::Gateway;
-use shale_metadata::Metadata;
+use shale_metadata::{GcStats, MetadataApi};
 use shale_reader::Reader;
 use shale_storage::StoreCounters;
 
 pub use error::ApiError;
-pub use grpc::serve_grpc;
+pub use grpc::{incoming as nodelay_incoming, serve_grpc};
+pub use axum::Router;
+pub use ops::ops_router;
 
-/// Everything the handlers need: one of each role, in process.
+/// Which calls this process serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `shale serve`: everything.
+    AllInOne,
+    /// `shale gateway`: appends and basin/stream management.
+    Gateway,
+    /// `shale reader`: reads, check-tail and live reads.
+    Reader,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::AllInOne => "all-in-one",
+            Role::Gateway => "gateway",
+            Role::Reader => "reader",
+        }
+    }
+}
+
+/// Everything the handlers need: the metadata (in process or remote) and the roles this
+/// process runs.
 #[derive(Clone)]
 pub struct AppState {
-    pub metadata: Arc<Metadata>,
-    pub gateway: Arc<Gateway>,
-    pub reader: Arc<Reader>,
+    pub role: Role,
+    /// Used directly only where every role needs it (readiness, create-on-read).
+    pub metadata: Arc<dyn MetadataApi>,
+    pub gateway: Option<Arc<Gateway>>,
+    pub reader: Option<Arc<Reader>>,
     pub store_counters: Arc<StoreCounters>,
+    /// Orphan collection totals, where this process runs it.
+    pub gc_stats: Option<Arc<GcStats>>,
+}
+
+impl AppState {
+    /// The gateway, or the error that says to send appends to one.
+    pub fn gateway(&self) -> Result<Arc<Gateway>, ApiError> {
+        self.gateway.clone().ok_or(ApiError::WrongRole { role: self.role.name(), call: "appends", use_role: "gateway" })
+    }
+
+    /// The reader, or the error that says to send reads to one.
+    pub fn reader(&self) -> Result<Arc<Reader>, ApiError> {
+        self.reader.clone().ok_or(ApiError::WrongRole {
+            role: self.role.name(),
+            call: "reads, check-tail and live reads",
+            use_role: "reader",
+        })
+    }
+
+    /// Metadata for basin and stream management, which gateways serve.
+    pub fn catalog(&self) -> Result<&dyn MetadataApi, ApiError> {
+        match self.role {
+            Role::Reader => Err(ApiError::WrongRole {
+                role: self.role.name(),
+                call: "basin and stream management",
+                use_role: "gateway",
+            }),
+            Role::AllInOne | Role::Gateway => Ok(self.metadata.as_ref()),
+        }
+    }
 }
 
 /// The full HTTP API.
@@ -65,11 +120,11 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then stops accepting and
-/// lets in-flight requests finish.
+/// Serves `router` (the API from [`router`], or [`ops_router`]) on `listener` until
+/// `shutdown` resolves, then stops accepting and lets in-flight requests finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    state: AppState,
+    router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     // Small frames (acks, session messages) must not wait for Nagle's algorithm.
@@ -78,5 +133,5 @@ pub async fn serve(
             tracing::warn!(error = %e, "cannot set TCP_NODELAY");
         }
     });
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }

@@ -20,19 +20,43 @@ pub async fn ready(State(state): State<AppState>) -> Response {
 
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let mut out = String::new();
-    state.gateway.metrics().render(&mut out);
-    state.reader.cache_stats().render(&mut out);
-    let store = &state.store_counters;
-    let counters = [
-        ("shale_object_puts_total", "Object store PUT requests", &store.puts),
-        ("shale_object_put_bytes_total", "Bytes sent in object store PUTs", &store.put_bytes),
-        ("shale_object_gets_total", "Object store GET requests (range GETs included)", &store.gets),
-        ("shale_object_get_bytes_total", "Bytes received from object store GETs", &store.get_bytes),
-        ("shale_object_deletes_total", "Object store delete requests", &store.deletes),
-        ("shale_object_lists_total", "Object store list requests", &store.lists),
-    ];
-    shale_storage::render_counters(&counters, &mut out);
+    if let Some(gateway) = &state.gateway {
+        gateway.metrics().render(&mut out);
+    }
+    if let Some(reader) = &state.reader {
+        reader.cache_stats().render(&mut out);
+    }
+    if let Some(gc) = &state.gc_stats {
+        gc.render(&mut out);
+    }
+    state.store_counters.render(&mut out);
     ([("content-type", "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// `/health`, `/ready` and `/metrics` alone, for a process without the client API (the
+/// metadata role): `ready` says whether it serves, `metrics` renders Prometheus text.
+pub fn ops_router<R, M>(ready: R, metrics: M) -> axum::Router
+where
+    R: Fn() -> Result<(), String> + Clone + Send + Sync + 'static,
+    M: Fn() -> String + Clone + Send + Sync + 'static,
+{
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/health", get(health))
+        .route(
+            "/ready",
+            get(move || async move {
+                match ready() {
+                    Ok(()) => "ready".into_response(),
+                    Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || async move { ([("content-type", "text/plain; version=0.0.4")], metrics()).into_response() }),
+        )
+        .fallback(not_found)
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {

@@ -38,7 +38,7 @@ pub async fn dispatch(State(state): State<AppState>, request: Request) -> Result
     let query = uri.query();
     let session = content_type(&headers).is_some_and(|t| t.starts_with(s2s::CONTENT_TYPE));
     match (endpoint, method) {
-        ("records", Method::POST) if session => Ok(s2s::append_session(state, basin, stream, body)),
+        ("records", Method::POST) if session => Ok(s2s::append_session(state.gateway()?, basin, stream, body)),
         ("records", Method::GET) if session => {
             let params = read_params(basin, stream, &headers, query)?;
             ensure_readable(&state, &params.request).await?;
@@ -57,7 +57,7 @@ pub async fn dispatch(State(state): State<AppState>, request: Request) -> Result
                 ("records", Method::GET) => read(&state, basin, stream, &headers, query).await,
                 ("records/tail", Method::GET) => {
                     Query::parse(query, &[])?;
-                    let tail = state.reader.check_tail(&basin, &stream).await?;
+                    let tail = state.reader()?.check_tail(&basin, &stream).await?;
                     Ok(Json(json!({ "tail": tail })).into_response())
                 }
                 (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
@@ -97,7 +97,7 @@ async fn append(
         let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
         AppendInput { basin, stream, records, match_seq_num: input.match_seq_num, fencing_token: input.fencing_token }
     };
-    let ack = state.gateway.append(input).await?;
+    let ack = state.gateway()?.append(input).await?;
     if accepts_protobuf(headers) {
         return Ok(protobuf_response(&s2s::append_ack(ack)));
     }
@@ -174,7 +174,7 @@ async fn read(
     if wants_sse {
         return sse::read_session(state.clone(), params, headers).await;
     }
-    let output = state.reader.read(&params.request).await?;
+    let output = state.reader()?.read(&params.request).await?;
     if accepts_protobuf(headers) {
         return Ok(protobuf_response(&s2s::read_batch(&output.records, Some(output.tail))));
     }

@@ -8,13 +8,14 @@
 //! uncompressed frames.
 
 use std::io::Read;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::stream::{self, Stream, StreamExt};
 use prost::Message;
-use shale_gateway::AppendInput;
+use shale_gateway::{AppendInput, Gateway};
 use shale_metadata::{AppendAck, Position};
 use shale_proto::s2 as pb;
 use shale_proto::SequencedRecord;
@@ -137,10 +138,10 @@ fn session_response(frames: impl Stream<Item = Bytes> + Send + 'static) -> Respo
 
 /// An append session: `AppendInput` frames in, `AppendAck` frames out in order, a
 /// terminal frame at the first failure.
-pub fn append_session(state: AppState, basin: String, stream: String, body: Body) -> Response {
+pub fn append_session(gateway: Arc<Gateway>, basin: String, stream: String, body: Body) -> Response {
     let (acks_tx, acks) = mpsc::channel(append_pipeline::MAX_PENDING);
     let inputs = messages::<pb::AppendInput>(body).map(move |m| m.map(|m| append_input(&basin, &stream, m)));
-    tokio::spawn(async move { append_pipeline::run(&state.gateway, inputs, acks_tx).await });
+    tokio::spawn(async move { append_pipeline::run(&gateway, inputs, acks_tx).await });
     let frames = ReceiverStream::new(acks).map(|ack| match ack {
         Ok(ack) => regular_frame(&append_ack(ack)),
         Err(error) => terminal_frame(&error),

@@ -38,7 +38,7 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?;
-    state.metadata.basin(&basin).await?;
+    state.catalog()?.basin(&basin).await?;
     let page = state
         .metadata
         .list_streams(
@@ -67,7 +67,7 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: Byt
     let config = request.config.unwrap_or_default();
     validate_config(&config)?;
     let token = request_token(&headers)?;
-    let (info, created) = state.metadata.create_stream_idempotent(&basin, &request.stream, config, token).await?;
+    let (info, created) = state.catalog()?.create_stream_idempotent(&basin, &request.stream, config, token).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(stream_info(&info.name, info.record.created_at_ms))).into_response())
 }
@@ -83,10 +83,10 @@ pub async fn ensure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -
     let request: Option<EnsureStreamRequest> = json_body(body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default();
     validate_config(&config)?;
-    match state.metadata.create_stream(basin, stream, config).await {
+    match state.catalog()?.create_stream(basin, stream, config).await {
         Ok(info) => Ok((StatusCode::CREATED, Json(stream_info(&info.name, info.record.created_at_ms))).into_response()),
         Err(MetadataError::StreamExists { .. }) => {
-            let info = state.metadata.stream(basin, stream).await?;
+            let info = state.catalog()?.stream(basin, stream).await?;
             Ok((StatusCode::OK, Json(stream_info(&info.name, info.record.created_at_ms))).into_response())
         }
         Err(e) => Err(e.into()),
@@ -94,7 +94,7 @@ pub async fn ensure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -
 }
 
 pub async fn get_config(state: &AppState, basin: &str, stream: &str) -> Result<Response, ApiError> {
-    let info = state.metadata.stream(basin, stream).await?;
+    let info = state.catalog()?.stream(basin, stream).await?;
     Ok(Json(info.record.config).into_response())
 }
 
@@ -135,14 +135,14 @@ impl StreamReconfiguration {
 
 pub async fn reconfigure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     let change: StreamReconfiguration = json_body::<Option<_>>(body)?.unwrap_or_default();
-    let current = state.metadata.stream(basin, stream).await?.record.config;
+    let current = state.catalog()?.stream(basin, stream).await?.record.config;
     let config = change.apply(current);
     validate_config(&config)?;
-    let info = state.metadata.reconfigure_stream(basin, stream, config).await?;
+    let info = state.catalog()?.reconfigure_stream(basin, stream, config).await?;
     Ok(Json(info.record.config).into_response())
 }
 
 pub async fn delete(state: &AppState, basin: &str, stream: &str) -> Result<Response, ApiError> {
-    state.metadata.delete_stream(basin, stream).await?;
+    state.catalog()?.delete_stream(basin, stream).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }

@@ -3,11 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
 use shale_gateway::GatewayConfig;
-use shale_metadata::MetadataConfig;
+use shale_metadata::{LeaseConfig, MetadataConfig, RemoteConfig};
 use shale_reader::ReaderConfig;
 
 #[derive(Debug, clap::Args)]
@@ -29,7 +30,73 @@ pub struct ServeArgs {
     pub grpc: Option<SocketAddr>,
 }
 
-/// Everything `shale serve` needs.
+/// `shale gateway` and `shale reader`: the server settings plus where metadata runs.
+#[derive(Debug, clap::Args)]
+pub struct RoleArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Metadata gRPC addresses, comma-separated (`host:port` or `http://host:port`); calls
+    /// go to whichever holds the leader lease.
+    #[arg(long, env = "SHALE_METADATA", value_delimiter = ',', required = true)]
+    pub metadata: Vec<String>,
+}
+
+/// `shale metadata`: the server settings plus the address others reach it at.
+#[derive(Debug, clap::Args)]
+pub struct MetadataArgs {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// Address written to the leader record for gateways and readers (default: --grpc).
+    #[arg(long, env = "SHALE_ADVERTISE")]
+    pub advertise: Option<String>,
+}
+
+/// Timing between roles: the metadata leader lease and the metadata client's patience.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// How long a metadata instance may answer after it last saw itself in the leader
+    /// record; a new leader waits this long (plus `renew_interval`) before answering.
+    #[serde(with = "humantime_serde")]
+    pub lease: Duration,
+    #[serde(with = "humantime_serde")]
+    pub renew_interval: Duration,
+    /// One metadata call attempt.
+    #[serde(with = "humantime_serde")]
+    pub call_timeout: Duration,
+    /// All attempts of one metadata call, across failovers.
+    #[serde(with = "humantime_serde")]
+    pub failover_timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        let lease = LeaseConfig::default();
+        let remote = RemoteConfig::default();
+        Self {
+            lease: lease.lease,
+            renew_interval: lease.renew_interval,
+            call_timeout: remote.call_timeout,
+            failover_timeout: remote.failover_timeout,
+        }
+    }
+}
+
+impl ClusterConfig {
+    pub fn lease_config(&self) -> LeaseConfig {
+        LeaseConfig { lease: self.lease, renew_interval: self.renew_interval }
+    }
+
+    pub fn remote_config(&self) -> RemoteConfig {
+        RemoteConfig {
+            call_timeout: self.call_timeout,
+            failover_timeout: self.failover_timeout,
+            ..RemoteConfig::default()
+        }
+    }
+}
+
+/// Everything the server commands need.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServeConfig {
@@ -40,6 +107,7 @@ pub struct ServeConfig {
     pub gateway: GatewayConfig,
     pub reader: ReaderConfig,
     pub metadata: MetadataConfig,
+    pub cluster: ClusterConfig,
 }
 
 impl Default for ServeConfig {
@@ -52,6 +120,7 @@ impl Default for ServeConfig {
             gateway: GatewayConfig::default(),
             reader: ReaderConfig::default(),
             metadata: MetadataConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }

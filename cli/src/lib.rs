@@ -1,6 +1,7 @@
-//! The `shale` binary's library: command-line parsing, configuration, `serve` (metadata,
-//! gateway and reader in one process behind the HTTP and gRPC APIs) and the client
-//! commands (`basins`, `streams`, `append`, `read`, `tail`) that talk gRPC to a server.
+//! The `shale` binary's library: command-line parsing, configuration, the server
+//! commands (`serve`: metadata, gateway and reader in one process behind the HTTP and
+//! gRPC APIs; `metadata`, `gateway`, `reader`: one role each) and the client commands
+//! (`basins`, `streams`, `append`, `read`, `tail`) that talk gRPC to a server.
 
 mod client;
 mod config;
@@ -9,9 +10,10 @@ mod serve;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use shale_api::Role;
 
 pub use config::ServeConfig;
-pub use serve::{serve, Running};
+pub use serve::{serve, serve_metadata, serve_role, Running};
 
 #[derive(Debug, Parser)]
 #[command(name = "shale", version, about = "A diskless, object-store-native log of streams")]
@@ -26,6 +28,13 @@ pub struct Cli {
 pub enum Command {
     /// Run every role in one process (the embedded default: ./shale-data on local disk).
     Serve(config::ServeArgs),
+    /// Run the metadata service alone (the sequencer and index) on --store, serving the
+    /// internal gRPC API on --grpc.
+    Metadata(config::MetadataArgs),
+    /// Run a gateway alone: appends and basin/stream management, against --metadata.
+    Gateway(config::RoleArgs),
+    /// Run a reader alone: reads, check-tail and live reads, against --metadata.
+    Reader(config::RoleArgs),
     /// Manage basins.
     #[command(subcommand)]
     Basins(client::BasinsCommand),
@@ -43,13 +52,10 @@ pub enum Command {
 pub async fn run(cli: Cli) -> ExitCode {
     let connection = &cli.connection;
     match cli.command {
-        Command::Serve(args) => match run_server(&args).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("shale: error: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Serve(args) => exit(run_server(&args, Server::AllInOne).await),
+        Command::Metadata(args) => exit(run_server(&args.serve, Server::Metadata(args.advertise.clone())).await),
+        Command::Gateway(args) => exit(run_server(&args.serve, Server::Role(Role::Gateway, args.metadata.clone())).await),
+        Command::Reader(args) => exit(run_server(&args.serve, Server::Role(Role::Reader, args.metadata.clone())).await),
         Command::Basins(command) => client::report(client::basins(connection, command).await),
         Command::Streams(command) => client::report(client::streams(connection, command).await),
         Command::Append(args) => client::report(client::append(connection, args).await),
@@ -58,9 +64,30 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-async fn run_server(args: &config::ServeArgs) -> anyhow::Result<()> {
+fn exit(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shale: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Which server command runs.
+enum Server {
+    AllInOne,
+    Metadata(Option<String>),
+    Role(Role, Vec<String>),
+}
+
+async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<()> {
     let config = ServeConfig::load(args)?;
-    let running = serve(config).await?;
+    let running = match server {
+        Server::AllInOne => serve(config).await?,
+        Server::Metadata(advertise) => serve_metadata(config, advertise).await?,
+        Server::Role(role, metadata) => serve_role(config, role, metadata).await?,
+    };
     let fenced = tokio::select! {
         _ = serve::wait_for_signal() => false,
         _ = running.fenced() => true,

@@ -1,15 +1,21 @@
-//! `shale serve`: metadata, gateway and reader in one process behind the HTTP API.
+//! The server commands: `shale serve` (metadata, gateway and reader in one process) and
+//! the role commands `shale metadata`, `shale gateway` and `shale reader`, which run one
+//! role each and talk to each other over `shale.metadata.v1`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use shale_api::AppState;
+use shale_api::{AppState, Role};
 use shale_gateway::Gateway;
-use shale_metadata::{Metadata, DEFAULT_DB_PATH};
+use shale_metadata::{
+    hold_leadership, run_orphan_collection, Metadata, MetadataApi, MetadataService, RemoteMetadata, DEFAULT_DB_PATH,
+};
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
-use shale_storage::{InstrumentedStore, SystemClock};
+use shale_storage::{InstrumentedStore, StoreCounters, SystemClock};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -18,71 +24,204 @@ use crate::ServeConfig;
 /// How long open requests (live reads included) get to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A running server.
+/// A running server of any role.
 pub struct Running {
-    pub http_addr: std::net::SocketAddr,
-    pub grpc_addr: std::net::SocketAddr,
-    state: AppState,
+    pub http_addr: SocketAddr,
+    pub grpc_addr: SocketAddr,
+    /// The metadata this process owns, if it runs that role.
+    metadata: Option<Arc<Metadata>>,
+    gateway: Option<Arc<Gateway>>,
     stop: Vec<oneshot::Sender<()>>,
     servers: Vec<JoinHandle<()>>,
+    background: Vec<JoinHandle<()>>,
 }
 
-/// Opens the store and database, starts every role and binds the HTTP listener.
-pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
-    let url = config.store_url()?;
-    let raw = shale_storage::open_store(&url)?;
-    let instrumented = InstrumentedStore::new(raw);
-    let store_counters = instrumented.counters();
-    let store: Arc<dyn ObjectStore> = Arc::new(instrumented);
-    let clock = Arc::new(SystemClock);
-    let metadata = Arc::new(
-        Metadata::open_with(store.clone(), DEFAULT_DB_PATH, clock.clone(), &config.metadata)
-            .await
-            .context("opening metadata database")?,
-    );
-    let gateway = Arc::new(Gateway::start(config.gateway.clone(), store.clone(), metadata.clone(), clock)?);
-    let reader = Arc::new(Reader::new(&config.reader, store, metadata.clone()));
-    let state = AppState { metadata, gateway, reader, store_counters };
+struct Store {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    counters: Arc<StoreCounters>,
+}
 
-    let http_listener =
-        tokio::net::TcpListener::bind(config.http).await.with_context(|| format!("binding {}", config.http))?;
-    let grpc_listener =
-        tokio::net::TcpListener::bind(config.grpc).await.with_context(|| format!("binding {}", config.grpc))?;
+fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
+    let url = config.store_url()?;
+    let instrumented = InstrumentedStore::new(shale_storage::open_store(&url)?);
+    let counters = instrumented.counters();
+    Ok(Store { url, store: Arc::new(instrumented), counters })
+}
+
+async fn open_metadata(config: &ServeConfig, store: &Store) -> anyhow::Result<Arc<Metadata>> {
+    let metadata = Metadata::open_with(store.store.clone(), DEFAULT_DB_PATH, Arc::new(SystemClock), &config.metadata)
+        .await
+        .context("opening metadata database")?;
+    Ok(Arc::new(metadata))
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))
+}
+
+/// `shale serve`: every role in one process, the client API on HTTP and gRPC.
+pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
+    let store = open_store(&config)?;
+    let metadata = open_metadata(&config, &store).await?;
+    let gateway =
+        Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), metadata.clone(), Arc::new(SystemClock))?);
+    let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone()));
+    let state = AppState {
+        role: Role::AllInOne,
+        metadata: metadata.clone(),
+        gateway: Some(gateway.clone()),
+        reader: Some(reader),
+        store_counters: store.counters.clone(),
+        gc_stats: Some(metadata.gc_stats()),
+    };
+    let gc = tokio::spawn(run_orphan_collection(metadata.clone(), store.store.clone()));
+    let mut running = client_api(&config, state).await?;
+    running.metadata = Some(metadata);
+    running.background.push(gc);
+    tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
+        "shale serving");
+    Ok(running)
+}
+
+/// `shale gateway` or `shale reader`: one client-facing role against remote metadata.
+pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
+    let store = open_store(&config)?;
+    let metadata: Arc<dyn MetadataApi> =
+        Arc::new(RemoteMetadata::new(metadata_addrs.clone(), config.cluster.remote_config())?);
+    let (gateway, reader) = match role {
+        Role::Gateway => {
+            let gateway =
+                Gateway::start(config.gateway.clone(), store.store.clone(), metadata.clone(), Arc::new(SystemClock))?;
+            (Some(Arc::new(gateway)), None)
+        }
+        Role::Reader => (None, Some(Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone())))),
+        Role::AllInOne => anyhow::bail!("use `serve` for all roles in one process"),
+    };
+    let state = AppState {
+        role,
+        metadata,
+        gateway: gateway.clone(),
+        reader,
+        store_counters: store.counters.clone(),
+        gc_stats: None,
+    };
+    let running = client_api(&config, state).await?;
+    tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
+        metadata = ?metadata_addrs, "shale serving");
+    Ok(running)
+}
+
+/// `shale metadata`: the sequencer and index, serving `shale.metadata.v1` on the gRPC
+/// address while it holds the leader lease, plus `/health`, `/ready`, `/metrics` on HTTP.
+pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> anyhow::Result<Running> {
+    let store = open_store(&config)?;
+    let metadata = open_metadata(&config, &store).await?;
+    let grpc_listener = bind(config.grpc).await?;
+    let http_listener = bind(config.http).await?;
+    let grpc_addr = grpc_listener.local_addr()?;
+    let http_addr = http_listener.local_addr()?;
+    let advertise = advertise.unwrap_or_else(|| grpc_addr.to_string());
+    let lease = hold_leadership(metadata.clone(), store.store.clone(), advertise.clone(), config.cluster.lease_config());
+    let service = MetadataService::new(metadata.clone(), Some(lease.clone())).into_server();
+
+    let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
+    let grpc = tokio::spawn(async move {
+        let stopped = async {
+            let _ = grpc_stopped.await;
+        };
+        let result = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(shale_api::nodelay_incoming(grpc_listener), stopped)
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "metadata grpc server failed");
+        }
+    });
+    let ready = {
+        let lease = lease.clone();
+        move || if lease.is_held() { Ok(()) } else { Err("not the leader (no lease held)".to_string()) }
+    };
+    let metrics = {
+        let (lease, gc, counters) = (lease.clone(), metadata.gc_stats(), store.counters.clone());
+        move || {
+            let mut out = format!(
+                "# HELP shale_metadata_leader 1 while this instance holds the leader lease\n\
+                 # TYPE shale_metadata_leader gauge\nshale_metadata_leader {}\n",
+                u8::from(lease.is_held())
+            );
+            gc.render(&mut out);
+            counters.render(&mut out);
+            out
+        }
+    };
+    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics));
+    let gc = tokio::spawn(run_orphan_collection(metadata.clone(), store.store.clone()));
+    tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
+        store = %store.url, "shale serving");
+    Ok(Running {
+        http_addr,
+        grpc_addr,
+        metadata: Some(metadata),
+        gateway: None,
+        stop: vec![stop_http, stop_grpc],
+        servers: vec![http, grpc],
+        background: vec![gc],
+    })
+}
+
+fn spawn_http(listener: TcpListener, router: shale_api::Router) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = shale_api::serve(listener, router, stopped).await {
+            tracing::error!(error = %e, "http server failed");
+        }
+    });
+    (stop, server)
+}
+
+/// Binds and serves the client API (HTTP and `shale.v1` gRPC) for `state`.
+async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Running> {
+    let http_listener = bind(config.http).await?;
+    let grpc_listener = bind(config.grpc).await?;
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
-    tracing::info!(http = %http_addr, grpc = %grpc_addr, store = %url, "shale serving");
-    let (stop_http, http_stopped) = oneshot::channel::<()>();
+    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()));
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
-    let http = tokio::spawn({
-        let state = state.clone();
-        async move {
-            let stopped = async {
-                let _ = http_stopped.await;
-            };
-            if let Err(e) = shale_api::serve(http_listener, state, stopped).await {
-                tracing::error!(error = %e, "http server failed");
-            }
+    let gateway = state.gateway.clone();
+    let grpc = tokio::spawn(async move {
+        let stopped = async {
+            let _ = grpc_stopped.await;
+        };
+        if let Err(e) = shale_api::serve_grpc(grpc_listener, state, stopped).await {
+            tracing::error!(error = %e, "grpc server failed");
         }
     });
-    let grpc = tokio::spawn({
-        let state = state.clone();
-        async move {
-            let stopped = async {
-                let _ = grpc_stopped.await;
-            };
-            if let Err(e) = shale_api::serve_grpc(grpc_listener, state, stopped).await {
-                tracing::error!(error = %e, "grpc server failed");
-            }
-        }
-    });
-    Ok(Running { http_addr, grpc_addr, state, stop: vec![stop_http, stop_grpc], servers: vec![http, grpc] })
+    Ok(Running {
+        http_addr,
+        grpc_addr,
+        metadata: None,
+        gateway,
+        stop: vec![stop_http, stop_grpc],
+        servers: vec![http, grpc],
+        background: Vec::new(),
+    })
 }
 
 impl Running {
-    /// Resolves when a newer metadata instance fences this one: the server must stop.
+    /// Resolves when a newer metadata instance fences the one this process owns; never
+    /// for processes that own none.
     pub async fn fenced(&self) {
-        let mut fenced = self.state.metadata.watch_fenced();
-        let _ = fenced.wait_for(|fenced| *fenced).await;
+        match &self.metadata {
+            Some(metadata) => {
+                let mut fenced = metadata.watch_fenced();
+                let _ = fenced.wait_for(|fenced| *fenced).await;
+            }
+            None => std::future::pending().await,
+        }
     }
 
     /// Stops accepting, lets open requests finish (up to a bound), commits pending
@@ -99,8 +238,15 @@ impl Running {
                 server.abort();
             }
         }
-        self.state.gateway.shutdown().await;
-        self.state.metadata.close().await?;
+        for task in self.background {
+            task.abort();
+        }
+        if let Some(gateway) = &self.gateway {
+            gateway.shutdown().await;
+        }
+        if let Some(metadata) = &self.metadata {
+            metadata.close().await?;
+        }
         tracing::info!("stopped");
         Ok(())
     }

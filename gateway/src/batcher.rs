@@ -15,7 +15,8 @@ use tokio::task::JoinHandle;
 
 use crate::append::{encode, AppendInput, EncodedAppend};
 use crate::pipeline::{run_committer, Sealed};
-use crate::{GatewayConfig, GatewayError, GatewayMetrics, Sequencer};
+use crate::{GatewayConfig, GatewayError, GatewayMetrics};
+use shale_metadata::MetadataApi;
 
 pub(crate) type Reply = oneshot::Sender<Result<Vec<AppendAck>, GatewayError>>;
 
@@ -64,7 +65,7 @@ impl Gateway {
     pub fn start(
         config: GatewayConfig,
         store: Arc<dyn ObjectStore>,
-        sequencer: Arc<dyn Sequencer>,
+        sequencer: Arc<dyn MetadataApi>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, GatewayError> {
         config.validate().map_err(GatewayError::InvalidArgument)?;

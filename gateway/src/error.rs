@@ -46,18 +46,8 @@ impl Clone for GatewayError {
             GatewayError::EarlierAppendFailed { stream } => {
                 GatewayError::EarlierAppendFailed { stream: stream.clone() }
             }
-            GatewayError::Metadata(e) => GatewayError::Metadata(clone_metadata_error(e)),
+            GatewayError::Metadata(e) => GatewayError::Metadata(e.clone()),
             GatewayError::ShuttingDown => GatewayError::ShuttingDown,
         }
-    }
-}
-
-/// Errors shared by several callers are rebuilt per caller.
-pub(crate) fn clone_metadata_error(error: &MetadataError) -> MetadataError {
-    match error {
-        MetadataError::Fenced => MetadataError::Fenced,
-        MetadataError::Stopped => MetadataError::Stopped,
-        MetadataError::Indefinite(m) => MetadataError::Indefinite(m.clone()),
-        other => MetadataError::Indefinite(other.to_string()),
     }
 }

@@ -5,12 +5,12 @@
 //! batcher gathers blocks from every stream and caller into one open segment and seals
 //! it adaptively: at once when nothing is uploading, otherwise when an upload slot frees,
 //! when `linger` elapses, or when `max_segment_bytes` is reached. Each sealed segment is
-//! PUT as one object, committed to the [`Sequencer`] in seal order, and only then is
+//! PUT as one object, committed to metadata ([`shale_metadata::MetadataApi`]) in seal order, and only then is
 //! each caller answered with its own ack or error.
 //!
 //! Modules: `config` (knobs and their costs), `append` (validation and encoding),
 //! `batcher` (the open segment and when to seal), `pipeline` (upload and ordered commit),
-//! `sequencer` (the commit interface to metadata), `metrics`, `error`.
+//! `metrics`, `error`.
 
 mod append;
 mod batcher;
@@ -18,11 +18,9 @@ mod config;
 mod error;
 mod metrics;
 mod pipeline;
-mod sequencer;
 
 pub use append::AppendInput;
 pub use batcher::{Gateway, PendingAppend};
 pub use config::GatewayConfig;
 pub use error::GatewayError;
 pub use metrics::GatewayMetrics;
-pub use sequencer::Sequencer;

@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::batcher::{PendingUnit, Shared};
-use crate::{GatewayError, Sequencer};
+use crate::GatewayError;
+use shale_metadata::MetadataApi;
 use shale_proto::segment::object_path as segment_path;
 
 /// A sealed segment: its callers, in order, and its upload in progress.
@@ -54,7 +55,7 @@ type Upload = Result<Vec<BlockInfo>, GatewayError>;
 /// record N+1 acked after record N failed.
 pub(crate) async fn run_committer(
     mut sealed: mpsc::UnboundedReceiver<Sealed>,
-    sequencer: Arc<dyn Sequencer>,
+    sequencer: Arc<dyn MetadataApi>,
     done: mpsc::UnboundedSender<()>,
     shared: Arc<Shared>,
 ) {
@@ -106,7 +107,7 @@ async fn finish_upload(segment: &mut Sealed) -> Upload {
 
 async fn commit_group(
     group: Vec<(Sealed, Upload)>,
-    sequencer: &dyn Sequencer,
+    sequencer: &dyn MetadataApi,
     poisoned: &mut HashMap<Bytes, u64>,
     shared: &Shared,
 ) {
@@ -150,7 +151,7 @@ async fn commit_group(
         Err(error) => {
             tracing::warn!(segments = waiting.len(), error = %error, "segment commit failed");
             for (units, _) in waiting {
-                fail_all(units, GatewayError::Metadata(crate::error::clone_metadata_error(&error)), poisoned, shared);
+                fail_all(units, GatewayError::Metadata(error.clone()), poisoned, shared);
             }
         }
     }

@@ -16,7 +16,7 @@ pub struct ListPage<T> {
 }
 
 /// A stream as listings show it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamSummary {
     pub name: String,
     pub created_at_ms: u64,

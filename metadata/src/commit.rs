@@ -3,10 +3,14 @@
 
 use std::collections::HashMap;
 
+use prost::Message;
+use shale_proto::metadata_rpc::SegmentOutcome;
 use shale_proto::{Command, TimestampingMode};
+use slatedb::config::{PutOptions, Ttl};
 use slatedb::WriteBatch;
 
 use crate::model::{AppendAck, BasinRecord, IndexEntry, Position, StreamRecord};
+use crate::rpc::convert::{outcomes_from_wire, outcomes_to_wire};
 use crate::{encode_json, keys, Metadata, MetadataError, Result};
 
 /// One append inside a segment: its block and its conditions.
@@ -79,6 +83,24 @@ impl Metadata {
         let mut all_outcomes = Vec::with_capacity(requests.len());
         let mut blocks_per_segment = Vec::with_capacity(requests.len());
         for request in &requests {
+            if let Some(outcomes) = self.stored_outcome(request.segment_id).await? {
+                tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
+                blocks_per_segment.push((request.segment_id, 0, None));
+                all_outcomes.push(outcomes);
+                continue;
+            }
+            if let Some(age_ms) = self.too_old_to_commit(request.segment_id) {
+                let error = if self.segment_committed(request.segment_id).await? {
+                    MetadataError::Indefinite(format!("segment committed earlier and its outcome expired ({age_ms} ms)"))
+                } else {
+                    MetadataError::Unavailable(format!(
+                        "segment sealed {age_ms} ms ago, past max_commit_age; not committed, its appends may be retried"
+                    ))
+                };
+                blocks_per_segment.push((request.segment_id, 0, None));
+                all_outcomes.push(request.units.iter().map(|_| Err(error.clone())).collect());
+                continue;
+            }
             let entries_before = overlay.entries.len();
             let mut outcomes = Vec::with_capacity(request.units.len());
             for unit in &request.units {
@@ -99,7 +121,8 @@ impl Metadata {
                 overlay.basins.extend(tentative.basins);
                 outcomes.push(outcome);
             }
-            blocks_per_segment.push((request.segment_id, overlay.entries.len() - entries_before));
+            let stored = outcomes_to_wire(&outcomes).encode_to_vec();
+            blocks_per_segment.push((request.segment_id, overlay.entries.len() - entries_before, Some(stored)));
             all_outcomes.push(outcomes);
         }
         if overlay.entries.is_empty() {
@@ -115,8 +138,11 @@ impl Metadata {
             batch.put(keys::index(*stream_id, entry.last_seq()), &value);
             batch.put(keys::by_time(*stream_id, entry.last_timestamp, entry.last_seq()), &value);
         }
-        for (segment_id, blocks) in blocks_per_segment.into_iter().filter(|(_, blocks)| *blocks > 0) {
+        let outcome_ttl = PutOptions { ttl: Ttl::ExpireAfterMillis(self.config.outcome_ttl_ms()) };
+        for (segment_id, blocks, stored) in blocks_per_segment {
+            let Some(stored) = stored.filter(|_| blocks > 0) else { continue };
             batch.put(keys::segment(segment_id), (blocks as u64).to_be_bytes());
+            batch.put_with_options(keys::commit_outcome(segment_id), stored, &outcome_ttl);
         }
         if overlay.next_stream_id != writer.next_stream_id {
             batch.put(keys::NEXT_STREAM_ID, overlay.next_stream_id.to_be_bytes());
@@ -126,6 +152,34 @@ impl Metadata {
         drop(writer);
         self.commits.send_modify(|generation| *generation += 1);
         Ok(all_outcomes)
+    }
+
+    /// The outcome of an earlier commit of this segment: a retried commit (after a
+    /// timeout or a failover) gets the original acks and writes nothing twice.
+    async fn stored_outcome(&self, segment_id: u128) -> Result<Option<Vec<UnitOutcome>>> {
+        let key = keys::commit_outcome(segment_id);
+        let Some(bytes) =
+            self.db.get_with_options(&key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?
+        else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| MetadataError::Corrupt { key: format!("c/{}", ulid::Ulid(segment_id)), reason };
+        let wire = SegmentOutcome::decode(bytes.as_ref()).map_err(|e| corrupt(e.to_string()))?;
+        outcomes_from_wire(wire).map(Some).map_err(|e| corrupt(e.to_string()))
+    }
+
+    /// How old the segment is when too old to commit: orphan collection may already be
+    /// deleting it (see [`crate::MetadataConfig::max_commit_age`]).
+    fn too_old_to_commit(&self, segment_id: u128) -> Option<u64> {
+        let age_ms = self.clock.now_ms().saturating_sub(ulid::Ulid(segment_id).timestamp_ms());
+        (age_ms > self.config.max_commit_age.as_millis() as u64).then_some(age_ms)
+    }
+
+    /// Whether a commit made some of the segment's blocks visible.
+    pub(crate) async fn segment_committed(&self, segment_id: u128) -> Result<bool> {
+        let key = keys::segment(segment_id);
+        let value = self.db.get_with_options(&key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
+        Ok(value.is_some())
     }
 
     async fn apply_unit(

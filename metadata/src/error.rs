@@ -25,6 +25,12 @@ pub enum MetadataError {
     Indefinite(String),
     #[error("metadata storage unavailable: {0}")]
     Storage(#[from] slatedb::Error),
+    /// No live metadata answered, or the call was refused before it did anything.
+    #[error("metadata unavailable: {0}")]
+    Unavailable(String),
+    /// This instance does not hold the leader lease (starting up, or taken over).
+    #[error("this metadata instance is not the leader")]
+    NotLeader,
     #[error("metadata is stopped after a failed durable write; restart to recover")]
     Stopped,
     #[error("corrupt metadata at key `{key}`: {reason}")]
@@ -43,7 +49,10 @@ impl MetadataError {
             MetadataError::AtomicGroupFailed(_) => ErrorCode::SeqNumMismatch,
             MetadataError::Fenced => ErrorCode::Fenced,
             MetadataError::Indefinite(_) => ErrorCode::Indefinite,
-            MetadataError::Storage(_) | MetadataError::Stopped => ErrorCode::Unavailable,
+            MetadataError::Storage(_)
+            | MetadataError::Stopped
+            | MetadataError::Unavailable(_)
+            | MetadataError::NotLeader => ErrorCode::Unavailable,
             MetadataError::Corrupt { .. } => ErrorCode::Internal,
         }
     }
@@ -51,6 +60,37 @@ impl MetadataError {
     /// Whether slatedb reports that a newer writer fenced this one.
     pub(crate) fn is_fenced(error: &slatedb::Error) -> bool {
         matches!(error.kind(), slatedb::ErrorKind::Closed(slatedb::CloseReason::Fenced))
+    }
+}
+
+/// Storage errors cannot be cloned; their copies keep the message as `Unavailable`.
+impl Clone for MetadataError {
+    fn clone(&self) -> Self {
+        match self {
+            MetadataError::BasinNotFound(b) => MetadataError::BasinNotFound(b.clone()),
+            MetadataError::BasinExists(b) => MetadataError::BasinExists(b.clone()),
+            MetadataError::StreamNotFound { basin, stream } => {
+                MetadataError::StreamNotFound { basin: basin.clone(), stream: stream.clone() }
+            }
+            MetadataError::StreamExists { basin, stream } => {
+                MetadataError::StreamExists { basin: basin.clone(), stream: stream.clone() }
+            }
+            MetadataError::SeqNumMismatch { expected, actual } => {
+                MetadataError::SeqNumMismatch { expected: *expected, actual: *actual }
+            }
+            MetadataError::FencingTokenMismatch { actual } => {
+                MetadataError::FencingTokenMismatch { actual: actual.clone() }
+            }
+            MetadataError::InvalidArgument(m) => MetadataError::InvalidArgument(m.clone()),
+            MetadataError::AtomicGroupFailed(m) => MetadataError::AtomicGroupFailed(m.clone()),
+            MetadataError::Fenced => MetadataError::Fenced,
+            MetadataError::Indefinite(m) => MetadataError::Indefinite(m.clone()),
+            MetadataError::Storage(e) => MetadataError::Unavailable(e.to_string()),
+            MetadataError::Unavailable(m) => MetadataError::Unavailable(m.clone()),
+            MetadataError::NotLeader => MetadataError::NotLeader,
+            MetadataError::Stopped => MetadataError::Stopped,
+            MetadataError::Corrupt { key, reason } => MetadataError::Corrupt { key: key.clone(), reason: reason.clone() },
+        }
     }
 }
 

@@ -7,10 +7,15 @@
 //! | `i/<stream id u64><last seq u64>` | index entry (binary, [`crate::IndexEntry`]) |
 //! | `t/<stream id u64><last ts u64><last seq u64>` | the same index entry, by time |
 //! | `o/<segment id u128>` | number of blocks the segment holds (for GC) |
+//! | `c/<segment id u128>` | the segment's commit outcome (acks), for retried commits; expires |
 //! | `d/<stream id u64>` | deleted stream awaiting GC of its index and blocks |
 //! | `m/next_stream_id` | next internal stream id (u64) |
+//! | `m/writer` | id of the instance that last confirmed it is the writer |
 
 pub const NEXT_STREAM_ID: &[u8] = b"m/next_stream_id";
+
+/// The instance that last confirmed it is the writer (see `leader`).
+pub const WRITER: &[u8] = b"m/writer";
 
 pub fn basin(basin: &str) -> Vec<u8> {
     [b"b/", basin.as_bytes()].concat()
@@ -56,6 +61,10 @@ pub fn end_of_stream(family: &[u8; 2], stream_id: u64) -> Vec<u8> {
 
 pub fn segment(segment_id: u128) -> Vec<u8> {
     [&b"o/"[..], &segment_id.to_be_bytes()].concat()
+}
+
+pub fn commit_outcome(segment_id: u128) -> Vec<u8> {
+    [&b"c/"[..], &segment_id.to_be_bytes()].concat()
 }
 
 pub fn deleted_stream(stream_id: u64) -> Vec<u8> {

@@ -15,15 +15,20 @@
 //! A second instance opened on the same database fences this one: from the first failed
 //! write on, every call returns [`MetadataError::Fenced`] and nothing is written again.
 
+mod api;
 mod catalog;
 mod commit;
 mod error;
+mod gc;
 mod keys;
+mod leader;
 mod lookup;
 mod model;
+mod rpc;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use shale_storage::object_store::ObjectStore;
@@ -32,9 +37,13 @@ use slatedb::config::{DurabilityLevel, ReadOptions};
 use slatedb::Db;
 use tokio::sync::{watch, Mutex};
 
+pub use api::MetadataApi;
 pub use catalog::{ListPage, StreamSummary};
 pub use commit::{CommitAppend, CommitRequest, CommitUnit, UnitOutcome};
 pub use error::{MetadataError, Result};
+pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
+pub use leader::{hold_leadership, LeaderLease, LeaderRecord, LeaseConfig, LEADER_RECORD};
+pub use gc::{run_orphan_collection, GcReport, GcStats};
 
 pub use model::{
     AppendAck, BasinConfig, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy, StreamConfig,
@@ -48,6 +57,9 @@ pub const DEFAULT_DB_PATH: &str = "metadata";
 pub struct Metadata {
     db: Db,
     clock: Arc<dyn Clock>,
+    config: MetadataConfig,
+    /// A fresh id per open, named in the leader record and `m/writer`.
+    instance: String,
     /// Serialises every write: the single-writer discipline inside one process.
     writer: Mutex<WriterState>,
     /// Ticks after every durable commit; readers wait on it for new records.
@@ -56,6 +68,9 @@ pub struct Metadata {
     /// Flips to `true` once, when a newer instance fences this one.
     fenced_signal: watch::Sender<bool>,
     stopped: AtomicBool,
+    gc_stats: Arc<gc::GcStats>,
+    /// The last segment key orphan collection settled; later passes list after it.
+    gc_cursor: Mutex<Option<shale_storage::object_store::path::Path>>,
 }
 
 struct WriterState {
@@ -72,6 +87,25 @@ pub struct MetadataConfig {
     pub max_unflushed_bytes: usize,
     /// Size at which the in-memory table is written out as a level-0 SST.
     pub l0_sst_size_bytes: usize,
+    /// A segment sealed longer ago than this is not committed: its appends fail with a
+    /// retryable error. This is what makes deleting orphans safe.
+    #[serde(with = "humantime_serde")]
+    pub max_commit_age: Duration,
+    /// Uploaded segments that no commit made visible are deleted once this old. Must
+    /// exceed `max_commit_age`.
+    #[serde(with = "humantime_serde")]
+    pub orphan_grace: Duration,
+    /// How often orphan collection runs.
+    #[serde(with = "humantime_serde")]
+    pub gc_interval: Duration,
+}
+
+impl MetadataConfig {
+    /// How long a segment's commit outcome is kept for retried commits: longer than any
+    /// segment may still be committed.
+    fn outcome_ttl_ms(&self) -> u64 {
+        2 * self.max_commit_age.as_millis() as u64
+    }
 }
 
 impl Default for MetadataConfig {
@@ -80,6 +114,9 @@ impl Default for MetadataConfig {
             cache_bytes: 64 * 1024 * 1024,
             max_unflushed_bytes: 128 * 1024 * 1024,
             l0_sst_size_bytes: 16 * 1024 * 1024,
+            max_commit_age: Duration::from_secs(120),
+            orphan_grace: Duration::from_secs(600),
+            gc_interval: Duration::from_secs(60),
         }
     }
 }
@@ -97,6 +134,12 @@ impl Metadata {
         clock: Arc<dyn Clock>,
         config: &MetadataConfig,
     ) -> Result<Self> {
+        if config.orphan_grace <= config.max_commit_age {
+            return Err(MetadataError::InvalidArgument(format!(
+                "orphan_grace ({:?}) must exceed max_commit_age ({:?})",
+                config.orphan_grace, config.max_commit_age
+            )));
+        }
         let settings = slatedb::Settings {
             max_unflushed_bytes: config.max_unflushed_bytes,
             l0_sst_size_bytes: config.l0_sst_size_bytes,
@@ -116,11 +159,15 @@ impl Metadata {
         Ok(Self {
             db,
             clock,
+            config: config.clone(),
+            instance: ulid::Ulid::new().to_string(),
             writer: Mutex::new(WriterState { next_stream_id }),
             commits,
             fenced: AtomicBool::new(false),
             fenced_signal: watch::Sender::new(false),
             stopped: AtomicBool::new(false),
+            gc_stats: Arc::default(),
+            gc_cursor: Mutex::new(None),
         })
     }
 
@@ -152,6 +199,16 @@ impl Metadata {
     /// Whether a newer instance fenced this one.
     pub fn is_fenced(&self) -> bool {
         self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// A durable write whose only purpose is to learn whether a newer instance fenced
+    /// this one ([`MetadataError::Fenced`] if so).
+    pub(crate) async fn confirm_writer(&self) -> Result<()> {
+        self.check_usable()?;
+        let _writer = self.writer.lock().await;
+        let mut batch = slatedb::WriteBatch::new();
+        batch.put(keys::WRITER, self.instance.as_bytes());
+        self.write_durably(batch).await
     }
 
     fn check_usable(&self) -> Result<()> {

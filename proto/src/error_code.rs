@@ -30,6 +30,9 @@ pub enum ErrorCode {
     ShuttingDown,
     /// A bug or corrupted data.
     Internal,
+    /// This process runs a role that does not serve the call (e.g. an append sent to a
+    /// reader).
+    WrongRole,
 }
 
 impl ErrorCode {
@@ -49,6 +52,7 @@ impl ErrorCode {
             ErrorCode::Fenced => "fenced",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
+            ErrorCode::WrongRole => "wrong_role",
         }
     }
 
@@ -63,6 +67,7 @@ impl ErrorCode {
             ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 503,
             ErrorCode::Indefinite => 504,
             ErrorCode::Internal => 500,
+            ErrorCode::WrongRole => 421,
         }
     }
 
@@ -79,6 +84,7 @@ impl ErrorCode {
             ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 14,
             ErrorCode::Indefinite => 4,
             ErrorCode::Internal => 13,
+            ErrorCode::WrongRole => 12,
         }
     }
 }

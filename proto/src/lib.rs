@@ -13,6 +13,7 @@
 //! - [`varint`]: LEB128 helpers for the formats above.
 //! - [`grpc`]: the public gRPC API `shale.v1`, generated at build time from
 //!   `protos/` (see `proto/README.md`).
+//! - [`metadata_rpc`]: the internal API `shale.metadata.v1` between roles.
 //! - [`s2`]: S2's record messages, for S2 wire compatibility on the HTTP API.
 
 pub mod error_code;
@@ -34,6 +35,14 @@ pub mod grpc {
 
     /// Descriptor set for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("shale_v1_descriptor");
+}
+
+/// The internal API between roles, `shale.metadata.v1`, generated from
+/// `protos/shale/metadata/v1/metadata.proto`: gateways commit through it, readers look
+/// up index entries and watch commits through it.
+#[allow(clippy::all, missing_docs)]
+pub mod metadata_rpc {
+    tonic::include_proto!("shale.metadata.v1");
 }
 
 /// S2's record messages (`s2.v1`), written from S2's public specification, for

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shale_metadata::{IndexEntry, Metadata, Position, StreamInfo};
+use shale_metadata::{IndexEntry, MetadataApi, Position, StreamInfo};
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS};
 use shale_proto::SequencedRecord;
 use shale_storage::object_store::ObjectStore;
@@ -58,12 +58,12 @@ const ENTRIES_PER_SCAN: usize = 32;
 
 /// The read path. Cheap to share behind an `Arc`.
 pub struct Reader {
-    metadata: Arc<Metadata>,
+    metadata: Arc<dyn MetadataApi>,
     caches: Caches,
 }
 
 impl Reader {
-    pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>, metadata: Arc<Metadata>) -> Self {
+    pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>, metadata: Arc<dyn MetadataApi>) -> Self {
         Self { metadata, caches: Caches::new(config, store) }
     }
 

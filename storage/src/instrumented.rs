@@ -24,6 +24,19 @@ pub struct StoreCounters {
 }
 
 impl StoreCounters {
+    /// Prometheus text for `/metrics`.
+    pub fn render(&self, out: &mut String) {
+        let counters = [
+            ("shale_object_puts_total", "Object store PUT requests", &self.puts),
+            ("shale_object_put_bytes_total", "Bytes sent in object store PUTs", &self.put_bytes),
+            ("shale_object_gets_total", "Object store GET requests (range GETs included)", &self.gets),
+            ("shale_object_get_bytes_total", "Bytes received from object store GETs", &self.get_bytes),
+            ("shale_object_deletes_total", "Object store delete requests", &self.deletes),
+            ("shale_object_lists_total", "Object store list requests", &self.lists),
+        ];
+        crate::render_counters(&counters, out);
+    }
+
     pub fn puts(&self) -> u64 {
         self.puts.load(Ordering::Relaxed)
     }

@@ -41,7 +41,7 @@ pub async fn serve_grpc(
 }
 
 /// Accepted connections with `TCP_NODELAY`, so small stream messages go out at once.
-fn incoming(listener: tokio::net::TcpListener) -> impl Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+pub fn incoming(listener: tokio::net::TcpListener) -> impl Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     use tokio_stream::StreamExt;
     TcpListenerStream::new(listener).map(|stream| {
         let stream = stream?;
@@ -68,7 +68,7 @@ impl Basins for GrpcService {
     async fn list_basins(&self, request: Request<pb::ListBasinsRequest>) -> Result<pb::ListBasinsResponse> {
         let r = request.into_inner();
         let page =
-            self.state.metadata.list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?).await.map_err(err)?;
+            self.state.catalog().map_err(err)?.list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?).await.map_err(err)?;
         let basins =
             page.items.into_iter().map(|b| pb::BasinInfo { name: b.name, created_at: b.created_at_ms }).collect();
         ok(pb::ListBasinsResponse { basins, has_more: page.has_more })
@@ -76,12 +76,12 @@ impl Basins for GrpcService {
 
     async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<pb::BasinInfo> {
         let r = request.into_inner();
-        let record = self.state.metadata.create_basin(&r.basin, convert::basin_config(r.config)).await.map_err(err)?;
+        let record = self.state.catalog().map_err(err)?.create_basin(&r.basin, convert::basin_config(r.config)).await.map_err(err)?;
         ok(pb::BasinInfo { name: record.name, created_at: record.created_at_ms })
     }
 
     async fn delete_basin(&self, request: Request<pb::DeleteBasinRequest>) -> Result<pb::DeleteBasinResponse> {
-        self.state.metadata.delete_basin(&request.into_inner().basin).await.map_err(err)?;
+        self.state.catalog().map_err(err)?.delete_basin(&request.into_inner().basin).await.map_err(err)?;
         ok(pb::DeleteBasinResponse {})
     }
 }
@@ -90,10 +90,11 @@ impl Basins for GrpcService {
 impl Streams for GrpcService {
     async fn list_streams(&self, request: Request<pb::ListStreamsRequest>) -> Result<pb::ListStreamsResponse> {
         let r = request.into_inner();
-        self.state.metadata.basin(&r.basin).await.map_err(err)?;
+        self.state.catalog().map_err(err)?.basin(&r.basin).await.map_err(err)?;
         let page = self
             .state
-            .metadata
+            .catalog()
+            .map_err(err)?
             .list_streams(&r.basin, &r.prefix, &r.start_after, convert::limit(r.limit)?)
             .await
             .map_err(err)?;
@@ -105,13 +106,13 @@ impl Streams for GrpcService {
     async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<pb::StreamInfo> {
         let r = request.into_inner();
         let config = convert::stream_config(r.config)?;
-        let info = self.state.metadata.create_stream(&r.basin, &r.stream, config).await.map_err(err)?;
+        let info = self.state.catalog().map_err(err)?.create_stream(&r.basin, &r.stream, config).await.map_err(err)?;
         ok(pb::StreamInfo { name: info.name, created_at: info.record.created_at_ms })
     }
 
     async fn delete_stream(&self, request: Request<pb::DeleteStreamRequest>) -> Result<pb::DeleteStreamResponse> {
         let r = request.into_inner();
-        self.state.metadata.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
+        self.state.catalog().map_err(err)?.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::DeleteStreamResponse {})
     }
 }
@@ -120,7 +121,7 @@ impl Streams for GrpcService {
 impl Records for GrpcService {
     async fn append(&self, request: Request<pb::AppendRequest>) -> Result<pb::AppendAck> {
         let input = convert::append_input(request.into_inner());
-        let ack = self.state.gateway.append(input).await.map_err(err)?;
+        let ack = self.state.gateway().map_err(err)?.append(input).await.map_err(err)?;
         ok(convert::ack(ack))
     }
 
@@ -130,13 +131,13 @@ impl Records for GrpcService {
         &self,
         request: Request<Streaming<pb::AppendRequest>>,
     ) -> Result<Self::AppendSessionStream> {
-        ok(sessions::append_session(self.state.clone(), request.into_inner()))
+        ok(sessions::append_session(self.state.gateway().map_err(err)?, request.into_inner()))
     }
 
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<pb::ReadResponse> {
         let read = convert::read_request(request.into_inner())?;
         crate::records::ensure_readable(&self.state, &read).await?;
-        let output = self.state.reader.read(&read).await.map_err(err)?;
+        let output = self.state.reader().map_err(err)?.read(&read).await.map_err(err)?;
         ok(convert::read_response(&output.records, output.tail))
     }
 
@@ -150,7 +151,7 @@ impl Records for GrpcService {
 
     async fn check_tail(&self, request: Request<pb::CheckTailRequest>) -> Result<pb::CheckTailResponse> {
         let r = request.into_inner();
-        let tail = self.state.reader.check_tail(&r.basin, &r.stream).await.map_err(err)?;
+        let tail = self.state.reader().map_err(err)?.check_tail(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::CheckTailResponse { tail: Some(convert::position(tail)) })
     }
 }

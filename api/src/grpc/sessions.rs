@@ -1,6 +1,9 @@
 //! The streaming RPCs: pipelined append sessions and following read sessions.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
+use shale_gateway::Gateway;
 use shale_proto::grpc as pb;
 use shale_reader::ReadRequest;
 use tokio::sync::mpsc;
@@ -12,7 +15,7 @@ use crate::follow::{FollowEvent, Follower};
 use crate::{ApiError, AppState};
 
 /// Acks in order; ends with an error status at the first failure.
-pub fn append_session(state: AppState, inbound: Streaming<pb::AppendRequest>) -> EventStream<pb::AppendAck> {
+pub fn append_session(gateway: Arc<Gateway>, inbound: Streaming<pb::AppendRequest>) -> EventStream<pb::AppendAck> {
     let (acks_tx, acks) = mpsc::channel(crate::append_pipeline::MAX_PENDING);
     tokio::spawn(async move {
         let inputs = inbound.map(|request| {
@@ -20,7 +23,7 @@ pub fn append_session(state: AppState, inbound: Streaming<pb::AppendRequest>) ->
                 .map(convert::append_input)
                 .map_err(|status| ApiError::bad(format!("append session input: {}", status.message())))
         });
-        crate::append_pipeline::run(&state.gateway, inputs, acks_tx).await;
+        crate::append_pipeline::run(&gateway, inputs, acks_tx).await;
     });
     let acks = ReceiverStream::new(acks).map(|ack| ack.map(convert::ack).map_err(Status::from));
     Box::pin(acks)

@@ -1,0 +1,158 @@
+//! The leader lease of a standalone metadata process.
+//!
+//! SlateDB fencing decides who may *write*: opening the database fences the previous
+//! writer, whose next write fails. It says nothing to a fenced instance that only reads,
+//! so without more it could keep answering lookups from a state that no longer grows.
+//! The lease closes that gap:
+//! 1. After opening the database, an instance *claims*: it PUTs the leader record
+//!    (`cluster/leader.json`: instance id and advertised address), then waits one lease
+//!    plus one renew interval before it answers anything.
+//! 2. While it answers, it re-reads the record every `renew_interval`; a read that names
+//!    it extends its lease to `read start + lease`. Every call checks the lease first.
+//! 3. A read that names another instance revokes the lease at once and triggers a
+//!    durable write: if SlateDB says fenced, the instance stops for good; if the write
+//!    succeeds, the record was left by an instance that was itself fenced, and this one
+//!    claims again (step 1).
+//!
+//! An old leader's last renewal started before the new record was written, so its lease
+//! ends less than one lease after that write; the new leader starts answering later
+//! than that.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use tokio::time::Instant;
+
+use crate::{Metadata, MetadataError};
+
+/// Where the leader record lives in the object store.
+pub const LEADER_RECORD: &str = "cluster/leader.json";
+
+/// Lease timing.
+#[derive(Clone, Copy, Debug)]
+pub struct LeaseConfig {
+    pub lease: Duration,
+    pub renew_interval: Duration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self { lease: Duration::from_millis(1500), renew_interval: Duration::from_millis(250) }
+    }
+}
+
+/// The stored leader record: who claimed last and where it listens.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderRecord {
+    pub instance: String,
+    pub address: String,
+    pub claimed_at_ms: u64,
+}
+
+/// Whether this instance may answer calls right now.
+#[derive(Debug)]
+pub struct LeaderLease {
+    instance: String,
+    valid_until: Mutex<Option<Instant>>,
+}
+
+impl LeaderLease {
+    pub fn is_held(&self) -> bool {
+        let valid_until = *self.valid_until.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        valid_until.is_some_and(|until| Instant::now() < until)
+    }
+
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    fn set(&self, until: Option<Instant>) {
+        *self.valid_until.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = until;
+    }
+}
+
+/// Claims leadership for `metadata` and keeps the lease in a background task, which
+/// ends when the instance is fenced.
+pub fn hold_leadership(
+    metadata: Arc<Metadata>,
+    store: Arc<dyn ObjectStore>,
+    address: String,
+    config: LeaseConfig,
+) -> Arc<LeaderLease> {
+    let lease = Arc::new(LeaderLease { instance: metadata.instance.clone(), valid_until: Mutex::new(None) });
+    tokio::spawn(keep_lease(metadata, store, address, config, lease.clone()));
+    lease
+}
+
+async fn keep_lease(
+    metadata: Arc<Metadata>,
+    store: Arc<dyn ObjectStore>,
+    address: String,
+    config: LeaseConfig,
+    lease: Arc<LeaderLease>,
+) {
+    let path = Path::from(LEADER_RECORD);
+    'claim: loop {
+        let record = LeaderRecord {
+            instance: lease.instance.clone(),
+            address: address.clone(),
+            claimed_at_ms: metadata.clock.now_ms(),
+        };
+        let body = PutPayload::from(serde_json::to_vec(&record).unwrap_or_default());
+        if let Err(e) = store.put(&path, body).await {
+            tracing::warn!(error = %e, "cannot write the leader record; retrying");
+            tokio::time::sleep(config.renew_interval).await;
+            continue 'claim;
+        }
+        tracing::info!(instance = %lease.instance, %address, wait = ?(config.lease + config.renew_interval),
+            "leader record written; waiting for any earlier lease to lapse");
+        tokio::time::sleep(config.lease + config.renew_interval).await;
+        loop {
+            if metadata.is_fenced() {
+                lease.set(None);
+                return;
+            }
+            let started = Instant::now();
+            match read_record(store.as_ref(), &path).await {
+                Ok(Some(current)) if current.instance == lease.instance => {
+                    let was_held = lease.is_held();
+                    lease.set(Some(started + config.lease));
+                    if !was_held {
+                        tracing::info!(instance = %lease.instance, "leader lease held; serving");
+                    }
+                }
+                Ok(other) => {
+                    lease.set(None);
+                    let claimed_by = other.map(|r| r.instance).unwrap_or_default();
+                    tracing::warn!(%claimed_by, "leader record names another instance; checking whether we are fenced");
+                    match metadata.confirm_writer().await {
+                        Ok(()) => {
+                            tracing::warn!("still the writer: the record was left by a fenced instance; claiming again");
+                            continue 'claim;
+                        }
+                        Err(MetadataError::Fenced) => return,
+                        Err(e) => tracing::warn!(error = %e, "cannot confirm writer status"),
+                    }
+                }
+                // The lease lapses by itself if reads keep failing.
+                Err(e) => tracing::warn!(error = %e, "cannot read the leader record"),
+            }
+            tokio::time::sleep(config.renew_interval).await;
+        }
+    }
+}
+
+/// The current leader record, if any.
+pub async fn read_record(store: &dyn ObjectStore, path: &Path) -> Result<Option<LeaderRecord>, String> {
+    match store.get(path).await {
+        Ok(result) => {
+            let bytes = result.bytes().await.map_err(|e| e.to_string())?;
+            serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("bad leader record: {e}"))
+        }
+        Err(shale_storage::object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,0 +1,472 @@
+//! The client side of `shale.metadata.v1`, with failover across metadata addresses.
+//!
+//! Calls go to the instance that answered last. A call that cannot connect, or that is
+//! refused with `not_leader`, `fenced` or `stopped` (refused before doing anything),
+//! moves on to the next address and tries again until `failover_timeout`. A call that
+//! was sent and got no answer is retried only when that is safe: reads always, commits
+//! because metadata deduplicates them by segment id, reconfigurations because they
+//! set absolute values; other writes report the outcome as unknown (`indefinite`).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use prost::Message;
+use shale_proto::metadata_rpc as pb;
+use shale_proto::metadata_rpc::metadata_client::MetadataClient;
+use tokio::sync::{watch, Mutex};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Status;
+
+use super::convert::{commit_request_to_wire, error_from_wire, malformed, outcomes_from_wire};
+use super::MAX_MESSAGE_BYTES;
+use crate::{
+    decode_json, encode_json, BasinConfig, BasinRecord, CommitRequest, IndexEntry, ListPage, MetadataApi,
+    MetadataError, Result, StreamConfig, StreamInfo, StreamRecord, StreamSummary, UnitOutcome,
+};
+
+/// Pause before another round when no address answered.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Client timeouts.
+#[derive(Clone, Copy, Debug)]
+pub struct RemoteConfig {
+    /// Connecting to one address.
+    pub connect_timeout: Duration,
+    /// One attempt of one call.
+    pub call_timeout: Duration,
+    /// All attempts of one call, across failovers.
+    pub failover_timeout: Duration,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(1),
+            call_timeout: Duration::from_secs(10),
+            failover_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What may be retried after an attempt that was sent but not answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retry {
+    /// Reads: always.
+    Read,
+    /// Writes that give the same result when applied twice.
+    Idempotent,
+    /// Other writes: an unanswered attempt ends the call as `indefinite`.
+    Once,
+}
+
+/// [`MetadataApi`] over gRPC.
+pub struct RemoteMetadata {
+    inner: Arc<Inner>,
+    watcher: JoinHandle<()>,
+}
+
+struct Inner {
+    addresses: Vec<String>,
+    config: RemoteConfig,
+    current: Mutex<Option<(usize, MetadataClient<Channel>)>>,
+    next: AtomicUsize,
+    commits: watch::Sender<u64>,
+}
+
+impl Drop for RemoteMetadata {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+impl RemoteMetadata {
+    /// A client for the metadata instances at `addresses` (`host:port` or `http://host:port`).
+    /// Connects lazily; a background task follows the live instance's commit watch.
+    pub fn new(addresses: Vec<String>, config: RemoteConfig) -> Result<Self> {
+        if addresses.is_empty() {
+            return Err(MetadataError::InvalidArgument("at least one metadata address is needed".into()));
+        }
+        let addresses = addresses
+            .into_iter()
+            .map(|a| if a.starts_with("http://") || a.starts_with("https://") { a } else { format!("http://{a}") })
+            .collect::<Vec<_>>();
+        for address in &addresses {
+            Endpoint::from_shared(address.clone())
+                .map_err(|e| MetadataError::InvalidArgument(format!("bad metadata address `{address}`: {e}")))?;
+        }
+        let inner = Arc::new(Inner {
+            addresses,
+            config,
+            current: Mutex::new(None),
+            next: AtomicUsize::new(0),
+            commits: watch::Sender::new(0),
+        });
+        let watcher = tokio::spawn(follow_commits(inner.clone()));
+        Ok(Self { inner, watcher })
+    }
+
+    /// The address calls go to now, if connected.
+    pub async fn connected_to(&self) -> Option<String> {
+        let current = self.inner.current.lock().await;
+        current.as_ref().map(|(index, _)| self.inner.addresses[*index].clone())
+    }
+}
+
+impl Inner {
+    /// The connected client, connecting to the next address that accepts if needed.
+    async fn connected(&self) -> Option<(usize, MetadataClient<Channel>)> {
+        let mut current = self.current.lock().await;
+        if let Some(connected) = current.as_ref() {
+            return Some(connected.clone());
+        }
+        let start = self.next.load(Ordering::Relaxed);
+        for step in 0..self.addresses.len() {
+            let index = (start + step) % self.addresses.len();
+            let address = &self.addresses[index];
+            let Ok(endpoint) = Endpoint::from_shared(address.clone()) else { continue };
+            let endpoint = endpoint
+                .connect_timeout(self.config.connect_timeout)
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(Duration::from_secs(5))
+                .keep_alive_timeout(Duration::from_secs(5));
+            match endpoint.connect().await {
+                Ok(channel) => {
+                    let client = MetadataClient::new(channel)
+                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    tracing::info!(%address, "connected to metadata");
+                    *current = Some((index, client.clone()));
+                    return Some((index, client));
+                }
+                Err(e) => tracing::debug!(%address, error = %e, "metadata address not answering"),
+            }
+        }
+        None
+    }
+
+    /// Stops using the instance at `index`; the next call starts with the one after it.
+    async fn abandon(&self, index: usize) {
+        let mut current = self.current.lock().await;
+        if current.as_ref().is_some_and(|(i, _)| *i == index) {
+            *current = None;
+            self.next.store((index + 1) % self.addresses.len(), Ordering::Relaxed);
+        }
+    }
+
+    async fn call<T, F, Fut>(&self, what: &'static str, retry: Retry, op: F) -> Result<T>
+    where
+        F: Fn(MetadataClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let deadline = Instant::now() + self.config.failover_timeout;
+        let mut unanswered = false;
+        let mut last_failure = String::from("no metadata address accepted a connection");
+        loop {
+            if let Some((index, client)) = self.connected().await {
+                match tokio::time::timeout(self.config.call_timeout, op(client)).await {
+                    Ok(Ok(response)) => return Ok(response.into_inner()),
+                    Ok(Err(status)) => match decode_status(&status) {
+                        Some(error) if !moves_on(&error) => return Err(error),
+                        Some(error) => {
+                            last_failure = format!("{}: {error}", self.addresses[index]);
+                            self.abandon(index).await;
+                        }
+                        None => {
+                            last_failure = format!("{}: {status}", self.addresses[index]);
+                            self.abandon(index).await;
+                            unanswered = true;
+                        }
+                    },
+                    Err(_elapsed) => {
+                        last_failure = format!("{}: no answer within {:?}", self.addresses[index], self.config.call_timeout);
+                        self.abandon(index).await;
+                        unanswered = true;
+                    }
+                }
+                if unanswered && retry == Retry::Once {
+                    return Err(MetadataError::Indefinite(format!("{what}: {last_failure}")));
+                }
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(call = what, failure = %last_failure, "metadata call gave up");
+                return Err(if unanswered && retry != Retry::Read {
+                    MetadataError::Indefinite(format!("{what}: {last_failure}"))
+                } else {
+                    MetadataError::Unavailable(format!("{what}: {last_failure}"))
+                });
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+}
+
+/// Errors that say "not here" rather than "no": the call did nothing; try elsewhere.
+fn moves_on(error: &MetadataError) -> bool {
+    matches!(error, MetadataError::NotLeader | MetadataError::Fenced | MetadataError::Stopped)
+}
+
+/// The metadata error a server put in the status details; `None` for transport errors.
+fn decode_status(status: &Status) -> Option<MetadataError> {
+    if status.details().is_empty() {
+        return None;
+    }
+    pb::Error::decode(status.details()).ok().map(error_from_wire)
+}
+
+/// Keeps a watch open on the live instance and ticks `commits` for every event, and
+/// once more after every reconnect (commits may have been missed in between).
+async fn follow_commits(inner: Arc<Inner>) {
+    loop {
+        if let Some((index, mut client)) = inner.connected().await {
+            match client.watch(pb::WatchRequest {}).await {
+                Ok(response) => {
+                    let mut events = response.into_inner();
+                    while let Ok(Some(_event)) = events.message().await {
+                        inner.commits.send_modify(|generation| *generation += 1);
+                    }
+                    tracing::info!(address = %inner.addresses[index], "metadata watch ended");
+                }
+                Err(status) => tracing::debug!(address = %inner.addresses[index], %status, "metadata watch refused"),
+            }
+            inner.abandon(index).await;
+        }
+        inner.commits.send_modify(|generation| *generation += 1);
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
+    decode_json(what.as_bytes(), bytes)
+}
+
+fn decode_page<T: serde::de::DeserializeOwned>(what: &str, response: pb::ListResponse) -> Result<ListPage<T>> {
+    let items = response.items_json.iter().map(|item| decode(what, item)).collect::<Result<_>>()?;
+    Ok(ListPage { items, has_more: response.has_more })
+}
+
+fn decode_entries(response: pb::EntriesResponse) -> Result<Vec<IndexEntry>> {
+    response.entries.iter().map(|bytes| IndexEntry::decode(bytes).ok_or_else(|| malformed("index entry"))).collect()
+}
+
+fn limit(limit: usize) -> u32 {
+    u32::try_from(limit).unwrap_or(u32::MAX)
+}
+
+fn retry_for(request_token: Option<&str>) -> Retry {
+    if request_token.is_some() {
+        Retry::Idempotent
+    } else {
+        Retry::Once
+    }
+}
+
+#[async_trait]
+impl MetadataApi for RemoteMetadata {
+    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
+        let wire = pb::CommitRequest { segments: requests.iter().map(commit_request_to_wire).collect() };
+        let response = self
+            .inner
+            .call("commit", Retry::Idempotent, |mut client| {
+                let wire = wire.clone();
+                async move { client.commit(wire).await }
+            })
+            .await?;
+        if response.segments.len() != requests.len() {
+            return Err(malformed("one outcome list per segment"));
+        }
+        let mut all = Vec::with_capacity(requests.len());
+        for (request, segment) in requests.iter().zip(response.segments) {
+            let outcomes = outcomes_from_wire(segment)?;
+            if outcomes.len() != request.units.len() {
+                return Err(malformed("one outcome per unit"));
+            }
+            all.push(outcomes);
+        }
+        Ok(all)
+    }
+
+    async fn entries_from(&self, stream_id: u64, seq: u64, limit_: usize) -> Result<Vec<IndexEntry>> {
+        let request = pb::EntriesFromRequest { stream_id, seq, limit: limit(limit_) };
+        let response =
+            self.inner.call("entries_from", Retry::Read, |mut c| async move { c.entries_from(request).await }).await?;
+        decode_entries(response)
+    }
+
+    async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>> {
+        let request = pb::EntryAtTimeRequest { stream_id, timestamp };
+        let response =
+            self.inner.call("entry_at_time", Retry::Read, |mut c| async move { c.entry_at_time(request).await }).await?;
+        Ok(decode_entries(response)?.into_iter().next())
+    }
+
+    fn subscribe_commits(&self) -> watch::Receiver<u64> {
+        self.inner.commits.subscribe()
+    }
+
+    async fn basin(&self, name: &str) -> Result<BasinRecord> {
+        let request = pb::BasinRef { basin: name.to_string() };
+        let response = self
+            .inner
+            .call("get_basin", Retry::Read, |mut c| {
+                let request = request.clone();
+                async move { c.get_basin(request).await }
+            })
+            .await?;
+        decode("basin record", &response.json)
+    }
+
+    async fn create_basin_idempotent(
+        &self,
+        name: &str,
+        config: BasinConfig,
+        request_token: Option<&str>,
+    ) -> Result<(BasinRecord, bool)> {
+        let request = pb::CreateBasinRequest {
+            basin: name.to_string(),
+            config_json: encode_json(&config),
+            request_token: request_token.map(str::to_string),
+        };
+        let response = self
+            .inner
+            .call("create_basin", retry_for(request_token), |mut c| {
+                let request = request.clone();
+                async move { c.create_basin(request).await }
+            })
+            .await?;
+        Ok((decode("basin record", &response.json)?, response.created))
+    }
+
+    async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
+        let request =
+            pb::ReconfigureRequest { basin: name.to_string(), stream: String::new(), config_json: encode_json(&config) };
+        let response = self
+            .inner
+            .call("reconfigure_basin", Retry::Idempotent, |mut c| {
+                let request = request.clone();
+                async move { c.reconfigure_basin(request).await }
+            })
+            .await?;
+        decode("basin record", &response.json)
+    }
+
+    async fn list_basins(&self, prefix: &str, start_after: &str, limit_: usize) -> Result<ListPage<BasinRecord>> {
+        let request = pb::ListRequest {
+            basin: String::new(),
+            prefix: prefix.to_string(),
+            start_after: start_after.to_string(),
+            limit: limit(limit_),
+        };
+        let response = self
+            .inner
+            .call("list_basins", Retry::Read, |mut c| {
+                let request = request.clone();
+                async move { c.list_basins(request).await }
+            })
+            .await?;
+        decode_page("basin record", response)
+    }
+
+    async fn delete_basin(&self, name: &str) -> Result<()> {
+        let request = pb::BasinRef { basin: name.to_string() };
+        self.inner
+            .call("delete_basin", Retry::Once, |mut c| {
+                let request = request.clone();
+                async move { c.delete_basin(request).await }
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
+        let request = pb::StreamRef { basin: basin.to_string(), stream: stream.to_string() };
+        let response = self
+            .inner
+            .call("get_stream", Retry::Read, |mut c| {
+                let request = request.clone();
+                async move { c.get_stream(request).await }
+            })
+            .await?;
+        let record: StreamRecord = decode("stream record", &response.json)?;
+        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
+    }
+
+    async fn create_stream_idempotent(
+        &self,
+        basin: &str,
+        stream: &str,
+        config: StreamConfig,
+        request_token: Option<&str>,
+    ) -> Result<(StreamInfo, bool)> {
+        let request = pb::CreateStreamRequest {
+            basin: basin.to_string(),
+            stream: stream.to_string(),
+            config_json: encode_json(&config),
+            request_token: request_token.map(str::to_string),
+        };
+        let response = self
+            .inner
+            .call("create_stream", retry_for(request_token), |mut c| {
+                let request = request.clone();
+                async move { c.create_stream(request).await }
+            })
+            .await?;
+        let record: StreamRecord = decode("stream record", &response.json)?;
+        Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record }, response.created))
+    }
+
+    async fn reconfigure_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
+        let request = pb::ReconfigureRequest {
+            basin: basin.to_string(),
+            stream: stream.to_string(),
+            config_json: encode_json(&config),
+        };
+        let response = self
+            .inner
+            .call("reconfigure_stream", Retry::Idempotent, |mut c| {
+                let request = request.clone();
+                async move { c.reconfigure_stream(request).await }
+            })
+            .await?;
+        let record: StreamRecord = decode("stream record", &response.json)?;
+        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
+    }
+
+    async fn list_streams(
+        &self,
+        basin: &str,
+        prefix: &str,
+        start_after: &str,
+        limit_: usize,
+    ) -> Result<ListPage<StreamSummary>> {
+        let request = pb::ListRequest {
+            basin: basin.to_string(),
+            prefix: prefix.to_string(),
+            start_after: start_after.to_string(),
+            limit: limit(limit_),
+        };
+        let response = self
+            .inner
+            .call("list_streams", Retry::Read, |mut c| {
+                let request = request.clone();
+                async move { c.list_streams(request).await }
+            })
+            .await?;
+        decode_page("stream summary", response)
+    }
+
+    async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
+        let request = pb::StreamRef { basin: basin.to_string(), stream: stream.to_string() };
+        self.inner
+            .call("delete_stream", Retry::Once, |mut c| {
+                let request = request.clone();
+                async move { c.delete_stream(request).await }
+            })
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,279 @@
+//! Conversions between the metadata model and `shale.metadata.v1` messages, and the
+//! error encoding both ends share.
+
+use shale_proto::metadata_rpc as pb;
+use shale_proto::Command;
+
+use crate::{AppendAck, CommitAppend, CommitRequest, CommitUnit, MetadataError, Position, UnitOutcome};
+
+pub fn commit_request_to_wire(request: &CommitRequest) -> pb::Segment {
+    pb::Segment {
+        segment_id: request.segment_id.to_be_bytes().to_vec(),
+        units: request
+            .units
+            .iter()
+            .map(|unit| pb::CommitUnit { appends: unit.appends.iter().map(append_to_wire).collect() })
+            .collect(),
+    }
+}
+
+fn append_to_wire(append: &CommitAppend) -> pb::CommitAppend {
+    pb::CommitAppend {
+        basin: append.basin.clone(),
+        stream: append.stream.clone(),
+        offset: append.offset,
+        len: append.len,
+        arrival: append.arrival,
+        client_timestamps: append.client_timestamps.iter().map(|t| t.unwrap_or(0)).collect(),
+        timestamp_given: append.client_timestamps.iter().map(Option::is_some).collect(),
+        commands: append
+            .commands
+            .iter()
+            .map(|command| pb::Command {
+                command: Some(match command {
+                    Command::Fence(token) => pb::command::Command::Fence(token.clone()),
+                    Command::Trim(seq) => pb::command::Command::Trim(*seq),
+                }),
+            })
+            .collect(),
+        match_seq_num: append.match_seq_num,
+        fencing_token: append.fencing_token.clone(),
+        metered_bytes: append.metered_bytes,
+    }
+}
+
+pub fn commit_request_from_wire(segment: pb::Segment) -> Result<CommitRequest, MetadataError> {
+    let id: [u8; 16] = segment
+        .segment_id
+        .as_slice()
+        .try_into()
+        .map_err(|_| MetadataError::InvalidArgument("segment id must be 16 bytes".into()))?;
+    let units = segment
+        .units
+        .into_iter()
+        .map(|unit| Ok(CommitUnit { appends: unit.appends.into_iter().map(append_from_wire).collect::<Result<_, _>>()? }))
+        .collect::<Result<_, MetadataError>>()?;
+    Ok(CommitRequest { segment_id: u128::from_be_bytes(id), units })
+}
+
+fn append_from_wire(append: pb::CommitAppend) -> Result<CommitAppend, MetadataError> {
+    if append.client_timestamps.len() != append.timestamp_given.len() {
+        return Err(MetadataError::InvalidArgument("one timestamp_given flag per client timestamp".into()));
+    }
+    let commands = append
+        .commands
+        .into_iter()
+        .map(|command| match command.command {
+            Some(pb::command::Command::Fence(token)) => Ok(Command::Fence(token)),
+            Some(pb::command::Command::Trim(seq)) => Ok(Command::Trim(seq)),
+            None => Err(MetadataError::InvalidArgument("empty command".into())),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(CommitAppend {
+        basin: append.basin,
+        stream: append.stream,
+        offset: append.offset,
+        len: append.len,
+        arrival: append.arrival,
+        client_timestamps: append
+            .client_timestamps
+            .into_iter()
+            .zip(append.timestamp_given)
+            .map(|(timestamp, given)| given.then_some(timestamp))
+            .collect(),
+        commands,
+        match_seq_num: append.match_seq_num,
+        fencing_token: append.fencing_token,
+        metered_bytes: append.metered_bytes,
+    })
+}
+
+pub fn outcomes_to_wire(outcomes: &[UnitOutcome]) -> pb::SegmentOutcome {
+    pb::SegmentOutcome {
+        units: outcomes
+            .iter()
+            .map(|outcome| pb::UnitOutcome {
+                outcome: Some(match outcome {
+                    Ok(acks) => pb::unit_outcome::Outcome::Acks(pb::UnitAcks { acks: acks.iter().map(ack_to_wire).collect() }),
+                    Err(error) => pb::unit_outcome::Outcome::Error(error_to_wire(error)),
+                }),
+            })
+            .collect(),
+    }
+}
+
+pub fn outcomes_from_wire(outcome: pb::SegmentOutcome) -> Result<Vec<UnitOutcome>, MetadataError> {
+    outcome
+        .units
+        .into_iter()
+        .map(|unit| match unit.outcome {
+            Some(pb::unit_outcome::Outcome::Acks(acks)) => {
+                Ok(Ok(acks.acks.into_iter().map(ack_from_wire).collect::<Result<_, _>>()?))
+            }
+            Some(pb::unit_outcome::Outcome::Error(error)) => Ok(Err(error_from_wire(error))),
+            None => Err(malformed("unit outcome without acks or error")),
+        })
+        .collect()
+}
+
+fn ack_to_wire(ack: &AppendAck) -> pb::AppendAck {
+    pb::AppendAck {
+        start: Some(position_to_wire(ack.start)),
+        end: Some(position_to_wire(ack.end)),
+        tail: Some(position_to_wire(ack.tail)),
+    }
+}
+
+fn ack_from_wire(ack: pb::AppendAck) -> Result<AppendAck, MetadataError> {
+    let position = |p: Option<pb::Position>| {
+        p.map(|p| Position { seq_num: p.seq_num, timestamp: p.timestamp }).ok_or_else(|| malformed("ack without position"))
+    };
+    Ok(AppendAck { start: position(ack.start)?, end: position(ack.end)?, tail: position(ack.tail)? })
+}
+
+fn position_to_wire(position: Position) -> pb::Position {
+    pb::Position { seq_num: position.seq_num, timestamp: position.timestamp }
+}
+
+pub fn malformed(what: &str) -> MetadataError {
+    MetadataError::Unavailable(format!("malformed metadata response: {what}"))
+}
+
+pub fn error_to_wire(error: &MetadataError) -> pb::Error {
+    let mut wire = pb::Error { message: error.to_string(), ..pb::Error::default() };
+    wire.kind = match error {
+        MetadataError::BasinNotFound(basin) => {
+            wire.basin = basin.clone();
+            "basin_not_found"
+        }
+        MetadataError::BasinExists(basin) => {
+            wire.basin = basin.clone();
+            "basin_exists"
+        }
+        MetadataError::StreamNotFound { basin, stream } => {
+            (wire.basin, wire.stream) = (basin.clone(), stream.clone());
+            "stream_not_found"
+        }
+        MetadataError::StreamExists { basin, stream } => {
+            (wire.basin, wire.stream) = (basin.clone(), stream.clone());
+            "stream_exists"
+        }
+        MetadataError::SeqNumMismatch { expected, actual } => {
+            (wire.expected, wire.actual) = (*expected, *actual);
+            "seq_num_mismatch"
+        }
+        MetadataError::FencingTokenMismatch { actual } => {
+            wire.actual_token = actual.clone();
+            "fencing_token_mismatch"
+        }
+        MetadataError::InvalidArgument(message) => {
+            wire.message = message.clone();
+            "invalid_argument"
+        }
+        MetadataError::AtomicGroupFailed(message) => {
+            wire.message = message.clone();
+            "atomic_group_failed"
+        }
+        MetadataError::Fenced => "fenced",
+        MetadataError::NotLeader => "not_leader",
+        MetadataError::Stopped => "stopped",
+        MetadataError::Indefinite(message) => {
+            wire.message = message.clone();
+            "indefinite"
+        }
+        MetadataError::Storage(e) => {
+            wire.message = e.to_string();
+            "unavailable"
+        }
+        MetadataError::Unavailable(message) => {
+            wire.message = message.clone();
+            "unavailable"
+        }
+        MetadataError::Corrupt { key, reason } => {
+            (wire.basin, wire.message) = (key.clone(), reason.clone());
+            "corrupt"
+        }
+    }
+    .to_string();
+    wire
+}
+
+pub fn error_from_wire(wire: pb::Error) -> MetadataError {
+    match wire.kind.as_str() {
+        "basin_not_found" => MetadataError::BasinNotFound(wire.basin),
+        "basin_exists" => MetadataError::BasinExists(wire.basin),
+        "stream_not_found" => MetadataError::StreamNotFound { basin: wire.basin, stream: wire.stream },
+        "stream_exists" => MetadataError::StreamExists { basin: wire.basin, stream: wire.stream },
+        "seq_num_mismatch" => MetadataError::SeqNumMismatch { expected: wire.expected, actual: wire.actual },
+        "fencing_token_mismatch" => MetadataError::FencingTokenMismatch { actual: wire.actual_token },
+        "invalid_argument" => MetadataError::InvalidArgument(wire.message),
+        "atomic_group_failed" => MetadataError::AtomicGroupFailed(wire.message),
+        "fenced" => MetadataError::Fenced,
+        "not_leader" => MetadataError::NotLeader,
+        "stopped" => MetadataError::Stopped,
+        "indefinite" => MetadataError::Indefinite(wire.message),
+        "corrupt" => MetadataError::Corrupt { key: wire.basin, reason: wire.message },
+        _ => MetadataError::Unavailable(wire.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_survives_the_wire() {
+        let errors = [
+            MetadataError::BasinNotFound("b".into()),
+            MetadataError::BasinExists("b".into()),
+            MetadataError::StreamNotFound { basin: "b".into(), stream: "s".into() },
+            MetadataError::StreamExists { basin: "b".into(), stream: "s".into() },
+            MetadataError::SeqNumMismatch { expected: 3, actual: 7 },
+            MetadataError::FencingTokenMismatch { actual: "tok".into() },
+            MetadataError::InvalidArgument("bad".into()),
+            MetadataError::AtomicGroupFailed("other".into()),
+            MetadataError::Fenced,
+            MetadataError::NotLeader,
+            MetadataError::Stopped,
+            MetadataError::Indefinite("lost".into()),
+            MetadataError::Unavailable("down".into()),
+            MetadataError::Corrupt { key: "k".into(), reason: "r".into() },
+        ];
+        for error in errors {
+            let back = error_from_wire(error_to_wire(&error));
+            assert_eq!(back.to_string(), error.to_string());
+            assert_eq!(back.code(), error.code());
+        }
+    }
+
+    #[test]
+    fn commit_requests_and_outcomes_survive_the_wire() {
+        let request = CommitRequest {
+            segment_id: u128::MAX - 5,
+            units: vec![CommitUnit {
+                appends: vec![CommitAppend {
+                    basin: "b".into(),
+                    stream: "s".into(),
+                    offset: 10,
+                    len: 20,
+                    arrival: 30,
+                    client_timestamps: vec![None, Some(0), Some(99)],
+                    commands: vec![Command::Fence("t".into()), Command::Trim(4)],
+                    match_seq_num: Some(2),
+                    fencing_token: None,
+                    metered_bytes: 77,
+                }],
+            }],
+        };
+        assert_eq!(commit_request_from_wire(commit_request_to_wire(&request)).unwrap(), request);
+
+        let p = |seq_num, timestamp| Position { seq_num, timestamp };
+        let outcomes: Vec<UnitOutcome> = vec![
+            Ok(vec![AppendAck { start: p(0, 1), end: p(3, 2), tail: p(3, 2) }]),
+            Err(MetadataError::SeqNumMismatch { expected: 1, actual: 3 }),
+        ];
+        let back = outcomes_from_wire(outcomes_to_wire(&outcomes)).unwrap();
+        assert_eq!(back[0].as_ref().unwrap(), outcomes[0].as_ref().unwrap());
+        assert!(matches!(back[1], Err(MetadataError::SeqNumMismatch { expected: 1, actual: 3 })));
+    }
+}

@@ -1,0 +1,208 @@
+//! The server side of `shale.metadata.v1`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use prost::Message;
+use shale_proto::metadata_rpc as pb;
+use shale_proto::metadata_rpc::metadata_server::{Metadata as MetadataRpc, MetadataServer};
+use tonic::{Request, Response, Status};
+
+use super::convert::{commit_request_from_wire, error_to_wire, outcomes_to_wire};
+use super::MAX_MESSAGE_BYTES;
+use crate::{decode_json, encode_json, LeaderLease, Metadata, MetadataError};
+
+/// How often an open watch checks that this instance still holds the lease.
+const WATCH_LEASE_CHECK: Duration = Duration::from_millis(100);
+
+/// Serves one [`Metadata`]. With a lease, every call is refused with `not_leader` while
+/// the lease is not held.
+#[derive(Clone)]
+pub struct MetadataService {
+    metadata: Arc<Metadata>,
+    lease: Option<Arc<LeaderLease>>,
+}
+
+impl MetadataService {
+    pub fn new(metadata: Arc<Metadata>, lease: Option<Arc<LeaderLease>>) -> Self {
+        Self { metadata, lease }
+    }
+
+    pub fn into_server(self) -> MetadataServer<Self> {
+        MetadataServer::new(self).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn leader(&self) -> Result<&Metadata, Status> {
+        if self.metadata.is_fenced() {
+            return Err(status(MetadataError::Fenced));
+        }
+        match &self.lease {
+            Some(lease) if !lease.is_held() => Err(status(MetadataError::NotLeader)),
+            _ => Ok(&self.metadata),
+        }
+    }
+}
+
+/// A metadata error as a gRPC status: the code from the shared mapping, the error's
+/// wire form in the details so the client rebuilds the same value.
+fn status(error: MetadataError) -> Status {
+    let code = tonic::Code::from_i32(error.code().grpc_code());
+    Status::with_details(code, error.to_string(), error_to_wire(&error).encode_to_vec().into())
+}
+
+fn json_of<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Status> {
+    decode_json(what.as_bytes(), bytes).map_err(|e| status(MetadataError::InvalidArgument(e.to_string())))
+}
+
+fn limit(limit: u32) -> usize {
+    limit as usize
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl MetadataRpc for MetadataService {
+    async fn commit(&self, request: Request<pb::CommitRequest>) -> Result<Response<pb::CommitResponse>, Status> {
+        let metadata = self.leader()?;
+        let requests = request
+            .into_inner()
+            .segments
+            .into_iter()
+            .map(commit_request_from_wire)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(status)?;
+        let outcomes = metadata.commit_many(requests).await.map_err(status)?;
+        Ok(Response::new(pb::CommitResponse {
+            segments: outcomes.iter().map(|outcome| outcomes_to_wire(outcome)).collect(),
+        }))
+    }
+
+    async fn entries_from(
+        &self,
+        request: Request<pb::EntriesFromRequest>,
+    ) -> Result<Response<pb::EntriesResponse>, Status> {
+        let r = request.into_inner();
+        let entries = self.leader()?.entries_from(r.stream_id, r.seq, limit(r.limit)).await.map_err(status)?;
+        Ok(Response::new(pb::EntriesResponse { entries: entries.iter().map(|e| e.encode()).collect() }))
+    }
+
+    async fn entry_at_time(
+        &self,
+        request: Request<pb::EntryAtTimeRequest>,
+    ) -> Result<Response<pb::EntriesResponse>, Status> {
+        let r = request.into_inner();
+        let entry = self.leader()?.entry_at_time(r.stream_id, r.timestamp).await.map_err(status)?;
+        Ok(Response::new(pb::EntriesResponse { entries: entry.iter().map(|e| e.encode()).collect() }))
+    }
+
+    type WatchStream = WatchStream;
+
+    /// Sends the commit generation now and after every commit; ends when this instance
+    /// loses the lease, so watchers move to the new leader.
+    async fn watch(&self, _request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let metadata = self.leader()?;
+        let commits = metadata.subscribe_commits();
+        let service = self.clone();
+        let stream = futures::stream::unfold((commits, service, true), |(mut commits, service, first)| async move {
+            if !first {
+                loop {
+                    tokio::select! {
+                        changed = commits.changed() => {
+                            if changed.is_err() {
+                                return None;
+                            }
+                            break;
+                        }
+                        _ = tokio::time::sleep(WATCH_LEASE_CHECK) => {
+                            if service.leader().is_err() {
+                                return None;
+                            }
+                        }
+                    }
+                }
+            }
+            let generation = *commits.borrow_and_update();
+            Some((Ok(pb::WatchEvent { generation }), (commits, service, false)))
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_basin(&self, request: Request<pb::BasinRef>) -> Result<Response<pb::Json>, Status> {
+        let record = self.leader()?.basin(&request.into_inner().basin).await.map_err(status)?;
+        Ok(Response::new(pb::Json { json: encode_json(&record) }))
+    }
+
+    async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<Response<pb::Created>, Status> {
+        let r = request.into_inner();
+        let config = json_of("basin config", &r.config_json)?;
+        let (record, created) = self
+            .leader()?
+            .create_basin_idempotent(&r.basin, config, r.request_token.as_deref())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::Created { json: encode_json(&record), created }))
+    }
+
+    async fn reconfigure_basin(&self, request: Request<pb::ReconfigureRequest>) -> Result<Response<pb::Json>, Status> {
+        let r = request.into_inner();
+        let config = json_of("basin config", &r.config_json)?;
+        let record = self.leader()?.reconfigure_basin(&r.basin, config).await.map_err(status)?;
+        Ok(Response::new(pb::Json { json: encode_json(&record) }))
+    }
+
+    async fn list_basins(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+        let r = request.into_inner();
+        let page = self.leader()?.list_basins(&r.prefix, &r.start_after, limit(r.limit)).await.map_err(status)?;
+        Ok(Response::new(pb::ListResponse {
+            items_json: page.items.iter().map(encode_json).collect(),
+            has_more: page.has_more,
+        }))
+    }
+
+    async fn delete_basin(&self, request: Request<pb::BasinRef>) -> Result<Response<pb::Empty>, Status> {
+        self.leader()?.delete_basin(&request.into_inner().basin).await.map_err(status)?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn get_stream(&self, request: Request<pb::StreamRef>) -> Result<Response<pb::Json>, Status> {
+        let r = request.into_inner();
+        let info = self.leader()?.stream(&r.basin, &r.stream).await.map_err(status)?;
+        Ok(Response::new(pb::Json { json: encode_json(&info.record) }))
+    }
+
+    async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<Response<pb::Created>, Status> {
+        let r = request.into_inner();
+        let config = json_of("stream config", &r.config_json)?;
+        let (info, created) = self
+            .leader()?
+            .create_stream_idempotent(&r.basin, &r.stream, config, r.request_token.as_deref())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::Created { json: encode_json(&info.record), created }))
+    }
+
+    async fn reconfigure_stream(&self, request: Request<pb::ReconfigureRequest>) -> Result<Response<pb::Json>, Status> {
+        let r = request.into_inner();
+        let config = json_of("stream config", &r.config_json)?;
+        let info = self.leader()?.reconfigure_stream(&r.basin, &r.stream, config).await.map_err(status)?;
+        Ok(Response::new(pb::Json { json: encode_json(&info.record) }))
+    }
+
+    async fn list_streams(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+        let r = request.into_inner();
+        let page =
+            self.leader()?.list_streams(&r.basin, &r.prefix, &r.start_after, limit(r.limit)).await.map_err(status)?;
+        Ok(Response::new(pb::ListResponse {
+            items_json: page.items.iter().map(encode_json).collect(),
+            has_more: page.has_more,
+        }))
+    }
+
+    async fn delete_stream(&self, request: Request<pb::StreamRef>) -> Result<Response<pb::Empty>, Status> {
+        let r = request.into_inner();
+        self.leader()?.delete_stream(&r.basin, &r.stream).await.map_err(status)?;
+        Ok(Response::new(pb::Empty {}))
+    }
+}
