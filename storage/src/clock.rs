@@ -14,3 +14,25 @@ impl Clock for SystemClock {
         SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
     }
 }
+
+/// A clock that moves only when told to: for tests of time-based rules.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now_ms: std::sync::atomic::AtomicU64,
+}
+
+impl ManualClock {
+    pub fn new(now_ms: u64) -> Self {
+        Self { now_ms: std::sync::atomic::AtomicU64::new(now_ms) }
+    }
+
+    pub fn advance(&self, by: std::time::Duration) {
+        self.now_ms.fetch_add(by.as_millis() as u64, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now_ms.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -17,7 +17,7 @@ mod histogram;
 mod instrumented;
 mod open;
 
-pub use clock::{Clock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use failing::FailingStore;
 pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};

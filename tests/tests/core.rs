@@ -9,13 +9,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shale_gateway::{AppendInput, GatewayConfig, GatewayError};
-use shale_metadata::{BasinConfig, Metadata, MetadataError, StreamConfig, DEFAULT_DB_PATH};
+use shale_metadata::{
+    BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataConfig, MetadataError, StreamConfig,
+    DEFAULT_DB_PATH,
+};
 use shale_proto::segment::{encode_block, object_path};
 use shale_proto::{Header, Record, SegmentBuilder, SequencedRecord};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStoreExt, PutPayload};
-use shale_storage::SystemClock;
+use shale_storage::{Clock, ManualClock, SystemClock};
 use shale_tests::{Backend, Node};
 
 const BASIN: &str = "test-basin";
@@ -362,6 +365,75 @@ async fn suite_waiting_read_wakes_on_commit(backend: Backend) {
     Arc::into_inner(node).unwrap().stop().await;
 }
 
+/// A segment uploaded with a commit, one without, one too young to judge, and a late
+/// commit: retried commits return the first outcome and apply nothing twice; segments
+/// too old are refused; orphan collection deletes exactly the old uncommitted segment.
+async fn suite_retried_commits_and_orphan_collection(backend: Backend) {
+    let store = backend.store().await;
+    let t0 = SystemClock.now_ms();
+    let clock = Arc::new(ManualClock::new(t0));
+    let config = MetadataConfig {
+        max_commit_age: Duration::from_secs(5),
+        orphan_grace: Duration::from_secs(10),
+        ..MetadataConfig::default()
+    };
+    let metadata = Metadata::open_with(store.raw.clone(), DEFAULT_DB_PATH, clock.clone(), &config).await.unwrap();
+    metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    metadata.create_stream(BASIN, "s", StreamConfig::default()).await.unwrap();
+
+    let upload = |id: u128, body: &'static str| {
+        let store = store.raw.clone();
+        async move {
+            let mut segment = SegmentBuilder::new();
+            let block = encode_block(1, &[record(body)]);
+            let info = segment.push_block(Bytes::from_static(b"test-basin/s"), 1, &block);
+            store.put(&Path::from(object_path(id)), PutPayload::from(segment.finish())).await.unwrap();
+            CommitRequest {
+                segment_id: id,
+                units: vec![CommitUnit {
+                    appends: vec![CommitAppend {
+                        basin: BASIN.into(),
+                        stream: "s".into(),
+                        offset: info.offset,
+                        len: info.len,
+                        arrival: t0,
+                        client_timestamps: vec![None],
+                        commands: vec![],
+                        match_seq_num: None,
+                        fencing_token: None,
+                        metered_bytes: 8,
+                    }],
+                }],
+            }
+        }
+    };
+    let ulid_at = |ms: u64| ulid::Ulid::from_parts(ms, rand::random()).0;
+    let committed = upload(ulid_at(t0 - 1_000), "committed").await;
+    let orphan = upload(ulid_at(t0 - 1_000), "orphan").await;
+    let young = upload(ulid_at(t0 + 15_000), "young").await;
+
+    let first = metadata.commit(committed.clone()).await.unwrap();
+    let retried = metadata.commit(committed.clone()).await.unwrap();
+    let (first, retried) = (first[0].as_ref().unwrap(), retried[0].as_ref().unwrap());
+    assert_eq!(first, retried, "a retried commit returns the original acks");
+    assert_eq!(metadata.stream(BASIN, "s").await.unwrap().record.next_seq, 1, "and applies nothing twice");
+
+    clock.advance(Duration::from_secs(20));
+    let late = metadata.commit(orphan.clone()).await.unwrap();
+    assert!(matches!(late[0], Err(MetadataError::Unavailable(_))), "too old to commit: {:?}", late[0]);
+    assert_eq!(metadata.commit(committed.clone()).await.unwrap()[0].as_ref().unwrap(), first);
+
+    let report = metadata.collect_orphans(store.raw.as_ref()).await.unwrap();
+    assert_eq!(report.deleted, 1, "{report:?}");
+    let left = store.segment_objects().await;
+    assert!(left.contains(&Path::from(object_path(committed.segment_id))), "committed segment kept");
+    assert!(left.contains(&Path::from(object_path(young.segment_id))), "young segment kept");
+    assert!(!left.contains(&Path::from(object_path(orphan.segment_id))), "old orphan deleted");
+    let again = metadata.collect_orphans(store.raw.as_ref()).await.unwrap();
+    assert_eq!(again.deleted, 0, "{again:?}");
+    metadata.close().await.unwrap();
+}
+
 macro_rules! on_every_backend {
     ($($suite:ident),* $(,)?) => {
         mod memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite(super::Backend::Memory).await } )* }
@@ -379,6 +451,7 @@ on_every_backend!(
     suite_reads_by_time_tail_offset_and_limits,
     suite_catalog_lists_and_deletes,
     suite_waiting_read_wakes_on_commit,
+    suite_retried_commits_and_orphan_collection,
 );
 
 /// A lone append seals at once instead of waiting for `linger`; appends that arrive

@@ -1,0 +1,228 @@
+//! Gateways and readers on a remote metadata service (`shale.metadata.v1` over loopback
+//! gRPC), on the local S3 server: the same behaviour as in process, failover between
+//! addresses, and the leader lease moving calls to a new metadata instance.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shale_gateway::{AppendInput, Gateway, GatewayConfig, GatewayError};
+use shale_metadata::{
+    hold_leadership, BasinConfig, LeaseConfig, Metadata, MetadataApi, MetadataConfig, MetadataError, MetadataService,
+    RemoteConfig, RemoteMetadata, StreamConfig, DEFAULT_DB_PATH,
+};
+use shale_proto::Record;
+use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig, ReaderError};
+use shale_storage::object_store::ObjectStore;
+use shale_storage::SystemClock;
+use shale_tests::Backend;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+const BASIN: &str = "remote-basin";
+
+/// A metadata instance serving `shale.metadata.v1` on a loopback port.
+struct Served {
+    metadata: Arc<Metadata>,
+    server: JoinHandle<()>,
+}
+
+impl Served {
+    async fn start(
+        store: Arc<dyn ObjectStore>,
+        listener: TcpListener,
+        lease: Option<LeaseConfig>,
+    ) -> Served {
+        let metadata = Arc::new(
+            Metadata::open_with(store.clone(), DEFAULT_DB_PATH, Arc::new(SystemClock), &MetadataConfig::default())
+                .await
+                .unwrap(),
+        );
+        let address = listener.local_addr().unwrap().to_string();
+        let lease = lease.map(|config| hold_leadership(metadata.clone(), store, address, config));
+        let service = MetadataService::new(metadata.clone(), lease).into_server();
+        let server = tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+        Served { metadata, server }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn loopback() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").await.unwrap()
+}
+
+/// A loopback address nothing listens on.
+async fn dead_address() -> SocketAddr {
+    loopback().await.local_addr().unwrap()
+}
+
+fn input(stream: &str, body: &str) -> AppendInput {
+    AppendInput {
+        basin: BASIN.into(),
+        stream: stream.into(),
+        records: vec![Record { body: Bytes::copy_from_slice(body.as_bytes()), ..Default::default() }],
+        ..Default::default()
+    }
+}
+
+fn read_from(stream: &str, seq: u64, wait: Duration) -> ReadRequest {
+    ReadRequest {
+        basin: BASIN.into(),
+        stream: stream.into(),
+        start: ReadStart::SeqNum(seq),
+        limits: ReadLimits::default(),
+        until: None,
+        clamp: false,
+        wait,
+    }
+}
+
+async fn read_bodies(reader: &Reader, stream: &str) -> Vec<String> {
+    let mut bodies = Vec::new();
+    loop {
+        let output = reader.read(&read_from(stream, bodies.len() as u64, Duration::ZERO)).await.unwrap();
+        if output.records.is_empty() {
+            return bodies;
+        }
+        for (i, record) in output.records.iter().enumerate() {
+            assert_eq!(record.seq_num, (bodies.len() + i) as u64, "dense sequence numbers");
+        }
+        bodies.extend(output.records.iter().map(|r| String::from_utf8(r.body.to_vec()).unwrap()));
+    }
+}
+
+/// Polls `condition` until it holds; fails the test after 20 s.
+async fn wait_until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn remote(addresses: &[String], config: RemoteConfig) -> Arc<dyn MetadataApi> {
+    Arc::new(RemoteMetadata::new(addresses.to_vec(), config).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_and_reader_work_through_remote_metadata() {
+    let store = Backend::S3.store().await;
+    let listener = loopback().await;
+    let live = listener.local_addr().unwrap().to_string();
+    let _served = Served::start(store.raw.clone(), listener, None).await;
+    // The first address is dead: the client must move on to the live one.
+    let metadata = remote(&[dead_address().await.to_string(), live], RemoteConfig::default());
+    let gateway = Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock))
+        .unwrap();
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone()));
+
+    metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    metadata.create_stream(BASIN, "s", StreamConfig::default()).await.unwrap();
+    assert!(matches!(
+        metadata.create_stream(BASIN, "s", StreamConfig::default()).await,
+        Err(MetadataError::StreamExists { .. })
+    ));
+    let listed = metadata.list_streams(BASIN, "", "", 10).await.unwrap();
+    assert_eq!(listed.items.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["s"]);
+
+    // A live read waiting on the remote commit watch.
+    let waiting = tokio::spawn({
+        let reader = reader.clone();
+        async move { reader.read(&read_from("s", 0, Duration::from_secs(20))).await.unwrap() }
+    });
+    let ack = gateway.append(input("s", "first")).await.unwrap();
+    assert_eq!((ack.start.seq_num, ack.end.seq_num), (0, 1));
+    let woken = waiting.await.unwrap();
+    assert_eq!(woken.records.len(), 1);
+    assert_eq!(woken.records[0].body, Bytes::from_static(b"first"));
+
+    gateway.append(input("s", "second")).await.unwrap();
+    let mut conditional = input("s", "third");
+    conditional.match_seq_num = Some(7);
+    match gateway.append(conditional).await {
+        Err(GatewayError::Metadata(MetadataError::SeqNumMismatch { expected: 7, actual: 2 })) => {}
+        other => panic!("condition failures keep their shape over the wire: {other:?}"),
+    }
+    match reader.read(&read_from("missing", 0, Duration::ZERO)).await {
+        Err(ReaderError::Metadata(MetadataError::StreamNotFound { stream, .. })) => assert_eq!(stream, "missing"),
+        other => panic!("expected stream not found, got {other:?}"),
+    }
+    assert_eq!(read_bodies(&reader, "s").await, vec!["first", "second"]);
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
+    let store = Backend::S3.store().await;
+    let lease = LeaseConfig { lease: Duration::from_millis(600), renew_interval: Duration::from_millis(100) };
+    let first_listener = loopback().await;
+    // The second instance's address is known from the start but nothing listens there yet.
+    let second_address = dead_address().await;
+    let addresses = vec![first_listener.local_addr().unwrap().to_string(), second_address.to_string()];
+    let first = Served::start(store.raw.clone(), first_listener, Some(lease)).await;
+    let config = RemoteConfig { failover_timeout: Duration::from_secs(20), ..RemoteConfig::default() };
+    let metadata = remote(&addresses, config);
+    let gateway = Arc::new(
+        Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap(),
+    );
+    metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    metadata.create_stream(BASIN, "s", StreamConfig::default()).await.unwrap();
+
+    // A producer appends without pause across the takeover.
+    let (stop_tx, mut stop) = tokio::sync::watch::channel(false);
+    let producer = tokio::spawn({
+        let gateway = gateway.clone();
+        async move {
+            let (mut acked, mut failed) = (Vec::new(), 0);
+            for i in 0.. {
+                if *stop.borrow_and_update() {
+                    break;
+                }
+                match gateway.append(input("s", &format!("r{i}"))).await {
+                    Ok(ack) => acked.push((format!("r{i}"), ack.start.seq_num)),
+                    Err(_) => failed += 1,
+                }
+            }
+            (acked, failed)
+        }
+    });
+    let acked_count = || gateway.metrics().appends_acked.load(Ordering::Relaxed);
+    wait_until("appends before the takeover", || acked_count() >= 5).await;
+    let mut fenced = first.metadata.watch_fenced();
+    let second_listener = TcpListener::bind(second_address).await.unwrap();
+    let second = Served::start(store.raw.clone(), second_listener, Some(lease)).await;
+    tokio::time::timeout(Duration::from_secs(20), fenced.wait_for(|f| *f)).await.unwrap().unwrap();
+    // Appends keep succeeding after the switch.
+    let acked_at_switch = acked_count();
+    wait_until("appends after the takeover", || acked_count() >= acked_at_switch + 5).await;
+    stop_tx.send(true).unwrap();
+    let (acked, failed) = producer.await.unwrap();
+    assert!(first.metadata.is_fenced());
+
+    let reader = Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone());
+    let bodies = read_bodies(&reader, "s").await;
+    for (body, seq) in &acked {
+        assert_eq!(bodies.get(*seq as usize), Some(body), "acked {body} at {seq}");
+        assert_eq!(bodies.iter().filter(|b| *b == body).count(), 1, "{body} appears once");
+    }
+    let distinct: std::collections::HashSet<_> = bodies.iter().collect();
+    assert_eq!(distinct.len(), bodies.len(), "no record appears twice");
+    println!("acked {} failed {failed} stored {}", acked.len(), bodies.len());
+    gateway.shutdown().await;
+    drop(second);
+}
