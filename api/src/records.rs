@@ -37,6 +37,13 @@ pub async fn dispatch(State(state): State<AppState>, request: Request) -> Result
     let basin = basin_header(&headers)?;
     let query = uri.query();
     let session = content_type(&headers).is_some_and(|t| t.starts_with(s2s::CONTENT_TYPE));
+    // Wrong-role calls fail first, before any lookup can answer "not found".
+    match (endpoint, &method) {
+        ("records", &Method::POST) => drop(state.gateway()?),
+        ("records", _) | ("records/tail", _) => drop(state.reader()?),
+        ("", _) => drop(state.catalog()?),
+        _ => {}
+    }
     match (endpoint, method) {
         ("records", Method::POST) if session => Ok(s2s::append_session(state.gateway()?, basin, stream, body)),
         ("records", Method::GET) if session => {

@@ -8,11 +8,18 @@ use std::process::{Child, Command, Stdio};
 /// Starts `shale serve` in `dir` on a free loopback port; returns it and its address,
 /// read from the log line that says where it listens.
 pub fn start(dir: &std::path::Path) -> (Child, String, String) {
+    spawn(dir, &["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"], &[])
+}
+
+/// Starts `shale` with `args` (a server command) in `dir`; returns the process and its
+/// HTTP and gRPC base URLs, read from the log line that says where it listens.
+pub fn spawn(dir: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> (Child, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
-        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .args(args)
         .current_dir(dir)
         .env("SHALE_LOG", "info")
         .env("NO_COLOR", "1")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -24,6 +31,9 @@ pub fn start(dir: &std::path::Path) -> (Child, String, String) {
         let plain: String = strip_ansi(&line);
         let field =
             |name: &str| plain.split(name).nth(1).map(|rest| rest.split_whitespace().next().unwrap().to_string());
+        if !plain.contains("shale serving") {
+            continue;
+        }
         if let (Some(http), Some(grpc)) = (field("http="), field("grpc=")) {
             break (http, grpc);
         }

@@ -1,0 +1,390 @@
+//! Shale as separate processes on the local S3 server: one `shale metadata`, three
+//! `shale gateway`s and two `shale reader`s, with eight producers over 200 streams.
+//! Checks that every acked record appears exactly once, in order, with dense sequence
+//! numbers, on both readers; through a metadata takeover; and after `kill -9` of a
+//! gateway, whose orphan segments are then collected.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{spawn, terminate};
+use serde_json::{json, Value};
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::ObjectStore;
+use shale_tests::Moto;
+
+const BASIN: &str = "cluster-basin";
+const STREAMS: usize = 200;
+const PRODUCERS: usize = 8;
+
+/// A record a producer got an ack for: where it must be found.
+#[derive(Clone, Debug)]
+struct Acked {
+    stream: String,
+    body: String,
+    seq: u64,
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    env: Vec<(&'static str, String)>,
+    store_url: String,
+    store: Arc<dyn ObjectStore>,
+    metadata: Vec<String>,
+    gateways: Vec<(Child, String)>,
+    readers: Vec<(Child, String)>,
+}
+
+static BUCKETS: AtomicU64 = AtomicU64::new(0);
+
+impl Cluster {
+    /// A fresh bucket and a config file with `toml`; no processes yet.
+    async fn new(toml: &str) -> Cluster {
+        let moto = Moto::shared().await;
+        let bucket = format!("cluster-{}-{}", std::process::id(), BUCKETS.fetch_add(1, Ordering::SeqCst));
+        let store = moto.bucket(&bucket).await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("shale.toml"), toml).unwrap();
+        let mut env = moto.env();
+        env.push(("SHALE_CONFIG", dir.path().join("shale.toml").display().to_string()));
+        Cluster {
+            dir,
+            env,
+            store_url: format!("s3://{bucket}"),
+            store,
+            metadata: Vec::new(),
+            gateways: Vec::new(),
+            readers: Vec::new(),
+        }
+    }
+
+    /// Starts `shale metadata`; `grpc` is `127.0.0.1:0` or a reserved address.
+    fn start_metadata(&self, grpc: &str) -> (Child, String) {
+        let args = ["metadata", "--store", &self.store_url, "--grpc", grpc, "--http", "127.0.0.1:0"];
+        let (child, _http, grpc) = spawn(self.dir.path(), &args, &self.env);
+        (child, grpc.trim_start_matches("http://").to_string())
+    }
+
+    /// Starts gateways and readers against every metadata address known so far.
+    fn start_roles(&mut self, gateways: usize, readers: usize) {
+        let metadata = self.metadata.join(",");
+        for (role, count) in [("gateway", gateways), ("reader", readers)] {
+            for _ in 0..count {
+                let args = [
+                    role,
+                    "--store",
+                    &self.store_url,
+                    "--metadata",
+                    &metadata,
+                    "--http",
+                    "127.0.0.1:0",
+                    "--grpc",
+                    "127.0.0.1:0",
+                ];
+                let (child, http, _grpc) = spawn(self.dir.path(), &args, &self.env);
+                match role {
+                    "gateway" => self.gateways.push((child, http)),
+                    _ => self.readers.push((child, http)),
+                }
+            }
+        }
+    }
+
+    async fn segment_objects(&self) -> HashSet<Path> {
+        use futures::TryStreamExt;
+        self.store.list(Some(&Path::from("segments"))).map_ok(|m| m.location).try_collect().await.unwrap()
+    }
+
+    fn stop_all(self) {
+        for (child, _) in self.gateways.into_iter().chain(self.readers) {
+            terminate(child);
+        }
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap()
+}
+
+fn stream_name(i: usize) -> String {
+    format!("s{i:03}")
+}
+
+/// Creates the basin (streams are created on first append) through a gateway.
+async fn create_basin(client: &reqwest::Client, gateway: &str) {
+    let body = json!({ "basin": BASIN, "config": { "create_stream_on_append": true } });
+    let r = client.post(format!("{gateway}/v1/basins")).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// Eight producers append one record per request, spreading over the streams and the
+/// gateways, until `stop`; each returns what was acked and how many calls failed.
+fn start_producers(gateways: Vec<String>, stop: Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<(Vec<Acked>, u64)>> {
+    (0..PRODUCERS)
+        .map(|p| {
+            let (gateways, stop) = (gateways.clone(), stop.clone());
+            tokio::spawn(async move {
+                let client = client();
+                let (mut acked, mut failed) = (Vec::new(), 0);
+                let mut i = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let stream = stream_name((p * 31 + i * 7) % STREAMS);
+                    let gateway = &gateways[(p + i) % gateways.len()];
+                    let body = format!("p{p}-{i}");
+                    i += 1;
+                    let response = client
+                        .post(format!("{gateway}/v1/streams/{stream}/records"))
+                        .header("s2-basin", BASIN)
+                        .json(&json!({ "records": [{ "body": body }] }))
+                        .send()
+                        .await;
+                    match response {
+                        Ok(r) if r.status() == 200 => {
+                            let ack: Value = r.json().await.unwrap();
+                            let seq = ack["start"]["seq_num"].as_u64().unwrap();
+                            assert_eq!(ack["end"]["seq_num"].as_u64().unwrap(), seq + 1);
+                            acked.push(Acked { stream, body, seq });
+                        }
+                        Ok(r) => {
+                            let status = r.status();
+                            let text = r.text().await.unwrap_or_default();
+                            assert!(status.is_server_error() || status == 429, "unexpected {status}: {text}");
+                            failed += 1;
+                        }
+                        Err(_) => failed += 1,
+                    }
+                }
+                (acked, failed)
+            })
+        })
+        .collect()
+}
+
+async fn stop_producers(
+    stop: &AtomicBool,
+    producers: Vec<tokio::task::JoinHandle<(Vec<Acked>, u64)>>,
+) -> (Vec<Acked>, u64) {
+    stop.store(true, Ordering::Relaxed);
+    let (mut acked, mut failed) = (Vec::new(), 0);
+    for producer in producers {
+        let (a, f) = producer.await.unwrap();
+        acked.extend(a);
+        failed += f;
+    }
+    (acked, failed)
+}
+
+/// Every record of `stream` on `reader`, checking dense sequence numbers from 0.
+async fn read_stream(client: &reqwest::Client, reader: &str, stream: &str) -> Vec<String> {
+    let mut bodies = Vec::new();
+    loop {
+        let r = client
+            .get(format!("{reader}/v1/streams/{stream}/records?seq_num={}", bodies.len()))
+            .header("s2-basin", BASIN)
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 404 {
+            return bodies; // never appended to
+        }
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let page: Value = r.json().await.unwrap();
+        let records = page["records"].as_array().unwrap();
+        if records.is_empty() {
+            return bodies;
+        }
+        for record in records {
+            assert_eq!(record["seq_num"].as_u64().unwrap(), bodies.len() as u64, "dense sequence numbers");
+            bodies.push(record["body"].as_str().unwrap().to_string());
+        }
+    }
+}
+
+/// Acked records exactly once at their acked position, any record at most once.
+async fn check_exactly_once(client: &reqwest::Client, readers: &[String], acked: &[Acked]) {
+    let mut by_stream: HashMap<&str, Vec<&Acked>> = HashMap::new();
+    for a in acked {
+        by_stream.entry(&a.stream).or_default().push(a);
+    }
+    for reader in readers {
+        let mut stored = 0;
+        for i in 0..STREAMS {
+            let stream = stream_name(i);
+            let bodies = read_stream(client, reader, &stream).await;
+            stored += bodies.len();
+            let distinct: HashSet<&String> = bodies.iter().collect();
+            assert_eq!(distinct.len(), bodies.len(), "{reader} {stream}: a record appears twice");
+            for a in by_stream.get(stream.as_str()).into_iter().flatten() {
+                assert_eq!(bodies.get(a.seq as usize), Some(&a.body), "{reader} {stream}: acked {a:?}");
+            }
+        }
+        assert!(stored >= acked.len(), "{reader}: {stored} stored < {} acked", acked.len());
+    }
+}
+
+/// Polls `condition` every 50 ms; fails after `limit`.
+async fn wait_until<F, Fut>(what: &str, limit: Duration, condition: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !condition().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn acked_so_far(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("shale_appends_acked_total "))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Total appends the gateways acked, from their `/metrics`.
+async fn gateway_acks(client: &reqwest::Client, gateways: &[String]) -> u64 {
+    let mut total = 0;
+    for gateway in gateways {
+        if let Ok(r) = client.get(format!("{gateway}/metrics")).send().await {
+            total += acked_so_far(&r.text().await.unwrap_or_default());
+        }
+    }
+    total
+}
+
+async fn block_cache_hits(client: &reqwest::Client, reader: &str) -> u64 {
+    let metrics = client.get(format!("{reader}/metrics")).send().await.unwrap().text().await.unwrap();
+    let line = metrics.lines().find_map(|l| l.strip_prefix("shale_cache_block_hits_total ")).unwrap();
+    line.trim().parse().unwrap()
+}
+
+fn reserve_loopback_address() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()
+}
+
+const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_gateways_and_readers_survive_a_metadata_takeover() {
+    let mut cluster = Cluster::new(FAST_LEASE).await;
+    let (first, first_addr) = cluster.start_metadata("127.0.0.1:0");
+    let second_addr = reserve_loopback_address();
+    cluster.metadata = vec![first_addr, second_addr.clone()];
+    cluster.start_roles(3, 2);
+    let client = client();
+    let gateways: Vec<String> = cluster.gateways.iter().map(|(_, url)| url.clone()).collect();
+    let readers: Vec<String> = cluster.readers.iter().map(|(_, url)| url.clone()).collect();
+    create_basin(&client, &gateways[0]).await;
+
+    // A call sent to the wrong role says which role to use.
+    let r = client
+        .post(format!("{}/v1/streams/s000/records", readers[0]))
+        .header("s2-basin", BASIN)
+        .json(&json!({ "records": [{ "body": "x" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 421);
+    let error: Value = r.json().await.unwrap();
+    assert_eq!(error["code"], "wrong_role");
+    assert!(error["message"].as_str().unwrap().contains("gateway"), "{error}");
+    let r = client.get(format!("{}/v1/streams/s000/records?seq_num=0", gateways[0])).header("s2-basin", BASIN);
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), 421);
+    assert!(r.json::<Value>().await.unwrap()["message"].as_str().unwrap().contains("reader"));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let producers = start_producers(gateways.clone(), stop.clone());
+    wait_until("500 acks before the takeover", Duration::from_secs(60), || async {
+        gateway_acks(&client, &gateways).await >= 500
+    })
+    .await;
+
+    // A second metadata on the same store takes over; the first exits non-zero.
+    let (second, _) = cluster.start_metadata(&second_addr);
+    let first_status = tokio::task::spawn_blocking(move || {
+        let mut first = first;
+        first.wait().unwrap()
+    });
+    let first_status = tokio::time::timeout(Duration::from_secs(30), first_status).await.unwrap().unwrap();
+    assert!(!first_status.success(), "the fenced metadata exits with an error: {first_status}");
+    let at_switch = gateway_acks(&client, &gateways).await;
+    wait_until("500 acks after the takeover", Duration::from_secs(60), || async {
+        gateway_acks(&client, &gateways).await >= at_switch + 500
+    })
+    .await;
+    let (acked, failed) = stop_producers(&stop, producers).await;
+    println!("acked {} failed {failed} across the takeover", acked.len());
+
+    check_exactly_once(&client, &readers, &acked).await;
+
+    // Each reader has its own cache: reading the same range again is served from it.
+    let hits_before = block_cache_hits(&client, &readers[1]).await;
+    let stream = &acked[0].stream;
+    let again = read_stream(&client, &readers[1], stream).await;
+    assert!(!again.is_empty());
+    assert!(block_cache_hits(&client, &readers[1]).await > hits_before, "a repeated read hits the cache");
+    cluster.stop_all();
+    assert!(terminate(second).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() {
+    let config = format!(
+        "{FAST_LEASE}[metadata]\nmax_commit_age = \"1s\"\norphan_grace = \"2s\"\ngc_interval = \"200ms\"\n"
+    );
+    let mut cluster = Cluster::new(&config).await;
+    let (metadata, metadata_addr) = cluster.start_metadata("127.0.0.1:0");
+    cluster.metadata = vec![metadata_addr];
+    cluster.start_roles(3, 2);
+    let client = client();
+    let gateways: Vec<String> = cluster.gateways.iter().map(|(_, url)| url.clone()).collect();
+    let readers: Vec<String> = cluster.readers.iter().map(|(_, url)| url.clone()).collect();
+    create_basin(&client, &gateways[0]).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let producers = start_producers(gateways.clone(), stop.clone());
+    wait_until("300 acks", Duration::from_secs(60), || async { gateway_acks(&client, &gateways).await >= 300 }).await;
+
+    // Freeze metadata so uploads pile up uncommitted, then kill a gateway with some in
+    // flight: those segments can never be committed.
+    let pid = metadata.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let before = cluster.segment_objects().await;
+    wait_until("segments uploaded while metadata is frozen", Duration::from_secs(30), || async {
+        cluster.segment_objects().await.len() > before.len()
+    })
+    .await;
+    let (mut victim, _) = cluster.gateways.remove(0);
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let uncommitted: HashSet<Path> = cluster.segment_objects().await.difference(&before).cloned().collect();
+    // Past max_commit_age, no commit can make these segments visible any more.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+
+    wait_until("the orphans are deleted", Duration::from_secs(60), || async {
+        cluster.segment_objects().await.is_disjoint(&uncommitted)
+    })
+    .await;
+    let survivors: Vec<String> = gateways[1..].to_vec();
+    let at_resume = gateway_acks(&client, &survivors).await;
+    wait_until("appends after the kill", Duration::from_secs(60), || async {
+        gateway_acks(&client, &survivors).await >= at_resume + 200
+    })
+    .await;
+    let (acked, failed) = stop_producers(&stop, producers).await;
+    println!("acked {} failed {failed}; {} orphan segments collected", acked.len(), uncommitted.len());
+    check_exactly_once(&client, &readers, &acked).await;
+    cluster.stop_all();
+    assert!(terminate(metadata).success());
+}
