@@ -3,5 +3,5 @@
 # whole workspace under nextest. Tests that need S3 start their own moto from .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash localstack/moto.sh install
+bash localstack/s3-local.sh install
 cargo nextest run --workspace --no-fail-fast

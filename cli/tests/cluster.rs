@@ -102,6 +102,14 @@ impl Cluster {
         self.store.list(Some(&Path::from("segments"))).map_ok(|m| m.location).try_collect().await.unwrap()
     }
 
+    /// Whether the segment object at `path` holds one of the appends sent to the victim.
+    async fn holds_doomed_records(&self, path: &Path) -> bool {
+        use shale_storage::object_store::ObjectStoreExt;
+        let bytes = self.store.get(path).await.unwrap().bytes().await.unwrap();
+        let blocks = shale_proto::segment::decode_segment(path.as_ref(), &bytes).unwrap();
+        blocks.iter().flat_map(|(_, block)| &block.records).any(|record| record.body.starts_with(b"doomed-"))
+    }
+
     fn stop_all(self) {
         for (child, _) in self.gateways.into_iter().chain(self.readers) {
             terminate(child);
@@ -340,7 +348,8 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() {
     let config = format!(
-        "{FAST_LEASE}[metadata]\nmax_commit_age = \"1s\"\norphan_grace = \"2s\"\ngc_interval = \"200ms\"\n"
+        "{FAST_LEASE}[metadata]\nmax_commit_age = \"1s\"\norphan_grace = \"2s\"\ngc_interval = \"200ms\"\n\
+         [gateway]\nmax_inflight_segments = 16\n"
     );
     let mut cluster = Cluster::new(&config).await;
     let (metadata, metadata_addr) = cluster.start_metadata("127.0.0.1:0");
@@ -360,13 +369,31 @@ async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() 
     let pid = metadata.id() as i32;
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let before = cluster.segment_objects().await;
-    wait_until("segments uploaded while metadata is frozen", Duration::from_secs(30), || async {
-        cluster.segment_objects().await.len() > before.len()
+    // Appends the victim takes while metadata is frozen: sealed and uploaded, never acked.
+    let doomed: Vec<_> = (0..3)
+        .map(|k| {
+            let (client, victim) = (client.clone(), gateways[0].clone());
+            tokio::spawn(async move {
+                let body = json!({ "records": [{ "body": format!("doomed-{k}") }] });
+                let url = format!("{victim}/v1/streams/s000/records");
+                client.post(url).header("s2-basin", BASIN).json(&body).send().await.map(|r| r.status())
+            })
+        })
+        .collect();
+    wait_until("the victim uploads a segment while metadata is frozen", Duration::from_secs(30), || async {
+        let mut found = false;
+        for path in cluster.segment_objects().await.difference(&before) {
+            found |= cluster.holds_doomed_records(path).await;
+        }
+        found
     })
     .await;
     let (mut victim, _) = cluster.gateways.remove(0);
     victim.kill().unwrap();
     victim.wait().unwrap();
+    for append in doomed {
+        assert!(!append.await.unwrap().is_ok_and(|status| status == 200), "no ack from a frozen metadata");
+    }
     let uncommitted: HashSet<Path> = cluster.segment_objects().await.difference(&before).cloned().collect();
     // Past max_commit_age, no commit can make these segments visible any more.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -385,6 +412,10 @@ async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() 
     let (acked, failed) = stop_producers(&stop, producers).await;
     println!("acked {} failed {failed}; {} orphan segments collected", acked.len(), uncommitted.len());
     check_exactly_once(&client, &readers, &acked).await;
+    for reader in &readers {
+        let bodies = read_stream(&client, reader, "s000").await;
+        assert!(!bodies.iter().any(|b| b.starts_with("doomed-")), "an orphaned append became visible");
+    }
     cluster.stop_all();
     assert!(terminate(metadata).success());
 }

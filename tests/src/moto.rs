@@ -17,7 +17,7 @@ pub struct Moto {
 
 static MOTO: OnceCell<Moto> = OnceCell::const_new();
 
-const INSTALL_HINT: &str = "moto_server not found: run `bash localstack/moto.sh install` (creates .venv with \
+const INSTALL_HINT: &str = "moto_server not found: run `bash localstack/s3-local.sh install` (creates .venv with \
      `pip install 'moto[s3]' flask flask-cors`) or set SHALE_MOTO_SERVER to a moto_server binary";
 
 fn moto_binary() -> PathBuf {

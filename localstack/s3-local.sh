@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The Docker-free local S3 server: moto, in a virtualenv at .venv.
-#   localstack/moto.sh install      create .venv with moto's S3 server and grpcio-tools (about 30 s)
-#   localstack/moto.sh start PORT   run it on 127.0.0.1:PORT in the foreground
+# The Docker-free local S3 server CI uses: moto, in a virtualenv at .venv.
+#   localstack/s3-local.sh install      create .venv with moto's S3 server and grpcio-tools (about 30 s)
+#   localstack/s3-local.sh start PORT   run it on 127.0.0.1:PORT in the foreground
 # Tests start their own moto from .venv; this is for running Shale against S3 by hand:
 #   AWS_ENDPOINT_URL=http://127.0.0.1:PORT AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
 #     shale serve --store s3://my-bucket/shale     (create the bucket first: curl -X PUT http://127.0.0.1:PORT/my-bucket)
@@ -22,7 +22,7 @@ case "${1:-}" in
     echo "moto installed at $venv/bin/moto_server"
     ;;
   start)
-    exec "$venv/bin/moto_server" -H 127.0.0.1 -p "${2:?usage: moto.sh start PORT}"
+    exec "$venv/bin/moto_server" -H 127.0.0.1 -p "${2:?usage: s3-local.sh start PORT}"
     ;;
   *)
     echo "usage: $0 install | start PORT" >&2
