@@ -9,5 +9,5 @@ mod node;
 mod server;
 
 pub use moto::Moto;
-pub use node::{Backend, Node};
+pub use node::{Backend, Node, TestStore};
 pub use server::{SseEvent, SseReader, TestServer};

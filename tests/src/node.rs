@@ -49,6 +49,11 @@ impl Backend {
 }
 
 impl TestStore {
+    /// A test store on an object store the caller set up (e.g. MinIO in a container).
+    pub fn on(raw: Arc<dyn ObjectStore>) -> TestStore {
+        TestStore { backend: Backend::S3, raw, _dir: None }
+    }
+
     /// Paths of every segment object in the store.
     pub async fn segment_objects(&self) -> Vec<Path> {
         let prefix = Path::from("segments");
