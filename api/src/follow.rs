@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_metadata::Position;
-use shale_reader::{ReadLimits, Reader, ReadOutput, ReadRequest, ReadStart, ReaderError};
+use shale_reader::{ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader, ReaderError};
 
 use crate::{ApiError, AppState};
 

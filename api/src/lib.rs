@@ -35,9 +35,9 @@ use shale_metadata::{GcStats, MetadataApi};
 use shale_reader::Reader;
 use shale_storage::StoreCounters;
 
+pub use axum::Router;
 pub use error::ApiError;
 pub use grpc::{incoming as nodelay_incoming, serve_grpc};
-pub use axum::Router;
 pub use ops::ops_router;
 
 /// Which calls this process serves.

@@ -54,7 +54,9 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve(args) => exit(run_server(&args, Server::AllInOne).await),
         Command::Metadata(args) => exit(run_server(&args.serve, Server::Metadata(args.advertise.clone())).await),
-        Command::Gateway(args) => exit(run_server(&args.serve, Server::Role(Role::Gateway, args.metadata.clone())).await),
+        Command::Gateway(args) => {
+            exit(run_server(&args.serve, Server::Role(Role::Gateway, args.metadata.clone())).await)
+        }
         Command::Reader(args) => exit(run_server(&args.serve, Server::Role(Role::Reader, args.metadata.clone())).await),
         Command::Basins(command) => client::report(client::basins(connection, command).await),
         Command::Streams(command) => client::report(client::streams(connection, command).await),

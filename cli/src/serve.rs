@@ -122,7 +122,8 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let grpc_addr = grpc_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
     let advertise = advertise.unwrap_or_else(|| grpc_addr.to_string());
-    let lease = hold_leadership(metadata.clone(), store.store.clone(), advertise.clone(), config.cluster.lease_config());
+    let lease =
+        hold_leadership(metadata.clone(), store.store.clone(), advertise.clone(), config.cluster.lease_config());
     let service = MetadataService::new(metadata.clone(), Some(lease.clone())).into_server();
 
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();

@@ -91,7 +91,9 @@ impl Metadata {
             }
             if let Some(age_ms) = self.too_old_to_commit(request.segment_id) {
                 let error = if self.segment_committed(request.segment_id).await? {
-                    MetadataError::Indefinite(format!("segment committed earlier and its outcome expired ({age_ms} ms)"))
+                    MetadataError::Indefinite(format!(
+                        "segment committed earlier and its outcome expired ({age_ms} ms)"
+                    ))
                 } else {
                     MetadataError::Unavailable(format!(
                         "segment sealed {age_ms} ms ago, past max_commit_age; not committed, its appends may be retried"

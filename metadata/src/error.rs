@@ -89,7 +89,9 @@ impl Clone for MetadataError {
             MetadataError::Unavailable(m) => MetadataError::Unavailable(m.clone()),
             MetadataError::NotLeader => MetadataError::NotLeader,
             MetadataError::Stopped => MetadataError::Stopped,
-            MetadataError::Corrupt { key, reason } => MetadataError::Corrupt { key: key.clone(), reason: reason.clone() },
+            MetadataError::Corrupt { key, reason } => {
+                MetadataError::Corrupt { key: key.clone(), reason: reason.clone() }
+            }
         }
     }
 }

@@ -35,7 +35,11 @@ impl GcStats {
     pub fn render(&self, out: &mut String) {
         let counters = [
             ("shale_gc_runs_total", "Orphan collection passes", &self.runs),
-            ("shale_gc_segments_examined_total", "Segment objects listed by orphan collection", &self.segments_examined),
+            (
+                "shale_gc_segments_examined_total",
+                "Segment objects listed by orphan collection",
+                &self.segments_examined,
+            ),
             ("shale_gc_orphans_deleted_total", "Uncommitted segment objects deleted", &self.orphans_deleted),
         ];
         shale_storage::render_counters(&counters, out);

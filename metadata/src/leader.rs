@@ -130,7 +130,9 @@ async fn keep_lease(
                     tracing::warn!(%claimed_by, "leader record names another instance; checking whether we are fenced");
                     match metadata.confirm_writer().await {
                         Ok(()) => {
-                            tracing::warn!("still the writer: the record was left by a fenced instance; claiming again");
+                            tracing::warn!(
+                                "still the writer: the record was left by a fenced instance; claiming again"
+                            );
                             continue 'claim;
                         }
                         Err(MetadataError::Fenced) => return,

@@ -41,9 +41,9 @@ pub use api::MetadataApi;
 pub use catalog::{ListPage, StreamSummary};
 pub use commit::{CommitAppend, CommitRequest, CommitUnit, UnitOutcome};
 pub use error::{MetadataError, Result};
-pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
-pub use leader::{hold_leadership, LeaderLease, LeaderRecord, LeaseConfig, LEADER_RECORD};
 pub use gc::{run_orphan_collection, GcReport, GcStats};
+pub use leader::{hold_leadership, LeaderLease, LeaderRecord, LeaseConfig, LEADER_RECORD};
+pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
 
 pub use model::{
     AppendAck, BasinConfig, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy, StreamConfig,

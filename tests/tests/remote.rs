@@ -32,11 +32,7 @@ struct Served {
 }
 
 impl Served {
-    async fn start(
-        store: Arc<dyn ObjectStore>,
-        listener: TcpListener,
-        lease: Option<LeaseConfig>,
-    ) -> Served {
+    async fn start(store: Arc<dyn ObjectStore>, listener: TcpListener, lease: Option<LeaseConfig>) -> Served {
         let metadata = Arc::new(
             Metadata::open_with(store.clone(), DEFAULT_DB_PATH, Arc::new(SystemClock), &MetadataConfig::default())
                 .await
@@ -127,8 +123,8 @@ async fn gateway_and_reader_work_through_remote_metadata() {
     let _served = Served::start(store.raw.clone(), listener, None).await;
     // The first address is dead: the client must move on to the live one.
     let metadata = remote(&[dead_address().await.to_string(), live], RemoteConfig::default());
-    let gateway = Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock))
-        .unwrap();
+    let gateway =
+        Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap();
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone()));
 
     metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();

@@ -67,8 +67,13 @@ fn err(error: impl Into<ApiError>) -> Status {
 impl Basins for GrpcService {
     async fn list_basins(&self, request: Request<pb::ListBasinsRequest>) -> Result<pb::ListBasinsResponse> {
         let r = request.into_inner();
-        let page =
-            self.state.catalog().map_err(err)?.list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?).await.map_err(err)?;
+        let page = self
+            .state
+            .catalog()
+            .map_err(err)?
+            .list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?)
+            .await
+            .map_err(err)?;
         let basins =
             page.items.into_iter().map(|b| pb::BasinInfo { name: b.name, created_at: b.created_at_ms }).collect();
         ok(pb::ListBasinsResponse { basins, has_more: page.has_more })
@@ -76,7 +81,13 @@ impl Basins for GrpcService {
 
     async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<pb::BasinInfo> {
         let r = request.into_inner();
-        let record = self.state.catalog().map_err(err)?.create_basin(&r.basin, convert::basin_config(r.config)).await.map_err(err)?;
+        let record = self
+            .state
+            .catalog()
+            .map_err(err)?
+            .create_basin(&r.basin, convert::basin_config(r.config))
+            .await
+            .map_err(err)?;
         ok(pb::BasinInfo { name: record.name, created_at: record.created_at_ms })
     }
 

@@ -183,7 +183,8 @@ impl Inner {
                         }
                     },
                     Err(_elapsed) => {
-                        last_failure = format!("{}: no answer within {:?}", self.addresses[index], self.config.call_timeout);
+                        last_failure =
+                            format!("{}: no answer within {:?}", self.addresses[index], self.config.call_timeout);
                         self.abandon(index).await;
                         unanswered = true;
                     }
@@ -299,8 +300,10 @@ impl MetadataApi for RemoteMetadata {
 
     async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>> {
         let request = pb::EntryAtTimeRequest { stream_id, timestamp };
-        let response =
-            self.inner.call("entry_at_time", Retry::Read, |mut c| async move { c.entry_at_time(request).await }).await?;
+        let response = self
+            .inner
+            .call("entry_at_time", Retry::Read, |mut c| async move { c.entry_at_time(request).await })
+            .await?;
         Ok(decode_entries(response)?.into_iter().next())
     }
 
@@ -342,8 +345,11 @@ impl MetadataApi for RemoteMetadata {
     }
 
     async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
-        let request =
-            pb::ReconfigureRequest { basin: name.to_string(), stream: String::new(), config_json: encode_json(&config) };
+        let request = pb::ReconfigureRequest {
+            basin: name.to_string(),
+            stream: String::new(),
+            config_json: encode_json(&config),
+        };
         let response = self
             .inner
             .call("reconfigure_basin", Retry::Idempotent, |mut c| {

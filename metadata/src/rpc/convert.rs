@@ -51,7 +51,9 @@ pub fn commit_request_from_wire(segment: pb::Segment) -> Result<CommitRequest, M
     let units = segment
         .units
         .into_iter()
-        .map(|unit| Ok(CommitUnit { appends: unit.appends.into_iter().map(append_from_wire).collect::<Result<_, _>>()? }))
+        .map(|unit| {
+            Ok(CommitUnit { appends: unit.appends.into_iter().map(append_from_wire).collect::<Result<_, _>>()? })
+        })
         .collect::<Result<_, MetadataError>>()?;
     Ok(CommitRequest { segment_id: u128::from_be_bytes(id), units })
 }
@@ -94,7 +96,9 @@ pub fn outcomes_to_wire(outcomes: &[UnitOutcome]) -> pb::SegmentOutcome {
             .iter()
             .map(|outcome| pb::UnitOutcome {
                 outcome: Some(match outcome {
-                    Ok(acks) => pb::unit_outcome::Outcome::Acks(pb::UnitAcks { acks: acks.iter().map(ack_to_wire).collect() }),
+                    Ok(acks) => {
+                        pb::unit_outcome::Outcome::Acks(pb::UnitAcks { acks: acks.iter().map(ack_to_wire).collect() })
+                    }
                     Err(error) => pb::unit_outcome::Outcome::Error(error_to_wire(error)),
                 }),
             })
@@ -126,7 +130,8 @@ fn ack_to_wire(ack: &AppendAck) -> pb::AppendAck {
 
 fn ack_from_wire(ack: pb::AppendAck) -> Result<AppendAck, MetadataError> {
     let position = |p: Option<pb::Position>| {
-        p.map(|p| Position { seq_num: p.seq_num, timestamp: p.timestamp }).ok_or_else(|| malformed("ack without position"))
+        p.map(|p| Position { seq_num: p.seq_num, timestamp: p.timestamp })
+            .ok_or_else(|| malformed("ack without position"))
     };
     Ok(AppendAck { start: position(ack.start)?, end: position(ack.end)?, tail: position(ack.tail)? })
 }

@@ -31,7 +31,9 @@ impl MetadataService {
     }
 
     pub fn into_server(self) -> MetadataServer<Self> {
-        MetadataServer::new(self).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES)
+        MetadataServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     fn leader(&self) -> Result<&Metadata, Status> {
