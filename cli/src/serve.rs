@@ -87,8 +87,11 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
 /// `shale gateway` or `shale reader`: one client-facing role against remote metadata.
 pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
     let store = open_store(&config)?;
-    let metadata: Arc<dyn MetadataApi> =
-        Arc::new(RemoteMetadata::new(metadata_addrs.clone(), config.cluster.remote_config())?);
+    let metadata: Arc<dyn MetadataApi> = Arc::new(RemoteMetadata::new(
+        metadata_addrs.clone(),
+        Some(store.store.clone()),
+        config.cluster.remote_config(),
+    )?);
     let (gateway, reader) = match role {
         Role::Gateway => {
             let gateway =

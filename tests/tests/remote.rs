@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,10 +61,9 @@ async fn loopback() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").await.unwrap()
 }
 
-/// A loopback address nothing listens on.
-async fn dead_address() -> SocketAddr {
-    loopback().await.local_addr().unwrap()
-}
+/// A loopback address nothing listens on (port 1 is privileged and unused, so no other
+/// test can take it).
+const DEAD_ADDRESS: &str = "127.0.0.1:1";
 
 fn input(stream: &str, body: &str) -> AppendInput {
     AppendInput {
@@ -111,8 +109,8 @@ async fn wait_until(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
-fn remote(addresses: &[String], config: RemoteConfig) -> Arc<dyn MetadataApi> {
-    Arc::new(RemoteMetadata::new(addresses.to_vec(), config).unwrap())
+fn remote(addresses: &[String], store: Option<Arc<dyn ObjectStore>>, config: RemoteConfig) -> Arc<dyn MetadataApi> {
+    Arc::new(RemoteMetadata::new(addresses.to_vec(), store, config).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +120,7 @@ async fn gateway_and_reader_work_through_remote_metadata() {
     let live = listener.local_addr().unwrap().to_string();
     let _served = Served::start(store.raw.clone(), listener, None).await;
     // The first address is dead: the client must move on to the live one.
-    let metadata = remote(&[dead_address().await.to_string(), live], RemoteConfig::default());
+    let metadata = remote(&[DEAD_ADDRESS.to_string(), live], None, RemoteConfig::default());
     let gateway =
         Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap();
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone()));
@@ -167,12 +165,12 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     let store = Backend::S3.store().await;
     let lease = LeaseConfig { lease: Duration::from_millis(600), renew_interval: Duration::from_millis(100) };
     let first_listener = loopback().await;
-    // The second instance's address is known from the start but nothing listens there yet.
-    let second_address = dead_address().await;
-    let addresses = vec![first_listener.local_addr().unwrap().to_string(), second_address.to_string()];
+    // Only the first instance is configured: the client finds the second through the
+    // leader record.
+    let addresses = vec![first_listener.local_addr().unwrap().to_string()];
     let first = Served::start(store.raw.clone(), first_listener, Some(lease)).await;
     let config = RemoteConfig { failover_timeout: Duration::from_secs(20), ..RemoteConfig::default() };
-    let metadata = remote(&addresses, config);
+    let metadata = remote(&addresses, Some(store.raw.clone()), config);
     let gateway = Arc::new(
         Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap(),
     );
@@ -200,8 +198,7 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     let acked_count = || gateway.metrics().appends_acked.load(Ordering::Relaxed);
     wait_until("appends before the takeover", || acked_count() >= 5).await;
     let mut fenced = first.metadata.watch_fenced();
-    let second_listener = TcpListener::bind(second_address).await.unwrap();
-    let second = Served::start(store.raw.clone(), second_listener, Some(lease)).await;
+    let second = Served::start(store.raw.clone(), loopback().await, Some(lease)).await;
     tokio::time::timeout(Duration::from_secs(20), fenced.wait_for(|f| *f)).await.unwrap().unwrap();
     // Appends keep succeeding after the switch.
     let acked_at_switch = acked_count();

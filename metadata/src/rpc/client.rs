@@ -2,7 +2,10 @@
 //!
 //! Calls go to the instance that answered last. A call that cannot connect, or that is
 //! refused with `not_leader`, `fenced` or `stopped` (refused before doing anything),
-//! moves on to the next address and tries again until `failover_timeout`. A call that
+//! moves on and tries again until `failover_timeout`. Each reconnect tries the address
+//! in the leader record (`cluster/leader.json`, when the client has the store) first,
+//! then the configured addresses in turn, so a new leader is found even on an address
+//! nobody configured. A call that
 //! was sent and got no answer is retried only when that is safe: reads always, commits
 //! because metadata deduplicates them by segment id, reconfigurations because they
 //! set absolute values; other writes report the outcome as unknown (`indefinite`).
@@ -16,6 +19,8 @@ use async_trait::async_trait;
 use prost::Message;
 use shale_proto::metadata_rpc as pb;
 use shale_proto::metadata_rpc::metadata_client::MetadataClient;
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::ObjectStore;
 use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -24,6 +29,7 @@ use tonic::Status;
 
 use super::convert::{commit_request_to_wire, error_from_wire, malformed, outcomes_from_wire};
 use super::MAX_MESSAGE_BYTES;
+use crate::leader::{read_record, LEADER_RECORD};
 use crate::{
     decode_json, encode_json, BasinConfig, BasinRecord, CommitRequest, IndexEntry, ListPage, MetadataApi,
     MetadataError, Result, StreamConfig, StreamInfo, StreamRecord, StreamSummary, UnitOutcome,
@@ -72,8 +78,12 @@ pub struct RemoteMetadata {
 
 struct Inner {
     addresses: Vec<String>,
+    /// Where the leader record lives, if this client may read it.
+    store: Option<Arc<dyn ObjectStore>>,
     config: RemoteConfig,
-    current: Mutex<Option<(usize, MetadataClient<Channel>)>>,
+    /// The connected address and its client.
+    current: Mutex<Option<(String, MetadataClient<Channel>)>>,
+    /// The configured address to try first on the next reconnect.
     next: AtomicUsize,
     commits: watch::Sender<u64>,
 }
@@ -85,22 +95,21 @@ impl Drop for RemoteMetadata {
 }
 
 impl RemoteMetadata {
-    /// A client for the metadata instances at `addresses` (`host:port` or `http://host:port`).
-    /// Connects lazily; a background task follows the live instance's commit watch.
-    pub fn new(addresses: Vec<String>, config: RemoteConfig) -> Result<Self> {
+    /// A client for the metadata instances at `addresses` (`host:port` or `http://host:port`),
+    /// also looking for the leader in the leader record of `store` when given. Connects
+    /// lazily; a background task follows the live instance's commit watch.
+    pub fn new(addresses: Vec<String>, store: Option<Arc<dyn ObjectStore>>, config: RemoteConfig) -> Result<Self> {
         if addresses.is_empty() {
             return Err(MetadataError::InvalidArgument("at least one metadata address is needed".into()));
         }
-        let addresses = addresses
-            .into_iter()
-            .map(|a| if a.starts_with("http://") || a.starts_with("https://") { a } else { format!("http://{a}") })
-            .collect::<Vec<_>>();
+        let addresses = addresses.iter().map(|a| with_scheme(a)).collect::<Vec<_>>();
         for address in &addresses {
             Endpoint::from_shared(address.clone())
                 .map_err(|e| MetadataError::InvalidArgument(format!("bad metadata address `{address}`: {e}")))?;
         }
         let inner = Arc::new(Inner {
             addresses,
+            store,
             config,
             current: Mutex::new(None),
             next: AtomicUsize::new(0),
@@ -113,21 +122,33 @@ impl RemoteMetadata {
     /// The address calls go to now, if connected.
     pub async fn connected_to(&self) -> Option<String> {
         let current = self.inner.current.lock().await;
-        current.as_ref().map(|(index, _)| self.inner.addresses[*index].clone())
+        current.as_ref().map(|(address, _)| address.clone())
+    }
+}
+
+fn with_scheme(address: &str) -> String {
+    if address.starts_with("http://") || address.starts_with("https://") {
+        address.to_string()
+    } else {
+        format!("http://{address}")
     }
 }
 
 impl Inner {
-    /// The connected client, connecting to the next address that accepts if needed.
-    async fn connected(&self) -> Option<(usize, MetadataClient<Channel>)> {
+    /// The connected client, connecting if needed: to the leader record's address, then
+    /// to the configured ones from the one after the last abandoned.
+    async fn connected(&self) -> Option<(String, MetadataClient<Channel>)> {
         let mut current = self.current.lock().await;
         if let Some(connected) = current.as_ref() {
             return Some(connected.clone());
         }
         let start = self.next.load(Ordering::Relaxed);
-        for step in 0..self.addresses.len() {
-            let index = (start + step) % self.addresses.len();
-            let address = &self.addresses[index];
+        let configured =
+            (0..self.addresses.len()).map(|step| self.addresses[(start + step) % self.addresses.len()].clone());
+        let leader = self.leader_record_address().await;
+        let candidates: Vec<String> =
+            leader.clone().into_iter().chain(configured.filter(|a| Some(a) != leader.as_ref())).collect();
+        for address in candidates {
             let Ok(endpoint) = Endpoint::from_shared(address.clone()) else { continue };
             let endpoint = endpoint
                 .connect_timeout(self.config.connect_timeout)
@@ -140,8 +161,8 @@ impl Inner {
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
                     tracing::info!(%address, "connected to metadata");
-                    *current = Some((index, client.clone()));
-                    return Some((index, client));
+                    *current = Some((address.clone(), client.clone()));
+                    return Some((address, client));
                 }
                 Err(e) => tracing::debug!(%address, error = %e, "metadata address not answering"),
             }
@@ -149,12 +170,28 @@ impl Inner {
         None
     }
 
-    /// Stops using the instance at `index`; the next call starts with the one after it.
-    async fn abandon(&self, index: usize) {
+    /// The address named in the leader record, if the client has the store and the
+    /// record is readable.
+    async fn leader_record_address(&self) -> Option<String> {
+        let store = self.store.as_ref()?;
+        match read_record(store.as_ref(), &Path::from(LEADER_RECORD)).await {
+            Ok(record) => record.map(|r| with_scheme(&r.address)),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the leader record");
+                None
+            }
+        }
+    }
+
+    /// Stops using the instance at `address`; the next reconnect starts with the
+    /// configured address after it.
+    async fn abandon(&self, address: &str) {
         let mut current = self.current.lock().await;
-        if current.as_ref().is_some_and(|(i, _)| *i == index) {
+        if current.as_ref().is_some_and(|(a, _)| a == address) {
             *current = None;
-            self.next.store((index + 1) % self.addresses.len(), Ordering::Relaxed);
+            if let Some(index) = self.addresses.iter().position(|a| a == address) {
+                self.next.store((index + 1) % self.addresses.len(), Ordering::Relaxed);
+            }
         }
     }
 
@@ -167,25 +204,29 @@ impl Inner {
         let mut unanswered = false;
         let mut last_failure = String::from("no metadata address accepted a connection");
         loop {
-            if let Some((index, client)) = self.connected().await {
+            if let Some((address, client)) = self.connected().await {
                 match tokio::time::timeout(self.config.call_timeout, op(client)).await {
                     Ok(Ok(response)) => return Ok(response.into_inner()),
                     Ok(Err(status)) => match decode_status(&status) {
                         Some(error) if !moves_on(&error) => return Err(error),
                         Some(error) => {
-                            last_failure = format!("{}: {error}", self.addresses[index]);
-                            self.abandon(index).await;
+                            last_failure = format!("{address}: {error}");
+                            self.abandon(&address).await;
+                        }
+                        // Something that is not a metadata service listens there.
+                        None if status.code() == tonic::Code::Unimplemented => {
+                            last_failure = format!("{address}: not a metadata service ({status})");
+                            self.abandon(&address).await;
                         }
                         None => {
-                            last_failure = format!("{}: {status}", self.addresses[index]);
-                            self.abandon(index).await;
+                            last_failure = format!("{address}: {status}");
+                            self.abandon(&address).await;
                             unanswered = true;
                         }
                     },
                     Err(_elapsed) => {
-                        last_failure =
-                            format!("{}: no answer within {:?}", self.addresses[index], self.config.call_timeout);
-                        self.abandon(index).await;
+                        last_failure = format!("{address}: no answer within {:?}", self.config.call_timeout);
+                        self.abandon(&address).await;
                         unanswered = true;
                     }
                 }
@@ -223,18 +264,18 @@ fn decode_status(status: &Status) -> Option<MetadataError> {
 /// once more after every reconnect (commits may have been missed in between).
 async fn follow_commits(inner: Arc<Inner>) {
     loop {
-        if let Some((index, mut client)) = inner.connected().await {
+        if let Some((address, mut client)) = inner.connected().await {
             match client.watch(pb::WatchRequest {}).await {
                 Ok(response) => {
                     let mut events = response.into_inner();
                     while let Ok(Some(_event)) = events.message().await {
                         inner.commits.send_modify(|generation| *generation += 1);
                     }
-                    tracing::info!(address = %inner.addresses[index], "metadata watch ended");
+                    tracing::info!(%address, "metadata watch ended");
                 }
-                Err(status) => tracing::debug!(address = %inner.addresses[index], %status, "metadata watch refused"),
+                Err(status) => tracing::debug!(%address, %status, "metadata watch refused"),
             }
-            inner.abandon(index).await;
+            inner.abandon(&address).await;
         }
         inner.commits.send_modify(|generation| *generation += 1);
         tokio::time::sleep(RETRY_PAUSE).await;
