@@ -10,11 +10,17 @@ pub async fn health() -> &'static str {
     "ok"
 }
 
-/// Ready while the metadata instance can serve: not fenced, not stopped.
+/// How long `/ready` waits for metadata to answer.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Ready while metadata can serve: not fenced, not stopped, and (for remote metadata)
+/// answering within [`READY_TIMEOUT`].
 pub async fn ready(State(state): State<AppState>) -> Response {
-    match state.metadata.list_basins("", "", 1).await {
-        Ok(_) => "ready".into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    match tokio::time::timeout(READY_TIMEOUT, state.metadata.list_basins("", "", 1)).await {
+        Ok(Ok(_)) => "ready".into_response(),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("metadata did not answer within {READY_TIMEOUT:?}"))
+            .into_response(),
     }
 }
 

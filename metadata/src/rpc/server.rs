@@ -36,6 +36,13 @@ impl MetadataService {
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
+    /// The answer to a read, if the lease still holds now that it is computed: a read
+    /// that began under the lease but finished after a takeover could be stale.
+    fn reply<T>(&self, value: T) -> Result<Response<T>, Status> {
+        self.leader()?;
+        Ok(Response::new(value))
+    }
+
     fn leader(&self) -> Result<&Metadata, Status> {
         if self.metadata.is_fenced() {
             return Err(status(MetadataError::Fenced));
@@ -87,7 +94,7 @@ impl MetadataRpc for MetadataService {
     ) -> Result<Response<pb::EntriesResponse>, Status> {
         let r = request.into_inner();
         let entries = self.leader()?.entries_from(r.stream_id, r.seq, limit(r.limit)).await.map_err(status)?;
-        Ok(Response::new(pb::EntriesResponse { entries: entries.iter().map(|e| e.encode()).collect() }))
+        self.reply(pb::EntriesResponse { entries: entries.iter().map(|e| e.encode()).collect() })
     }
 
     async fn entry_at_time(
@@ -96,7 +103,7 @@ impl MetadataRpc for MetadataService {
     ) -> Result<Response<pb::EntriesResponse>, Status> {
         let r = request.into_inner();
         let entry = self.leader()?.entry_at_time(r.stream_id, r.timestamp).await.map_err(status)?;
-        Ok(Response::new(pb::EntriesResponse { entries: entry.iter().map(|e| e.encode()).collect() }))
+        self.reply(pb::EntriesResponse { entries: entry.iter().map(|e| e.encode()).collect() })
     }
 
     type WatchStream = WatchStream;
@@ -133,7 +140,7 @@ impl MetadataRpc for MetadataService {
 
     async fn get_basin(&self, request: Request<pb::BasinRef>) -> Result<Response<pb::Json>, Status> {
         let record = self.leader()?.basin(&request.into_inner().basin).await.map_err(status)?;
-        Ok(Response::new(pb::Json { json: encode_json(&record) }))
+        self.reply(pb::Json { json: encode_json(&record) })
     }
 
     async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<Response<pb::Created>, Status> {
@@ -157,10 +164,10 @@ impl MetadataRpc for MetadataService {
     async fn list_basins(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
         let r = request.into_inner();
         let page = self.leader()?.list_basins(&r.prefix, &r.start_after, limit(r.limit)).await.map_err(status)?;
-        Ok(Response::new(pb::ListResponse {
+        self.reply(pb::ListResponse {
             items_json: page.items.iter().map(encode_json).collect(),
             has_more: page.has_more,
-        }))
+        })
     }
 
     async fn delete_basin(&self, request: Request<pb::BasinRef>) -> Result<Response<pb::Empty>, Status> {
@@ -171,7 +178,7 @@ impl MetadataRpc for MetadataService {
     async fn get_stream(&self, request: Request<pb::StreamRef>) -> Result<Response<pb::Json>, Status> {
         let r = request.into_inner();
         let info = self.leader()?.stream(&r.basin, &r.stream).await.map_err(status)?;
-        Ok(Response::new(pb::Json { json: encode_json(&info.record) }))
+        self.reply(pb::Json { json: encode_json(&info.record) })
     }
 
     async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<Response<pb::Created>, Status> {
@@ -196,10 +203,10 @@ impl MetadataRpc for MetadataService {
         let r = request.into_inner();
         let page =
             self.leader()?.list_streams(&r.basin, &r.prefix, &r.start_after, limit(r.limit)).await.map_err(status)?;
-        Ok(Response::new(pb::ListResponse {
+        self.reply(pb::ListResponse {
             items_json: page.items.iter().map(encode_json).collect(),
             has_more: page.has_more,
-        }))
+        })
     }
 
     async fn delete_stream(&self, request: Request<pb::StreamRef>) -> Result<Response<pb::Empty>, Status> {
