@@ -8,7 +8,12 @@ pub const BASIN: &str = "bench-basin";
 #[derive(Clone)]
 pub struct Client {
     pub http: reqwest::Client,
+    /// Appends and management go here (a gateway, or an all-in-one server).
     pub base: String,
+    /// Reads go here (a reader; the same as `base` for an all-in-one server).
+    pub read_base: String,
+    /// Other processes whose object requests count too (e.g. the metadata role).
+    pub extra_metrics: Vec<String>,
 }
 
 impl Client {
@@ -51,7 +56,7 @@ impl Client {
         use prost::Message;
         let response = self
             .http
-            .get(format!("{}/v1/streams/{stream}/records?seq_num={seq}", self.base))
+            .get(format!("{}/v1/streams/{stream}/records?seq_num={seq}", self.read_base))
             .header("s2-basin", BASIN)
             .header("accept", "application/protobuf")
             .send()
@@ -65,9 +70,22 @@ impl Client {
         Ok((batch.records.len(), bytes, next))
     }
 
-    /// Counters from the server's `/metrics`, if it is Shale.
+    /// Counters from the write side's `/metrics` plus the extra processes', if Shale.
     pub async fn metrics(&self) -> Option<Metrics> {
-        let text = self.http.get(format!("{}/metrics", self.base)).send().await.ok()?.text().await.ok()?;
+        let mut total = self.metrics_of(&self.base).await?;
+        for base in &self.extra_metrics {
+            total = total.plus(self.metrics_of(base).await?);
+        }
+        Some(total)
+    }
+
+    /// Counters from the read side's `/metrics`, if Shale.
+    pub async fn read_metrics(&self) -> Option<Metrics> {
+        self.metrics_of(&self.read_base).await
+    }
+
+    async fn metrics_of(&self, base: &str) -> Option<Metrics> {
+        let text = self.http.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
         let value = |name: &str| -> f64 {
             text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.parse().ok()).unwrap_or(0.0)
         };
@@ -94,6 +112,16 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    fn plus(self, other: Metrics) -> Metrics {
+        Metrics {
+            puts: self.puts + other.puts,
+            gets: self.gets + other.gets,
+            segments: self.segments + other.segments,
+            block_hits: self.block_hits + other.block_hits,
+            block_misses: self.block_misses + other.block_misses,
+        }
+    }
+
     pub fn since(self, before: Metrics) -> Metrics {
         Metrics {
             puts: self.puts - before.puts,

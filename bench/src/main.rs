@@ -1,7 +1,9 @@
 //! `shale-bench`: drives an S2-compatible HTTP endpoint on loopback and prints figures.
 //!
 //! Without `--url` it starts `shale serve` in process on a temporary local-filesystem
-//! store (or `--store URL`). Workloads (`--workload`):
+//! store (or `--store URL`). Against separate roles, `--url` is a gateway, `--read-url` a
+//! reader and `--metrics-url` the metadata process (see `bench/cluster.sh`). Workloads
+//! (`--workload`):
 //! - `serial`: one client, one stream, 128-byte records, one append at a time;
 //! - `throughput`: N producers over M streams, 1 KiB records in batches, closed loop or
 //!   paced with `--rate` (appends/s) for low-load cost figures;
@@ -28,9 +30,16 @@ pub struct Args {
     /// serial | throughput | e2e | catchup | cardinality
     #[arg(long, default_value = "serial")]
     pub workload: String,
-    /// Target server (loopback only); default: an in-process `shale serve`.
+    /// Target server (loopback only); default: an in-process `shale serve`. With separate
+    /// roles: a gateway.
     #[arg(long)]
     pub url: Option<String>,
+    /// Where reads go when they are not `--url` (a `shale reader`).
+    #[arg(long)]
+    pub read_url: Option<String>,
+    /// More `/metrics` endpoints whose object requests count (e.g. `shale metadata`'s).
+    #[arg(long)]
+    pub metrics_url: Vec<String>,
     /// Store for the in-process server (default: a temporary directory).
     #[arg(long)]
     pub store: Option<String>,
@@ -99,7 +108,15 @@ async fn main() -> anyhow::Result<()> {
             (format!("http://{}", running.http_addr), Some(running))
         }
     };
-    let client = Client { http: reqwest::Client::builder().pool_max_idle_per_host(256).build()?, base };
+    for url in args.read_url.iter().chain(&args.metrics_url) {
+        if !is_loopback(url) {
+            bail!("benchmarks only send traffic to loopback addresses");
+        }
+    }
+    let read_base = args.read_url.as_deref().map(|u| u.trim_end_matches('/').to_string()).unwrap_or(base.clone());
+    let extra_metrics = args.metrics_url.iter().map(|u| u.trim_end_matches('/').to_string()).collect();
+    let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+    let client = Client { http, base, read_base, extra_metrics };
     client.ensure_basin().await?;
     if args.workload == "throughput" {
         workloads::prepare_throughput(&client, &args).await?;

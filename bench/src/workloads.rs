@@ -100,7 +100,7 @@ pub async fn e2e(client: &Client, args: &Args) -> anyhow::Result<Value> {
     client.ensure_stream("e2e").await?;
     let tail = client
         .http
-        .get(format!("{}/v1/streams/e2e/records/tail", client.base))
+        .get(format!("{}/v1/streams/e2e/records/tail", client.read_base))
         .header("s2-basin", BASIN)
         .send()
         .await?;
@@ -108,7 +108,7 @@ pub async fn e2e(client: &Client, args: &Args) -> anyhow::Result<Value> {
     let origin = Instant::now();
     let response = client
         .http
-        .get(format!("{}/v1/streams/e2e/records?seq_num={start}", client.base))
+        .get(format!("{}/v1/streams/e2e/records?seq_num={start}", client.read_base))
         .header("s2-basin", BASIN)
         .header("accept", "text/event-stream")
         .send()
@@ -176,7 +176,7 @@ pub async fn catchup(client: &Client, args: &Args) -> anyhow::Result<Value> {
     let total = appends * 1000;
     let mut passes = Vec::new();
     for pass in ["cold", "warm"] {
-        let before = client.metrics().await.unwrap_or_default();
+        let before = client.read_metrics().await.unwrap_or_default();
         let started = Instant::now();
         let (mut seq, mut bytes) = (0, 0);
         while seq < total {
@@ -186,7 +186,7 @@ pub async fn catchup(client: &Client, args: &Args) -> anyhow::Result<Value> {
             seq = next;
         }
         let secs = started.elapsed().as_secs_f64();
-        let m = client.metrics().await.unwrap_or_default().since(before);
+        let m = client.read_metrics().await.unwrap_or_default().since(before);
         let lookups = m.block_hits + m.block_misses;
         passes.push(json!({
             "pass": pass, "mib": bytes as f64 / 1048576.0, "mib_per_sec": bytes as f64 / 1048576.0 / secs,

@@ -146,8 +146,9 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         batch.put(&key, encode_json(&record));
         batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());
-        self.write_durably(batch).await?;
+        // Before the write: a caller that goes away mid-write must not leave the id reusable.
         writer.next_stream_id = id + 1;
+        self.write_durably(batch).await?;
         Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record }, true))
     }
 

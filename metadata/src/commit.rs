@@ -149,8 +149,9 @@ impl Metadata {
         if overlay.next_stream_id != writer.next_stream_id {
             batch.put(keys::NEXT_STREAM_ID, overlay.next_stream_id.to_be_bytes());
         }
-        self.write_durably(batch).await?;
+        // Before the write: a caller that goes away mid-write must not leave ids reusable.
         writer.next_stream_id = overlay.next_stream_id;
+        self.write_durably(batch).await?;
         drop(writer);
         self.commits.send_modify(|generation| *generation += 1);
         Ok(all_outcomes)

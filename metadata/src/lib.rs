@@ -233,15 +233,24 @@ impl Metadata {
         MetadataError::Storage(error)
     }
 
-    /// Writes `batch` and waits until it is durable in the object store. A failure
-    /// leaves the in-memory state unknown, so the instance stops taking writes.
+    /// Writes `batch` and waits until it is durable in the object store. The write runs
+    /// in its own task, so a caller that goes away (a dropped request) cannot stop it
+    /// halfway. A failure leaves the in-memory state unknown, so the instance stops
+    /// taking writes.
     async fn write_durably(&self, batch: slatedb::WriteBatch) -> Result<()> {
-        let outcome = async {
-            let handle = self.db.write(batch).await?;
-            self.db.flush().await?;
+        let db = self.db.clone();
+        let write = tokio::spawn(async move {
+            let handle = db.write(batch).await?;
+            db.flush().await?;
             handle.await_durable().await
-        }
-        .await;
+        });
+        let outcome = match write.await {
+            Ok(outcome) => outcome,
+            Err(join) => {
+                self.stopped.store(true, Ordering::SeqCst);
+                return Err(MetadataError::Indefinite(format!("durable write task failed: {join}")));
+            }
+        };
         match outcome {
             Ok(()) => Ok(()),
             Err(e) if MetadataError::is_fenced(&e) => Err(self.storage_error(e)),

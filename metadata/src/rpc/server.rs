@@ -74,7 +74,7 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + S
 #[tonic::async_trait]
 impl MetadataRpc for MetadataService {
     async fn commit(&self, request: Request<pb::CommitRequest>) -> Result<Response<pb::CommitResponse>, Status> {
-        let metadata = self.leader()?;
+        self.leader()?;
         let requests = request
             .into_inner()
             .segments
@@ -82,7 +82,13 @@ impl MetadataRpc for MetadataService {
             .map(commit_request_from_wire)
             .collect::<Result<Vec<_>, _>>()
             .map_err(status)?;
-        let outcomes = metadata.commit_many(requests).await.map_err(status)?;
+        // Run to completion even if the gateway goes away mid-call, so readers still get
+        // the commit watch tick.
+        let metadata = self.metadata.clone();
+        let outcomes = tokio::spawn(async move { metadata.commit_many(requests).await })
+            .await
+            .map_err(|e| status(MetadataError::Indefinite(format!("commit task failed: {e}"))))?
+            .map_err(status)?;
         Ok(Response::new(pb::CommitResponse {
             segments: outcomes.iter().map(|outcome| outcomes_to_wire(outcome)).collect(),
         }))
