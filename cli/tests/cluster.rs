@@ -65,11 +65,12 @@ impl Cluster {
         }
     }
 
-    /// Starts `shale metadata`; `grpc` is `127.0.0.1:0` or a reserved address.
-    fn start_metadata(&self, grpc: &str) -> (Child, String) {
-        let args = ["metadata", "--store", &self.store_url, "--grpc", grpc, "--http", "127.0.0.1:0"];
-        let (child, _http, grpc) = spawn(self.dir.path(), &args, &self.env);
-        (child, grpc.trim_start_matches("http://").to_string())
+    /// Starts `shale metadata` on free loopback ports; returns it, its gRPC address and
+    /// its HTTP base URL (health, readiness, metrics).
+    fn start_metadata(&self) -> (Child, String, String) {
+        let args = ["metadata", "--store", &self.store_url, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
+        let (child, http, grpc) = spawn(self.dir.path(), &args, &self.env);
+        (child, grpc.trim_start_matches("http://").to_string(), http)
     }
 
     /// Starts gateways and readers against every metadata address known so far.
@@ -250,29 +251,23 @@ where
     }
 }
 
-fn acked_so_far(metrics: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("shale_appends_acked_total "))
-        .map(|v| v.trim().parse().unwrap())
-        .unwrap_or(0)
-}
-
 /// Total appends the gateways acked, from their `/metrics`.
 async fn gateway_acks(client: &reqwest::Client, gateways: &[String]) -> u64 {
     let mut total = 0;
     for gateway in gateways {
-        if let Ok(r) = client.get(format!("{gateway}/metrics")).send().await {
-            total += acked_so_far(&r.text().await.unwrap_or_default());
-        }
+        total += metric(client, gateway, "shale_appends_acked_total").await.unwrap_or(0);
     }
     total
 }
 
+/// One counter or gauge from a process's `/metrics`; `None` when absent or unreachable.
+async fn metric(client: &reqwest::Client, base: &str, name: &str) -> Option<u64> {
+    let metrics = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
+    metrics.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.trim().parse().ok())
+}
+
 async fn block_cache_hits(client: &reqwest::Client, reader: &str) -> u64 {
-    let metrics = client.get(format!("{reader}/metrics")).send().await.unwrap().text().await.unwrap();
-    let line = metrics.lines().find_map(|l| l.strip_prefix("shale_cache_block_hits_total ")).unwrap();
-    line.trim().parse().unwrap()
+    metric(client, reader, "shale_cache_block_hits_total").await.unwrap()
 }
 
 const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
@@ -280,7 +275,7 @@ const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_gateways_and_readers_survive_a_metadata_takeover() {
     let mut cluster = Cluster::new(FAST_LEASE).await;
-    let (first, first_addr) = cluster.start_metadata("127.0.0.1:0");
+    let (first, first_addr, first_http) = cluster.start_metadata();
     // The second address is dead: the list is tried in turn. The standby started later is
     // on an address nobody configured; gateways and readers find it in the leader record.
     cluster.metadata = vec![first_addr, "127.0.0.1:1".to_string()];
@@ -289,6 +284,8 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover() {
     let gateways: Vec<String> = cluster.gateways.iter().map(|(_, url)| url.clone()).collect();
     let readers: Vec<String> = cluster.readers.iter().map(|(_, url)| url.clone()).collect();
     create_basin(&client, &gateways[0]).await;
+    assert_eq!(client.get(format!("{first_http}/ready")).send().await.unwrap().status(), 200);
+    assert_eq!(metric(&client, &first_http, "shale_metadata_leader").await, Some(1));
 
     // A call sent to the wrong role says which role to use.
     let r = client
@@ -315,7 +312,11 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover() {
     .await;
 
     // A second metadata on the same store takes over; the first exits non-zero.
-    let (second, _) = cluster.start_metadata("127.0.0.1:0");
+    let (second, _, second_http) = cluster.start_metadata();
+    wait_until("the new metadata holds the lease", Duration::from_secs(30), || async {
+        metric(&client, &second_http, "shale_metadata_leader").await == Some(1)
+    })
+    .await;
     let first_status = tokio::task::spawn_blocking(move || {
         let mut first = first;
         first.wait().unwrap()
@@ -349,7 +350,7 @@ async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() 
          [gateway]\nmax_inflight_segments = 16\n"
     );
     let mut cluster = Cluster::new(&config).await;
-    let (metadata, metadata_addr) = cluster.start_metadata("127.0.0.1:0");
+    let (metadata, metadata_addr, metadata_http) = cluster.start_metadata();
     cluster.metadata = vec![metadata_addr];
     cluster.start_roles(3, 2);
     let client = client();
@@ -400,6 +401,8 @@ async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() 
         cluster.segment_objects().await.is_disjoint(&uncommitted)
     })
     .await;
+    let deleted = metric(&client, &metadata_http, "shale_gc_orphans_deleted_total").await.unwrap();
+    assert!(deleted >= uncommitted.len() as u64, "{deleted} deleted < {} orphans", uncommitted.len());
     let survivors: Vec<String> = gateways[1..].to_vec();
     let at_resume = gateway_acks(&client, &survivors).await;
     wait_until("appends after the kill", Duration::from_secs(60), || async {
