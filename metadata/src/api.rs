@@ -23,9 +23,10 @@ pub trait MetadataApi: Send + Sync + 'static {
     /// The first index entry whose last record is at or after `timestamp`.
     async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>>;
 
-    /// A receiver that changes after every durable commit (and whenever commits may
-    /// have been missed, so waiters look again).
-    fn subscribe_commits(&self) -> watch::Receiver<u64>;
+    /// A receiver that changes when a durable commit moves this stream's tail (and
+    /// whenever updates may have been missed, so waiters look again). Subscribe before
+    /// reading the tail, then wait on it.
+    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64>;
 
     async fn basin(&self, name: &str) -> Result<BasinRecord>;
 
@@ -89,8 +90,8 @@ impl MetadataApi for Metadata {
         Metadata::entry_at_time(self, stream_id, timestamp).await
     }
 
-    fn subscribe_commits(&self) -> watch::Receiver<u64> {
-        Metadata::subscribe_commits(self)
+    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+        Metadata::subscribe_tail(self, basin, stream)
     }
 
     async fn basin(&self, name: &str) -> Result<BasinRecord> {

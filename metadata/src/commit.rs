@@ -11,7 +11,7 @@ use slatedb::WriteBatch;
 
 use crate::model::{AppendAck, BasinRecord, IndexEntry, Position, StreamRecord};
 use crate::rpc::convert::{outcomes_from_wire, outcomes_to_wire};
-use crate::{encode_json, keys, Metadata, MetadataError, Result};
+use crate::{encode_json, keys, Metadata, MetadataError, Result, TailUpdate};
 
 /// One append inside a segment: its block and its conditions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,7 +153,12 @@ impl Metadata {
         writer.next_stream_id = overlay.next_stream_id;
         self.write_durably(batch).await?;
         drop(writer);
-        self.commits.send_modify(|generation| *generation += 1);
+        let updates = overlay
+            .streams
+            .into_iter()
+            .map(|((basin, stream), record)| TailUpdate { basin, stream, next_seq: record.next_seq })
+            .collect();
+        self.tails.publish(updates);
         Ok(all_outcomes)
     }
 

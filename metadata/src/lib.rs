@@ -25,6 +25,7 @@ mod leader;
 mod lookup;
 mod model;
 mod rpc;
+mod tails;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,6 +45,7 @@ pub use error::{MetadataError, Result};
 pub use gc::{run_orphan_collection, GcReport, GcStats};
 pub use leader::{hold_leadership, LeaderLease, LeaderRecord, LeaseConfig, LEADER_RECORD};
 pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
+pub use tails::{TailUpdate, TailWatch};
 
 pub use model::{
     AppendAck, BasinConfig, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy, StreamConfig,
@@ -62,8 +64,8 @@ pub struct Metadata {
     instance: String,
     /// Serialises every write: the single-writer discipline inside one process.
     writer: Mutex<WriterState>,
-    /// Ticks after every durable commit; readers wait on it for new records.
-    commits: watch::Sender<u64>,
+    /// Wakes waiting reads of the streams each durable commit moved.
+    tails: TailWatch,
     fenced: AtomicBool,
     /// Flips to `true` once, when a newer instance fences this one.
     fenced_signal: watch::Sender<bool>,
@@ -154,7 +156,6 @@ impl Metadata {
             Some(bytes) => decode_u64(keys::NEXT_STREAM_ID, &bytes)?,
             None => 1,
         };
-        let (commits, _) = watch::channel(0);
         tracing::info!(path, next_stream_id, "metadata opened");
         Ok(Self {
             db,
@@ -162,7 +163,7 @@ impl Metadata {
             config: config.clone(),
             instance: ulid::Ulid::new().to_string(),
             writer: Mutex::new(WriterState { next_stream_id }),
-            commits,
+            tails: TailWatch::default(),
             fenced: AtomicBool::new(false),
             fenced_signal: watch::Sender::new(false),
             stopped: AtomicBool::new(false),
@@ -185,9 +186,14 @@ impl Metadata {
         }
     }
 
-    /// A receiver that changes after every durable commit.
-    pub fn subscribe_commits(&self) -> watch::Receiver<u64> {
-        self.commits.subscribe()
+    /// A receiver that changes when a durable commit moves this stream's tail.
+    pub fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+        self.tails.subscribe(basin, stream)
+    }
+
+    /// Every durable commit's tail updates from now on (the `Watch` RPC's source).
+    pub fn tail_feed(&self) -> tokio::sync::broadcast::Receiver<Arc<Vec<TailUpdate>>> {
+        self.tails.feed()
     }
 
     /// A receiver that becomes `true` when a newer instance fences this one; a server

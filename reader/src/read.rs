@@ -81,7 +81,7 @@ impl Reader {
         let count = request.limits.count.unwrap_or(MAX_BATCH_RECORDS as u64).min(MAX_BATCH_RECORDS as u64);
         let bytes = request.limits.bytes.unwrap_or(MAX_BATCH_METERED_BYTES).min(MAX_BATCH_METERED_BYTES);
         // Subscribe before looking, so a commit between the look and the wait still wakes us.
-        let mut commits = self.metadata.subscribe_commits();
+        let mut tail_moved = self.metadata.subscribe_tail(&request.basin, &request.stream);
         let deadline = tokio::time::Instant::now() + request.wait;
         let mut start: Option<(u64, Option<u64>)> = None;
         loop {
@@ -97,7 +97,7 @@ impl Reader {
             if !records.is_empty() || reached_until || count == 0 || request.wait.is_zero() {
                 return Ok(ReadOutput { records, tail, reached_until });
             }
-            match tokio::time::timeout_at(deadline, commits.changed()).await {
+            match tokio::time::timeout_at(deadline, tail_moved.changed()).await {
                 Ok(Ok(())) => continue,
                 Ok(Err(_)) | Err(_) => return Ok(ReadOutput { records, tail, reached_until }),
             }

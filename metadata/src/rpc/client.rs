@@ -27,12 +27,12 @@ use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
-use super::convert::{commit_request_to_wire, error_from_wire, malformed, outcomes_from_wire};
+use super::convert::{commit_request_to_wire, error_from_wire, malformed, outcomes_from_wire, tail_from_wire};
 use super::MAX_MESSAGE_BYTES;
 use crate::leader::{read_record, LEADER_RECORD};
 use crate::{
     decode_json, encode_json, BasinConfig, BasinRecord, CommitRequest, IndexEntry, ListPage, MetadataApi,
-    MetadataError, Result, StreamConfig, StreamInfo, StreamRecord, StreamSummary, UnitOutcome,
+    MetadataError, Result, StreamConfig, StreamInfo, StreamRecord, StreamSummary, TailWatch, UnitOutcome,
 };
 
 /// Pause before another round when no address answered.
@@ -85,7 +85,8 @@ struct Inner {
     current: Mutex<Option<(String, MetadataClient<Channel>)>>,
     /// The configured address to try first on the next reconnect.
     next: AtomicUsize,
-    commits: watch::Sender<u64>,
+    /// Waiting reads, woken by the live instance's watch stream.
+    tails: TailWatch,
 }
 
 impl Drop for RemoteMetadata {
@@ -113,9 +114,9 @@ impl RemoteMetadata {
             config,
             current: Mutex::new(None),
             next: AtomicUsize::new(0),
-            commits: watch::Sender::new(0),
+            tails: TailWatch::default(),
         });
-        let watcher = tokio::spawn(follow_commits(inner.clone()));
+        let watcher = tokio::spawn(follow_tails(inner.clone()));
         Ok(Self { inner, watcher })
     }
 
@@ -260,16 +261,22 @@ fn decode_status(status: &Status) -> Option<MetadataError> {
     pb::Error::decode(status.details()).ok().map(error_from_wire)
 }
 
-/// Keeps a watch open on the live instance and ticks `commits` for every event, and
-/// once more after every reconnect (commits may have been missed in between).
-async fn follow_commits(inner: Arc<Inner>) {
+/// Keeps a watch open on the live instance and wakes the waiting reads of the streams
+/// each event names; wakes every waiting read whenever updates may have been missed
+/// (on connecting, after a lag, after the watch ends).
+async fn follow_tails(inner: Arc<Inner>) {
     loop {
         if let Some((address, mut client)) = inner.connected().await {
             match client.watch(pb::WatchRequest {}).await {
                 Ok(response) => {
+                    inner.tails.wake_all();
                     let mut events = response.into_inner();
-                    while let Ok(Some(_event)) = events.message().await {
-                        inner.commits.send_modify(|generation| *generation += 1);
+                    while let Ok(Some(event)) = events.message().await {
+                        if event.lagged {
+                            inner.tails.wake_all();
+                        }
+                        let updates: Vec<_> = event.tails.into_iter().map(tail_from_wire).collect();
+                        inner.tails.notify(&updates);
                     }
                     tracing::info!(%address, "metadata watch ended");
                 }
@@ -277,7 +284,7 @@ async fn follow_commits(inner: Arc<Inner>) {
             }
             inner.abandon(&address).await;
         }
-        inner.commits.send_modify(|generation| *generation += 1);
+        inner.tails.wake_all();
         tokio::time::sleep(RETRY_PAUSE).await;
     }
 }
@@ -348,8 +355,8 @@ impl MetadataApi for RemoteMetadata {
         Ok(decode_entries(response)?.into_iter().next())
     }
 
-    fn subscribe_commits(&self) -> watch::Receiver<u64> {
-        self.inner.commits.subscribe()
+    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+        self.inner.tails.subscribe(basin, stream)
     }
 
     async fn basin(&self, name: &str) -> Result<BasinRecord> {

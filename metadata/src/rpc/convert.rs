@@ -4,7 +4,7 @@
 use shale_proto::metadata_rpc as pb;
 use shale_proto::Command;
 
-use crate::{AppendAck, CommitAppend, CommitRequest, CommitUnit, MetadataError, Position, UnitOutcome};
+use crate::{AppendAck, CommitAppend, CommitRequest, CommitUnit, MetadataError, Position, TailUpdate, UnitOutcome};
 
 pub fn commit_request_to_wire(request: &CommitRequest) -> pb::Segment {
     pb::Segment {
@@ -138,6 +138,14 @@ fn ack_from_wire(ack: pb::AppendAck) -> Result<AppendAck, MetadataError> {
 
 fn position_to_wire(position: Position) -> pb::Position {
     pb::Position { seq_num: position.seq_num, timestamp: position.timestamp }
+}
+
+pub fn tail_to_wire(update: &TailUpdate) -> pb::StreamTail {
+    pb::StreamTail { basin: update.basin.clone(), stream: update.stream.clone(), next_seq: update.next_seq }
+}
+
+pub fn tail_from_wire(tail: pb::StreamTail) -> TailUpdate {
+    TailUpdate { basin: tail.basin, stream: tail.stream, next_seq: tail.next_seq }
 }
 
 pub fn malformed(what: &str) -> MetadataError {

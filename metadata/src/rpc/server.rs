@@ -8,9 +8,10 @@ use futures::Stream;
 use prost::Message;
 use shale_proto::metadata_rpc as pb;
 use shale_proto::metadata_rpc::metadata_server::{Metadata as MetadataRpc, MetadataServer};
+use tokio::sync::broadcast;
 use tonic::{Request, Response, Status};
 
-use super::convert::{commit_request_from_wire, error_to_wire, outcomes_to_wire};
+use super::convert::{commit_request_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
 use super::MAX_MESSAGE_BYTES;
 use crate::{decode_json, encode_json, LeaderLease, Metadata, MetadataError};
 
@@ -114,32 +115,29 @@ impl MetadataRpc for MetadataService {
 
     type WatchStream = WatchStream;
 
-    /// Sends the commit generation now and after every commit; ends when this instance
-    /// loses the lease, so watchers move to the new leader.
+    /// Sends the tails each commit moves, from now on; ends when this instance loses
+    /// the lease, so watchers move to the new leader.
     async fn watch(&self, _request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
-        let metadata = self.leader()?;
-        let commits = metadata.subscribe_commits();
+        let feed = self.leader()?.tail_feed();
         let service = self.clone();
-        let stream = futures::stream::unfold((commits, service, true), |(mut commits, service, first)| async move {
-            if !first {
-                loop {
-                    tokio::select! {
-                        changed = commits.changed() => {
-                            if changed.is_err() {
-                                return None;
-                            }
-                            break;
-                        }
-                        _ = tokio::time::sleep(WATCH_LEASE_CHECK) => {
-                            if service.leader().is_err() {
-                                return None;
-                            }
+        let stream = futures::stream::unfold((feed, service), |(mut feed, service)| async move {
+            loop {
+                tokio::select! {
+                    received = feed.recv() => {
+                        let event = match received {
+                            Ok(updates) => pb::WatchEvent { tails: updates.iter().map(tail_to_wire).collect(), lagged: false },
+                            Err(broadcast::error::RecvError::Lagged(_)) => pb::WatchEvent { tails: Vec::new(), lagged: true },
+                            Err(broadcast::error::RecvError::Closed) => return None,
+                        };
+                        return Some((Ok(event), (feed, service)));
+                    }
+                    _ = tokio::time::sleep(WATCH_LEASE_CHECK) => {
+                        if service.leader().is_err() {
+                            return None;
                         }
                     }
                 }
             }
-            let generation = *commits.borrow_and_update();
-            Some((Ok(pb::WatchEvent { generation }), (commits, service, false)))
         });
         Ok(Response::new(Box::pin(stream)))
     }

@@ -1,0 +1,132 @@
+//! Tail notifications: who waits for which stream, and the feed of new tails.
+//!
+//! A waiting read subscribes to its own stream only, so a commit wakes the reads of the
+//! streams it touched, not every waiting read. The same feed crosses the process
+//! boundary as the `Watch` stream of `shale.metadata.v1`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{broadcast, watch};
+
+/// A stream's new tail after a commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TailUpdate {
+    pub basin: String,
+    pub stream: String,
+    pub next_seq: u64,
+}
+
+/// Commits buffered for a slow feed subscriber before it is told it lagged.
+const FEED_CAPACITY: usize = 1024;
+
+/// Per-stream wake-ups for local waiters, and the feed of every commit's tails.
+pub struct TailWatch {
+    waiters: Mutex<Waiters>,
+    feed: broadcast::Sender<Arc<Vec<TailUpdate>>>,
+}
+
+#[derive(Default)]
+struct Waiters {
+    by_stream: HashMap<(String, String), watch::Sender<u64>>,
+    /// Entries nobody waits on are swept when the map reaches this size, so sweeping
+    /// costs O(1) per subscription, amortised.
+    sweep_at: usize,
+}
+
+impl Default for TailWatch {
+    fn default() -> Self {
+        Self { waiters: Mutex::new(Waiters::default()), feed: broadcast::Sender::new(FEED_CAPACITY) }
+    }
+}
+
+impl TailWatch {
+    /// A receiver that changes when the stream's tail moves (or when updates may have
+    /// been missed). Subscribe before looking at the tail, then wait on it.
+    pub fn subscribe(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+        let mut waiters = self.lock();
+        let key = (basin.to_string(), stream.to_string());
+        if let Some(sender) = waiters.by_stream.get(&key) {
+            return sender.subscribe();
+        }
+        if waiters.by_stream.len() >= waiters.sweep_at {
+            waiters.by_stream.retain(|_, sender| sender.receiver_count() > 0);
+            waiters.sweep_at = (2 * waiters.by_stream.len()).max(64);
+        }
+        let (sender, receiver) = watch::channel(0);
+        waiters.by_stream.insert(key, sender);
+        receiver
+    }
+
+    /// Wakes the waiters of every stream in `updates` and passes them to feed subscribers.
+    pub fn publish(&self, updates: Vec<TailUpdate>) {
+        self.notify(&updates);
+        let _ = self.feed.send(Arc::new(updates));
+    }
+
+    /// Wakes the waiters of the streams in `updates` (updates that came from elsewhere).
+    pub fn notify(&self, updates: &[TailUpdate]) {
+        let waiters = self.lock();
+        for update in updates {
+            if let Some(sender) = waiters.by_stream.get(&(update.basin.clone(), update.stream.clone())) {
+                sender.send_replace(update.next_seq);
+            }
+        }
+    }
+
+    /// Wakes every waiter: updates may have been missed (a reconnect, a lagging feed).
+    pub fn wake_all(&self) {
+        for sender in self.lock().by_stream.values() {
+            sender.send_modify(|_| {});
+        }
+    }
+
+    /// Every commit's tail updates from now on.
+    pub fn feed(&self) -> broadcast::Receiver<Arc<Vec<TailUpdate>>> {
+        self.feed.subscribe()
+    }
+
+    /// Streams someone waits on now.
+    pub fn waited_streams(&self) -> usize {
+        self.lock().by_stream.values().filter(|sender| sender.receiver_count() > 0).count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiters> {
+        self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(stream: &str, next_seq: u64) -> TailUpdate {
+        TailUpdate { basin: "b".into(), stream: stream.into(), next_seq }
+    }
+
+    #[test]
+    fn a_commit_wakes_only_the_waiters_of_its_streams() {
+        let tails = TailWatch::default();
+        let mut a = tails.subscribe("b", "a");
+        let other = tails.subscribe("b", "other");
+        let mut feed = tails.feed();
+        tails.publish(vec![update("a", 3)]);
+        assert!(a.has_changed().unwrap());
+        assert_eq!(*a.borrow_and_update(), 3);
+        assert!(!other.has_changed().unwrap());
+        assert_eq!(feed.try_recv().unwrap().as_slice(), &[update("a", 3)]);
+        tails.wake_all();
+        assert!(other.has_changed().unwrap());
+    }
+
+    #[test]
+    fn streams_nobody_waits_on_are_forgotten() {
+        let tails = TailWatch::default();
+        for i in 0..1000 {
+            drop(tails.subscribe("b", &format!("gone-{i}")));
+        }
+        let _kept = tails.subscribe("b", "kept");
+        assert_eq!(tails.waited_streams(), 1);
+        assert!(tails.lock().by_stream.len() <= 128, "dead entries are swept: {}", tails.lock().by_stream.len());
+    }
+}
