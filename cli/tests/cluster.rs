@@ -367,6 +367,9 @@ async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() 
     let pid = metadata.id() as i32;
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let before = cluster.segment_objects().await;
+    // Readiness follows metadata: a gateway whose metadata does not answer is not ready.
+    let ready = client.get(format!("{}/ready", gateways[1])).send().await.unwrap();
+    assert_eq!(ready.status(), 503, "{}", ready.text().await.unwrap());
     // Appends the victim takes while metadata is frozen: sealed and uploaded, never acked.
     let doomed: Vec<_> = (0..3)
         .map(|k| {
