@@ -3,14 +3,20 @@
 //! It is the only writer of one SlateDB database on the object store. It owns:
 //! - [`catalog`](Metadata::create_basin): basins and streams (create, get, list by
 //!   prefix, reconfigure, delete);
-//! - [`commit`](Metadata::commit): the commit of a sealed segment, which checks each
+//! - [`commit`](Metadata::commit): the commit of sealed segments, which checks each
 //!   append's conditions, assigns dense sequence numbers and never-decreasing timestamps,
-//!   and writes index entries and new tails in one durable write batch;
+//!   and writes index entries and new tails in one durable write batch; a retried
+//!   segment gets its first outcome back;
 //! - [`lookup`](Metadata::entries_from): index entries by sequence number or time, and
-//!   stream tails, for readers; plus a watch channel that ticks on every commit.
+//!   stream tails, for readers; plus per-stream tail notifications (`tails`);
+//! - [`MetadataApi`]: what gateways, readers and handlers call, implemented in process by
+//!   [`Metadata`] and over gRPC (`shale.metadata.v1`) by [`RemoteMetadata`], served by
+//!   [`MetadataService`] (`rpc`);
+//! - the leader lease of a standalone metadata process (`leader`) and orphan collection
+//!   of segments no commit made visible (`gc`).
 //!
-//! Modules: `keys` (the SlateDB key families), `model` (stored records and wire-neutral
-//! types), `commit`, `catalog`, `lookup`, `error`.
+//! Other modules: `keys` (the SlateDB key families), `model` (stored records and
+//! wire-neutral types), `error`.
 //!
 //! A second instance opened on the same database fences this one: from the first failed
 //! write on, every call returns [`MetadataError::Fenced`] and nothing is written again.

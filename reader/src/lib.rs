@@ -5,7 +5,8 @@
 //! fetches each entry's block with a range GET on its segment object through a moka
 //! cache weighed in bytes. Records are numbered from the entry's first sequence number
 //! and timestamped by replaying the sequencer's resolver. With `wait`, an empty read
-//! sleeps on the metadata commit channel (never a polling timer) until records arrive.
+//! sleeps on the stream's tail notification from metadata (never a polling timer) until
+//! records arrive. Metadata is any [`shale_metadata::MetadataApi`]: in process or remote.
 //!
 //! Modules: `config`, `cache` (blocks and index entries), `read` (positions and limits),
 //! `error`.
