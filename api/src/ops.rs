@@ -41,6 +41,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 
 /// `/health`, `/ready` and `/metrics` alone, for a process without the client API (the
 /// metadata role): `ready` says whether it serves, `metrics` renders Prometheus text.
+/// Every other path answers `wrong_role`, naming the roles that serve clients.
 pub fn ops_router<R, M>(ready: R, metrics: M) -> axum::Router
 where
     R: Fn() -> Result<(), String> + Clone + Send + Sync + 'static,
@@ -62,7 +63,13 @@ where
             "/metrics",
             get(move || async move { ([("content-type", "text/plain; version=0.0.4")], metrics()).into_response() }),
         )
-        .fallback(not_found)
+        .fallback(|| async {
+            ApiError::WrongRole {
+                role: "metadata",
+                call: "the client API",
+                use_role: "gateway (appends, management) or reader (reads)",
+            }
+        })
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {

@@ -286,6 +286,8 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover() {
     create_basin(&client, &gateways[0]).await;
     assert_eq!(client.get(format!("{first_http}/ready")).send().await.unwrap().status(), 200);
     assert_eq!(metric(&client, &first_http, "shale_metadata_leader").await, Some(1));
+    let r = client.get(format!("{first_http}/v1/basins")).send().await.unwrap();
+    assert_eq!(r.status(), 421, "the metadata process points clients at the other roles");
 
     // A call sent to the wrong role says which role to use.
     let r = client
