@@ -1,8 +1,8 @@
 //! Shale as separate processes on the local S3 server: one `shale metadata`, three
 //! `shale gateway`s and two `shale reader`s, with eight producers over 200 streams.
 //! Checks that every acked record appears exactly once, in order, with dense sequence
-//! numbers, on both readers; through a metadata takeover; and after `kill -9` of a
-//! gateway, whose orphan segments are then collected.
+//! numbers, on both readers; through a metadata takeover and a metadata crash; and after
+//! `kill -9` of a gateway, whose orphan segments are then collected.
 
 #![allow(clippy::unwrap_used)]
 
@@ -273,7 +273,7 @@ async fn block_cache_hits(client: &reqwest::Client, reader: &str) -> u64 {
 const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_gateways_and_readers_survive_a_metadata_takeover() {
+async fn many_gateways_and_readers_survive_a_metadata_takeover_and_crash() {
     let mut cluster = Cluster::new(FAST_LEASE).await;
     let (first, first_addr, first_http) = cluster.start_metadata();
     // The second address is dead: the list is tried in turn. The standby started later is
@@ -330,8 +330,24 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover() {
         gateway_acks(&client, &gateways).await >= at_switch + 500
     })
     .await;
+
+    // Then the new leader crashes (kill -9, mid-commit) and a third one starts: commits
+    // that were in flight are retried there, and none is applied twice.
+    let mut second = second;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let (third, _, third_http) = cluster.start_metadata();
+    wait_until("the third metadata holds the lease", Duration::from_secs(30), || async {
+        metric(&client, &third_http, "shale_metadata_leader").await == Some(1)
+    })
+    .await;
+    let at_crash = gateway_acks(&client, &gateways).await;
+    wait_until("500 acks after the crash", Duration::from_secs(60), || async {
+        gateway_acks(&client, &gateways).await >= at_crash + 500
+    })
+    .await;
     let (acked, failed) = stop_producers(&stop, producers).await;
-    println!("acked {} failed {failed} across the takeover", acked.len());
+    println!("acked {} failed {failed} across a takeover and a crash", acked.len());
 
     check_exactly_once(&client, &readers, &acked).await;
 
@@ -342,7 +358,7 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover() {
     assert!(!again.is_empty());
     assert!(block_cache_hits(&client, &readers[1]).await > hits_before, "a repeated read hits the cache");
     cluster.stop_all();
-    assert!(terminate(second).success());
+    assert!(terminate(third).success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
