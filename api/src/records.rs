@@ -188,8 +188,10 @@ async fn read(
     Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
 }
 
-/// Creates the stream first when it is missing and the basin creates streams on read.
+/// Checks that this process serves reads, then creates the stream when it is missing
+/// and the basin creates streams on read.
 pub async fn ensure_readable(state: &AppState, request: &ReadRequest) -> Result<(), ApiError> {
+    state.reader()?;
     match state.metadata.stream(&request.basin, &request.stream).await {
         Ok(_) => Ok(()),
         Err(MetadataError::StreamNotFound { .. }) => {

@@ -219,3 +219,76 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     gateway.shutdown().await;
     drop(second);
 }
+
+/// Serves `shale.v1` for one role on a loopback port; returns its URL.
+async fn serve_role(state: shale_api::AppState) -> String {
+    let listener = loopback().await;
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        shale_api::serve_grpc(listener, state, std::future::pending()).await.unwrap();
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_refuses_the_other_roles_calls_before_looking_anything_up() {
+    use shale_proto::grpc as pb;
+    use shale_proto::grpc::basins_client::BasinsClient;
+    use shale_proto::grpc::records_client::RecordsClient;
+
+    let store = Backend::S3.store().await;
+    let listener = loopback().await;
+    let address = listener.local_addr().unwrap().to_string();
+    let _served = Served::start(store.raw.clone(), listener, None).await;
+    let metadata = remote(&[address], None, RemoteConfig::default());
+    let counters = Arc::new(shale_storage::StoreCounters::default());
+    let gateway =
+        Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap();
+    let gateway_url = serve_role(shale_api::AppState {
+        role: shale_api::Role::Gateway,
+        metadata: metadata.clone(),
+        gateway: Some(Arc::new(gateway)),
+        reader: None,
+        store_counters: counters.clone(),
+        gc_stats: None,
+    })
+    .await;
+    let reader_url = serve_role(shale_api::AppState {
+        role: shale_api::Role::Reader,
+        metadata: metadata.clone(),
+        gateway: None,
+        reader: Some(Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata))),
+        store_counters: counters,
+        gc_stats: None,
+    })
+    .await;
+
+    let read = pb::ReadRequest {
+        basin: BASIN.into(),
+        stream: "missing".into(),
+        start: Some(pb::read_request::Start::SeqNum(0)),
+        ..Default::default()
+    };
+    let mut on_gateway = RecordsClient::connect(gateway_url.clone()).await.unwrap();
+    let status = on_gateway.read(read.clone()).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    assert!(status.message().contains("send it to a reader"), "{}", status.message());
+
+    let mut on_reader = RecordsClient::connect(reader_url.clone()).await.unwrap();
+    let append = pb::AppendRequest {
+        basin: BASIN.into(),
+        stream: "s".into(),
+        records: vec![pb::AppendRecord { body: b"x".to_vec(), ..Default::default() }],
+        ..Default::default()
+    };
+    let status = on_reader.append(append).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    assert!(status.message().contains("send it to a gateway"), "{}", status.message());
+    let mut basins_on_reader = BasinsClient::connect(reader_url).await.unwrap();
+    let status =
+        basins_on_reader.create_basin(pb::CreateBasinRequest { basin: BASIN.into(), config: None }).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+
+    // The right role answers normally: the basin does not exist yet.
+    assert_eq!(on_reader.read(read).await.unwrap_err().code(), tonic::Code::NotFound);
+}
