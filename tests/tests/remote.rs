@@ -197,17 +197,28 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     });
     let acked_count = || gateway.metrics().appends_acked.load(Ordering::Relaxed);
     wait_until("appends before the takeover", || acked_count() >= 5).await;
+    // A live read that starts waiting on the first leader...
+    metadata.create_stream(BASIN, "live", StreamConfig::default()).await.unwrap();
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone()));
+    let live = tokio::spawn({
+        let reader = reader.clone();
+        async move { reader.read(&read_from("live", 0, Duration::from_secs(30))).await }
+    });
     let mut fenced = first.metadata.watch_fenced();
     let second = Served::start(store.raw.clone(), loopback().await, Some(lease)).await;
     tokio::time::timeout(Duration::from_secs(20), fenced.wait_for(|f| *f)).await.unwrap().unwrap();
     // Appends keep succeeding after the switch.
     let acked_at_switch = acked_count();
     wait_until("appends after the takeover", || acked_count() >= acked_at_switch + 5).await;
+    // ...is woken by an append committed by the second.
+    gateway.append(input("live", "after the switch")).await.unwrap();
+    let woken = live.await.unwrap().unwrap();
+    assert_eq!(woken.records.len(), 1);
+    assert_eq!(woken.records[0].body, Bytes::from_static(b"after the switch"));
     stop_tx.send(true).unwrap();
     let (acked, failed) = producer.await.unwrap();
     assert!(first.metadata.is_fenced());
 
-    let reader = Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone());
     let bodies = read_bodies(&reader, "s").await;
     for (body, seq) in &acked {
         assert_eq!(bodies.get(*seq as usize), Some(body), "acked {body} at {seq}");
