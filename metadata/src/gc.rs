@@ -81,28 +81,39 @@ impl Metadata {
         if !old_enough.is_empty() {
             self.confirm_writer().await?;
         }
+        // The last key settled in order; a failed delete stops it, so the next pass
+        // lists that segment again.
+        let mut settled: Option<Path> = None;
+        let mut all_settled = true;
         for chunk in old_enough.chunks(CHECK_BATCH) {
-            let mut orphans = Vec::new();
+            let mut committed = Vec::with_capacity(chunk.len());
             {
                 let _writer = self.writer.lock().await;
-                for (id, path) in chunk {
-                    if !self.segment_committed(*id).await? {
-                        orphans.push(path.clone());
-                    }
+                for (id, _) in chunk {
+                    committed.push(self.segment_committed(*id).await?);
                 }
             }
-            for path in orphans {
-                match store.delete(&path).await {
-                    Ok(()) => {
-                        report.deleted += 1;
-                        tracing::info!(object = %path, "deleted orphan segment");
+            for ((_, path), committed) in chunk.iter().zip(committed) {
+                if !committed {
+                    match store.delete(path).await {
+                        Ok(()) => {
+                            report.deleted += 1;
+                            tracing::info!(object = %path, "deleted orphan segment");
+                        }
+                        Err(shale_storage::object_store::Error::NotFound { .. }) => {}
+                        Err(e) => {
+                            tracing::warn!(object = %path, error = %e, "cannot delete orphan segment");
+                            all_settled = false;
+                        }
                     }
-                    Err(e) => tracing::warn!(object = %path, error = %e, "cannot delete orphan segment"),
+                }
+                if all_settled {
+                    settled = Some(path.clone());
                 }
             }
         }
-        if let Some((_, last)) = old_enough.last() {
-            *self.gc_cursor.lock().await = Some(last.clone());
+        if let Some(settled) = settled {
+            *self.gc_cursor.lock().await = Some(settled);
         }
         self.gc_stats.runs.fetch_add(1, Ordering::Relaxed);
         self.gc_stats.segments_examined.fetch_add(report.examined, Ordering::Relaxed);
