@@ -49,7 +49,7 @@ pub use catalog::{ListPage, StreamSummary};
 pub use commit::{CommitAppend, CommitRequest, CommitUnit, UnitOutcome};
 pub use error::{MetadataError, Result};
 pub use gc::{run_orphan_collection, GcReport, GcStats};
-pub use leader::{hold_leadership, LeaderLease, LeaderRecord, LeaseConfig, LEADER_RECORD};
+pub use leader::{hold_leadership, LeaderLease, LeaseConfig, LEADER_RECORD};
 pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
 pub use tails::{TailUpdate, TailWatch};
 

@@ -87,7 +87,8 @@ impl TailWatch {
     }
 
     /// Streams someone waits on now.
-    pub fn waited_streams(&self) -> usize {
+    #[cfg(test)]
+    fn waited_streams(&self) -> usize {
         self.lock().by_stream.values().filter(|sender| sender.receiver_count() > 0).count()
     }
 

@@ -119,12 +119,6 @@ impl RemoteMetadata {
         let watcher = tokio::spawn(follow_tails(inner.clone()));
         Ok(Self { inner, watcher })
     }
-
-    /// The address calls go to now, if connected.
-    pub async fn connected_to(&self) -> Option<String> {
-        let current = self.inner.current.lock().await;
-        current.as_ref().map(|(address, _)| address.clone())
-    }
 }
 
 fn with_scheme(address: &str) -> String {
