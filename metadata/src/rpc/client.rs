@@ -240,6 +240,16 @@ impl Inner {
             tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
+
+    /// [`Self::call`] with a request message sent again on every attempt.
+    async fn send<Req, T, F, Fut>(&self, what: &'static str, retry: Retry, request: Req, op: F) -> Result<T>
+    where
+        Req: Clone,
+        F: Fn(MetadataClient<Channel>, Req) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        self.call(what, retry, |client| op(client, request.clone())).await
+    }
 }
 
 /// Errors that say "not here" rather than "no": the call did nothing; try elsewhere.
@@ -314,10 +324,7 @@ impl MetadataApi for RemoteMetadata {
         let wire = pb::CommitRequest { segments: requests.iter().map(commit_request_to_wire).collect() };
         let response = self
             .inner
-            .call("commit", Retry::Idempotent, |mut client| {
-                let wire = wire.clone();
-                async move { client.commit(wire).await }
-            })
+            .send("commit", Retry::Idempotent, wire, |mut client, wire| async move { client.commit(wire).await })
             .await?;
         if response.segments.len() != requests.len() {
             return Err(malformed("one outcome list per segment"));
@@ -357,10 +364,7 @@ impl MetadataApi for RemoteMetadata {
         let request = pb::BasinRef { basin: name.to_string() };
         let response = self
             .inner
-            .call("get_basin", Retry::Read, |mut c| {
-                let request = request.clone();
-                async move { c.get_basin(request).await }
-            })
+            .send("get_basin", Retry::Read, request, |mut c, request| async move { c.get_basin(request).await })
             .await?;
         decode("basin record", &response.json)
     }
@@ -378,9 +382,8 @@ impl MetadataApi for RemoteMetadata {
         };
         let response = self
             .inner
-            .call("create_basin", retry_for(request_token), |mut c| {
-                let request = request.clone();
-                async move { c.create_basin(request).await }
+            .send("create_basin", retry_for(request_token), request, |mut c, request| async move {
+                c.create_basin(request).await
             })
             .await?;
         Ok((decode("basin record", &response.json)?, response.created))
@@ -394,9 +397,8 @@ impl MetadataApi for RemoteMetadata {
         };
         let response = self
             .inner
-            .call("reconfigure_basin", Retry::Idempotent, |mut c| {
-                let request = request.clone();
-                async move { c.reconfigure_basin(request).await }
+            .send("reconfigure_basin", Retry::Idempotent, request, |mut c, request| async move {
+                c.reconfigure_basin(request).await
             })
             .await?;
         decode("basin record", &response.json)
@@ -411,10 +413,7 @@ impl MetadataApi for RemoteMetadata {
         };
         let response = self
             .inner
-            .call("list_basins", Retry::Read, |mut c| {
-                let request = request.clone();
-                async move { c.list_basins(request).await }
-            })
+            .send("list_basins", Retry::Read, request, |mut c, request| async move { c.list_basins(request).await })
             .await?;
         decode_page("basin record", response)
     }
@@ -422,10 +421,7 @@ impl MetadataApi for RemoteMetadata {
     async fn delete_basin(&self, name: &str) -> Result<()> {
         let request = pb::BasinRef { basin: name.to_string() };
         self.inner
-            .call("delete_basin", Retry::Once, |mut c| {
-                let request = request.clone();
-                async move { c.delete_basin(request).await }
-            })
+            .send("delete_basin", Retry::Once, request, |mut c, request| async move { c.delete_basin(request).await })
             .await?;
         Ok(())
     }
@@ -434,10 +430,7 @@ impl MetadataApi for RemoteMetadata {
         let request = pb::StreamRef { basin: basin.to_string(), stream: stream.to_string() };
         let response = self
             .inner
-            .call("get_stream", Retry::Read, |mut c| {
-                let request = request.clone();
-                async move { c.get_stream(request).await }
-            })
+            .send("get_stream", Retry::Read, request, |mut c, request| async move { c.get_stream(request).await })
             .await?;
         let record: StreamRecord = decode("stream record", &response.json)?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
@@ -458,9 +451,8 @@ impl MetadataApi for RemoteMetadata {
         };
         let response = self
             .inner
-            .call("create_stream", retry_for(request_token), |mut c| {
-                let request = request.clone();
-                async move { c.create_stream(request).await }
+            .send("create_stream", retry_for(request_token), request, |mut c, request| async move {
+                c.create_stream(request).await
             })
             .await?;
         let record: StreamRecord = decode("stream record", &response.json)?;
@@ -475,9 +467,8 @@ impl MetadataApi for RemoteMetadata {
         };
         let response = self
             .inner
-            .call("reconfigure_stream", Retry::Idempotent, |mut c| {
-                let request = request.clone();
-                async move { c.reconfigure_stream(request).await }
+            .send("reconfigure_stream", Retry::Idempotent, request, |mut c, request| async move {
+                c.reconfigure_stream(request).await
             })
             .await?;
         let record: StreamRecord = decode("stream record", &response.json)?;
@@ -499,10 +490,7 @@ impl MetadataApi for RemoteMetadata {
         };
         let response = self
             .inner
-            .call("list_streams", Retry::Read, |mut c| {
-                let request = request.clone();
-                async move { c.list_streams(request).await }
-            })
+            .send("list_streams", Retry::Read, request, |mut c, request| async move { c.list_streams(request).await })
             .await?;
         decode_page("stream summary", response)
     }
@@ -510,10 +498,7 @@ impl MetadataApi for RemoteMetadata {
     async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
         let request = pb::StreamRef { basin: basin.to_string(), stream: stream.to_string() };
         self.inner
-            .call("delete_stream", Retry::Once, |mut c| {
-                let request = request.clone();
-                async move { c.delete_stream(request).await }
-            })
+            .send("delete_stream", Retry::Once, request, |mut c, request| async move { c.delete_stream(request).await })
             .await?;
         Ok(())
     }
