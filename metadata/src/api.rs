@@ -71,6 +71,7 @@ pub trait MetadataApi: Send + Sync + 'static {
         Ok(self.create_basin_idempotent(name, config, None).await?.0)
     }
 
+    /// Creates a stream; settings it leaves unset come from the basin's default.
     async fn create_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
         Ok(self.create_stream_idempotent(basin, stream, config, None).await?.0)
     }

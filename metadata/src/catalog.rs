@@ -26,10 +26,6 @@ pub struct StreamSummary {
 const DELETE_BATCH: usize = 1000;
 
 impl Metadata {
-    pub async fn create_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
-        Ok(self.create_basin_idempotent(name, config, None).await?.0)
-    }
-
     /// Creates a basin. When it exists and was created with the same `request_token`,
     /// this is a retry of that create: returns the basin and `false` (not newly created).
     pub async fn create_basin_idempotent(
@@ -110,11 +106,6 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         batch.delete(keys::basin(name));
         self.write_durably(batch).await
-    }
-
-    /// Creates a stream; settings it leaves unset come from the basin's default.
-    pub async fn create_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
-        Ok(self.create_stream_idempotent(basin, stream, config, None).await?.0)
     }
 
     /// Creates a stream; a retry with the same `request_token` returns it with `false`.

@@ -1,7 +1,7 @@
 //! The metadata service: Shale's sequencer and index, on SlateDB.
 //!
 //! It is the only writer of one SlateDB database on the object store. It owns:
-//! - [`catalog`](Metadata::create_basin): basins and streams (create, get, list by
+//! - [`catalog`](Metadata::create_basin_idempotent): basins and streams (create, get, list by
 //!   prefix, reconfigure, delete);
 //! - [`commit`](Metadata::commit): the commit of sealed segments, which checks each
 //!   append's conditions, assigns dense sequence numbers and never-decreasing timestamps,

@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use shale_gateway::{AppendInput, GatewayConfig, GatewayError};
 use shale_metadata::{
-    BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataConfig, MetadataError, StreamConfig,
-    DEFAULT_DB_PATH,
+    BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, MetadataError,
+    StreamConfig, DEFAULT_DB_PATH,
 };
 use shale_proto::segment::{encode_block, object_path};
 use shale_proto::{Header, Record, SegmentBuilder, SequencedRecord};

@@ -12,7 +12,7 @@ use aws_config::BehaviorVersion;
 use aws_sdk_s3::config::Credentials;
 use bytes::Bytes;
 use shale_gateway::{AppendInput, GatewayConfig};
-use shale_metadata::{BasinConfig, MetadataError, StreamConfig};
+use shale_metadata::{BasinConfig, MetadataApi, MetadataError, StreamConfig};
 use shale_proto::Record;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 use shale_storage::object_store::aws::AmazonS3Builder;
