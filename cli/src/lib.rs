@@ -90,15 +90,19 @@ async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<
         Server::Metadata(advertise) => serve_metadata(config, advertise).await?,
         Server::Role(role, metadata) => serve_role(config, role, metadata).await?,
     };
-    let fenced = tokio::select! {
-        _ = serve::wait_for_signal() => false,
-        _ = running.fenced() => true,
+    let halted = tokio::select! {
+        _ = serve::wait_for_signal() => None,
+        reason = running.halted() => Some(reason),
     };
-    if fenced {
-        tracing::error!("a newer metadata instance took over this store; stopping");
+    if let Some(reason) = halted {
+        let why = match reason {
+            shale_metadata::HaltReason::Fenced => "fenced by a newer metadata instance",
+            shale_metadata::HaltReason::WriteFailed => "a durable metadata write failed",
+        };
+        tracing::error!(reason = why, "metadata halted; stopping");
         // Best effort: nothing more can be written, the shutdown only closes connections.
         let _ = running.shutdown().await;
-        anyhow::bail!("fenced by a newer metadata instance");
+        anyhow::bail!("{why}");
     }
     running.shutdown().await
 }

@@ -10,7 +10,7 @@ use anyhow::Context;
 use shale_api::{AppState, Role};
 use shale_gateway::Gateway;
 use shale_metadata::{
-    hold_leadership, run_orphan_collection, Metadata, MetadataApi, MetadataService, RemoteMetadata, DEFAULT_DB_PATH,
+    hold_leadership, HaltReason, run_orphan_collection, Metadata, MetadataApi, MetadataService, RemoteMetadata, DEFAULT_DB_PATH,
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
@@ -216,13 +216,17 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
 }
 
 impl Running {
-    /// Resolves when a newer metadata instance fences the one this process owns; never
-    /// for processes that own none.
-    pub async fn fenced(&self) {
+    /// Resolves when the metadata this process owns halts (a newer instance fenced it,
+    /// or a durable write failed); never for processes that own none.
+    pub async fn halted(&self) -> HaltReason {
         match &self.metadata {
             Some(metadata) => {
-                let mut fenced = metadata.watch_fenced();
-                let _ = fenced.wait_for(|fenced| *fenced).await;
+                let mut halted = metadata.watch_halted();
+                let reason = match halted.wait_for(Option::is_some).await {
+                    Ok(reason) => reason.unwrap_or(HaltReason::WriteFailed),
+                    Err(_) => HaltReason::WriteFailed,
+                };
+                reason
             }
             None => std::future::pending().await,
         }

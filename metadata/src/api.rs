@@ -6,16 +6,24 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::{
-    BasinConfig, BasinRecord, CommitRequest, IndexEntry, ListPage, Metadata, Result, StreamConfig, StreamInfo,
-    StreamSummary, UnitOutcome,
+    BasinConfig, BasinRecord, CommitRequest, CommitTicket, IndexEntry, ListPage, Metadata, PipelinePosition, Position,
+    Result, StreamConfig, StreamInfo, StreamSummary, UnitOutcome,
 };
 
 /// The metadata service as its callers see it, wherever it runs.
 #[async_trait]
 pub trait MetadataApi: Send + Sync + 'static {
-    /// Commits sealed segments in order in one durable write; one outcome list per
-    /// segment. Idempotent per segment id.
-    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>>;
+    /// Applies a commit call (sealed segments, in order, in one write batch) and returns
+    /// once it holds its place in the commit order: calls made one after another by one
+    /// task are applied in that order. The ticket resolves to one outcome list per
+    /// segment once durable. Idempotent per segment id.
+    async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>)
+        -> Result<CommitTicket>;
+
+    /// [`Self::sequence`] and wait until durable.
+    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
+        self.sequence(requests, None).await?.await
+    }
 
     /// Up to `limit` index entries from the one holding `seq`.
     async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>>;
@@ -23,10 +31,10 @@ pub trait MetadataApi: Send + Sync + 'static {
     /// The first index entry whose last record is at or after `timestamp`.
     async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>>;
 
-    /// A receiver that changes when a durable commit moves this stream's tail (and
-    /// whenever updates may have been missed, so waiters look again). Subscribe before
-    /// reading the tail, then wait on it.
-    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64>;
+    /// A receiver that changes to the new tail when a durable commit moves this
+    /// stream's, and to `None` whenever updates may have been missed (waiters look the
+    /// tail up then). Subscribe before reading the tail, then wait on it.
+    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>>;
 
     async fn basin(&self, name: &str) -> Result<BasinRecord>;
 
@@ -79,8 +87,12 @@ pub trait MetadataApi: Send + Sync + 'static {
 
 #[async_trait]
 impl MetadataApi for Metadata {
-    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
-        Metadata::commit_many(self, requests).await
+    async fn sequence(
+        &self,
+        requests: Vec<CommitRequest>,
+        position: Option<PipelinePosition>,
+    ) -> Result<CommitTicket> {
+        Metadata::sequence(self, requests, position).await
     }
 
     async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>> {
@@ -91,7 +103,7 @@ impl MetadataApi for Metadata {
         Metadata::entry_at_time(self, stream_id, timestamp).await
     }
 
-    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {
         Metadata::subscribe_tail(self, basin, stream)
     }
 

@@ -36,10 +36,11 @@ impl Metadata {
     ) -> Result<(BasinRecord, bool)> {
         self.check_usable()?;
         names::validate_basin(name).map_err(MetadataError::InvalidArgument)?;
-        let _writer = self.writer.lock().await;
+        let writer = self.writer.lock().await;
         self.check_usable()?;
         let key = keys::basin(name);
-        if let Some(existing) = self.get_json::<BasinRecord>(&key).await? {
+        if let Some(existing) = self.get_json_latest::<BasinRecord>(&key).await? {
+            self.settle(writer).await?;
             if request_token.is_some() && existing.request_token.as_deref() == request_token {
                 return Ok((existing, false));
             }
@@ -53,7 +54,7 @@ impl Metadata {
         };
         let mut batch = WriteBatch::new();
         batch.put(&key, encode_json(&record));
-        self.write_durably(batch).await?;
+        self.write_durably(writer, batch).await?;
         Ok((record, true))
     }
 
@@ -64,13 +65,21 @@ impl Metadata {
 
     pub async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
         self.check_usable()?;
-        let _writer = self.writer.lock().await;
-        let mut record = self.basin(name).await?;
+        let writer = self.writer.lock().await;
+        let mut record = match self.latest_basin(name).await {
+            Ok(record) => record,
+            Err(e) => return self.settle(writer).await.and(Err(e)),
+        };
         record.config = config;
         let mut batch = WriteBatch::new();
         batch.put(keys::basin(name), encode_json(&record));
-        self.write_durably(batch).await?;
+        self.write_durably(writer, batch).await?;
         Ok(record)
+    }
+
+    /// The latest basin record, durable or not (writer only).
+    async fn latest_basin(&self, name: &str) -> Result<BasinRecord> {
+        self.get_json_latest(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
     }
 
     /// Lists basins whose names start with `prefix` and sort after `start_after`.
@@ -78,7 +87,7 @@ impl Metadata {
         self.check_usable()?;
         let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
         let start = keys::basin(start_after);
-        let page = self.scan_page(&scan_prefix, &start, limit, decode_json::<BasinRecord>).await?;
+        let page = self.scan_page(&scan_prefix, &start, limit, DurabilityLevel::Remote, decode_json::<BasinRecord>).await?;
         Ok(page)
     }
 
@@ -86,12 +95,16 @@ impl Metadata {
     /// become garbage for GC.
     pub async fn delete_basin(&self, name: &str) -> Result<()> {
         self.check_usable()?;
-        let _writer = self.writer.lock().await;
-        self.basin(name).await?;
+        let writer = self.writer.lock().await;
+        if let Err(e) = self.latest_basin(name).await {
+            return self.settle(writer).await.and(Err(e));
+        }
         loop {
             let prefix = keys::streams_of_basin(name);
             let page = self
-                .scan_page(&prefix, &[], DELETE_BATCH, |k, v| Ok((k.to_vec(), decode_json::<StreamRecord>(k, v)?)))
+                .scan_page(&prefix, &[], DELETE_BATCH, DurabilityLevel::Memory, |k, v| {
+                    Ok((k.to_vec(), decode_json::<StreamRecord>(k, v)?))
+                })
                 .await?;
             if page.items.is_empty() {
                 break;
@@ -101,11 +114,14 @@ impl Metadata {
                 batch.delete(key);
                 batch.put(keys::deleted_stream(record.id), []);
             }
-            self.write_durably(batch).await?;
+            self.apply(batch).await?;
+            writer.streams.invalidate_all();
+            // Held across the wait: the next page is read from what this one left.
+            self.durability.push(Vec::new()).wait().await?;
         }
         let mut batch = WriteBatch::new();
         batch.delete(keys::basin(name));
-        self.write_durably(batch).await
+        self.write_durably(writer, batch).await
     }
 
     /// Creates a stream; a retry with the same `request_token` returns it with `false`.
@@ -120,9 +136,13 @@ impl Metadata {
         names::validate_stream(stream).map_err(MetadataError::InvalidArgument)?;
         let mut writer = self.writer.lock().await;
         self.check_usable()?;
-        let basin_record = self.basin(basin).await?;
+        let basin_record = match self.latest_basin(basin).await {
+            Ok(record) => record,
+            Err(e) => return self.settle(writer).await.and(Err(e)),
+        };
         let key = keys::stream(basin, stream);
-        if let Some(existing) = self.get_json::<StreamRecord>(&key).await? {
+        if let Some(existing) = self.latest_stream(&writer, basin, stream).await? {
+            self.settle(writer).await?;
             if request_token.is_some() && existing.request_token.as_deref() == request_token {
                 return Ok((
                     StreamInfo { basin: basin.to_string(), name: stream.to_string(), record: existing },
@@ -137,9 +157,11 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         batch.put(&key, encode_json(&record));
         batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());
-        // Before the write: a caller that goes away mid-write must not leave the id reusable.
+        // Before the write: a failed write halts the instance, so the id is never reused.
         writer.next_stream_id = id + 1;
-        self.write_durably(batch).await?;
+        self.apply(batch).await?;
+        writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
+        self.settle(writer).await?;
         Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record }, true))
     }
 
@@ -168,19 +190,24 @@ impl Metadata {
         let record: StreamRecord = self
             .get_json(&keys::stream(basin, stream))
             .await?
-            .ok_or_else(|| MetadataError::StreamNotFound { basin: basin.to_string(), stream: stream.to_string() })?;
+            .ok_or_else(|| not_found(basin, stream))?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
     }
 
     pub async fn reconfigure_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
         self.check_usable()?;
-        let _writer = self.writer.lock().await;
-        let mut info = self.stream(basin, stream).await?;
-        info.record.config = config;
+        let writer = self.writer.lock().await;
+        let Some(mut record) = self.latest_stream(&writer, basin, stream).await? else {
+            self.settle(writer).await?;
+            return Err(not_found(basin, stream));
+        };
+        record.config = config;
         let mut batch = WriteBatch::new();
-        batch.put(keys::stream(basin, stream), encode_json(&info.record));
-        self.write_durably(batch).await?;
-        Ok(info)
+        batch.put(keys::stream(basin, stream), encode_json(&record));
+        self.apply(batch).await?;
+        writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
+        self.settle(writer).await?;
+        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
     }
 
     /// Lists streams of `basin` whose names start with `prefix` and sort after
@@ -196,7 +223,7 @@ impl Metadata {
         let scan_prefix = [keys::streams_of_basin(basin), prefix.as_bytes().to_vec()].concat();
         let start = keys::stream(basin, start_after);
         let name_from = keys::streams_of_basin(basin).len();
-        self.scan_page(&scan_prefix, &start, limit, |key, value| {
+        self.scan_page(&scan_prefix, &start, limit, DurabilityLevel::Remote, |key, value| {
             let record: StreamRecord = decode_json(key, value)?;
             Ok(StreamSummary {
                 name: String::from_utf8_lossy(&key[name_from..]).into_owned(),
@@ -210,12 +237,17 @@ impl Metadata {
     /// created later under the same name starts empty.
     pub async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
         self.check_usable()?;
-        let _writer = self.writer.lock().await;
-        let info = self.stream(basin, stream).await?;
+        let writer = self.writer.lock().await;
+        let Some(record) = self.latest_stream(&writer, basin, stream).await? else {
+            self.settle(writer).await?;
+            return Err(not_found(basin, stream));
+        };
         let mut batch = WriteBatch::new();
         batch.delete(keys::stream(basin, stream));
-        batch.put(keys::deleted_stream(info.record.id), []);
-        self.write_durably(batch).await
+        batch.put(keys::deleted_stream(record.id), []);
+        self.apply(batch).await?;
+        writer.streams.invalidate(&(basin.to_string(), stream.to_string()));
+        self.settle(writer).await
     }
 
     /// Scans keys starting with `prefix`, strictly after `start_after_key` when that sorts
@@ -225,11 +257,12 @@ impl Metadata {
         prefix: &[u8],
         start_after_key: &[u8],
         limit: usize,
+        durability_filter: DurabilityLevel,
         decode: impl Fn(&[u8], &[u8]) -> Result<T>,
     ) -> Result<ListPage<T>> {
         let end = keys::prefix_end(prefix);
         let start = if start_after_key > prefix { start_after_key.to_vec() } else { prefix.to_vec() };
-        let options = ScanOptions { durability_filter: DurabilityLevel::Remote, ..ScanOptions::default() };
+        let options = ScanOptions { durability_filter, ..ScanOptions::default() };
         let mut iter =
             self.db.scan_with_options(start.clone()..end, &options).await.map_err(|e| self.storage_error(e))?;
         let mut items = Vec::new();
@@ -244,4 +277,8 @@ impl Metadata {
         }
         Ok(ListPage { items, has_more: false })
     }
+}
+
+fn not_found(basin: &str, stream: &str) -> MetadataError {
+    MetadataError::StreamNotFound { basin: basin.to_string(), stream: stream.to_string() }
 }

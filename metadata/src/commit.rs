@@ -2,6 +2,9 @@
 //! write batch.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use prost::Message;
 use shale_proto::metadata_rpc::SegmentOutcome;
@@ -11,7 +14,7 @@ use slatedb::WriteBatch;
 
 use crate::model::{AppendAck, BasinRecord, IndexEntry, Position, StreamRecord};
 use crate::rpc::convert::{outcomes_from_wire, outcomes_to_wire};
-use crate::{encode_json, keys, Metadata, MetadataError, Result, TailUpdate};
+use crate::{encode_json, keys, Metadata, MetadataError, Result, TailUpdate, WriterState};
 
 /// One append inside a segment: its block and its conditions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +52,35 @@ pub struct CommitRequest {
 /// Per unit: an ack per append, or the error that failed the whole unit.
 pub type UnitOutcome = Result<Vec<AppendAck>>;
 
+/// Where a commit call stands in its gateway's pipeline: a gateway keeps several calls
+/// in flight, numbered from 1 in the order it sends them; `seen_through` is the last
+/// call whose outcome it had processed when it sent this one. A unit that fails poisons
+/// its streams for every later call of the pipeline sent before the gateway saw that
+/// failure, so no caller gets record N+1 acked after record N failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelinePosition {
+    pub pipeline: u128,
+    pub seq: u64,
+    pub seen_through: u64,
+}
+
+/// A commit call applied in memory: resolves to its outcomes once they are durable.
+pub struct CommitTicket(Pin<Box<dyn Future<Output = Result<Vec<Vec<UnitOutcome>>>> + Send>>);
+
+impl CommitTicket {
+    pub fn new(outcome: impl Future<Output = Result<Vec<Vec<UnitOutcome>>>> + Send + 'static) -> Self {
+        Self(Box::pin(outcome))
+    }
+}
+
+impl Future for CommitTicket {
+    type Output = Result<Vec<Vec<UnitOutcome>>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
 type StreamKey = (String, String);
 
 /// Streams touched so far in this commit, with their updated records.
@@ -56,9 +88,14 @@ type StreamKey = (String, String);
 struct Overlay {
     streams: HashMap<StreamKey, StreamRecord>,
     basins: HashMap<String, Option<BasinRecord>>,
-    entries: Vec<IndexEntry>,
-    entry_streams: Vec<u64>,
+    entries: Vec<(StreamKey, u64, IndexEntry)>,
     next_stream_id: u64,
+}
+
+impl Overlay {
+    fn tentative(&self) -> Overlay {
+        Overlay { next_stream_id: self.next_stream_id, ..Overlay::default() }
+    }
 }
 
 impl Metadata {
@@ -72,10 +109,20 @@ impl Metadata {
         Ok(outcomes.pop().unwrap_or_default())
     }
 
-    /// Commits several sealed segments, in order, in one durable write: group commit for
-    /// a gateway whose uploads finish faster than commits. Same rules as [`Self::commit`];
-    /// one outcome list per segment.
+    /// Commits several sealed segments, in order, in one write batch. Same rules as
+    /// [`Self::commit`]; one outcome list per segment.
     pub async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
+        self.sequence(requests, None).await?.await
+    }
+
+    /// Applies a commit call under the writer lock and returns as soon as it holds its
+    /// place in the commit order; the ticket resolves once the WAL write holding it is
+    /// durable. Calls from every gateway share WAL writes (see `durability`).
+    pub async fn sequence(
+        &self,
+        requests: Vec<CommitRequest>,
+        position: Option<PipelinePosition>,
+    ) -> Result<CommitTicket> {
         self.check_usable()?;
         let mut writer = self.writer.lock().await;
         self.check_usable()?;
@@ -85,6 +132,9 @@ impl Metadata {
         for request in &requests {
             if let Some(outcomes) = self.stored_outcome(request.segment_id).await? {
                 tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
+                if let Some(position) = position {
+                    writer.poison.record(position, request, &outcomes);
+                }
                 blocks_per_segment.push((request.segment_id, 0, None));
                 all_outcomes.push(outcomes);
                 continue;
@@ -99,43 +149,55 @@ impl Metadata {
                         "segment sealed {age_ms} ms ago, past max_commit_age; not committed, its appends may be retried"
                     ))
                 };
+                let outcomes: Vec<UnitOutcome> = request.units.iter().map(|_| Err(error.clone())).collect();
+                if let Some(position) = position {
+                    writer.poison.record(position, request, &outcomes);
+                }
                 blocks_per_segment.push((request.segment_id, 0, None));
-                all_outcomes.push(request.units.iter().map(|_| Err(error.clone())).collect());
+                all_outcomes.push(outcomes);
                 continue;
             }
             let entries_before = overlay.entries.len();
             let mut outcomes = Vec::with_capacity(request.units.len());
             for unit in &request.units {
-                let mut tentative = Overlay {
-                    streams: HashMap::new(),
-                    basins: HashMap::new(),
-                    entries: Vec::new(),
-                    entry_streams: Vec::new(),
-                    next_stream_id: overlay.next_stream_id,
-                };
-                let outcome = self.apply_unit(request.segment_id, unit, &mut overlay, &mut tentative).await;
+                if let Some(error) = position.and_then(|position| writer.poison.check(position, unit)) {
+                    outcomes.push(Err(error));
+                    continue;
+                }
+                let mut tentative = overlay.tentative();
+                let outcome = self.apply_unit(request.segment_id, unit, &writer, &mut overlay, &mut tentative).await;
                 if outcome.is_ok() {
                     overlay.streams.extend(tentative.streams);
                     overlay.entries.extend(tentative.entries);
-                    overlay.entry_streams.extend(tentative.entry_streams);
                     overlay.next_stream_id = tentative.next_stream_id;
                 }
                 overlay.basins.extend(tentative.basins);
                 outcomes.push(outcome);
             }
+            if let Some(position) = position {
+                writer.poison.record(position, request, &outcomes);
+            }
             let stored = outcomes_to_wire(&outcomes).encode_to_vec();
             blocks_per_segment.push((request.segment_id, overlay.entries.len() - entries_before, Some(stored)));
             all_outcomes.push(outcomes);
         }
+        if let Some(position) = position {
+            writer.poison.forget_seen(position);
+        }
         if overlay.entries.is_empty() {
-            return Ok(all_outcomes);
+            let durable = self.durability.push(Vec::new());
+            drop(writer);
+            return Ok(CommitTicket::new(async move {
+                durable.wait().await?;
+                Ok(all_outcomes)
+            }));
         }
 
         let mut batch = WriteBatch::new();
         for ((basin, stream), record) in &overlay.streams {
             batch.put(keys::stream(basin, stream), encode_json(record));
         }
-        for (entry, stream_id) in overlay.entries.iter().zip(&overlay.entry_streams) {
+        for (_, stream_id, entry) in &overlay.entries {
             let value = entry.encode();
             batch.put(keys::index(*stream_id, entry.last_seq()), &value);
             batch.put(keys::by_time(*stream_id, entry.last_timestamp, entry.last_seq()), &value);
@@ -149,26 +211,26 @@ impl Metadata {
         if overlay.next_stream_id != writer.next_stream_id {
             batch.put(keys::NEXT_STREAM_ID, overlay.next_stream_id.to_be_bytes());
         }
-        // Before the write: a caller that goes away mid-write must not leave ids reusable.
+        // Before the write: a failed write halts the instance, so ids are never reused.
         writer.next_stream_id = overlay.next_stream_id;
-        self.write_durably(batch).await?;
+        let tails = tail_updates(&overlay);
+        self.apply(batch).await?;
+        for (key, record) in overlay.streams {
+            writer.streams.insert(key, record);
+        }
+        let durable = self.durability.push(tails);
         drop(writer);
-        let updates = overlay
-            .streams
-            .into_iter()
-            .map(|((basin, stream), record)| TailUpdate { basin, stream, next_seq: record.next_seq })
-            .collect();
-        self.tails.publish(updates);
-        Ok(all_outcomes)
+        Ok(CommitTicket::new(async move {
+            durable.wait().await?;
+            Ok(all_outcomes)
+        }))
     }
 
-    /// The outcome of an earlier commit of this segment: a retried commit (after a
+/// The outcome of an earlier commit of this segment: a retried commit (after a
     /// timeout or a failover) gets the original acks and writes nothing twice.
     async fn stored_outcome(&self, segment_id: u128) -> Result<Option<Vec<UnitOutcome>>> {
         let key = keys::commit_outcome(segment_id);
-        let Some(bytes) =
-            self.db.get_with_options(&key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?
-        else {
+        let Some(bytes) = self.db.get(&key).await.map_err(|e| self.storage_error(e))? else {
             return Ok(None);
         };
         let corrupt = |reason: String| MetadataError::Corrupt { key: format!("c/{}", ulid::Ulid(segment_id)), reason };
@@ -183,10 +245,11 @@ impl Metadata {
         (age_ms > self.config.max_commit_age.as_millis() as u64).then_some(age_ms)
     }
 
-    /// Whether a commit made some of the segment's blocks visible.
+    /// Whether a commit made some of the segment's blocks visible (applied, durable or
+    /// about to be: only the writer asks).
     pub(crate) async fn segment_committed(&self, segment_id: u128) -> Result<bool> {
         let key = keys::segment(segment_id);
-        let value = self.db.get_with_options(&key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
+        let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
         Ok(value.is_some())
     }
 
@@ -194,6 +257,7 @@ impl Metadata {
         &self,
         segment_id: u128,
         unit: &CommitUnit,
+        writer: &WriterState,
         committed: &mut Overlay,
         tentative: &mut Overlay,
     ) -> Result<Vec<AppendAck>> {
@@ -202,11 +266,10 @@ impl Metadata {
             let key = (append.basin.clone(), append.stream.clone());
             let mut record = match tentative.streams.get(&key).or_else(|| committed.streams.get(&key)) {
                 Some(record) => record.clone(),
-                None => self.load_or_create(append, committed, tentative).await?,
+                None => self.load_or_create(append, writer, committed, tentative).await?,
             };
             let (ack, entry) = apply_append(segment_id, append, &mut record)?;
-            tentative.entries.push(entry);
-            tentative.entry_streams.push(record.id);
+            tentative.entries.push((key.clone(), record.id, entry));
             tentative.streams.insert(key, record);
             acks.push(ack);
         }
@@ -217,17 +280,18 @@ impl Metadata {
     async fn load_or_create(
         &self,
         append: &CommitAppend,
+        writer: &WriterState,
         committed: &Overlay,
         tentative: &mut Overlay,
     ) -> Result<StreamRecord> {
-        if let Some(record) = self.get_json::<StreamRecord>(&keys::stream(&append.basin, &append.stream)).await? {
+        if let Some(record) = self.latest_stream(writer, &append.basin, &append.stream).await? {
             return Ok(record);
         }
         let not_found = || MetadataError::StreamNotFound { basin: append.basin.clone(), stream: append.stream.clone() };
         let basin = match tentative.basins.get(&append.basin).or_else(|| committed.basins.get(&append.basin)) {
             Some(basin) => basin.clone(),
             None => {
-                let basin = self.get_json::<BasinRecord>(&keys::basin(&append.basin)).await?;
+                let basin = self.get_json_latest::<BasinRecord>(&keys::basin(&append.basin)).await?;
                 tentative.basins.insert(append.basin.clone(), basin.clone());
                 basin
             }
@@ -240,6 +304,25 @@ impl Metadata {
         tentative.next_stream_id += 1;
         Ok(self.new_stream_record(id, Default::default(), &basin.config))
     }
+}
+
+/// The new tail of every stream the commit moved, with the index entries that moved it.
+fn tail_updates(overlay: &Overlay) -> Vec<TailUpdate> {
+    let mut by_stream: HashMap<&StreamKey, Vec<IndexEntry>> = HashMap::new();
+    for (key, _, entry) in &overlay.entries {
+        by_stream.entry(key).or_default().push(*entry);
+    }
+    overlay
+        .streams
+        .iter()
+        .map(|(key, record)| TailUpdate {
+            basin: key.0.clone(),
+            stream: key.1.clone(),
+            stream_id: record.id,
+            tail: record.tail(),
+            entries: by_stream.remove(key).unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Checks one append's conditions against `record` and, if they hold, advances it.

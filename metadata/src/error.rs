@@ -17,6 +17,8 @@ pub enum MetadataError {
     FencingTokenMismatch { actual: String },
     #[error("invalid request: {0}")]
     InvalidArgument(String),
+    #[error("an earlier append to stream `{stream}` in basin `{basin}` failed; this one was not committed")]
+    EarlierAppendFailed { basin: String, stream: String },
     #[error("another member of the atomic group failed: {0}")]
     AtomicGroupFailed(String),
     #[error("metadata instance was fenced by a newer one")]
@@ -50,6 +52,7 @@ impl MetadataError {
             MetadataError::Fenced => ErrorCode::Fenced,
             MetadataError::Indefinite(_) => ErrorCode::Indefinite,
             MetadataError::Storage(_)
+            | MetadataError::EarlierAppendFailed { .. }
             | MetadataError::Stopped
             | MetadataError::Unavailable(_)
             | MetadataError::NotLeader => ErrorCode::Unavailable,
@@ -83,6 +86,9 @@ impl Clone for MetadataError {
             }
             MetadataError::InvalidArgument(m) => MetadataError::InvalidArgument(m.clone()),
             MetadataError::AtomicGroupFailed(m) => MetadataError::AtomicGroupFailed(m.clone()),
+            MetadataError::EarlierAppendFailed { basin, stream } => {
+                MetadataError::EarlierAppendFailed { basin: basin.clone(), stream: stream.clone() }
+            }
             MetadataError::Fenced => MetadataError::Fenced,
             MetadataError::Indefinite(m) => MetadataError::Indefinite(m.clone()),
             MetadataError::Storage(e) => MetadataError::Unavailable(e.to_string()),

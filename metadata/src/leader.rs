@@ -111,8 +111,11 @@ async fn keep_lease(
             "leader record written; waiting for any earlier lease to lapse");
         tokio::time::sleep(config.lease + config.renew_interval).await;
         loop {
-            if metadata.is_fenced() {
+            if metadata.is_halted() {
+                // Fenced, or a durable write failed: give the lease up at once so a
+                // standby takes over after one lease, not never.
                 lease.set(None);
+                tracing::warn!(instance = %lease.instance, "metadata halted; leader lease given up");
                 return;
             }
             let started = Instant::now();

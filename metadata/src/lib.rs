@@ -3,10 +3,15 @@
 //! It is the only writer of one SlateDB database on the object store. It owns:
 //! - [`catalog`](Metadata::create_basin_idempotent): basins and streams (create, get, list by
 //!   prefix, reconfigure, delete);
-//! - [`commit`](Metadata::commit): the commit of sealed segments, which checks each
-//!   append's conditions, assigns dense sequence numbers and never-decreasing timestamps,
-//!   and writes index entries and new tails in one durable write batch; a retried
-//!   segment gets its first outcome back;
+//! - [`commit`](Metadata::sequence): the commit of sealed segments, which checks each
+//!   append's conditions against the latest state, assigns dense sequence numbers and
+//!   never-decreasing timestamps, and writes index entries and new tails in one write
+//!   batch; a retried segment gets its first outcome back; `poison` fails what a gateway
+//!   pipelined after a failed append of the same stream;
+//! - `durability`: group commit. Writes are applied under the writer lock, which is
+//!   released before the WAL upload; one task makes everything applied durable with one
+//!   WAL flush and answers the calls in apply order. `halt` latches a fenced or failed
+//!   instance;
 //! - [`lookup`](Metadata::entries_from): index entries by sequence number or time, and
 //!   stream tails, for readers; plus per-stream tail notifications (`tails`);
 //! - [`MetadataApi`]: what gateways, readers and handlers call, implemented in process by
@@ -24,16 +29,18 @@
 mod api;
 mod catalog;
 mod commit;
+mod durability;
 mod error;
 mod gc;
+mod halt;
 mod keys;
 mod leader;
 mod lookup;
 mod model;
+mod poison;
 mod rpc;
 mod tails;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,9 +51,14 @@ use slatedb::config::{DurabilityLevel, ReadOptions};
 use slatedb::Db;
 use tokio::sync::{watch, Mutex};
 
+use durability::DurabilityQueue;
+use halt::Halt;
+
 pub use api::MetadataApi;
 pub use catalog::{ListPage, StreamSummary};
-pub use commit::{CommitAppend, CommitRequest, CommitUnit, UnitOutcome};
+pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, UnitOutcome};
+pub use durability::CommitStats;
+pub use halt::HaltReason;
 pub use error::{MetadataError, Result};
 pub use gc::{run_orphan_collection, GcReport, GcStats};
 pub use leader::{hold_leadership, LeaderLease, LeaseConfig, LEADER_RECORD};
@@ -68,21 +80,27 @@ pub struct Metadata {
     config: MetadataConfig,
     /// A fresh id per open, named in the leader record and `m/writer`.
     instance: String,
-    /// Serialises every write: the single-writer discipline inside one process.
+    /// Serialises applying writes: the single-writer discipline inside one process. Held
+    /// while a call is checked and applied in memory, not while it uploads.
     writer: Mutex<WriterState>,
+    /// Makes applied writes durable, a WAL flush for many calls.
+    durability: DurabilityQueue,
+    commit_stats: Arc<CommitStats>,
     /// Wakes waiting reads of the streams each durable commit moved.
-    tails: TailWatch,
-    fenced: AtomicBool,
-    /// Flips to `true` once, when a newer instance fences this one.
-    fenced_signal: watch::Sender<bool>,
-    stopped: AtomicBool,
+    tails: Arc<TailWatch>,
+    halt: Arc<Halt>,
     gc_stats: Arc<gc::GcStats>,
     /// The last segment key orphan collection settled; later passes list after it.
     gc_cursor: Mutex<Option<shale_storage::object_store::path::Path>>,
 }
 
-struct WriterState {
+/// What only the writer touches, under the writer lock.
+pub(crate) struct WriterState {
     next_stream_id: u64,
+    /// Latest (applied, maybe not yet durable) records of recently used streams: the
+    /// sequencer's working set, so a commit reads no SSTs while holding the lock.
+    streams: moka::sync::Cache<(String, String), StreamRecord>,
+    poison: poison::Poison,
 }
 
 /// Memory the metadata database may use. Both bounds hold whatever the stream count.
@@ -106,6 +124,9 @@ pub struct MetadataConfig {
     /// How often orphan collection runs.
     #[serde(with = "humantime_serde")]
     pub gc_interval: Duration,
+    /// Stream records the sequencer keeps in memory (about 200 bytes each). A miss
+    /// costs one SlateDB read under the writer lock.
+    pub sequencer_streams: u64,
 }
 
 impl MetadataConfig {
@@ -125,6 +146,7 @@ impl Default for MetadataConfig {
             max_commit_age: Duration::from_secs(120),
             orphan_grace: Duration::from_secs(600),
             gc_interval: Duration::from_secs(60),
+            sequencer_streams: 200_000,
         }
     }
 }
@@ -163,16 +185,21 @@ impl Metadata {
             None => 1,
         };
         tracing::info!(path, next_stream_id, "metadata opened");
+        let tails = Arc::new(TailWatch::default());
+        let halt = Arc::new(Halt::default());
+        let commit_stats = Arc::new(CommitStats::default());
+        let durability = DurabilityQueue::start(db.clone(), tails.clone(), halt.clone(), commit_stats.clone());
+        let streams = moka::sync::Cache::new(config.sequencer_streams);
         Ok(Self {
             db,
             clock,
             config: config.clone(),
             instance: ulid::Ulid::new().to_string(),
-            writer: Mutex::new(WriterState { next_stream_id }),
-            tails: TailWatch::default(),
-            fenced: AtomicBool::new(false),
-            fenced_signal: watch::Sender::new(false),
-            stopped: AtomicBool::new(false),
+            writer: Mutex::new(WriterState { next_stream_id, streams, poison: Default::default() }),
+            durability,
+            commit_stats,
+            tails,
+            halt,
             gc_stats: Arc::default(),
             gc_cursor: Mutex::new(None),
         })
@@ -181,8 +208,9 @@ impl Metadata {
     /// Flushes and closes the database. Later calls fail.
     pub async fn close(&self) -> Result<()> {
         let _writer = self.writer.lock().await;
-        self.stopped.store(true, Ordering::SeqCst);
-        if self.fenced.load(Ordering::SeqCst) {
+        let fenced = self.halt.is_fenced();
+        self.halt.close();
+        if fenced {
             return Ok(());
         }
         match self.db.close().await {
@@ -193,7 +221,7 @@ impl Metadata {
     }
 
     /// A receiver that changes when a durable commit moves this stream's tail.
-    pub fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+    pub fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {
         self.tails.subscribe(basin, stream)
     }
 
@@ -202,76 +230,79 @@ impl Metadata {
         self.tails.feed()
     }
 
-    /// A receiver that becomes `true` when a newer instance fences this one; a server
-    /// waits on it to stop serving.
-    pub fn watch_fenced(&self) -> watch::Receiver<bool> {
-        self.fenced_signal.subscribe()
+    /// A receiver that becomes `Some` when this instance must stop serving: a newer one
+    /// fenced it, or a durable write failed. A server waits on it to stop and exit.
+    pub fn watch_halted(&self) -> watch::Receiver<Option<HaltReason>> {
+        self.halt.subscribe()
     }
 
     /// Whether a newer instance fenced this one.
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::SeqCst)
+        self.halt.is_fenced()
+    }
+
+    /// Whether this instance stopped serving (fenced, or a durable write failed).
+    pub fn is_halted(&self) -> bool {
+        self.halt.is_halted()
+    }
+
+    /// Group-commit counters: calls made durable and the WAL flushes that did it.
+    pub fn commit_stats(&self) -> Arc<CommitStats> {
+        self.commit_stats.clone()
     }
 
     /// A durable write whose only purpose is to learn whether a newer instance fenced
     /// this one ([`MetadataError::Fenced`] if so).
     pub(crate) async fn confirm_writer(&self) -> Result<()> {
         self.check_usable()?;
-        let _writer = self.writer.lock().await;
+        let writer = self.writer.lock().await;
         let mut batch = slatedb::WriteBatch::new();
         batch.put(keys::WRITER, self.instance.as_bytes());
-        self.write_durably(batch).await
+        self.write_durably(writer, batch).await
     }
 
     fn check_usable(&self) -> Result<()> {
-        if self.fenced.load(Ordering::SeqCst) {
-            return Err(MetadataError::Fenced);
-        }
-        if self.stopped.load(Ordering::SeqCst) {
-            return Err(MetadataError::Stopped);
-        }
-        Ok(())
+        self.halt.check()
     }
 
     /// Maps a storage error, latching the fenced state when slatedb reports it.
     fn storage_error(&self, error: slatedb::Error) -> MetadataError {
         if MetadataError::is_fenced(&error) {
-            if !self.fenced.swap(true, Ordering::SeqCst) {
-                tracing::error!("metadata fenced by a newer instance; refusing all further calls");
-                self.fenced_signal.send_replace(true);
-            }
+            self.halt.fence();
             return MetadataError::Fenced;
         }
         MetadataError::Storage(error)
     }
 
-    /// Writes `batch` and waits until it is durable in the object store. The write runs
-    /// in its own task, so a caller that goes away (a dropped request) cannot stop it
-    /// halfway. A failure leaves the in-memory state unknown, so the instance stops
-    /// taking writes.
-    async fn write_durably(&self, batch: slatedb::WriteBatch) -> Result<()> {
-        let db = self.db.clone();
-        let write = tokio::spawn(async move {
-            let handle = db.write(batch).await?;
-            db.flush().await?;
-            handle.await_durable().await
-        });
-        let outcome = match write.await {
-            Ok(outcome) => outcome,
-            Err(join) => {
-                self.stopped.store(true, Ordering::SeqCst);
-                return Err(MetadataError::Indefinite(format!("durable write task failed: {join}")));
-            }
-        };
-        match outcome {
-            Ok(()) => Ok(()),
+    /// Applies `batch` to SlateDB's memory (not yet durable). Call under the writer lock,
+    /// then queue the call with `self.durability`. A failed apply halts the instance: what
+    /// it holds in memory is unknown.
+    async fn apply(&self, batch: slatedb::WriteBatch) -> Result<()> {
+        match self.db.write(batch).await {
+            Ok(_handle) => Ok(()),
             Err(e) if MetadataError::is_fenced(&e) => Err(self.storage_error(e)),
             Err(e) => {
-                self.stopped.store(true, Ordering::SeqCst);
-                tracing::error!(error = %e, "durable write failed; metadata stops taking writes");
+                self.halt.stop(&e.to_string());
                 Err(MetadataError::Indefinite(e.to_string()))
             }
         }
+    }
+
+    /// Applies `batch`, releases the writer lock, and waits until the batch is durable
+    /// (sharing a WAL write with whatever else was applied meanwhile).
+    async fn write_durably(&self, writer: tokio::sync::MutexGuard<'_, WriterState>, batch: slatedb::WriteBatch) -> Result<()> {
+        self.apply(batch).await?;
+        let durable = self.durability.push(Vec::new());
+        drop(writer);
+        durable.wait().await
+    }
+
+    /// Waits until everything applied so far is durable: a call that answers from
+    /// the latest state, without writing, must not answer before that state is durable.
+    async fn settle(&self, writer: tokio::sync::MutexGuard<'_, WriterState>) -> Result<()> {
+        let durable = self.durability.push(Vec::new());
+        drop(writer);
+        durable.wait().await
     }
 
     /// Reads of state other callers will act on see only what is durable.
@@ -282,6 +313,25 @@ impl Metadata {
     async fn get_json<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
         let bytes = self.db.get_with_options(key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
         bytes.map(|b| decode_json(key, &b)).transpose()
+    }
+
+    /// The latest value, durable or not: only the writer reads this way, under its lock.
+    async fn get_json_latest<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
+        let bytes = self.db.get(key).await.map_err(|e| self.storage_error(e))?;
+        bytes.map(|b| decode_json(key, &b)).transpose()
+    }
+
+    /// The latest record of a stream, from the sequencer's working set or the database.
+    async fn latest_stream(&self, writer: &WriterState, basin: &str, stream: &str) -> Result<Option<StreamRecord>> {
+        let key = (basin.to_string(), stream.to_string());
+        if let Some(record) = writer.streams.get(&key) {
+            return Ok(Some(record));
+        }
+        let record = self.get_json_latest::<StreamRecord>(&keys::stream(basin, stream)).await?;
+        if let Some(record) = &record {
+            writer.streams.insert(key, record.clone());
+        }
+        Ok(record)
     }
 }
 

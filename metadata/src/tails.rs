@@ -9,12 +9,17 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, watch};
 
-/// A stream's new tail after a commit.
+use crate::{IndexEntry, Position};
+
+/// A stream's new tail after a durable commit, and the index entries that moved it, so
+/// a live read follows the stream without asking metadata again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TailUpdate {
     pub basin: String,
     pub stream: String,
-    pub next_seq: u64,
+    pub stream_id: u64,
+    pub tail: Position,
+    pub entries: Vec<IndexEntry>,
 }
 
 /// Commits buffered for a slow feed subscriber before it is told it lagged.
@@ -28,7 +33,8 @@ pub struct TailWatch {
 
 #[derive(Default)]
 struct Waiters {
-    by_stream: HashMap<(String, String), watch::Sender<u64>>,
+    /// The last tail published for the stream; `None` after updates may have been missed.
+    by_stream: HashMap<(String, String), watch::Sender<Option<Position>>>,
     /// Entries nobody waits on are swept when the map reaches this size, so sweeping
     /// costs O(1) per subscription, amortised.
     sweep_at: usize,
@@ -41,9 +47,10 @@ impl Default for TailWatch {
 }
 
 impl TailWatch {
-    /// A receiver that changes when the stream's tail moves (or when updates may have
-    /// been missed). Subscribe before looking at the tail, then wait on it.
-    pub fn subscribe(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+    /// A receiver that changes when the stream's tail moves, to the new tail, or to
+    /// `None` when updates may have been missed (look the tail up then). Subscribe before
+    /// looking at the tail, then wait on it.
+    pub fn subscribe(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {
         let mut waiters = self.lock();
         let key = (basin.to_string(), stream.to_string());
         if let Some(sender) = waiters.by_stream.get(&key) {
@@ -53,7 +60,7 @@ impl TailWatch {
             waiters.by_stream.retain(|_, sender| sender.receiver_count() > 0);
             waiters.sweep_at = (2 * waiters.by_stream.len()).max(64);
         }
-        let (sender, receiver) = watch::channel(0);
+        let (sender, receiver) = watch::channel(None);
         waiters.by_stream.insert(key, sender);
         receiver
     }
@@ -69,7 +76,7 @@ impl TailWatch {
         let waiters = self.lock();
         for update in updates {
             if let Some(sender) = waiters.by_stream.get(&(update.basin.clone(), update.stream.clone())) {
-                sender.send_replace(update.next_seq);
+                sender.send_replace(Some(update.tail));
             }
         }
     }
@@ -77,7 +84,7 @@ impl TailWatch {
     /// Wakes every waiter: updates may have been missed (a reconnect, a lagging feed).
     pub fn wake_all(&self) {
         for sender in self.lock().by_stream.values() {
-            sender.send_modify(|_| {});
+            sender.send_replace(None);
         }
     }
 
@@ -102,7 +109,13 @@ mod tests {
     use super::*;
 
     fn update(stream: &str, next_seq: u64) -> TailUpdate {
-        TailUpdate { basin: "b".into(), stream: stream.into(), next_seq }
+        TailUpdate {
+            basin: "b".into(),
+            stream: stream.into(),
+            stream_id: 1,
+            tail: Position { seq_num: next_seq, timestamp: 9 },
+            entries: Vec::new(),
+        }
     }
 
     #[test]
@@ -113,11 +126,12 @@ mod tests {
         let mut feed = tails.feed();
         tails.publish(vec![update("a", 3)]);
         assert!(a.has_changed().unwrap());
-        assert_eq!(*a.borrow_and_update(), 3);
+        assert_eq!(*a.borrow_and_update(), Some(Position { seq_num: 3, timestamp: 9 }));
         assert!(!other.has_changed().unwrap());
         assert_eq!(feed.try_recv().unwrap().as_slice(), &[update("a", 3)]);
         tails.wake_all();
         assert!(other.has_changed().unwrap());
+        assert_eq!(*a.borrow_and_update(), None, "a missed update leaves the tail unknown");
     }
 
     #[test]

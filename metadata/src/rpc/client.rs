@@ -21,22 +21,24 @@ use shale_proto::metadata_rpc as pb;
 use shale_proto::metadata_rpc::metadata_client::MetadataClient;
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::ObjectStore;
-use tokio::sync::{watch, Mutex};
+use tokio::sync::{mpsc, oneshot, watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
-use super::convert::{commit_request_to_wire, error_from_wire, malformed, outcomes_from_wire, tail_from_wire};
+use super::commit_pipe::{self, Call};
+use super::convert::{commit_request_to_wire, error_from_wire, malformed, pipeline_to_wire, tail_from_wire};
 use super::MAX_MESSAGE_BYTES;
 use crate::leader::{read_record, LEADER_RECORD};
 use crate::{
-    decode_json, encode_json, BasinConfig, BasinRecord, CommitRequest, IndexEntry, ListPage, MetadataApi,
-    MetadataError, Result, StreamConfig, StreamInfo, StreamRecord, StreamSummary, TailWatch, UnitOutcome,
+    decode_json, encode_json, BasinConfig, BasinRecord, CommitRequest, CommitTicket, IndexEntry, ListPage, MetadataApi,
+    MetadataError, PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamRecord, StreamSummary,
+    TailWatch,
 };
 
 /// Pause before another round when no address answered.
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Client timeouts.
 #[derive(Clone, Copy, Debug)]
@@ -74,20 +76,28 @@ enum Retry {
 pub struct RemoteMetadata {
     inner: Arc<Inner>,
     watcher: JoinHandle<()>,
+    /// The ordered pipeline of commit calls (see `commit_pipe`).
+    commits: mpsc::UnboundedSender<Call>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     addresses: Vec<String>,
     /// Where the leader record lives, if this client may read it.
     store: Option<Arc<dyn ObjectStore>>,
-    config: RemoteConfig,
+    pub(crate) config: RemoteConfig,
     /// The connected address and its client.
     current: Mutex<Option<(String, MetadataClient<Channel>)>>,
     /// The configured address to try first on the next reconnect.
     next: AtomicUsize,
     /// Waiting reads, woken by the live instance's watch stream.
     tails: TailWatch,
+    /// Index entries the watch stream pushed, by `(stream id, first seq)`: durable and
+    /// immutable, so a live read finds the entries of new records here, not by a call.
+    recent: moka::sync::Cache<(u64, u64), IndexEntry>,
 }
+
+/// Index entries pushed by the watch stream kept for live reads (about 100 bytes each).
+const RECENT_ENTRIES: u64 = 1_000_000;
 
 impl Drop for RemoteMetadata {
     fn drop(&mut self) {
@@ -115,9 +125,12 @@ impl RemoteMetadata {
             current: Mutex::new(None),
             next: AtomicUsize::new(0),
             tails: TailWatch::default(),
+            recent: moka::sync::Cache::new(RECENT_ENTRIES),
         });
         let watcher = tokio::spawn(follow_tails(inner.clone()));
-        Ok(Self { inner, watcher })
+        let (commits, calls) = mpsc::unbounded_channel();
+        tokio::spawn(commit_pipe::run(inner.clone(), calls));
+        Ok(Self { inner, watcher, commits })
     }
 }
 
@@ -132,7 +145,7 @@ fn with_scheme(address: &str) -> String {
 impl Inner {
     /// The connected client, connecting if needed: to the leader record's address, then
     /// to the configured ones from the one after the last abandoned.
-    async fn connected(&self) -> Option<(String, MetadataClient<Channel>)> {
+    pub(crate) async fn connected(&self) -> Option<(String, MetadataClient<Channel>)> {
         let mut current = self.current.lock().await;
         if let Some(connected) = current.as_ref() {
             return Some(connected.clone());
@@ -178,9 +191,20 @@ impl Inner {
         }
     }
 
+    /// Consecutive entries from the one starting at `seq`, as the watch stream pushed them.
+    fn pushed_entries(&self, stream_id: u64, mut seq: u64, limit: usize) -> Vec<IndexEntry> {
+        let mut entries = Vec::new();
+        while entries.len() < limit {
+            let Some(entry) = self.recent.get(&(stream_id, seq)) else { break };
+            seq = entry.end_seq();
+            entries.push(entry);
+        }
+        entries
+    }
+
     /// Stops using the instance at `address`; the next reconnect starts with the
     /// configured address after it.
-    async fn abandon(&self, address: &str) {
+    pub(crate) async fn abandon(&self, address: &str) {
         let mut current = self.current.lock().await;
         if current.as_ref().is_some_and(|(a, _)| a == address) {
             *current = None;
@@ -253,7 +277,7 @@ impl Inner {
 }
 
 /// Errors that say "not here" rather than "no": the call did nothing; try elsewhere.
-fn moves_on(error: &MetadataError) -> bool {
+pub(crate) fn moves_on(error: &MetadataError) -> bool {
     matches!(error, MetadataError::NotLeader | MetadataError::Fenced | MetadataError::Stopped)
 }
 
@@ -279,8 +303,20 @@ async fn follow_tails(inner: Arc<Inner>) {
                         if event.lagged {
                             inner.tails.wake_all();
                         }
-                        let updates: Vec<_> = event.tails.into_iter().map(tail_from_wire).collect();
-                        inner.tails.notify(&updates);
+                        match event.tails.into_iter().map(tail_from_wire).collect::<Result<Vec<_>>>() {
+                            Ok(updates) => {
+                                for update in &updates {
+                                    for entry in &update.entries {
+                                        inner.recent.insert((update.stream_id, entry.first_seq), *entry);
+                                    }
+                                }
+                                inner.tails.notify(&updates);
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "malformed watch event");
+                                inner.tails.wake_all();
+                            }
+                        }
                     }
                     tracing::info!(%address, "metadata watch ended");
                 }
@@ -320,27 +356,31 @@ fn retry_for(request_token: Option<&str>) -> Retry {
 
 #[async_trait]
 impl MetadataApi for RemoteMetadata {
-    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
-        let wire = pb::CommitRequest { segments: requests.iter().map(commit_request_to_wire).collect() };
-        let response = self
-            .inner
-            .send("commit", Retry::Idempotent, wire, |mut client, wire| async move { client.commit(wire).await })
-            .await?;
-        if response.segments.len() != requests.len() {
-            return Err(malformed("one outcome list per segment"));
-        }
-        let mut all = Vec::with_capacity(requests.len());
-        for (request, segment) in requests.iter().zip(response.segments) {
-            let outcomes = outcomes_from_wire(segment)?;
-            if outcomes.len() != request.units.len() {
-                return Err(malformed("one outcome per unit"));
-            }
-            all.push(outcomes);
-        }
-        Ok(all)
+    /// Queues the call on the commit pipeline: calls queued one after another are
+    /// applied in that order, several in flight at once.
+    async fn sequence(
+        &self,
+        requests: Vec<CommitRequest>,
+        position: Option<PipelinePosition>,
+    ) -> Result<CommitTicket> {
+        let wire = pb::CommitRequest {
+            segments: requests.iter().map(commit_request_to_wire).collect(),
+            position: position.map(pipeline_to_wire),
+        };
+        let (reply, outcome) = oneshot::channel();
+        self.commits
+            .send(Call { wire, reply })
+            .map_err(|_| MetadataError::Unavailable("commit pipeline stopped".into()))?;
+        Ok(CommitTicket::new(async move {
+            outcome.await.unwrap_or_else(|_| Err(MetadataError::Indefinite("commit pipeline stopped".into())))
+        }))
     }
 
     async fn entries_from(&self, stream_id: u64, seq: u64, limit_: usize) -> Result<Vec<IndexEntry>> {
+        let pushed = self.inner.pushed_entries(stream_id, seq, limit_);
+        if !pushed.is_empty() {
+            return Ok(pushed);
+        }
         let request = pb::EntriesFromRequest { stream_id, seq, limit: limit(limit_) };
         let response =
             self.inner.call("entries_from", Retry::Read, |mut c| async move { c.entries_from(request).await }).await?;
@@ -356,7 +396,7 @@ impl MetadataApi for RemoteMetadata {
         Ok(decode_entries(response)?.into_iter().next())
     }
 
-    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<u64> {
+    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {
         self.inner.tails.subscribe(basin, stream)
     }
 

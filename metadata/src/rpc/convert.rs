@@ -4,7 +4,10 @@
 use shale_proto::metadata_rpc as pb;
 use shale_proto::Command;
 
-use crate::{AppendAck, CommitAppend, CommitRequest, CommitUnit, MetadataError, Position, TailUpdate, UnitOutcome};
+use crate::{
+    AppendAck, CommitAppend, CommitRequest, CommitUnit, IndexEntry, MetadataError, PipelinePosition, Position,
+    TailUpdate, UnitOutcome,
+};
 
 pub fn commit_request_to_wire(request: &CommitRequest) -> pb::Segment {
     pb::Segment {
@@ -141,11 +144,77 @@ fn position_to_wire(position: Position) -> pb::Position {
 }
 
 pub fn tail_to_wire(update: &TailUpdate) -> pb::StreamTail {
-    pb::StreamTail { basin: update.basin.clone(), stream: update.stream.clone(), next_seq: update.next_seq }
+    pb::StreamTail {
+        basin: update.basin.clone(),
+        stream: update.stream.clone(),
+        next_seq: update.tail.seq_num,
+        last_timestamp: update.tail.timestamp,
+        stream_id: update.stream_id,
+        entries: update.entries.iter().map(IndexEntry::encode).collect(),
+    }
 }
 
-pub fn tail_from_wire(tail: pb::StreamTail) -> TailUpdate {
-    TailUpdate { basin: tail.basin, stream: tail.stream, next_seq: tail.next_seq }
+pub fn tail_from_wire(tail: pb::StreamTail) -> Result<TailUpdate, MetadataError> {
+    let entries = tail
+        .entries
+        .iter()
+        .map(|bytes| IndexEntry::decode(bytes).ok_or_else(|| malformed("index entry")))
+        .collect::<Result<_, _>>()?;
+    Ok(TailUpdate {
+        basin: tail.basin,
+        stream: tail.stream,
+        stream_id: tail.stream_id,
+        tail: Position { seq_num: tail.next_seq, timestamp: tail.last_timestamp },
+        entries,
+    })
+}
+
+pub fn pipeline_to_wire(position: PipelinePosition) -> pb::PipelinePosition {
+    pb::PipelinePosition {
+        pipeline: position.pipeline.to_be_bytes().to_vec(),
+        seq: position.seq,
+        seen_through: position.seen_through,
+    }
+}
+
+pub fn pipeline_from_wire(position: pb::PipelinePosition) -> Result<PipelinePosition, MetadataError> {
+    let id: [u8; 16] = position
+        .pipeline
+        .as_slice()
+        .try_into()
+        .map_err(|_| MetadataError::InvalidArgument("pipeline id must be 16 bytes".into()))?;
+    Ok(PipelinePosition { pipeline: u128::from_be_bytes(id), seq: position.seq, seen_through: position.seen_through })
+}
+
+/// A commit call as the server takes it.
+pub fn commit_call_from_wire(
+    call: pb::CommitRequest,
+) -> Result<(Vec<CommitRequest>, Option<PipelinePosition>), MetadataError> {
+    let requests = call.segments.into_iter().map(commit_request_from_wire).collect::<Result<Vec<_>, _>>()?;
+    let position = call.position.map(pipeline_from_wire).transpose()?;
+    Ok((requests, position))
+}
+
+/// A commit call's outcomes as the client takes them, checked against what it sent.
+pub fn commit_outcomes_from_wire(
+    requests: &[pb::Segment],
+    response: pb::CommitResponse,
+) -> Result<Vec<Vec<UnitOutcome>>, MetadataError> {
+    if let Some(error) = response.error {
+        return Err(error_from_wire(error));
+    }
+    if response.segments.len() != requests.len() {
+        return Err(malformed("one outcome list per segment"));
+    }
+    let mut all = Vec::with_capacity(requests.len());
+    for (request, segment) in requests.iter().zip(response.segments) {
+        let outcomes = outcomes_from_wire(segment)?;
+        if outcomes.len() != request.units.len() {
+            return Err(malformed("one outcome per unit"));
+        }
+        all.push(outcomes);
+    }
+    Ok(all)
 }
 
 pub fn malformed(what: &str) -> MetadataError {
@@ -187,6 +256,10 @@ pub fn error_to_wire(error: &MetadataError) -> pb::Error {
             wire.message = message.clone();
             "atomic_group_failed"
         }
+        MetadataError::EarlierAppendFailed { basin, stream } => {
+            (wire.basin, wire.stream) = (basin.clone(), stream.clone());
+            "earlier_append_failed"
+        }
         MetadataError::Fenced => "fenced",
         MetadataError::NotLeader => "not_leader",
         MetadataError::Stopped => "stopped",
@@ -221,6 +294,7 @@ pub fn error_from_wire(wire: pb::Error) -> MetadataError {
         "fencing_token_mismatch" => MetadataError::FencingTokenMismatch { actual: wire.actual_token },
         "invalid_argument" => MetadataError::InvalidArgument(wire.message),
         "atomic_group_failed" => MetadataError::AtomicGroupFailed(wire.message),
+        "earlier_append_failed" => MetadataError::EarlierAppendFailed { basin: wire.basin, stream: wire.stream },
         "fenced" => MetadataError::Fenced,
         "not_leader" => MetadataError::NotLeader,
         "stopped" => MetadataError::Stopped,
@@ -245,6 +319,7 @@ mod tests {
             MetadataError::FencingTokenMismatch { actual: "tok".into() },
             MetadataError::InvalidArgument("bad".into()),
             MetadataError::AtomicGroupFailed("other".into()),
+            MetadataError::EarlierAppendFailed { basin: "b".into(), stream: "s".into() },
             MetadataError::Fenced,
             MetadataError::NotLeader,
             MetadataError::Stopped,

@@ -3,6 +3,7 @@
 //! readers use a remote metadata exactly as they use one in process.
 
 mod client;
+mod commit_pipe;
 pub(crate) mod convert;
 mod server;
 

@@ -8,12 +8,12 @@ use futures::Stream;
 use prost::Message;
 use shale_proto::metadata_rpc as pb;
 use shale_proto::metadata_rpc::metadata_server::{Metadata as MetadataRpc, MetadataServer};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use tonic::{Request, Response, Status};
 
-use super::convert::{commit_request_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
+use super::convert::{commit_call_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
 use super::MAX_MESSAGE_BYTES;
-use crate::{decode_json, encode_json, LeaderLease, Metadata, MetadataError};
+use crate::{decode_json, encode_json, CommitTicket, LeaderLease, Metadata, MetadataError};
 
 /// How often an open watch checks that this instance still holds the lease.
 const WATCH_LEASE_CHECK: Duration = Duration::from_millis(100);
@@ -48,6 +48,9 @@ impl MetadataService {
         if self.metadata.is_fenced() {
             return Err(status(MetadataError::Fenced));
         }
+        if self.metadata.is_halted() {
+            return Err(status(MetadataError::Stopped));
+        }
         match &self.lease {
             Some(lease) if !lease.is_held() => Err(status(MetadataError::NotLeader)),
             _ => Ok(&self.metadata),
@@ -71,28 +74,75 @@ fn limit(limit: u32) -> usize {
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
+type CommitStream = Pin<Box<dyn Stream<Item = Result<pb::CommitResponse, Status>> + Send>>;
+
+/// Commit calls a stream may have applied and not yet answered.
+const COMMIT_STREAM_WINDOW: usize = 64;
+
+fn commit_response(outcome: Result<Vec<Vec<crate::UnitOutcome>>, MetadataError>) -> pb::CommitResponse {
+    match outcome {
+        Ok(outcomes) => pb::CommitResponse {
+            segments: outcomes.iter().map(|outcome| outcomes_to_wire(outcome)).collect(),
+            error: None,
+        },
+        Err(error) => pb::CommitResponse { segments: Vec::new(), error: Some(error_to_wire(&error)) },
+    }
+}
 
 #[tonic::async_trait]
 impl MetadataRpc for MetadataService {
     async fn commit(&self, request: Request<pb::CommitRequest>) -> Result<Response<pb::CommitResponse>, Status> {
         self.leader()?;
-        let requests = request
-            .into_inner()
-            .segments
-            .into_iter()
-            .map(commit_request_from_wire)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(status)?;
+        let (requests, position) = commit_call_from_wire(request.into_inner()).map_err(status)?;
         // Run to completion even if the gateway goes away mid-call, so readers still get
         // the commit watch tick.
         let metadata = self.metadata.clone();
-        let outcomes = tokio::spawn(async move { metadata.commit_many(requests).await })
+        let outcomes = tokio::spawn(async move { metadata.sequence(requests, position).await?.await })
             .await
             .map_err(|e| status(MetadataError::Indefinite(format!("commit task failed: {e}"))))?
             .map_err(status)?;
-        Ok(Response::new(pb::CommitResponse {
-            segments: outcomes.iter().map(|outcome| outcomes_to_wire(outcome)).collect(),
-        }))
+        Ok(Response::new(commit_response(Ok(outcomes))))
+    }
+
+    type CommitStreamStream = CommitStream;
+
+    /// Applies each request in the order it arrives and answers in the same order, each
+    /// once durable; several requests are in flight at once.
+    async fn commit_stream(
+        &self,
+        request: Request<tonic::Streaming<pb::CommitRequest>>,
+    ) -> Result<Response<Self::CommitStreamStream>, Status> {
+        self.leader()?;
+        let mut incoming = request.into_inner();
+        let (answers, answered) = mpsc::channel(COMMIT_STREAM_WINDOW);
+        let (tickets, mut in_order) = mpsc::channel::<Result<CommitTicket, MetadataError>>(COMMIT_STREAM_WINDOW);
+        tokio::spawn(async move {
+            while let Some(ticket) = in_order.recv().await {
+                let outcome = match ticket {
+                    Ok(ticket) => ticket.await,
+                    Err(e) => Err(e),
+                };
+                if answers.send(Ok(commit_response(outcome))).await.is_err() {
+                    // The gateway went away; keep draining so every applied call finishes.
+                    continue;
+                }
+            }
+        });
+        let service = self.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(call)) = incoming.message().await {
+                let ticket = match (service.leader(), commit_call_from_wire(call)) {
+                    (Err(_), _) if service.metadata.is_fenced() => Err(MetadataError::Fenced),
+                    (Err(_), _) => Err(MetadataError::NotLeader),
+                    (Ok(metadata), Ok((requests, position))) => metadata.sequence(requests, position).await,
+                    (Ok(_), Err(e)) => Err(e),
+                };
+                if tickets.send(ticket).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(answered))))
     }
 
     async fn entries_from(

@@ -1,0 +1,129 @@
+//! Group commit: the durability half of every metadata write.
+//!
+//! A write is applied under the writer lock (conditions checked against the latest,
+//! not yet durable state; the batch handed to SlateDB's memory) and queued here; the
+//! lock is then released so the next call can be applied while this one uploads. One
+//! task takes everything queued, makes it durable with one WAL flush, then publishes the
+//! tails it moved and answers each call, in the order they were applied. Calls queued
+//! while a flush is in flight wait for the next one, so one metadata instance writes
+//! about one WAL object per store round trip, however many gateways commit.
+//!
+//! A failed flush halts the instance: every queued call gets an `indefinite` error,
+//! nothing applied after the last durable point is ever answered as done, and the
+//! SlateDB writer, closed by the failure, never writes it later.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use slatedb::Db;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::halt::Halt;
+use crate::{MetadataError, Result, TailUpdate, TailWatch};
+
+/// Counters of the group-commit pipeline, for `/metrics` and benchmarks.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    /// Calls made durable (commits and catalog writes).
+    pub calls: AtomicU64,
+    /// WAL flushes that made them durable.
+    pub flushes: AtomicU64,
+}
+
+impl CommitStats {
+    pub fn render(&self, out: &mut String) {
+        let counters = [
+            ("shale_metadata_durable_calls_total", "Metadata writes made durable", &self.calls),
+            ("shale_metadata_wal_flushes_total", "WAL flushes that made metadata writes durable", &self.flushes),
+        ];
+        shale_storage::render_counters(&counters, out);
+    }
+}
+
+/// A call applied in memory, waiting for its WAL flush.
+struct Queued {
+    tails: Vec<TailUpdate>,
+    done: oneshot::Sender<Result<()>>,
+}
+
+/// The queue of applied calls. Push under the writer lock, so queue order is apply order.
+pub(crate) struct DurabilityQueue {
+    queue: mpsc::UnboundedSender<Queued>,
+}
+
+/// Resolves when a queued call is durable (or failed to become durable).
+pub(crate) struct Durable(oneshot::Receiver<Result<()>>);
+
+impl Durable {
+    pub async fn wait(self) -> Result<()> {
+        self.0.await.unwrap_or_else(|_| Err(MetadataError::Indefinite("durability task ended".into())))
+    }
+}
+
+impl DurabilityQueue {
+    pub fn start(db: Db, tails: Arc<TailWatch>, halt: Arc<Halt>, stats: Arc<CommitStats>) -> Self {
+        let (queue, queued) = mpsc::unbounded_channel();
+        tokio::spawn(run(db, queued, tails, halt, stats));
+        Self { queue }
+    }
+
+    /// Queues a call whose batch (if any) was just applied; a call that wrote nothing
+    /// still waits for the writes applied before it, since it may have read them.
+    pub fn push(&self, tails: Vec<TailUpdate>) -> Durable {
+        let (done, wait) = oneshot::channel();
+        if let Err(mpsc::error::SendError(queued)) = self.queue.send(Queued { tails, done }) {
+            let _ = queued.done.send(Err(MetadataError::Stopped));
+        }
+        Durable(wait)
+    }
+}
+
+async fn run(
+    db: Db,
+    mut queued: mpsc::UnboundedReceiver<Queued>,
+    tails: Arc<TailWatch>,
+    halt: Arc<Halt>,
+    stats: Arc<CommitStats>,
+) {
+    let mut round = Vec::new();
+    while queued.recv_many(&mut round, usize::MAX).await > 0 {
+        let outcome = match halt.check() {
+            Ok(()) => db.flush().await.map_err(|e| failed_flush(&halt, e)),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => {
+                stats.flushes.fetch_add(1, Ordering::Relaxed);
+                stats.calls.fetch_add(round.len() as u64, Ordering::Relaxed);
+                let mut moved = Vec::new();
+                let mut answers = Vec::with_capacity(round.len());
+                for call in round.drain(..) {
+                    moved.extend(call.tails);
+                    answers.push(call.done);
+                }
+                if !moved.is_empty() {
+                    tails.publish(moved);
+                }
+                for done in answers {
+                    let _ = done.send(Ok(()));
+                }
+            }
+            Err(error) => {
+                for call in round.drain(..) {
+                    let _ = call.done.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// A flush that failed: fenced, or the instance halts (its memory holds writes that
+/// may never be durable).
+fn failed_flush(halt: &Halt, error: slatedb::Error) -> MetadataError {
+    if MetadataError::is_fenced(&error) {
+        halt.fence();
+        return MetadataError::Fenced;
+    }
+    halt.stop(&error.to_string());
+    MetadataError::Indefinite(format!("durable write failed: {error}"))
+}
