@@ -1,12 +1,14 @@
 //! Uploading sealed segments and committing them in seal order.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use shale_metadata::{CommitAppend, CommitRequest, CommitUnit};
+use shale_metadata::{
+    CommitAppend, CommitRequest, CommitTicket, CommitUnit, MetadataError, PipelinePosition, UnitOutcome,
+};
 use shale_proto::{BlockInfo, SegmentBuilder};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -48,19 +50,38 @@ pub(crate) async fn upload(
 
 type Upload = Result<Vec<BlockInfo>, GatewayError>;
 
-/// Takes sealed segments in seal order, waits for each upload, commits and answers its
-/// callers. Segments behind the first whose uploads have already finished join its commit
-/// (one durable metadata write for all: group commit). After a failure, every unit of the
-/// failed streams submitted before the failure was seen fails too, so no caller sees
-/// record N+1 acked after record N failed.
+/// Stream key -> highest unit id that must fail because an earlier one did.
+type Poisoned = Arc<Mutex<HashMap<Bytes, u64>>>;
+
+/// A commit call sequenced at metadata, waiting to become durable.
+struct InFlight {
+    seq: u64,
+    ticket: Result<CommitTicket, MetadataError>,
+    waiting: Vec<(Vec<PendingUnit>, Instant)>,
+    /// Segments the call covers (including those answered without a commit).
+    segments: usize,
+}
+
+/// Takes sealed segments in seal order, waits for each upload and sequences a commit
+/// call at metadata, without waiting for the call to become durable: several calls are
+/// in flight at once, applied in seal order. Segments behind the first whose uploads
+/// have already finished join its call (group commit). The acker answers callers as
+/// each call becomes durable, in order. After a failure, every unit of the failed
+/// streams submitted before the failure was seen fails too (here for units not yet
+/// sent; at metadata, through the pipeline position, for units already sent), so no
+/// caller sees record N+1 acked after record N failed.
 pub(crate) async fn run_committer(
     mut sealed: mpsc::UnboundedReceiver<Sealed>,
     sequencer: Arc<dyn MetadataApi>,
     done: mpsc::UnboundedSender<()>,
     shared: Arc<Shared>,
 ) {
-    // Stream key -> highest unit id that must fail because an earlier one did.
-    let mut poisoned: HashMap<Bytes, u64> = HashMap::new();
+    let poisoned: Poisoned = Arc::default();
+    let seen_through = Arc::new(AtomicU64::new(0));
+    let (in_flight, to_ack) = mpsc::channel(shared.config.max_inflight_segments);
+    let acker = tokio::spawn(run_acker(to_ack, poisoned.clone(), seen_through.clone(), done, shared.clone()));
+    let pipeline = ulid::Ulid::new().0;
+    let mut seq = 0;
     let mut carried: Option<Sealed> = None;
     loop {
         let mut first = match carried.take() {
@@ -85,14 +106,42 @@ pub(crate) async fn run_committer(
                 Err(_) => break,
             }
         }
-        // Units arrive in nearly submission order; nothing older than the oldest unit
-        // here can still be pending, so its poison marks can go.
-        if let Some(oldest) = group.iter().flat_map(|(segment, _)| segment.units.iter().map(|u| u.id)).min() {
-            poisoned.retain(|_, watermark| *watermark >= oldest);
-        }
+        // Read before filtering: a failure the acker records meanwhile is then still
+        // unseen for metadata, which fails its stream's units.
+        let seen = seen_through.load(Ordering::SeqCst);
         let segments = group.len();
-        commit_group(group, sequencer.as_ref(), &mut poisoned, &shared).await;
-        for _ in 0..segments {
+        let (requests, waiting) = prepare(group, &poisoned, &shared);
+        seq += 1;
+        let ticket = if requests.is_empty() {
+            Ok(CommitTicket::new(async { Ok(Vec::new()) }))
+        } else {
+            let position = PipelinePosition { pipeline, seq, seen_through: seen };
+            sequencer.sequence(requests, Some(position)).await
+        };
+        if in_flight.send(InFlight { seq, ticket, waiting, segments }).await.is_err() {
+            break;
+        }
+    }
+    drop(in_flight);
+    let _ = acker.await;
+}
+
+/// Answers the callers of each sequenced call once it is durable, in sequence order.
+async fn run_acker(
+    mut in_flight: mpsc::Receiver<InFlight>,
+    poisoned: Poisoned,
+    seen_through: Arc<AtomicU64>,
+    done: mpsc::UnboundedSender<()>,
+    shared: Arc<Shared>,
+) {
+    while let Some(call) = in_flight.recv().await {
+        let outcome = match call.ticket {
+            Ok(ticket) => ticket.await,
+            Err(error) => Err(error),
+        };
+        answer(outcome, call.waiting, &poisoned, &shared);
+        seen_through.store(call.seq, Ordering::SeqCst);
+        for _ in 0..call.segments {
             let _ = done.send(());
         }
     }
@@ -105,12 +154,19 @@ async fn finish_upload(segment: &mut Sealed) -> Upload {
     }
 }
 
-async fn commit_group(
+/// The commit requests of a group of uploaded segments, and the units waiting on each;
+/// units of failed uploads and poisoned streams are answered here.
+fn prepare(
     group: Vec<(Sealed, Upload)>,
-    sequencer: &dyn MetadataApi,
-    poisoned: &mut HashMap<Bytes, u64>,
+    poisoned: &Poisoned,
     shared: &Shared,
-) {
+) -> (Vec<CommitRequest>, Vec<(Vec<PendingUnit>, Instant)>) {
+    let mut poisoned = lock(poisoned);
+    // Units arrive in nearly submission order; nothing older than the oldest unit here
+    // can still be pending, so its poison marks can go.
+    if let Some(oldest) = group.iter().flat_map(|(segment, _)| segment.units.iter().map(|u| u.id)).min() {
+        poisoned.retain(|_, watermark| *watermark >= oldest);
+    }
     let mut requests = Vec::with_capacity(group.len());
     let mut waiting: Vec<(Vec<PendingUnit>, Instant)> = Vec::with_capacity(group.len());
     for (segment, upload) in group {
@@ -118,43 +174,63 @@ async fn commit_group(
         let infos = match upload {
             Ok(infos) => infos,
             Err(error) => {
-                fail_all(units, error, poisoned, shared);
+                fail_all(units, error, &mut poisoned, shared);
                 continue;
             }
         };
-        let (request, units) = commit_request(segment_id, units, infos, poisoned);
+        let (request, units) = commit_request(segment_id, units, infos, &poisoned);
         if !units.is_empty() {
             requests.push(request);
             waiting.push((units, sealed_at));
         }
     }
-    if requests.is_empty() {
-        return;
-    }
-    match sequencer.commit_many(requests).await {
-        Ok(outcomes) => {
-            debug_assert_eq!(outcomes.len(), waiting.len(), "one outcome list per segment");
-            for ((units, sealed_at), outcomes) in waiting.into_iter().zip(outcomes) {
-                shared.metrics.commit_latency.observe(sealed_at.elapsed());
-                debug_assert_eq!(outcomes.len(), units.len(), "one outcome per unit");
-                for (unit, outcome) in units.into_iter().zip(outcomes) {
-                    if let Ok(acks) = &outcome {
-                        let records: u64 = acks.iter().map(|a| a.end.seq_num - a.start.seq_num).sum();
-                        let bytes: u64 = unit.appends.iter().map(|a| a.commit.metered_bytes).sum();
-                        shared.metrics.records_acked.fetch_add(records, Ordering::Relaxed);
-                        shared.metrics.metered_bytes_acked.fetch_add(bytes, Ordering::Relaxed);
-                    }
-                    let _ = unit.reply.send(outcome.map_err(GatewayError::Metadata));
-                }
-            }
-        }
+    (requests, waiting)
+}
+
+fn answer(
+    outcome: Result<Vec<Vec<UnitOutcome>>, MetadataError>,
+    waiting: Vec<(Vec<PendingUnit>, Instant)>,
+    poisoned: &Poisoned,
+    shared: &Shared,
+) {
+    let outcomes = match outcome {
+        Ok(outcomes) => outcomes,
         Err(error) => {
             tracing::warn!(segments = waiting.len(), error = %error, "segment commit failed");
+            let mut poisoned = lock(poisoned);
             for (units, _) in waiting {
-                fail_all(units, GatewayError::Metadata(error.clone()), poisoned, shared);
+                fail_all(units, GatewayError::Metadata(error.clone()), &mut poisoned, shared);
             }
+            return;
+        }
+    };
+    debug_assert_eq!(outcomes.len(), waiting.len(), "one outcome list per segment");
+    for ((units, sealed_at), outcomes) in waiting.into_iter().zip(outcomes) {
+        shared.metrics.commit_latency.observe(sealed_at.elapsed());
+        debug_assert_eq!(outcomes.len(), units.len(), "one outcome per unit");
+        for (unit, outcome) in units.into_iter().zip(outcomes) {
+            match &outcome {
+                Ok(acks) => {
+                    let records: u64 = acks.iter().map(|a| a.end.seq_num - a.start.seq_num).sum();
+                    let bytes: u64 = unit.appends.iter().map(|a| a.commit.metered_bytes).sum();
+                    shared.metrics.records_acked.fetch_add(records, Ordering::Relaxed);
+                    shared.metrics.metered_bytes_acked.fetch_add(bytes, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    let watermark = shared.last_submitted.load(Ordering::SeqCst);
+                    let mut poisoned = lock(poisoned);
+                    for append in &unit.appends {
+                        poisoned.insert(append.stream_key(), watermark);
+                    }
+                }
+            }
+            let _ = unit.reply.send(outcome.map_err(GatewayError::Metadata));
         }
     }
+}
+
+fn lock(poisoned: &Poisoned) -> std::sync::MutexGuard<'_, HashMap<Bytes, u64>> {
+    poisoned.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Pairs every append with its block; units that must fail after an earlier failure are
