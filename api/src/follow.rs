@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_metadata::Position;
-use shale_reader::{ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader, ReaderError};
+use shale_reader::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader, ReaderError};
 
 use crate::{ApiError, AppState};
 
@@ -25,6 +25,9 @@ pub enum FollowEvent {
 pub struct Follower {
     reader: Arc<Reader>,
     request: ReadRequest,
+    /// What earlier batches learned: the session asks metadata when it opens, then
+    /// follows the tail notifications.
+    cursor: ReadCursor,
     bounded: bool,
     /// S2's `wait` on a session: once caught up, end after this long without new
     /// records (0 ends as soon as the reader reaches the tail). `None` follows forever.
@@ -45,8 +48,9 @@ impl Follower {
         sent_bytes: u64,
     ) -> Result<Self, ApiError> {
         let reader = state.reader()?;
+        let mut cursor = ReadCursor::default();
         if let ReadStart::SeqNum(seq) = request.start {
-            let tail = reader.check_tail(&request.basin, &request.stream).await?;
+            let tail = reader.check_tail_with(&request.basin, &request.stream, &mut cursor).await?;
             if seq > tail.seq_num && !request.clamp {
                 return Err(ReaderError::PastTail { tail }.into());
             }
@@ -55,6 +59,7 @@ impl Follower {
         Ok(Self {
             reader,
             request,
+            cursor,
             bounded,
             idle_limit,
             caught_up_since: None,
@@ -90,7 +95,7 @@ impl Follower {
             let idle = self.caught_up_since.map(|since| since.elapsed()).unwrap_or_default();
             request.wait = HEARTBEAT.min(limit.saturating_sub(idle));
         }
-        let event = match self.reader.read(&request).await {
+        let event = match self.reader.read_with(&request, &mut self.cursor).await {
             Ok(output) if !output.records.is_empty() => {
                 let last = output.records.last().map(|r| r.seq_num).unwrap_or_default();
                 self.sent_records += output.records.len() as u64;
@@ -104,6 +109,8 @@ impl Follower {
                 FollowEvent::Done
             }
             Ok(output) => {
+                // Quiet: look the stream up again next time (trim point, config, deletion).
+                self.cursor.refresh();
                 let since = *self.caught_up_since.get_or_insert_with(tokio::time::Instant::now);
                 if self.idle_limit.is_some_and(|limit| since.elapsed() >= limit) {
                     self.finished = true;

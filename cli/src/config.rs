@@ -28,6 +28,9 @@ pub struct ServeArgs {
     /// Address for the gRPC API.
     #[arg(long, env = "SHALE_GRPC")]
     pub grpc: Option<SocketAddr>,
+    /// Added latency per object-store request, e.g. `30ms` (benchmarks at S3-like latency).
+    #[arg(long, env = "SHALE_STORE_DELAY", value_parser = humantime::parse_duration)]
+    pub store_delay: Option<Duration>,
 }
 
 /// `shale gateway` and `shale reader`: the server settings plus where metadata runs.
@@ -102,6 +105,10 @@ impl ClusterConfig {
 pub struct ServeConfig {
     pub data_dir: PathBuf,
     pub store: Option<String>,
+    /// Latency added to every object-store request (0: none). For benchmarks and tests
+    /// that must see the system as it runs against S3 (30 ms per request there).
+    #[serde(with = "humantime_serde")]
+    pub store_delay: Duration,
     pub http: SocketAddr,
     pub grpc: SocketAddr,
     pub gateway: GatewayConfig,
@@ -115,6 +122,7 @@ impl Default for ServeConfig {
         Self {
             data_dir: PathBuf::from("shale-data"),
             store: None,
+            store_delay: Duration::ZERO,
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             grpc: SocketAddr::from(([127, 0, 0, 1], 50051)),
             gateway: GatewayConfig::default(),
@@ -145,6 +153,9 @@ impl ServeConfig {
         }
         if let Some(grpc) = args.grpc {
             config.grpc = grpc;
+        }
+        if let Some(delay) = args.store_delay {
+            config.store_delay = delay;
         }
         config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
         Ok(config)

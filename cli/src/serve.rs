@@ -14,7 +14,7 @@ use shale_metadata::{
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
-use shale_storage::{InstrumentedStore, StoreCounters, SystemClock};
+use shale_storage::{DelayedStore, InstrumentedStore, StoreCounters, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -44,7 +44,12 @@ struct Store {
 
 fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
     let url = config.store_url()?;
-    let instrumented = InstrumentedStore::new(shale_storage::open_store(&url)?);
+    let mut raw = shale_storage::open_store(&url)?;
+    if !config.store_delay.is_zero() {
+        tracing::warn!(delay = ?config.store_delay, "adding latency to every object-store request");
+        raw = Arc::new(DelayedStore::new(raw, config.store_delay));
+    }
+    let instrumented = InstrumentedStore::new(raw);
     let counters = instrumented.counters();
     Ok(Store { url, store: Arc::new(instrumented), counters })
 }

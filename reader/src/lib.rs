@@ -19,4 +19,4 @@ mod read;
 pub use cache::CacheStats;
 pub use config::ReaderConfig;
 pub use error::ReaderError;
-pub use read::{ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader};
+pub use read::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader};

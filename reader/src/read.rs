@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_metadata::{IndexEntry, MetadataApi, Position, StreamInfo};
+use tokio::sync::watch;
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS};
 use shale_proto::SequencedRecord;
 use shale_storage::object_store::ObjectStore;
@@ -53,8 +54,29 @@ pub struct ReadOutput {
     pub reached_until: bool,
 }
 
-/// Index entries fetched per metadata scan.
-const ENTRIES_PER_SCAN: usize = 32;
+/// Index entries fetched per metadata scan: a catch-up read asks metadata once per this
+/// many appends (about 65 bytes each on the wire).
+const ENTRIES_PER_SCAN: usize = 1024;
+
+/// What a sequence of reads of one stream (a session, a live follow) has learned, so
+/// later reads skip metadata: the stream record as last looked up or as the tail
+/// notifications moved it since, the index entries ahead, and the subscription to the
+/// stream's tail notifications taken before the first lookup (so no commit after it
+/// goes unseen).
+#[derive(Default)]
+pub struct ReadCursor {
+    info: Option<StreamInfo>,
+    tail_moved: Option<watch::Receiver<Option<Position>>>,
+    ahead: Vec<IndexEntry>,
+}
+
+impl ReadCursor {
+    /// Forgets the stream record, so the next read looks it up again (config, trim
+    /// point, deletion). Sessions do this whenever they wait without news.
+    pub fn refresh(&mut self) {
+        self.info = None;
+    }
+}
 
 /// The read path. Cheap to share behind an `Arc`.
 pub struct Reader {
@@ -76,16 +98,32 @@ impl Reader {
         Ok(self.metadata.stream(basin, stream).await?.record.tail())
     }
 
+    /// The stream's tail, looked up now, remembered in `cursor` for the reads after it.
+    pub async fn check_tail_with(
+        &self,
+        basin: &str,
+        stream: &str,
+        cursor: &mut ReadCursor,
+    ) -> Result<Position, ReaderError> {
+        Ok(self.stream_info(basin, stream, cursor, true, false).await?.record.tail())
+    }
+
     /// Reads records. Waits up to `request.wait` when none are available yet.
     pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ReaderError> {
+        self.read_with(request, &mut ReadCursor::default()).await
+    }
+
+    /// [`Self::read`], continuing from what earlier reads of the same stream with this
+    /// cursor learned: a session asks metadata once when it opens, then about once per
+    /// [`ENTRIES_PER_SCAN`] appends it catches up on, and not at all per live commit.
+    pub async fn read_with(&self, request: &ReadRequest, cursor: &mut ReadCursor) -> Result<ReadOutput, ReaderError> {
         let count = request.limits.count.unwrap_or(MAX_BATCH_RECORDS as u64).min(MAX_BATCH_RECORDS as u64);
         let bytes = request.limits.bytes.unwrap_or(MAX_BATCH_METERED_BYTES).min(MAX_BATCH_METERED_BYTES);
-        // Subscribe before looking, so a commit between the look and the wait still wakes us.
-        let mut tail_moved = self.metadata.subscribe_tail(&request.basin, &request.stream);
         let deadline = tokio::time::Instant::now() + request.wait;
         let mut start: Option<(u64, Option<u64>)> = None;
+        let mut woken = false;
         loop {
-            let info = self.metadata.stream(&request.basin, &request.stream).await?;
+            let info = self.stream_info(&request.basin, &request.stream, cursor, false, woken).await?;
             let tail = info.record.tail();
             let (seq, min_timestamp) = match start {
                 Some(resolved) => resolved,
@@ -93,15 +131,50 @@ impl Reader {
             };
             let seq = seq.max(info.record.trim_point);
             start = Some((seq, min_timestamp));
-            let (records, reached_until) = self.collect(&info, seq, min_timestamp, count, bytes, request.until).await?;
+            let (records, reached_until) =
+                self.collect(&info, seq, min_timestamp, count, bytes, request.until, cursor).await?;
             if !records.is_empty() || reached_until || count == 0 || request.wait.is_zero() {
                 return Ok(ReadOutput { records, tail, reached_until });
             }
+            // Nothing new since the tail this read knows, and the subscription taken before
+            // the first look reports every commit after it: wait on it.
+            let Some(tail_moved) = cursor.tail_moved.as_mut() else { continue };
             match tokio::time::timeout_at(deadline, tail_moved.changed()).await {
-                Ok(Ok(())) => continue,
+                Ok(Ok(())) => woken = true,
                 Ok(Err(_)) | Err(_) => return Ok(ReadOutput { records, tail, reached_until }),
             }
         }
+    }
+
+    /// The stream record: looked up when `look` or when nothing is known yet, else as
+    /// known, moved to the tail the notifications carried since (looked up when one was
+    /// missed). `woken`: the caller just saw the notification change.
+    async fn stream_info(
+        &self,
+        basin: &str,
+        stream: &str,
+        cursor: &mut ReadCursor,
+        look: bool,
+        woken: bool,
+    ) -> Result<StreamInfo, ReaderError> {
+        // Subscribe before the first look, so a commit after it is always seen.
+        let tail_moved = cursor.tail_moved.get_or_insert_with(|| self.metadata.subscribe_tail(basin, stream));
+        let changed = woken || tail_moved.has_changed().unwrap_or(true);
+        let pushed = if changed { Some(*tail_moved.borrow_and_update()) } else { None };
+        match (cursor.info.as_mut(), pushed) {
+            (Some(info), None) if !look => return Ok(info.clone()),
+            (Some(info), Some(Some(tail))) if !look => {
+                if tail.seq_num >= info.record.next_seq {
+                    info.record.next_seq = tail.seq_num;
+                    info.record.last_timestamp = tail.timestamp;
+                }
+                return Ok(info.clone());
+            }
+            _ => {}
+        }
+        let info = self.metadata.stream(basin, stream).await?;
+        cursor.info = Some(info.clone());
+        Ok(info)
     }
 
     /// The first sequence number to read, and for timestamp starts the smallest
@@ -126,6 +199,7 @@ impl Reader {
     }
 
     /// Reads from `seq` up to the tail in `info`, within the limits.
+    #[allow(clippy::too_many_arguments)]
     async fn collect(
         &self,
         info: &StreamInfo,
@@ -134,13 +208,14 @@ impl Reader {
         count: u64,
         bytes: u64,
         until: Option<u64>,
+        cursor: &mut ReadCursor,
     ) -> Result<(Vec<SequencedRecord>, bool), ReaderError> {
         let stream_id = info.record.id;
         let tail_seq = info.record.next_seq;
         let mut records = Vec::new();
         let mut used_bytes = 0u64;
         while seq < tail_seq && (records.len() as u64) < count {
-            let entries = self.entries(stream_id, seq).await?;
+            let entries = self.entries(stream_id, seq, cursor).await?;
             if entries.is_empty() {
                 break;
             }
@@ -177,9 +252,13 @@ impl Reader {
         Ok((records, false))
     }
 
-    /// Index entries from the one holding `seq`: from cache when a previous read ended
-    /// exactly there, else from metadata.
-    async fn entries(&self, stream_id: u64, seq: u64) -> Result<Vec<IndexEntry>, ReaderError> {
+    /// Index entries from the one holding `seq`: those the cursor fetched ahead, else
+    /// from cache when a previous read ended exactly there, else from metadata.
+    async fn entries(&self, stream_id: u64, seq: u64, cursor: &mut ReadCursor) -> Result<Vec<IndexEntry>, ReaderError> {
+        cursor.ahead.retain(|entry| entry.end_seq() > seq);
+        if cursor.ahead.first().is_some_and(|entry| entry.first_seq <= seq) {
+            return Ok(cursor.ahead.clone());
+        }
         if let Some(entry) = self.caches.entry(stream_id, seq).await {
             return Ok(vec![entry]);
         }
@@ -187,6 +266,7 @@ impl Reader {
         for entry in &entries {
             self.caches.remember(stream_id, *entry).await;
         }
+        cursor.ahead = entries.clone();
         Ok(entries)
     }
 }

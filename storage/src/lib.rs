@@ -6,18 +6,22 @@
 //! - [`InstrumentedStore`]: counts object requests and bytes, for `/metrics` and for
 //!   tests that assert how many objects a workload wrote.
 //! - [`FailingStore`]: fault injection, failing chosen PUTs.
+//! - [`DelayedStore`]: object-store latency in user space, for benchmarks and tests at
+//!   S3-like latency.
 //! - [`Histogram`]: latency histogram rendered as Prometheus text.
 //! - [`Clock`]: the one place that reads wall-clock time, so tests can control it.
 //!
 //! `object_store` is re-exported from slatedb so the workspace agrees on one version.
 
 mod clock;
+mod delayed;
 mod failing;
 mod histogram;
 mod instrumented;
 mod open;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use delayed::DelayedStore;
 pub use failing::FailingStore;
 pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};
