@@ -24,6 +24,8 @@ use crate::{MetadataError, Result, TailUpdate, TailWatch};
 /// Counters of the group-commit pipeline, for `/metrics` and benchmarks.
 #[derive(Debug, Default)]
 pub struct CommitStats {
+    /// Calls applied in memory and queued for durability.
+    pub applied: AtomicU64,
     /// Calls made durable (commits and catalog writes).
     pub calls: AtomicU64,
     /// WAL flushes that made them durable.
@@ -33,6 +35,7 @@ pub struct CommitStats {
 impl CommitStats {
     pub fn render(&self, out: &mut String) {
         let counters = [
+            ("shale_metadata_applied_calls_total", "Metadata writes applied in memory", &self.applied),
             ("shale_metadata_durable_calls_total", "Metadata writes made durable", &self.calls),
             ("shale_metadata_wal_flushes_total", "WAL flushes that made metadata writes durable", &self.flushes),
         ];
@@ -49,6 +52,7 @@ struct Queued {
 /// The queue of applied calls. Push under the writer lock, so queue order is apply order.
 pub(crate) struct DurabilityQueue {
     queue: mpsc::UnboundedSender<Queued>,
+    stats: Arc<CommitStats>,
 }
 
 /// Resolves when a queued call is durable (or failed to become durable).
@@ -63,14 +67,15 @@ impl Durable {
 impl DurabilityQueue {
     pub fn start(db: Db, tails: Arc<TailWatch>, halt: Arc<Halt>, stats: Arc<CommitStats>) -> Self {
         let (queue, queued) = mpsc::unbounded_channel();
-        tokio::spawn(run(db, queued, tails, halt, stats));
-        Self { queue }
+        tokio::spawn(run(db, queued, tails, halt, stats.clone()));
+        Self { queue, stats }
     }
 
     /// Queues a call whose batch (if any) was just applied; a call that wrote nothing
     /// still waits for the writes applied before it, since it may have read them.
     pub fn push(&self, tails: Vec<TailUpdate>) -> Durable {
         let (done, wait) = oneshot::channel();
+        self.stats.applied.fetch_add(1, Ordering::Relaxed);
         if let Err(mpsc::error::SendError(queued)) = self.queue.send(Queued { tails, done }) {
             let _ = queued.done.send(Err(MetadataError::Stopped));
         }

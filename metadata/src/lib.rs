@@ -127,6 +127,10 @@ pub struct MetadataConfig {
     /// Stream records the sequencer keeps in memory (about 200 bytes each). A miss
     /// costs one SlateDB read under the writer lock.
     pub sequencer_streams: u64,
+    /// Retries of one failed object-store request before SlateDB gives up (100 ms
+    /// doubling to 1 s apart: 5 retries is about 2.5 s). A WAL write that still fails
+    /// halts the instance, so a standby takes over instead of every call waiting.
+    pub store_retries: u32,
 }
 
 impl MetadataConfig {
@@ -147,6 +151,7 @@ impl Default for MetadataConfig {
             orphan_grace: Duration::from_secs(600),
             gc_interval: Duration::from_secs(60),
             sequencer_streams: 200_000,
+            store_retries: 5,
         }
     }
 }
@@ -173,6 +178,7 @@ impl Metadata {
         let settings = slatedb::Settings {
             max_unflushed_bytes: config.max_unflushed_bytes,
             l0_sst_size_bytes: config.l0_sst_size_bytes,
+            object_store_max_retries: Some(config.store_retries),
             ..slatedb::Settings::default()
         };
         let cache = slatedb::db_cache::foyer::FoyerCache::new_with_opts(slatedb::db_cache::foyer::FoyerCacheOptions {

@@ -19,6 +19,8 @@ pub struct FailingStore {
     plan: Mutex<Option<FailPlan>>,
     /// `Some(prefix)`: PUTs under it wait until [`FailingStore::release_puts`].
     held: tokio::sync::watch::Sender<Option<String>>,
+    /// `Some(prefix)`: every PUT under it fails, until cleared.
+    broken: Mutex<Option<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -36,7 +38,23 @@ impl FailingStore {
             matching_puts: AtomicU64::new(0),
             plan: Mutex::new(None),
             held: tokio::sync::watch::Sender::new(None),
+            broken: Mutex::new(None),
         }
+    }
+
+    /// Every PUT under `prefix` fails from now on (a store that stays down), until
+    /// [`Self::repair_puts`].
+    pub fn break_puts(&self, prefix: &str) {
+        *self.broken.lock().expect("broken lock is never poisoned") = Some(prefix.to_string());
+    }
+
+    pub fn repair_puts(&self) {
+        *self.broken.lock().expect("broken lock is never poisoned") = None;
+    }
+
+    fn is_broken(&self, location: &Path) -> bool {
+        let broken = self.broken.lock().expect("broken lock is never poisoned");
+        broken.as_ref().is_some_and(|prefix| location.as_ref().starts_with(prefix.as_str()))
     }
 
     /// PUTs under `prefix` wait from now until [`Self::release_puts`].
@@ -86,7 +104,7 @@ impl fmt::Display for FailingStore {
 impl ObjectStore for FailingStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         self.wait_if_held(location).await;
-        if self.should_fail(location) {
+        if self.is_broken(location) || self.should_fail(location) {
             return Err(slatedb::object_store::Error::Generic {
                 store: "failing",
                 source: format!("injected failure for put of {location}").into(),
