@@ -153,6 +153,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     };
     let metrics = {
         let (lease, gc, counters) = (lease.clone(), metadata.gc_stats(), store.counters.clone());
+        let commits = metadata.commit_stats();
         move || {
             let mut out = format!(
                 "# HELP shale_metadata_leader 1 while this instance holds the leader lease\n\
@@ -160,6 +161,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
                 u8::from(lease.is_held())
             );
             gc.render(&mut out);
+            commits.render(&mut out);
             counters.render(&mut out);
             out
         }

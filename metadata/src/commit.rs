@@ -64,8 +64,10 @@ pub struct PipelinePosition {
     pub seen_through: u64,
 }
 
+type Outcomes = Result<Vec<Vec<UnitOutcome>>>;
+
 /// A commit call applied in memory: resolves to its outcomes once they are durable.
-pub struct CommitTicket(Pin<Box<dyn Future<Output = Result<Vec<Vec<UnitOutcome>>>> + Send>>);
+pub struct CommitTicket(Pin<Box<dyn Future<Output = Outcomes> + Send>>);
 
 impl CommitTicket {
     pub fn new(outcome: impl Future<Output = Result<Vec<Vec<UnitOutcome>>>> + Send + 'static) -> Self {
