@@ -84,7 +84,10 @@ async fn main() -> anyhow::Result<()> {
         args.via,
         clients.len()
     );
-    println!("{:>10} {:>12} {:>10} {:>10} {:>14} {:>12}", "committers", "commits/s", "p50 ms", "p99 ms", "WAL flushes/s", "PUTs/s");
+    println!(
+        "{:>10} {:>12} {:>10} {:>10} {:>14} {:>12}",
+        "committers", "commits/s", "p50 ms", "p99 ms", "WAL flushes/s", "PUTs/s"
+    );
     let stats = metadata.commit_stats();
     for &committers in &args.committers {
         let (flushes, puts) = (stats.flushes.load(Ordering::Relaxed), counters.puts());
@@ -93,7 +96,8 @@ async fn main() -> anyhow::Result<()> {
         let elapsed = started.elapsed().as_secs_f64();
         latencies.sort_unstable();
         let pct = |p: f64| {
-            latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            latencies
+                .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
                 .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
         };
         println!(

@@ -10,7 +10,8 @@ use anyhow::Context;
 use shale_api::{AppState, Role};
 use shale_gateway::Gateway;
 use shale_metadata::{
-    hold_leadership, HaltReason, run_orphan_collection, Metadata, MetadataApi, MetadataService, RemoteMetadata, DEFAULT_DB_PATH,
+    hold_leadership, run_orphan_collection, HaltReason, Metadata, MetadataApi, MetadataService, RemoteMetadata,
+    DEFAULT_DB_PATH,
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;

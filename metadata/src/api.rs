@@ -17,8 +17,7 @@ pub trait MetadataApi: Send + Sync + 'static {
     /// once it holds its place in the commit order: calls made one after another by one
     /// task are applied in that order. The ticket resolves to one outcome list per
     /// segment once durable. Idempotent per segment id.
-    async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>)
-        -> Result<CommitTicket>;
+    async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>) -> Result<CommitTicket>;
 
     /// [`Self::sequence`] and wait until durable.
     async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
@@ -87,11 +86,7 @@ pub trait MetadataApi: Send + Sync + 'static {
 
 #[async_trait]
 impl MetadataApi for Metadata {
-    async fn sequence(
-        &self,
-        requests: Vec<CommitRequest>,
-        position: Option<PipelinePosition>,
-    ) -> Result<CommitTicket> {
+    async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>) -> Result<CommitTicket> {
         Metadata::sequence(self, requests, position).await
     }
 

@@ -87,7 +87,8 @@ impl Metadata {
         self.check_usable()?;
         let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
         let start = keys::basin(start_after);
-        let page = self.scan_page(&scan_prefix, &start, limit, DurabilityLevel::Remote, decode_json::<BasinRecord>).await?;
+        let page =
+            self.scan_page(&scan_prefix, &start, limit, DurabilityLevel::Remote, decode_json::<BasinRecord>).await?;
         Ok(page)
     }
 
@@ -187,10 +188,8 @@ impl Metadata {
     /// The stream's durable state, tail included.
     pub async fn stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
         self.check_usable()?;
-        let record: StreamRecord = self
-            .get_json(&keys::stream(basin, stream))
-            .await?
-            .ok_or_else(|| not_found(basin, stream))?;
+        let record: StreamRecord =
+            self.get_json(&keys::stream(basin, stream)).await?.ok_or_else(|| not_found(basin, stream))?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
     }
 

@@ -228,7 +228,7 @@ impl Metadata {
         }))
     }
 
-/// The outcome of an earlier commit of this segment: a retried commit (after a
+    /// The outcome of an earlier commit of this segment: a retried commit (after a
     /// timeout or a failover) gets the original acks and writes nothing twice.
     async fn stored_outcome(&self, segment_id: u128) -> Result<Option<Vec<UnitOutcome>>> {
         let key = keys::commit_outcome(segment_id);

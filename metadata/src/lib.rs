@@ -58,9 +58,9 @@ pub use api::MetadataApi;
 pub use catalog::{ListPage, StreamSummary};
 pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, UnitOutcome};
 pub use durability::CommitStats;
-pub use halt::HaltReason;
 pub use error::{MetadataError, Result};
 pub use gc::{run_orphan_collection, GcReport, GcStats};
+pub use halt::HaltReason;
 pub use leader::{hold_leadership, LeaderLease, LeaseConfig, LEADER_RECORD};
 pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
 pub use tails::{TailUpdate, TailWatch};
@@ -296,7 +296,11 @@ impl Metadata {
 
     /// Applies `batch`, releases the writer lock, and waits until the batch is durable
     /// (sharing a WAL write with whatever else was applied meanwhile).
-    async fn write_durably(&self, writer: tokio::sync::MutexGuard<'_, WriterState>, batch: slatedb::WriteBatch) -> Result<()> {
+    async fn write_durably(
+        &self,
+        writer: tokio::sync::MutexGuard<'_, WriterState>,
+        batch: slatedb::WriteBatch,
+    ) -> Result<()> {
         self.apply(batch).await?;
         let durable = self.durability.push(Vec::new());
         drop(writer);

@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_metadata::{IndexEntry, MetadataApi, Position, StreamInfo};
-use tokio::sync::watch;
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS};
 use shale_proto::SequencedRecord;
 use shale_storage::object_store::ObjectStore;
+use tokio::sync::watch;
 
 use crate::cache::{CacheStats, Caches};
 use crate::{ReaderConfig, ReaderError};

@@ -108,8 +108,8 @@ impl ObjectStore for DelayedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slatedb::object_store::memory::InMemory;
     use futures::TryStreamExt;
+    use slatedb::object_store::memory::InMemory;
     use slatedb::object_store::ObjectStoreExt;
 
     #[tokio::test(start_paused = true)]

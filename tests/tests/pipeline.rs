@@ -130,8 +130,7 @@ async fn a_failed_wal_write_acks_nothing_after_the_last_durable_point() {
     gateway.shutdown().await;
 
     // The standby sees exactly the acked set.
-    let standby =
-        Arc::new(Metadata::open(store.raw.clone(), DEFAULT_DB_PATH, Arc::new(SystemClock)).await.unwrap());
+    let standby = Arc::new(Metadata::open(store.raw.clone(), DEFAULT_DB_PATH, Arc::new(SystemClock)).await.unwrap());
     let reader = Reader::new(&ReaderConfig::default(), store.raw.clone(), standby.clone());
     let mut seen = 0;
     for stream in &streams {
@@ -162,7 +161,9 @@ async fn concurrent_gateways_keep_order_and_exactly_once() {
     let streams = setup(metadata.as_ref(), 4).await;
     let config = GatewayConfig { linger: Duration::from_millis(2), ..GatewayConfig::default() };
     let gateways: Vec<Arc<Gateway>> = (0..3)
-        .map(|_| Arc::new(Gateway::start(config.clone(), slow.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap()))
+        .map(|_| {
+            Arc::new(Gateway::start(config.clone(), slow.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap())
+        })
         .collect();
     let stats = metadata.commit_stats();
     let (calls_before, flushes_before) = (stats.calls.load(Ordering::SeqCst), stats.flushes.load(Ordering::SeqCst));
@@ -178,7 +179,11 @@ async fn concurrent_gateways_keep_order_and_exactly_once() {
                 for n in 0..40 {
                     let stream = streams[(p + n) % streams.len()].clone();
                     let body = format!("g{g}-p{p}-{n:03}");
-                    pending.push_back((stream.clone(), body.clone(), gateway.submit(vec![input(&stream, body)]).unwrap()));
+                    pending.push_back((
+                        stream.clone(),
+                        body.clone(),
+                        gateway.submit(vec![input(&stream, body)]).unwrap(),
+                    ));
                     if pending.len() == 8 {
                         let (stream, body, ack) = pending.pop_front().unwrap();
                         acks.push((stream, body, ack.await.unwrap()[0].start.seq_num));

@@ -206,7 +206,10 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     });
     let mut fenced = first.metadata.watch_halted();
     let second = Served::start(store.raw.clone(), loopback().await, Some(lease)).await;
-    tokio::time::timeout(Duration::from_secs(20), fenced.wait_for(|r| *r == Some(shale_metadata::HaltReason::Fenced))).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(20), fenced.wait_for(|r| *r == Some(shale_metadata::HaltReason::Fenced)))
+        .await
+        .unwrap()
+        .unwrap();
     // Appends keep succeeding after the switch.
     let acked_at_switch = acked_count();
     wait_until("appends after the takeover", || acked_count() >= acked_at_switch + 5).await;

@@ -358,11 +358,7 @@ fn retry_for(request_token: Option<&str>) -> Retry {
 impl MetadataApi for RemoteMetadata {
     /// Queues the call on the commit pipeline: calls queued one after another are
     /// applied in that order, several in flight at once.
-    async fn sequence(
-        &self,
-        requests: Vec<CommitRequest>,
-        position: Option<PipelinePosition>,
-    ) -> Result<CommitTicket> {
+    async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>) -> Result<CommitTicket> {
         let wire = pb::CommitRequest {
             segments: requests.iter().map(commit_request_to_wire).collect(),
             position: position.map(pipeline_to_wire),

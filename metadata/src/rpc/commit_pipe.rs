@@ -52,15 +52,13 @@ pub(crate) async fn run(inner: Arc<Inner>, mut calls: mpsc::UnboundedReceiver<Ca
             }
         }
         let failure = match inner.connected().await {
-            Some((address, client)) => {
-                match pump(&inner, client, &mut unanswered, &mut calls).await {
-                    Broken::Idle => return,
-                    Broken::Retry(reason) => {
-                        inner.abandon(&address).await;
-                        format!("{address}: {reason}")
-                    }
+            Some((address, client)) => match pump(&inner, client, &mut unanswered, &mut calls).await {
+                Broken::Idle => return,
+                Broken::Retry(reason) => {
+                    inner.abandon(&address).await;
+                    format!("{address}: {reason}")
                 }
-            }
+            },
             None => "no metadata address accepted a connection".to_string(),
         };
         give_up_on_expired(&inner, &mut unanswered, &failure);
