@@ -54,9 +54,12 @@ pub struct ReadOutput {
     pub reached_until: bool,
 }
 
-/// Index entries fetched per metadata scan: a catch-up read asks metadata once per this
-/// many appends (about 65 bytes each on the wire).
-const ENTRIES_PER_SCAN: usize = 1024;
+/// Index entries fetched per metadata scan by a one-off read.
+const ENTRIES_PER_SCAN: usize = 32;
+
+/// Index entries fetched per scan by a session past its first read: a catch-up session
+/// asks metadata once per this many appends (about 65 bytes each on the wire).
+const SESSION_ENTRIES_PER_SCAN: usize = 1024;
 
 /// What a sequence of reads of one stream (a session, a live follow) has learned, so
 /// later reads skip metadata: the stream record as last looked up or as the tail
@@ -68,6 +71,8 @@ pub struct ReadCursor {
     info: Option<StreamInfo>,
     tail_moved: Option<watch::Receiver<Option<Position>>>,
     ahead: Vec<IndexEntry>,
+    /// Reads made with this cursor: past the first, it scans entries further ahead.
+    reads: u64,
 }
 
 impl ReadCursor {
@@ -115,12 +120,14 @@ impl Reader {
 
     /// [`Self::read`], continuing from what earlier reads of the same stream with this
     /// cursor learned: a session asks metadata once when it opens, then about once per
-    /// [`ENTRIES_PER_SCAN`] appends it catches up on, and not at all per live commit.
+    /// [`SESSION_ENTRIES_PER_SCAN`] appends it catches up on, and not at all per live
+    /// commit.
     pub async fn read_with(&self, request: &ReadRequest, cursor: &mut ReadCursor) -> Result<ReadOutput, ReaderError> {
         let count = request.limits.count.unwrap_or(MAX_BATCH_RECORDS as u64).min(MAX_BATCH_RECORDS as u64);
         let bytes = request.limits.bytes.unwrap_or(MAX_BATCH_METERED_BYTES).min(MAX_BATCH_METERED_BYTES);
         let deadline = tokio::time::Instant::now() + request.wait;
         let mut start: Option<(u64, Option<u64>)> = None;
+        cursor.reads += 1;
         let mut woken = false;
         loop {
             let info = self.stream_info(&request.basin, &request.stream, cursor, false, woken).await?;
@@ -262,7 +269,8 @@ impl Reader {
         if let Some(entry) = self.caches.entry(stream_id, seq).await {
             return Ok(vec![entry]);
         }
-        let entries = self.metadata.entries_from(stream_id, seq, ENTRIES_PER_SCAN).await?;
+        let scan = if cursor.reads > 1 { SESSION_ENTRIES_PER_SCAN } else { ENTRIES_PER_SCAN };
+        let entries = self.metadata.entries_from(stream_id, seq, scan).await?;
         for entry in &entries {
             self.caches.remember(stream_id, *entry).await;
         }
