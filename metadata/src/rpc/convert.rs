@@ -45,12 +45,15 @@ fn append_to_wire(append: &CommitAppend) -> pb::CommitAppend {
     }
 }
 
+/// A 16-byte big-endian id (segment ULIDs, pipeline ids).
+fn id_from_wire(bytes: &[u8], what: &str) -> Result<u128, MetadataError> {
+    let id: [u8; 16] =
+        bytes.try_into().map_err(|_| MetadataError::InvalidArgument(format!("{what} must be 16 bytes")))?;
+    Ok(u128::from_be_bytes(id))
+}
+
 pub fn commit_request_from_wire(segment: pb::Segment) -> Result<CommitRequest, MetadataError> {
-    let id: [u8; 16] = segment
-        .segment_id
-        .as_slice()
-        .try_into()
-        .map_err(|_| MetadataError::InvalidArgument("segment id must be 16 bytes".into()))?;
+    let segment_id = id_from_wire(&segment.segment_id, "segment id")?;
     let units = segment
         .units
         .into_iter()
@@ -58,7 +61,7 @@ pub fn commit_request_from_wire(segment: pb::Segment) -> Result<CommitRequest, M
             Ok(CommitUnit { appends: unit.appends.into_iter().map(append_from_wire).collect::<Result<_, _>>()? })
         })
         .collect::<Result<_, MetadataError>>()?;
-    Ok(CommitRequest { segment_id: u128::from_be_bytes(id), units })
+    Ok(CommitRequest { segment_id, units })
 }
 
 fn append_from_wire(append: pb::CommitAppend) -> Result<CommitAppend, MetadataError> {
@@ -178,12 +181,8 @@ pub fn pipeline_to_wire(position: PipelinePosition) -> pb::PipelinePosition {
 }
 
 pub fn pipeline_from_wire(position: pb::PipelinePosition) -> Result<PipelinePosition, MetadataError> {
-    let id: [u8; 16] = position
-        .pipeline
-        .as_slice()
-        .try_into()
-        .map_err(|_| MetadataError::InvalidArgument("pipeline id must be 16 bytes".into()))?;
-    Ok(PipelinePosition { pipeline: u128::from_be_bytes(id), seq: position.seq, seen_through: position.seen_through })
+    let pipeline = id_from_wire(&position.pipeline, "pipeline id")?;
+    Ok(PipelinePosition { pipeline, seq: position.seq, seen_through: position.seen_through })
 }
 
 /// A commit call as the server takes it.
