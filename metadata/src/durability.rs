@@ -92,6 +92,13 @@ async fn run(
 ) {
     let mut round = Vec::new();
     while queued.recv_many(&mut round, usize::MAX).await > 0 {
+        // Let calls that are already runnable (callers answered by the last round, now
+        // applying their next call) join this round: a flush splits what it uploads
+        // into one WAL object per round, uploaded one after another.
+        tokio::task::yield_now().await;
+        while let Ok(call) = queued.try_recv() {
+            round.push(call);
+        }
         let outcome = match halt.check() {
             Ok(()) => db.flush().await.map_err(|e| failed_flush(&halt, e)),
             Err(e) => Err(e),

@@ -179,6 +179,10 @@ impl Metadata {
             max_unflushed_bytes: config.max_unflushed_bytes,
             l0_sst_size_bytes: config.l0_sst_size_bytes,
             object_store_max_retries: Some(config.store_retries),
+            // The durability task flushes the WAL explicitly, once per round of calls; a
+            // timer flush in between would split a round into two WAL objects uploaded
+            // one after the other.
+            flush_interval: None,
             ..slatedb::Settings::default()
         };
         let cache = slatedb::db_cache::foyer::FoyerCache::new_with_opts(slatedb::db_cache::foyer::FoyerCacheOptions {

@@ -38,6 +38,9 @@ pub(crate) struct Caches {
     blocks: Cache<(u128, u64), Arc<DecodedBlock>>,
     /// `(stream id, first seq)` -> entry: continuing reads start exactly at an entry.
     index: Cache<(u64, u64), IndexEntry>,
+    /// Stream id -> the entries of its last index scan, so a read continuing from inside
+    /// an entry (a batch cut by a limit) finds it without another scan.
+    last_scan: Cache<u64, Arc<Vec<IndexEntry>>>,
     pub stats: Arc<CacheStats>,
 }
 
@@ -48,7 +51,11 @@ impl Caches {
             .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))
             .build();
         let index = Cache::builder().max_capacity(config.index_cache_entries).build();
-        Self { store, blocks, index, stats: Arc::default() }
+        let last_scan = Cache::builder()
+            .max_capacity(config.index_cache_entries)
+            .weigher(|_stream, entries: &Arc<Vec<IndexEntry>>| u32::try_from(entries.len()).unwrap_or(u32::MAX))
+            .build();
+        Self { store, blocks, index, last_scan, stats: Arc::default() }
     }
 
     pub async fn entry(&self, stream_id: u64, first_seq: u64) -> Option<IndexEntry> {
@@ -58,8 +65,20 @@ impl Caches {
         entry
     }
 
-    pub async fn remember(&self, stream_id: u64, entry: IndexEntry) {
-        self.index.insert((stream_id, entry.first_seq), entry).await;
+    /// Caches the entries of an index scan.
+    pub async fn remember(&self, stream_id: u64, entries: &[IndexEntry]) {
+        for entry in entries {
+            self.index.insert((stream_id, entry.first_seq), *entry).await;
+        }
+        self.last_scan.insert(stream_id, Arc::new(entries.to_vec())).await;
+    }
+
+    /// The entries of the stream's last scan from the one holding `seq`, if it holds it.
+    pub async fn scanned(&self, stream_id: u64, seq: u64) -> Option<Vec<IndexEntry>> {
+        let entries = self.last_scan.get(&stream_id).await?;
+        let at = entries.iter().position(|entry| entry.first_seq <= seq && seq < entry.end_seq())?;
+        self.stats.index_hits.fetch_add(1, Ordering::Relaxed);
+        Some(entries[at..].to_vec())
     }
 
     /// The decoded block an entry points at, from cache or by one range GET.

@@ -260,7 +260,8 @@ impl Reader {
     }
 
     /// Index entries from the one holding `seq`: those the cursor fetched ahead, else
-    /// from cache when a previous read ended exactly there, else from metadata.
+    /// from cache when a previous read ended exactly there or inside the stream's last
+    /// scan, else from metadata.
     async fn entries(&self, stream_id: u64, seq: u64, cursor: &mut ReadCursor) -> Result<Vec<IndexEntry>, ReaderError> {
         cursor.ahead.retain(|entry| entry.end_seq() > seq);
         if cursor.ahead.first().is_some_and(|entry| entry.first_seq <= seq) {
@@ -269,11 +270,12 @@ impl Reader {
         if let Some(entry) = self.caches.entry(stream_id, seq).await {
             return Ok(vec![entry]);
         }
+        if let Some(entries) = self.caches.scanned(stream_id, seq).await {
+            return Ok(entries);
+        }
         let scan = if cursor.reads > 1 { SESSION_ENTRIES_PER_SCAN } else { ENTRIES_PER_SCAN };
         let entries = self.metadata.entries_from(stream_id, seq, scan).await?;
-        for entry in &entries {
-            self.caches.remember(stream_id, *entry).await;
-        }
+        self.caches.remember(stream_id, &entries).await;
         cursor.ahead = entries.clone();
         Ok(entries)
     }
