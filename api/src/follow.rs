@@ -39,18 +39,19 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// Checks the start (past the tail is an error unless clamped) before any event.
+    /// Checks the start (past the tail is an error unless clamped) before any event,
+    /// from what `cursor` (opened by the caller) learned. `sent`: records and bytes sent
+    /// before a resume.
     pub async fn start(
         state: AppState,
         request: ReadRequest,
         idle_limit: Option<Duration>,
-        sent_records: u64,
-        sent_bytes: u64,
+        (sent_records, sent_bytes): (u64, u64),
+        mut cursor: ReadCursor,
     ) -> Result<Self, ApiError> {
         let reader = state.reader()?;
-        let mut cursor = ReadCursor::default();
         if let ReadStart::SeqNum(seq) = request.start {
-            let tail = reader.check_tail_with(&request.basin, &request.stream, &mut cursor).await?;
+            let tail = reader.tail_with(&request.basin, &request.stream, &mut cursor).await?;
             if seq > tail.seq_num && !request.clamp {
                 return Err(ReaderError::PastTail { tail }.into());
             }

@@ -13,7 +13,7 @@ use axum::Json;
 use serde_json::json;
 use shale_gateway::AppendInput;
 use shale_metadata::MetadataError;
-use shale_reader::{ReadLimits, ReadRequest, ReadStart, ReaderError};
+use shale_reader::{ReadCursor, ReadLimits, ReadRequest, ReadStart, ReaderError};
 
 use crate::query::{percent_decode, Query};
 use crate::streams;
@@ -48,8 +48,8 @@ pub async fn dispatch(State(state): State<AppState>, request: Request) -> Result
         ("records", Method::POST) if session => Ok(s2s::append_session(state.gateway()?, basin, stream, body)),
         ("records", Method::GET) if session => {
             let params = read_params(basin, stream, &headers, query)?;
-            ensure_readable(&state, &params.request).await?;
-            s2s::read_session(state, params.request, params.session_wait).await
+            let cursor = ensure_readable(&state, &params.request).await?;
+            s2s::read_session(state, params.request, params.session_wait, cursor).await
         }
         (endpoint, method) => {
             let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
@@ -175,26 +175,27 @@ async fn read(
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
     let params = read_params(basin, stream, headers, query)?;
-    ensure_readable(state, &params.request).await?;
+    let mut cursor = ensure_readable(state, &params.request).await?;
     let wants_sse =
         headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|accept| accept.contains("text/event-stream"));
     if wants_sse {
-        return sse::read_session(state.clone(), params, headers).await;
+        return sse::read_session(state.clone(), params, headers, cursor).await;
     }
-    let output = state.reader()?.read(&params.request).await?;
+    let output = state.reader()?.read_with(&params.request, &mut cursor).await?;
     if accepts_protobuf(headers) {
         return Ok(protobuf_response(&s2s::read_batch(&output.records, Some(output.tail))));
     }
     Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
 }
 
-/// Checks that this process serves reads, then creates the stream when it is missing
-/// and the basin creates streams on read.
-pub async fn ensure_readable(state: &AppState, request: &ReadRequest) -> Result<(), ApiError> {
-    state.reader()?;
-    match state.metadata.stream(&request.basin, &request.stream).await {
-        Ok(_) => Ok(()),
-        Err(MetadataError::StreamNotFound { .. }) => {
+/// Checks that this process serves reads and opens a read cursor on the stream (its one
+/// metadata lookup), creating the stream first when it is missing and the basin creates
+/// streams on read.
+pub async fn ensure_readable(state: &AppState, request: &ReadRequest) -> Result<ReadCursor, ApiError> {
+    let reader = state.reader()?;
+    match reader.open(&request.basin, &request.stream).await {
+        Ok(cursor) => Ok(cursor),
+        Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => {
             let basin = state.metadata.basin(&request.basin).await?;
             if !basin.config.create_stream_on_read {
                 return Err(ReaderError::Metadata(MetadataError::StreamNotFound {
@@ -204,7 +205,7 @@ pub async fn ensure_readable(state: &AppState, request: &ReadRequest) -> Result<
                 .into());
             }
             match state.metadata.create_stream(&request.basin, &request.stream, Default::default()).await {
-                Ok(_) | Err(MetadataError::StreamExists { .. }) => Ok(()),
+                Ok(_) | Err(MetadataError::StreamExists { .. }) => Ok(ReadCursor::default()),
                 Err(e) => Err(e.into()),
             }
         }

@@ -19,7 +19,7 @@ use shale_gateway::{AppendInput, Gateway};
 use shale_metadata::{AppendAck, Position};
 use shale_proto::s2 as pb;
 use shale_proto::SequencedRecord;
-use shale_reader::ReadRequest;
+use shale_reader::{ReadCursor, ReadRequest};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -155,8 +155,9 @@ pub async fn read_session(
     state: AppState,
     request: ReadRequest,
     wait: Option<std::time::Duration>,
+    cursor: ReadCursor,
 ) -> Result<Response, ApiError> {
-    let follower = Follower::start(state, request, wait, 0, 0).await?;
+    let follower = Follower::start(state, request, wait, (0, 0), cursor).await?;
     let frames = stream::unfold(follower, |mut follower| async move {
         let frame = match follower.next().await? {
             FollowEvent::Batch(output) => regular_frame(&read_batch(&output.records, Some(output.tail))),

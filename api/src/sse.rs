@@ -8,7 +8,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{self, Stream};
 use serde_json::json;
-use shale_reader::ReadStart;
+use shale_reader::{ReadCursor, ReadStart};
 use shale_storage::Clock;
 
 use crate::follow::{FollowEvent, Follower};
@@ -17,7 +17,12 @@ use crate::wire::{Format, ReadBatchJson};
 use crate::{ApiError, AppState};
 
 /// Starts an SSE read. Resumes after `Last-Event-ID` (`<next seq>,<records>,<bytes>`).
-pub async fn read_session(state: AppState, mut params: ReadParams, headers: &HeaderMap) -> Result<Response, ApiError> {
+pub async fn read_session(
+    state: AppState,
+    mut params: ReadParams,
+    headers: &HeaderMap,
+    cursor: ReadCursor,
+) -> Result<Response, ApiError> {
     let (mut sent_records, mut sent_bytes) = (0, 0);
     if let Some(last) = headers.get("last-event-id") {
         let last = last.to_str().map_err(|_| ApiError::bad("Last-Event-ID is not ASCII"))?;
@@ -27,7 +32,8 @@ pub async fn read_session(state: AppState, mut params: ReadParams, headers: &Hea
         params.request.start = ReadStart::SeqNum(next_seq);
         (sent_records, sent_bytes) = (records, bytes);
     }
-    let follower = Follower::start(state, params.request, params.session_wait, sent_records, sent_bytes).await?;
+    let follower =
+        Follower::start(state, params.request, params.session_wait, (sent_records, sent_bytes), cursor).await?;
     Ok(Sse::new(events(follower, params.format)).into_response())
 }
 

@@ -103,14 +103,18 @@ impl Reader {
         Ok(self.metadata.stream(basin, stream).await?.record.tail())
     }
 
-    /// The stream's tail, looked up now, remembered in `cursor` for the reads after it.
-    pub async fn check_tail_with(
-        &self,
-        basin: &str,
-        stream: &str,
-        cursor: &mut ReadCursor,
-    ) -> Result<Position, ReaderError> {
-        Ok(self.stream_info(basin, stream, cursor, true, false).await?.record.tail())
+    /// Opens a cursor on a stream: subscribes to its tail notifications, then looks the
+    /// stream up. This is the one metadata call a read open costs; reads with the cursor
+    /// start from what it learned.
+    pub async fn open(&self, basin: &str, stream: &str) -> Result<ReadCursor, ReaderError> {
+        let mut cursor = ReadCursor::default();
+        self.stream_info(basin, stream, &mut cursor, true, false).await?;
+        Ok(cursor)
+    }
+
+    /// The stream's tail as `cursor` knows it (looked up when it knows nothing).
+    pub async fn tail_with(&self, basin: &str, stream: &str, cursor: &mut ReadCursor) -> Result<Position, ReaderError> {
+        Ok(self.stream_info(basin, stream, cursor, false, false).await?.record.tail())
     }
 
     /// Reads records. Waits up to `request.wait` when none are available yet.

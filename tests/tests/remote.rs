@@ -113,6 +113,47 @@ fn remote(addresses: &[String], store: Option<Arc<dyn ObjectStore>>, config: Rem
     Arc::new(RemoteMetadata::new(addresses.to_vec(), store, config).unwrap())
 }
 
+/// A read open costs one metadata call; a live read then follows commits with the tails
+/// and index entries the watch stream pushes, not a call per commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_open_with_one_metadata_call_and_follow_commits_without_calls() {
+    let store = Backend::S3.store().await;
+    let listener = loopback().await;
+    let address = listener.local_addr().unwrap().to_string();
+    let served = Served::start(store.raw.clone(), listener, None).await;
+    let remote = Arc::new(RemoteMetadata::new(vec![address], None, RemoteConfig::default()).unwrap());
+    let gateway =
+        Gateway::start(GatewayConfig::default(), store.raw.clone(), served.metadata.clone(), Arc::new(SystemClock))
+            .unwrap();
+    let reader = Reader::new(&ReaderConfig::default(), store.raw.clone(), remote.clone());
+    served.metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    served.metadata.create_stream(BASIN, "s", StreamConfig::default()).await.unwrap();
+    gateway.append(input("s", "0")).await.unwrap();
+
+    let before = remote.calls_made();
+    let mut cursor = reader.open(BASIN, "s").await.unwrap();
+    assert_eq!(remote.calls_made() - before, 1, "a read open is one metadata call");
+    let first = reader.read_with(&read_from("s", 0, Duration::ZERO), &mut cursor).await.unwrap();
+    assert_eq!(first.records.len(), 1);
+    // No second lookup; at most one index scan (none when the watch already pushed it).
+    let calls = remote.calls_made() - before;
+    assert!(calls <= 2, "a read open and its first read cost {calls} calls");
+
+    let following = remote.calls_made();
+    for n in 1..=10u64 {
+        let request = read_from("s", n, Duration::from_secs(20));
+        let waiting = reader.read_with(&request, &mut cursor);
+        let (output, ack) = tokio::join!(waiting, gateway.append(input("s", &n.to_string())));
+        assert_eq!(ack.unwrap().start.seq_num, n);
+        let output = output.unwrap();
+        assert_eq!(output.records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), vec![n]);
+    }
+    // The watch may connect after the first commit; a missed notification costs one lookup.
+    let calls = remote.calls_made() - following;
+    assert!(calls <= 2, "10 live commits cost {calls} metadata calls");
+    gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_and_reader_work_through_remote_metadata() {
     let store = Backend::S3.store().await;

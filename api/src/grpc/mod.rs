@@ -147,8 +147,8 @@ impl Records for GrpcService {
 
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<pb::ReadResponse> {
         let read = convert::read_request(request.into_inner())?;
-        crate::records::ensure_readable(&self.state, &read).await?;
-        let output = self.state.reader().map_err(err)?.read(&read).await.map_err(err)?;
+        let mut cursor = crate::records::ensure_readable(&self.state, &read).await?;
+        let output = self.state.reader().map_err(err)?.read_with(&read, &mut cursor).await.map_err(err)?;
         ok(convert::read_response(&output.records, output.tail))
     }
 
@@ -156,8 +156,8 @@ impl Records for GrpcService {
 
     async fn read_session(&self, request: Request<pb::ReadRequest>) -> Result<Self::ReadSessionStream> {
         let read = convert::read_request(request.into_inner())?;
-        crate::records::ensure_readable(&self.state, &read).await?;
-        ok(sessions::read_session(self.state.clone(), read).await?)
+        let cursor = crate::records::ensure_readable(&self.state, &read).await?;
+        ok(sessions::read_session(self.state.clone(), read, cursor).await?)
     }
 
     async fn check_tail(&self, request: Request<pb::CheckTailRequest>) -> Result<pb::CheckTailResponse> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use shale_gateway::Gateway;
 use shale_proto::grpc as pb;
-use shale_reader::ReadRequest;
+use shale_reader::{ReadCursor, ReadRequest};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
@@ -34,8 +34,9 @@ pub fn append_session(gateway: Arc<Gateway>, inbound: Streaming<pb::AppendReques
 pub async fn read_session(
     state: AppState,
     request: ReadRequest,
+    cursor: ReadCursor,
 ) -> Result<EventStream<pb::ReadSessionResponse>, ApiError> {
-    let mut follower = Follower::start(state, request, None, 0, 0).await?;
+    let mut follower = Follower::start(state, request, None, (0, 0), cursor).await?;
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         while let Some(event) = follower.next().await {

@@ -91,6 +91,8 @@ pub(crate) struct Inner {
     next: AtomicUsize,
     /// Waiting reads, woken by the live instance's watch stream.
     tails: TailWatch,
+    /// Calls made (not attempts): what tests and benchmarks count.
+    calls: std::sync::atomic::AtomicU64,
     /// Index entries the watch stream pushed, by `(stream id, first seq)`: durable and
     /// immutable, so a live read finds the entries of new records here, not by a call.
     recent: moka::sync::Cache<(u64, u64), IndexEntry>,
@@ -126,11 +128,19 @@ impl RemoteMetadata {
             next: AtomicUsize::new(0),
             tails: TailWatch::default(),
             recent: moka::sync::Cache::new(RECENT_ENTRIES),
+            calls: std::sync::atomic::AtomicU64::new(0),
         });
         let watcher = tokio::spawn(follow_tails(inner.clone()));
         let (commits, calls) = mpsc::unbounded_channel();
         tokio::spawn(commit_pipe::run(inner.clone(), calls));
         Ok(Self { inner, watcher, commits })
+    }
+}
+
+impl RemoteMetadata {
+    /// Unary calls made so far (commits, which travel on the commit stream, excluded).
+    pub fn calls_made(&self) -> u64 {
+        self.inner.calls.load(Ordering::Relaxed)
     }
 }
 
@@ -219,6 +229,7 @@ impl Inner {
         F: Fn(MetadataClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
+        self.calls.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.config.failover_timeout;
         let mut unanswered = false;
         let mut last_failure = String::from("no metadata address accepted a connection");
