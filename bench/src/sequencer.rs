@@ -47,6 +47,9 @@ struct Args {
     /// Metadata clients (commit pipelines) the committers share, with `--via grpc`.
     #[arg(long, default_value = "4")]
     gateways: usize,
+    /// Also time this many sequential stream lookups (what a read open costs).
+    #[arg(long, default_value = "0")]
+    lookups: usize,
 }
 
 const BASIN: &str = "bench-basin";
@@ -111,6 +114,14 @@ async fn main() -> anyhow::Result<()> {
             (stats.flushes.load(Ordering::Relaxed) - flushes) as f64 / elapsed,
             (counters.puts() - puts) as f64 / elapsed,
         );
+    }
+    if args.lookups > 0 {
+        let started = Instant::now();
+        for i in 0..args.lookups {
+            clients[0].stream(BASIN, &format!("s{:05}", i % args.streams)).await?;
+        }
+        let micros = started.elapsed().as_secs_f64() * 1e6 / args.lookups as f64;
+        println!("stream lookup via {}: {micros:.0} us each ({} sequential)", args.via, args.lookups);
     }
     metadata.close().await?;
     Ok(())
