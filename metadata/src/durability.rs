@@ -8,9 +8,10 @@
 //! while a flush is in flight wait for the next one, so one metadata instance writes
 //! about one WAL object per store round trip, however many gateways commit.
 //!
-//! A failed flush halts the instance: every queued call gets an `indefinite` error,
-//! nothing applied after the last durable point is ever answered as done, and the
-//! SlateDB writer, closed by the failure, never writes it later.
+//! A failed flush halts the instance: every call in that flush gets an `indefinite`
+//! error and every call queued after it `unavailable` (not committed); nothing applied
+//! after the last durable point is ever answered as done, and the SlateDB writer, closed
+//! by the failure, never writes it later.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -101,7 +102,11 @@ async fn run(
         }
         let outcome = match halt.check() {
             Ok(()) => db.flush().await.map_err(|e| failed_flush(&halt, e)),
-            Err(e) => Err(e),
+            // Applied here after the instance halted: never durable, and not to be resent
+            // elsewhere either (`stopped` and `fenced` would be), because a call before it
+            // may have failed as `indefinite`: resending this one could commit it after
+            // that one, out of order.
+            Err(_) => Err(MetadataError::Unavailable("metadata halted after a failed write; not committed".into())),
         };
         match outcome {
             Ok(()) => {
