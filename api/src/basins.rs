@@ -7,11 +7,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use shale_metadata::{BasinConfig, BasinRecord, MetadataError};
+use shale_metadata::{BasinConfig, BasinPatch, BasinRecord, MetadataError};
 use shale_proto::names;
 
 use crate::query::Query;
-use crate::streams::StreamReconfiguration;
 use crate::wire::{json_body, request_token, rfc3339};
 use crate::{ApiError, AppState};
 
@@ -89,35 +88,15 @@ pub async fn get_config(State(state): State<AppState>, Path(basin): Path<String>
     Ok(Json(record.config).into_response())
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct BasinReconfiguration {
-    #[serde(default)]
-    create_stream_on_append: Option<bool>,
-    #[serde(default)]
-    create_stream_on_read: Option<bool>,
-    #[serde(default)]
-    default_stream_config: Option<StreamReconfiguration>,
-}
-
 pub async fn reconfigure(
     State(state): State<AppState>,
     Path(basin): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     valid_name(&basin)?;
-    let change: BasinReconfiguration = json_body::<Option<_>>(&body)?.unwrap_or_default();
-    let mut config = state.catalog()?.basin(&basin).await?.config;
-    if let Some(v) = change.create_stream_on_append {
-        config.create_stream_on_append = v;
-    }
-    if let Some(v) = change.create_stream_on_read {
-        config.create_stream_on_read = v;
-    }
-    if let Some(stream_change) = change.default_stream_config {
-        config.default_stream_config = Some(stream_change.apply(config.default_stream_config.unwrap_or_default()));
-    }
-    let record = state.catalog()?.reconfigure_basin(&basin, config).await?;
+    // S2's `BasinReconfiguration`: merged into the current config at metadata.
+    let patch: BasinPatch = json_body::<Option<_>>(&body)?.unwrap_or_default();
+    let record = state.catalog()?.reconfigure_basin(&basin, patch).await?;
     Ok(Json(record.config).into_response())
 }
 

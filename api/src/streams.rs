@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use shale_metadata::{DeleteOnEmpty, MetadataError, RetentionPolicy, StreamConfig, TimestampingConfig};
+use shale_metadata::{MetadataError, StreamConfig, StreamPatch};
 
 use crate::query::Query;
 use crate::wire::{basin_header, json_body, request_token, rfc3339};
@@ -20,15 +20,7 @@ fn stream_info(name: &str, created_at_ms: u64) -> serde_json::Value {
 
 /// Rejects settings S2 rejects.
 pub fn validate_config(config: &StreamConfig) -> Result<(), ApiError> {
-    if let Some(RetentionPolicy::Age(0)) = config.retention_policy {
-        return Err(ApiError::bad("retention_policy.age must be greater than 0 seconds"));
-    }
-    if let Some(class) = &config.storage_class {
-        if class != "standard" && class != "express" {
-            return Err(ApiError::bad(format!("storage_class must be standard or express, got `{class}`")));
-        }
-    }
-    Ok(())
+    config.validate().map_err(ApiError::BadRequest)
 }
 
 pub async fn list(
@@ -98,47 +90,10 @@ pub async fn get_config(state: &AppState, basin: &str, stream: &str) -> Result<R
     Ok(Json(info.record.config).into_response())
 }
 
-/// S2's `StreamReconfiguration`: only the fields present change.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct StreamReconfiguration {
-    #[serde(default)]
-    storage_class: Option<String>,
-    #[serde(default)]
-    retention_policy: Option<RetentionPolicy>,
-    #[serde(default)]
-    timestamping: Option<TimestampingConfig>,
-    #[serde(default)]
-    delete_on_empty: Option<DeleteOnEmpty>,
-}
-
-impl StreamReconfiguration {
-    pub fn apply(self, mut config: StreamConfig) -> StreamConfig {
-        if let Some(class) = self.storage_class {
-            config.storage_class = Some(class);
-        }
-        if let Some(retention) = self.retention_policy {
-            config.retention_policy = Some(retention);
-        }
-        if let Some(ts) = self.timestamping {
-            let mut current = config.timestamping.unwrap_or_default();
-            current.mode = ts.mode.or(current.mode);
-            current.uncapped = ts.uncapped.or(current.uncapped);
-            config.timestamping = Some(current);
-        }
-        if let Some(doe) = self.delete_on_empty {
-            config.delete_on_empty = Some(doe);
-        }
-        config
-    }
-}
-
 pub async fn reconfigure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
-    let change: StreamReconfiguration = json_body::<Option<_>>(body)?.unwrap_or_default();
-    let current = state.catalog()?.stream(basin, stream).await?.record.config;
-    let config = change.apply(current);
-    validate_config(&config)?;
-    let info = state.catalog()?.reconfigure_stream(basin, stream, config).await?;
+    // S2's `StreamReconfiguration`: merged into the current config at metadata.
+    let patch: StreamPatch = json_body::<Option<_>>(body)?.unwrap_or_default();
+    let info = state.catalog()?.reconfigure_stream(basin, stream, patch).await?;
     Ok(Json(info.record.config).into_response())
 }
 

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::{
-    BasinConfig, BasinRecord, CommitRequest, CommitTicket, IndexEntry, ListPage, Metadata, PipelinePosition, Position,
-    Result, StreamConfig, StreamInfo, StreamSummary, UnitOutcome,
+    BasinConfig, BasinPatch, BasinRecord, CommitRequest, CommitTicket, IndexEntry, ListPage, Metadata,
+    PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch, StreamSummary, UnitOutcome,
 };
 
 /// The metadata service as its callers see it, wherever it runs.
@@ -45,7 +45,8 @@ pub trait MetadataApi: Send + Sync + 'static {
         request_token: Option<&str>,
     ) -> Result<(BasinRecord, bool)>;
 
-    async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord>;
+    /// Applies a patch to the basin's config (atomically, at metadata).
+    async fn reconfigure_basin(&self, name: &str, patch: BasinPatch) -> Result<BasinRecord>;
 
     async fn list_basins(&self, prefix: &str, start_after: &str, limit: usize) -> Result<ListPage<BasinRecord>>;
 
@@ -62,7 +63,8 @@ pub trait MetadataApi: Send + Sync + 'static {
         request_token: Option<&str>,
     ) -> Result<(StreamInfo, bool)>;
 
-    async fn reconfigure_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo>;
+    /// Applies a patch to the stream's config (atomically, at metadata).
+    async fn reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo>;
 
     async fn list_streams(
         &self,
@@ -115,8 +117,8 @@ impl MetadataApi for Metadata {
         Metadata::create_basin_idempotent(self, name, config, request_token).await
     }
 
-    async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
-        Metadata::reconfigure_basin(self, name, config).await
+    async fn reconfigure_basin(&self, name: &str, patch: BasinPatch) -> Result<BasinRecord> {
+        Metadata::reconfigure_basin(self, name, patch).await
     }
 
     async fn list_basins(&self, prefix: &str, start_after: &str, limit: usize) -> Result<ListPage<BasinRecord>> {
@@ -141,8 +143,8 @@ impl MetadataApi for Metadata {
         Metadata::create_stream_idempotent(self, basin, stream, config, request_token).await
     }
 
-    async fn reconfigure_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
-        Metadata::reconfigure_stream(self, basin, stream, config).await
+    async fn reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
+        Metadata::reconfigure_stream(self, basin, stream, patch).await
     }
 
     async fn list_streams(

@@ -5,7 +5,7 @@ use slatedb::config::DurabilityLevel;
 use slatedb::config::ScanOptions;
 use slatedb::WriteBatch;
 
-use crate::model::{BasinConfig, BasinRecord, StreamConfig, StreamInfo, StreamRecord};
+use crate::model::{BasinConfig, BasinPatch, BasinRecord, StreamConfig, StreamInfo, StreamPatch, StreamRecord};
 use crate::{decode_json, encode_json, keys, Metadata, MetadataError, Result};
 
 /// One page of a listing, and whether more follow.
@@ -36,6 +36,7 @@ impl Metadata {
     ) -> Result<(BasinRecord, bool)> {
         self.check_usable()?;
         names::validate_basin(name).map_err(MetadataError::InvalidArgument)?;
+        config.validate().map_err(MetadataError::InvalidArgument)?;
         let writer = self.writer.lock().await;
         self.check_usable()?;
         let key = keys::basin(name);
@@ -63,13 +64,19 @@ impl Metadata {
         self.get_json(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
     }
 
-    pub async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
+    /// Applies `patch` to the basin's latest config under the writer lock, so concurrent
+    /// patches of different fields all take effect.
+    pub async fn reconfigure_basin(&self, name: &str, patch: BasinPatch) -> Result<BasinRecord> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         let mut record = match self.latest_basin(name).await {
             Ok(record) => record,
             Err(e) => return self.settle(writer).await.and(Err(e)),
         };
+        let config = patch.apply(record.config.clone());
+        if let Err(reason) = config.validate() {
+            return self.settle(writer).await.and(Err(MetadataError::InvalidArgument(reason)));
+        }
         record.config = config;
         let mut batch = WriteBatch::new();
         batch.put(keys::basin(name), encode_json(&record));
@@ -135,6 +142,7 @@ impl Metadata {
     ) -> Result<(StreamInfo, bool)> {
         self.check_usable()?;
         names::validate_stream(stream).map_err(MetadataError::InvalidArgument)?;
+        config.validate().map_err(MetadataError::InvalidArgument)?;
         let mut writer = self.writer.lock().await;
         self.check_usable()?;
         let basin_record = match self.latest_basin(basin).await {
@@ -193,13 +201,19 @@ impl Metadata {
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
     }
 
-    pub async fn reconfigure_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
+    /// Applies `patch` to the stream's latest config under the writer lock, so concurrent
+    /// patches of different fields all take effect.
+    pub async fn reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         let Some(mut record) = self.latest_stream(&writer, basin, stream).await? else {
             self.settle(writer).await?;
             return Err(not_found(basin, stream));
         };
+        let config = patch.apply(record.config.clone());
+        if let Err(reason) = config.validate() {
+            return self.settle(writer).await.and(Err(MetadataError::InvalidArgument(reason)));
+        }
         record.config = config;
         let mut batch = WriteBatch::new();
         batch.put(keys::stream(basin, stream), encode_json(&record));

@@ -66,8 +66,8 @@ pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
 pub use tails::{TailUpdate, TailWatch};
 
 pub use model::{
-    AppendAck, BasinConfig, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy, StreamConfig,
-    StreamInfo, StreamRecord, TimestampingConfig,
+    AppendAck, BasinConfig, BasinPatch, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy,
+    StreamConfig, StreamInfo, StreamPatch, StreamRecord, TimestampingConfig,
 };
 
 /// Where the metadata database lives inside the object store.

@@ -56,6 +56,95 @@ impl StreamConfig {
     }
 }
 
+impl StreamConfig {
+    /// Rejects settings S2 rejects.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(RetentionPolicy::Age(0)) = self.retention_policy {
+            return Err("retention_policy.age must be greater than 0 seconds".into());
+        }
+        if let Some(class) = &self.storage_class {
+            if class != "standard" && class != "express" {
+                return Err(format!("storage_class must be standard or express, got `{class}`"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// S2's `StreamReconfiguration`: only the fields present change. Applied by the
+/// sequencer under its writer lock, so concurrent patches of different fields compose.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamPatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_policy: Option<RetentionPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamping: Option<TimestampingConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_empty: Option<DeleteOnEmpty>,
+}
+
+impl StreamPatch {
+    pub fn apply(&self, mut config: StreamConfig) -> StreamConfig {
+        if let Some(class) = &self.storage_class {
+            config.storage_class = Some(class.clone());
+        }
+        if let Some(retention) = self.retention_policy {
+            config.retention_policy = Some(retention);
+        }
+        if let Some(ts) = &self.timestamping {
+            let mut current = config.timestamping.unwrap_or_default();
+            current.mode = ts.mode.or(current.mode);
+            current.uncapped = ts.uncapped.or(current.uncapped);
+            config.timestamping = Some(current);
+        }
+        if let Some(doe) = self.delete_on_empty {
+            config.delete_on_empty = Some(doe);
+        }
+        config
+    }
+}
+
+/// S2's `BasinReconfiguration`: only the fields present change (the default stream
+/// config field by field).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasinPatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_stream_on_append: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_stream_on_read: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_stream_config: Option<StreamPatch>,
+}
+
+impl BasinPatch {
+    pub fn apply(&self, mut config: BasinConfig) -> BasinConfig {
+        if let Some(v) = self.create_stream_on_append {
+            config.create_stream_on_append = v;
+        }
+        if let Some(v) = self.create_stream_on_read {
+            config.create_stream_on_read = v;
+        }
+        if let Some(patch) = &self.default_stream_config {
+            config.default_stream_config = Some(patch.apply(config.default_stream_config.unwrap_or_default()));
+        }
+        config
+    }
+}
+
+impl BasinConfig {
+    /// Rejects what S2 rejects: the default stream config is validated like a stream's.
+    pub fn validate(&self) -> Result<(), String> {
+        match &self.default_stream_config {
+            Some(defaults) => defaults.validate().map_err(|e| format!("default_stream_config: {e}")),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A basin's configuration, shaped as S2's `BasinConfig`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BasinConfig {

@@ -499,3 +499,66 @@ async fn timestamping_modes_are_honoured() {
     assert!(stamps[2] < u64::MAX && stamps[2] > 1_700_000_000_000, "capped at arrival: {stamps:?}");
     server.stop().await;
 }
+
+/// 32 PATCHes of different fields of one stream at once: each is merged at metadata under
+/// its writer lock, so every field ends as one of the values written to it and none is
+/// reset by a concurrent PATCH of another field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_of_different_fields_all_take_effect() {
+    let server = TestServer::start().await;
+    setup(&server, &["patched"]).await;
+    let patch = |i: u64| match i % 4 {
+        0 => json!({ "storage_class": "express" }),
+        1 => json!({ "retention_policy": { "age": 1000 + i } }),
+        2 => json!({ "timestamping": { "uncapped": true } }),
+        _ => json!({ "delete_on_empty": { "min_age_secs": 100 + i } }),
+    };
+    let patches: Vec<_> = (0..32u64)
+        .map(|i| {
+            let (client, url) = (server.client.clone(), server.url("/v1/streams/patched"));
+            tokio::spawn(async move {
+                let response = client.patch(url).header("s2-basin", BASIN).json(&patch(i)).send().await.unwrap();
+                response.status().as_u16()
+            })
+        })
+        .collect();
+    for patched in patches {
+        assert_eq!(patched.await.unwrap(), 200);
+    }
+    let (status, config) = call(&server, "GET", "/v1/streams/patched", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(config["storage_class"], "express", "{config}");
+    let age = config["retention_policy"]["age"].as_u64().unwrap();
+    assert!(age >= 1000 && age % 4 == 1, "{config}");
+    assert_eq!(config["timestamping"]["uncapped"], true, "{config}");
+    let min_age = config["delete_on_empty"]["min_age_secs"].as_u64().unwrap();
+    assert!(min_age >= 100 && min_age % 4 == 3, "{config}");
+    server.stop().await;
+}
+
+/// A basin's default stream config is validated like a stream's config, on create and
+/// on PATCH, with S2's JSON error; nothing is changed by a refused call.
+#[tokio::test]
+async fn basin_default_stream_configs_are_validated() {
+    let server = TestServer::start().await;
+    for bad in [json!({ "storage_class": "bogus" }), json!({ "retention_policy": { "age": 0 } })] {
+        let body = json!({ "basin": "bad-defaults", "config": { "default_stream_config": bad } });
+        let (status, error) = call(&server, "POST", "/v1/basins", Some(body)).await;
+        assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{error}");
+        assert!(error["message"].as_str().unwrap().contains("default_stream_config"), "{error}");
+    }
+    let (status, _) = call(&server, "GET", "/v1/basins/bad-defaults", None).await;
+    assert_eq!(status, 404, "a refused create creates nothing");
+
+    setup(&server, &[]).await;
+    let patch = json!({ "default_stream_config": { "storage_class": "bogus" } });
+    let (status, error) = call(&server, "PATCH", &format!("/v1/basins/{BASIN}"), Some(patch)).await;
+    assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{error}");
+    let (status, config) = call(&server, "GET", &format!("/v1/basins/{BASIN}"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(config["default_stream_config"], Value::Null, "a refused PATCH changes nothing: {config}");
+    let patch = json!({ "default_stream_config": { "storage_class": "express" } });
+    let (status, config) = call(&server, "PATCH", &format!("/v1/basins/{BASIN}"), Some(patch)).await;
+    assert_eq!((status, &config["default_stream_config"]["storage_class"]), (200, &json!("express")));
+    server.stop().await;
+}

@@ -32,9 +32,9 @@ use super::convert::{commit_request_to_wire, error_from_wire, malformed, pipelin
 use super::MAX_MESSAGE_BYTES;
 use crate::leader::{read_record, LEADER_RECORD};
 use crate::{
-    decode_json, encode_json, BasinConfig, BasinRecord, CommitRequest, CommitTicket, IndexEntry, ListPage, MetadataApi,
-    MetadataError, PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamRecord, StreamSummary,
-    TailWatch,
+    decode_json, encode_json, BasinConfig, BasinPatch, BasinRecord, CommitRequest, CommitTicket, IndexEntry, ListPage,
+    MetadataApi, MetadataError, PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch,
+    StreamRecord, StreamSummary, TailWatch,
 };
 
 /// Pause before another round when no address answered.
@@ -436,12 +436,9 @@ impl MetadataApi for RemoteMetadata {
         Ok((decode("basin record", &response.json)?, response.created))
     }
 
-    async fn reconfigure_basin(&self, name: &str, config: BasinConfig) -> Result<BasinRecord> {
-        let request = pb::ReconfigureRequest {
-            basin: name.to_string(),
-            stream: String::new(),
-            config_json: encode_json(&config),
-        };
+    async fn reconfigure_basin(&self, name: &str, patch: BasinPatch) -> Result<BasinRecord> {
+        let request =
+            pb::ReconfigureRequest { basin: name.to_string(), stream: String::new(), config_json: encode_json(&patch) };
         let response = self
             .inner
             .send("reconfigure_basin", Retry::Idempotent, request, |mut c, request| async move {
@@ -506,11 +503,11 @@ impl MetadataApi for RemoteMetadata {
         Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record }, response.created))
     }
 
-    async fn reconfigure_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
+    async fn reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
         let request = pb::ReconfigureRequest {
             basin: basin.to_string(),
             stream: stream.to_string(),
-            config_json: encode_json(&config),
+            config_json: encode_json(&patch),
         };
         let response = self
             .inner

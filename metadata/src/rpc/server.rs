@@ -210,8 +210,8 @@ impl MetadataRpc for MetadataService {
 
     async fn reconfigure_basin(&self, request: Request<pb::ReconfigureRequest>) -> Result<Response<pb::Json>, Status> {
         let r = request.into_inner();
-        let config = json_of("basin config", &r.config_json)?;
-        let record = self.leader()?.reconfigure_basin(&r.basin, config).await.map_err(status)?;
+        let patch = json_of("basin patch", &r.config_json)?;
+        let record = self.leader()?.reconfigure_basin(&r.basin, patch).await.map_err(status)?;
         Ok(Response::new(pb::Json { json: encode_json(&record) }))
     }
 
@@ -248,8 +248,8 @@ impl MetadataRpc for MetadataService {
 
     async fn reconfigure_stream(&self, request: Request<pb::ReconfigureRequest>) -> Result<Response<pb::Json>, Status> {
         let r = request.into_inner();
-        let config = json_of("stream config", &r.config_json)?;
-        let info = self.leader()?.reconfigure_stream(&r.basin, &r.stream, config).await.map_err(status)?;
+        let patch = json_of("stream patch", &r.config_json)?;
+        let info = self.leader()?.reconfigure_stream(&r.basin, &r.stream, patch).await.map_err(status)?;
         Ok(Response::new(pb::Json { json: encode_json(&info.record) }))
     }
 
