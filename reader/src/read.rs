@@ -70,7 +70,10 @@ const SESSION_ENTRIES_PER_SCAN: usize = 1024;
 pub struct ReadCursor {
     info: Option<StreamInfo>,
     tail_moved: Option<watch::Receiver<Option<Position>>>,
+    /// Index entries fetched ahead, and the stream id they belong to (a stream deleted
+    /// and created again under the same name has a new id).
     ahead: Vec<IndexEntry>,
+    ahead_of: u64,
     /// Reads made with this cursor: past the first, it scans entries further ahead.
     reads: u64,
 }
@@ -267,6 +270,9 @@ impl Reader {
     /// from cache when a previous read ended exactly there or inside the stream's last
     /// scan, else from metadata.
     async fn entries(&self, stream_id: u64, seq: u64, cursor: &mut ReadCursor) -> Result<Vec<IndexEntry>, ReaderError> {
+        if cursor.ahead_of != stream_id {
+            cursor.ahead.clear();
+        }
         cursor.ahead.retain(|entry| entry.end_seq() > seq);
         if cursor.ahead.first().is_some_and(|entry| entry.first_seq <= seq) {
             return Ok(cursor.ahead.clone());
@@ -281,6 +287,7 @@ impl Reader {
         let entries = self.metadata.entries_from(stream_id, seq, scan).await?;
         self.caches.remember(stream_id, &entries).await;
         cursor.ahead = entries.clone();
+        cursor.ahead_of = stream_id;
         Ok(entries)
     }
 }
