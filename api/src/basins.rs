@@ -11,7 +11,7 @@ use shale_metadata::{BasinConfig, BasinPatch, BasinRecord, MetadataError};
 use shale_proto::names;
 
 use crate::query::Query;
-use crate::wire::{json_body, request_token, rfc3339};
+use crate::wire::{config_body, request_token, rfc3339};
 use crate::{ApiError, AppState};
 
 fn basin_info(record: &BasinRecord) -> serde_json::Value {
@@ -45,7 +45,7 @@ struct CreateBasinRequest {
 }
 
 pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let request: CreateBasinRequest = json_body(&body)?;
+    let request: CreateBasinRequest = config_body(&body)?;
     valid_name(&request.basin)?;
     let token = request_token(&headers)?;
     let (record, created) =
@@ -70,7 +70,7 @@ pub async fn ensure(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     valid_name(&basin)?;
-    let request: Option<EnsureBasinRequest> = json_body(&body)?;
+    let request: Option<EnsureBasinRequest> = config_body(&body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default();
     match state.catalog()?.create_basin(&basin, config).await {
         Ok(record) => Ok((StatusCode::CREATED, Json(basin_info(&record))).into_response()),
@@ -95,7 +95,7 @@ pub async fn reconfigure(
 ) -> Result<Response, ApiError> {
     valid_name(&basin)?;
     // S2's `BasinReconfiguration`: merged into the current config at metadata.
-    let patch: BasinPatch = json_body::<Option<_>>(&body)?.unwrap_or_default();
+    let patch: BasinPatch = config_body::<Option<_>>(&body)?.unwrap_or_default();
     let record = state.catalog()?.reconfigure_basin(&basin, patch).await?;
     Ok(Json(record.config).into_response())
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 use shale_metadata::{MetadataError, StreamConfig, StreamPatch};
 
 use crate::query::Query;
-use crate::wire::{basin_header, json_body, request_token, rfc3339};
+use crate::wire::{basin_header, config_body, request_token, rfc3339};
 use crate::{ApiError, AppState};
 
 fn stream_info(name: &str, created_at_ms: u64) -> serde_json::Value {
@@ -54,7 +54,7 @@ struct CreateStreamRequest {
 
 pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
-    let request: CreateStreamRequest = json_body(&body)?;
+    let request: CreateStreamRequest = config_body(&body)?;
     shale_proto::names::validate_stream(&request.stream).map_err(ApiError::BadRequest)?;
     let config = request.config.unwrap_or_default();
     validate_config(&config)?;
@@ -72,7 +72,7 @@ struct EnsureStreamRequest {
 }
 
 pub async fn ensure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
-    let request: Option<EnsureStreamRequest> = json_body(body)?;
+    let request: Option<EnsureStreamRequest> = config_body(body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default();
     validate_config(&config)?;
     match state.catalog()?.create_stream(basin, stream, config).await {
@@ -92,7 +92,7 @@ pub async fn get_config(state: &AppState, basin: &str, stream: &str) -> Result<R
 
 pub async fn reconfigure(state: &AppState, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     // S2's `StreamReconfiguration`: merged into the current config at metadata.
-    let patch: StreamPatch = json_body::<Option<_>>(body)?.unwrap_or_default();
+    let patch: StreamPatch = config_body::<Option<_>>(body)?.unwrap_or_default();
     let info = state.catalog()?.reconfigure_stream(basin, stream, patch).await?;
     Ok(Json(info.record.config).into_response())
 }

@@ -91,6 +91,28 @@ pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
 }
 
+/// A basin or stream management body: S2's shapes there are objects all the way down,
+/// so an array anywhere (`"config": []`, which serde would read as an empty struct) is
+/// refused with where it was.
+pub fn config_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    let value: serde_json::Value = json_body(body)?;
+    if let Some(path) = first_array(&value, "") {
+        return Err(ApiError::bad(format!("invalid JSON body: expected an object, not an array, at `{path}`")));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+}
+
+fn first_array(value: &serde_json::Value, path: &str) -> Option<String> {
+    match value {
+        serde_json::Value::Array(_) => Some(if path.is_empty() { "(body)".into() } else { path.to_string() }),
+        serde_json::Value::Object(fields) => fields.iter().find_map(|(name, field)| {
+            let path = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+            first_array(field, &path)
+        }),
+        _ => None,
+    }
+}
+
 pub fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }

@@ -549,6 +549,11 @@ async fn basin_default_stream_configs_are_validated() {
     }
     let (status, _) = call(&server, "GET", "/v1/basins/bad-defaults", None).await;
     assert_eq!(status, 404, "a refused create creates nothing");
+    // An array where S2 has an object is refused, not read as an empty config.
+    let (status, error) =
+        call(&server, "POST", "/v1/basins", Some(json!({ "basin": "array-config", "config": [] }))).await;
+    assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{error}");
+    assert!(error["message"].as_str().unwrap().contains("`config`"), "{error}");
 
     setup(&server, &[]).await;
     let patch = json!({ "default_stream_config": { "storage_class": "bogus" } });
@@ -560,5 +565,11 @@ async fn basin_default_stream_configs_are_validated() {
     let patch = json!({ "default_stream_config": { "storage_class": "express" } });
     let (status, config) = call(&server, "PATCH", &format!("/v1/basins/{BASIN}"), Some(patch)).await;
     assert_eq!((status, &config["default_stream_config"]["storage_class"]), (200, &json!("express")));
+    let stream = json!({ "stream": "array-config", "config": { "timestamping": [] } });
+    let (status, error) = call(&server, "POST", "/v1/streams", Some(stream)).await;
+    assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{error}");
+    assert!(error["message"].as_str().unwrap().contains("`config.timestamping`"), "{error}");
+    let (status, _) = call(&server, "GET", "/v1/streams/array-config", None).await;
+    assert_eq!(status, 404);
     server.stop().await;
 }
