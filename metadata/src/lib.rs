@@ -218,6 +218,11 @@ impl Metadata {
     /// Flushes and closes the database. Later calls fail.
     pub async fn close(&self) -> Result<()> {
         let _writer = self.writer.lock().await;
+        // Calls applied before the lock was taken are made durable and answered first:
+        // closing must not leave one answered as failed that the close then writes.
+        if !self.halt.is_halted() {
+            let _ = self.durability.push(Vec::new()).wait().await;
+        }
         let fenced = self.halt.is_fenced();
         self.halt.close();
         if fenced {

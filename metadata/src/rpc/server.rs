@@ -137,7 +137,11 @@ impl MetadataRpc for MetadataService {
                     (Ok(metadata), Ok((requests, position))) => metadata.sequence(requests, position).await,
                     (Ok(_), Err(e)) => Err(e),
                 };
-                if tickets.send(ticket).await.is_err() {
+                // A refused call is resent, with every call after it, on a new stream:
+                // none after it may be applied here, or they would land before it.
+                let refused =
+                    matches!(ticket, Err(MetadataError::NotLeader | MetadataError::Fenced | MetadataError::Stopped));
+                if tickets.send(ticket).await.is_err() || refused {
                     break;
                 }
             }
