@@ -73,6 +73,8 @@ impl StreamConfig {
 
 /// S2's `StreamReconfiguration`: only the fields present change. Applied by the
 /// sequencer under its writer lock, so concurrent patches of different fields compose.
+/// The same fields as [`StreamConfig`], kept apart because a patch refuses unknown
+/// fields (as S2 does) and merges `timestamping` field by field.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamPatch {
