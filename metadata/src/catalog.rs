@@ -168,9 +168,8 @@ impl Metadata {
         batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());
         // Before the write: a failed write halts the instance, so the id is never reused.
         writer.next_stream_id = id + 1;
-        self.apply(batch).await?;
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
-        self.settle(writer).await?;
+        self.write_durably(writer, batch).await?;
         Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record }, true))
     }
 
@@ -217,9 +216,8 @@ impl Metadata {
         record.config = config;
         let mut batch = WriteBatch::new();
         batch.put(keys::stream(basin, stream), encode_json(&record));
-        self.apply(batch).await?;
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
-        self.settle(writer).await?;
+        self.write_durably(writer, batch).await?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
     }
 
@@ -258,9 +256,8 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         batch.delete(keys::stream(basin, stream));
         batch.put(keys::deleted_stream(record.id), []);
-        self.apply(batch).await?;
         writer.streams.invalidate(&(basin.to_string(), stream.to_string()));
-        self.settle(writer).await
+        self.write_durably(writer, batch).await
     }
 
     /// Scans keys starting with `prefix`, strictly after `start_after_key` when that sorts

@@ -70,13 +70,13 @@ type Outcomes = Result<Vec<Vec<UnitOutcome>>>;
 pub struct CommitTicket(Pin<Box<dyn Future<Output = Outcomes> + Send>>);
 
 impl CommitTicket {
-    pub fn new(outcome: impl Future<Output = Result<Vec<Vec<UnitOutcome>>>> + Send + 'static) -> Self {
+    pub fn new(outcome: impl Future<Output = Outcomes> + Send + 'static) -> Self {
         Self(Box::pin(outcome))
     }
 }
 
 impl Future for CommitTicket {
-    type Output = Result<Vec<Vec<UnitOutcome>>>;
+    type Output = Outcomes;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0.as_mut().poll(cx)
@@ -130,71 +130,86 @@ impl Metadata {
         self.check_usable()?;
         let mut overlay = Overlay { next_stream_id: writer.next_stream_id, ..Overlay::default() };
         let mut all_outcomes = Vec::with_capacity(requests.len());
-        let mut blocks_per_segment = Vec::with_capacity(requests.len());
+        let mut written = Vec::with_capacity(requests.len());
         for request in &requests {
-            if let Some(outcomes) = self.stored_outcome(request.segment_id).await? {
-                tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
-                if let Some(position) = position {
-                    writer.poison.record(position, request, &outcomes);
-                }
-                blocks_per_segment.push((request.segment_id, 0, None));
-                all_outcomes.push(outcomes);
-                continue;
-            }
-            if let Some(age_ms) = self.too_old_to_commit(request.segment_id) {
-                let error = if self.segment_committed(request.segment_id).await? {
-                    MetadataError::Indefinite(format!(
-                        "segment committed earlier and its outcome expired ({age_ms} ms)"
-                    ))
-                } else {
-                    MetadataError::Unavailable(format!(
-                        "segment sealed {age_ms} ms ago, past max_commit_age; not committed, its appends may be retried"
-                    ))
-                };
-                let outcomes: Vec<UnitOutcome> = request.units.iter().map(|_| Err(error.clone())).collect();
-                if let Some(position) = position {
-                    writer.poison.record(position, request, &outcomes);
-                }
-                blocks_per_segment.push((request.segment_id, 0, None));
-                all_outcomes.push(outcomes);
-                continue;
-            }
             let entries_before = overlay.entries.len();
-            let mut outcomes = Vec::with_capacity(request.units.len());
-            for unit in &request.units {
-                if let Some(error) = position.and_then(|position| writer.poison.check(position, unit)) {
-                    outcomes.push(Err(error));
-                    continue;
-                }
-                let mut tentative = overlay.tentative();
-                let outcome = self.apply_unit(request.segment_id, unit, &writer, &mut overlay, &mut tentative).await;
-                if outcome.is_ok() {
-                    overlay.streams.extend(tentative.streams);
-                    overlay.entries.extend(tentative.entries);
-                    overlay.next_stream_id = tentative.next_stream_id;
-                }
-                overlay.basins.extend(tentative.basins);
-                outcomes.push(outcome);
-            }
+            let (outcomes, applied) = self.segment_outcomes(request, position, &writer, &mut overlay).await?;
             if let Some(position) = position {
                 writer.poison.record(position, request, &outcomes);
             }
-            let stored = outcomes_to_wire(&outcomes).encode_to_vec();
-            blocks_per_segment.push((request.segment_id, overlay.entries.len() - entries_before, Some(stored)));
+            let blocks = overlay.entries.len() - entries_before;
+            if applied && blocks > 0 {
+                written.push((request.segment_id, blocks, outcomes_to_wire(&outcomes).encode_to_vec()));
+            }
             all_outcomes.push(outcomes);
         }
         if let Some(position) = position {
             writer.poison.forget_seen(position);
         }
-        if overlay.entries.is_empty() {
-            let durable = self.durability.push(Vec::new());
-            drop(writer);
-            return Ok(CommitTicket::new(async move {
-                durable.wait().await?;
-                Ok(all_outcomes)
-            }));
-        }
+        let tails = if overlay.entries.is_empty() {
+            Vec::new()
+        } else {
+            self.write_commit(&mut writer, overlay, written).await?
+        };
+        let durable = self.durability.push(tails);
+        drop(writer);
+        Ok(CommitTicket::new(async move {
+            durable.wait().await?;
+            Ok(all_outcomes)
+        }))
+    }
 
+    /// One segment's unit outcomes, applied to `overlay`; `false` when nothing was
+    /// applied because the segment was committed before or is too old to commit.
+    async fn segment_outcomes(
+        &self,
+        request: &CommitRequest,
+        position: Option<PipelinePosition>,
+        writer: &WriterState,
+        overlay: &mut Overlay,
+    ) -> Result<(Vec<UnitOutcome>, bool)> {
+        if let Some(outcomes) = self.stored_outcome(request.segment_id).await? {
+            tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
+            return Ok((outcomes, false));
+        }
+        if let Some(age_ms) = self.too_old_to_commit(request.segment_id) {
+            let error = if self.segment_committed(request.segment_id).await? {
+                MetadataError::Indefinite(format!("segment committed earlier and its outcome expired ({age_ms} ms)"))
+            } else {
+                MetadataError::Unavailable(format!(
+                    "segment sealed {age_ms} ms ago, past max_commit_age; not committed, its appends may be retried"
+                ))
+            };
+            return Ok((request.units.iter().map(|_| Err(error.clone())).collect(), false));
+        }
+        let mut outcomes = Vec::with_capacity(request.units.len());
+        for unit in &request.units {
+            if let Some(error) = position.and_then(|position| writer.poison.check(position, unit)) {
+                outcomes.push(Err(error));
+                continue;
+            }
+            let mut tentative = overlay.tentative();
+            let outcome = self.apply_unit(request.segment_id, unit, writer, overlay, &mut tentative).await;
+            if outcome.is_ok() {
+                overlay.streams.extend(tentative.streams);
+                overlay.entries.extend(tentative.entries);
+                overlay.next_stream_id = tentative.next_stream_id;
+            }
+            overlay.basins.extend(tentative.basins);
+            outcomes.push(outcome);
+        }
+        Ok((outcomes, true))
+    }
+
+    /// Applies what the commit changed (stream records, index entries, each written
+    /// segment's block count and stored outcome, the stream id counter) in one batch,
+    /// and returns the tails it moved.
+    async fn write_commit(
+        &self,
+        writer: &mut WriterState,
+        overlay: Overlay,
+        written: Vec<(u128, usize, Vec<u8>)>,
+    ) -> Result<Vec<TailUpdate>> {
         let mut batch = WriteBatch::new();
         for ((basin, stream), record) in &overlay.streams {
             batch.put(keys::stream(basin, stream), encode_json(record));
@@ -205,8 +220,7 @@ impl Metadata {
             batch.put(keys::by_time(*stream_id, entry.last_timestamp, entry.last_seq()), &value);
         }
         let outcome_ttl = PutOptions { ttl: Ttl::ExpireAfterMillis(self.config.outcome_ttl_ms()) };
-        for (segment_id, blocks, stored) in blocks_per_segment {
-            let Some(stored) = stored.filter(|_| blocks > 0) else { continue };
+        for (segment_id, blocks, stored) in written {
             batch.put(keys::segment(segment_id), (blocks as u64).to_be_bytes());
             batch.put_with_options(keys::commit_outcome(segment_id), stored, &outcome_ttl);
         }
@@ -220,16 +234,12 @@ impl Metadata {
         for (key, record) in overlay.streams {
             writer.streams.insert(key, record);
         }
-        let durable = self.durability.push(tails);
-        drop(writer);
-        Ok(CommitTicket::new(async move {
-            durable.wait().await?;
-            Ok(all_outcomes)
-        }))
+        Ok(tails)
     }
 
-    /// The outcome of an earlier commit of this segment: a retried commit (after a
-    /// timeout or a failover) gets the original acks and writes nothing twice.
+    /// The outcome of an earlier commit of this segment, durable or still in flight (the
+    /// caller then waits for the same flush): a retried commit (after a timeout or a
+    /// failover) gets the original acks and writes nothing twice.
     async fn stored_outcome(&self, segment_id: u128) -> Result<Option<Vec<UnitOutcome>>> {
         let key = keys::commit_outcome(segment_id);
         let Some(bytes) = self.db.get(&key).await.map_err(|e| self.storage_error(e))? else {

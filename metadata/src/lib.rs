@@ -311,12 +311,10 @@ impl Metadata {
         batch: slatedb::WriteBatch,
     ) -> Result<()> {
         self.apply(batch).await?;
-        let durable = self.durability.push(Vec::new());
-        drop(writer);
-        durable.wait().await
+        self.settle(writer).await
     }
 
-    /// Waits until everything applied so far is durable: a call that answers from
+    /// Releases the writer lock and waits until everything applied so far is durable: a call that answers from
     /// the latest state, without writing, must not answer before that state is durable.
     async fn settle(&self, writer: tokio::sync::MutexGuard<'_, WriterState>) -> Result<()> {
         let durable = self.durability.push(Vec::new());
