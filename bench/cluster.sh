@@ -9,12 +9,8 @@ cd "$(dirname "$0")/.."
 seconds="${1:-10}"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-wait_ready() {
-  for _ in $(seq 200); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "$1 never became ready" >&2; exit 1
-}
-.venv/bin/moto_server -H 127.0.0.1 -p 19100 >"$work/moto.log" 2>&1 &
-for _ in $(seq 100); do curl -sf http://127.0.0.1:19100/ >/dev/null 2>&1 && break; sleep 0.1; done
+source bench/lib.sh
+start_moto 19100 "$work/moto.log"
 curl -sf -X PUT http://127.0.0.1:19100/cluster >/dev/null
 curl -sf -X PUT http://127.0.0.1:19100/single >/dev/null
 export AWS_ENDPOINT_URL=http://127.0.0.1:19100 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \

@@ -15,13 +15,9 @@ delays="${2:-0ms 30ms}"
 parts="${3:-writes reads}"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-wait_ready() {
-  for _ in $(seq 300); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "$1 never became ready" >&2; exit 1
-}
+source bench/lib.sh
 metric() { curl -sf "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
-.venv/bin/moto_server -H 127.0.0.1 -p 19200 >"$work/moto.log" 2>&1 &
-for _ in $(seq 100); do curl -sf http://127.0.0.1:19200/ >/dev/null 2>&1 && break; sleep 0.1; done
+start_moto 19200 "$work/moto.log"
 export AWS_ENDPOINT_URL=http://127.0.0.1:19200 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
   AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true SHALE_LOG=warn
 shale=target/release/shale
@@ -41,9 +37,11 @@ start_cluster() {
   done
   "$shale" reader --store "s3://$bucket" --store-delay "$delay" --metadata 127.0.0.1:19261 \
     --http 127.0.0.1:19289 --grpc 127.0.0.1:19259 >"$work/reader.log" 2>&1 & pids+=($!)
-  wait_ready "$meta"
-  for g in $(seq "$gateways"); do wait_ready "http://127.0.0.1:1928$g"; done
-  wait_ready http://127.0.0.1:19289
+  wait_ready "$meta" 300
+  for g in $(seq "$gateways"); do wait_ready "http://127.0.0.1:1928$g" 300; done
+  wait_ready http://127.0.0.1:19289 300
+  # The 1,000 streams, created once, so the measured runs make commits only.
+  "$bench" --url http://127.0.0.1:19281 --workload throughput --streams 1000 --seconds 0 >/dev/null
 }
 stop_cluster() { kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true; }
 
@@ -55,7 +53,7 @@ run_load() {
   local started; started=$(date +%s.%N)
   local loads=()
   for g in $(seq "$gateways"); do
-    "$bench" --url "http://127.0.0.1:1928$g" --workload throughput --producers 16 --streams 1000 --batch "$batch" \
+    "$bench" --url "http://127.0.0.1:1928$g" --workload throughput --streams-exist --producers 16 --streams 1000 --batch "$batch" \
       --record-bytes "$size" --seconds "$seconds" --json "$work/g$g.json" >"$work/bench$g.log" 2>&1 & loads+=($!)
   done
   wait "${loads[@]}"
@@ -102,7 +100,7 @@ for delay in $delays; do
   bucket="s$RANDOM$RANDOM"; curl -sf -X PUT "http://127.0.0.1:19200/$bucket" >/dev/null
   "$shale" serve --store "s3://$bucket" --store-delay "$delay" --http 127.0.0.1:19291 --grpc 127.0.0.1:19292 \
     >"$work/serve.log" 2>&1 & serve=$!
-  wait_ready http://127.0.0.1:19291
+  wait_ready http://127.0.0.1:19291 300
   for setup in reader serve; do
     if [ "$setup" = reader ]; then target=(--url http://127.0.0.1:19281 --read-url http://127.0.0.1:19289 --metrics-url $meta)
     else target=(--url http://127.0.0.1:19291); fi

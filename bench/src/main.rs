@@ -73,6 +73,10 @@ pub struct Args {
     /// Gateway `min_seal_interval` for the in-process server, e.g. 25ms.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub min_seal_interval: Option<Duration>,
+    /// Throughput: the streams exist already (created by an earlier run), so the run
+    /// makes no catalog calls and metadata's counters measure commits only.
+    #[arg(long)]
+    pub streams_exist: bool,
     /// Write the figures as JSON here too.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -118,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
     let client = Client { http, base, read_base, extra_metrics };
     client.ensure_basin().await?;
-    if args.workload == "throughput" {
+    if args.workload == "throughput" && !args.streams_exist {
         workloads::prepare_throughput(&client, &args).await?;
     }
     let before = client.metrics().await;

@@ -1,0 +1,14 @@
+# Shared by the bench scripts (sourced): the local S3 server and waiting for a role.
+
+# start_moto PORT LOG: starts moto from .venv on 127.0.0.1:PORT, waits until it answers.
+start_moto() {
+  .venv/bin/moto_server -H 127.0.0.1 -p "$1" >"$2" 2>&1 &
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "moto on port $1 never answered" >&2; exit 1
+}
+
+# wait_ready URL [TRIES]: waits until URL/ready answers, TRIES x 0.1 s (default 200).
+wait_ready() {
+  for _ in $(seq "${2:-200}"); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "$1 never became ready" >&2; exit 1
+}
