@@ -71,7 +71,9 @@ pub struct ReadCursor {
     info: Option<StreamInfo>,
     tail_moved: Option<watch::Receiver<Option<Position>>>,
     /// Index entries fetched ahead, and the stream id they belong to (a stream deleted
-    /// and created again under the same name has a new id).
+    /// and created again under the same name has a new id). Kept per cursor although the
+    /// shared cache remembers each stream's last scan: other readers of the stream
+    /// replace that one.
     ahead: Vec<IndexEntry>,
     ahead_of: u64,
     /// Reads made with this cursor: past the first, it scans entries further ahead.
