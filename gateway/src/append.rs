@@ -1,7 +1,7 @@
 //! Validating an append and encoding it into a block, in the caller's task.
 
 use bytes::Bytes;
-use shale_metadata::CommitAppend;
+use shale_metadata_contract::CommitAppend;
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS, MAX_FENCING_TOKEN_BYTES};
 use shale_proto::segment::encode_block;
 use shale_proto::{names, Record};

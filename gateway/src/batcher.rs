@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use shale_metadata::AppendAck;
+use shale_metadata_contract::AppendAck;
 use shale_storage::object_store::ObjectStore;
 use shale_storage::Clock;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use crate::append::{encode, AppendInput, EncodedAppend};
 use crate::pipeline::{run_committer, Sealed};
 use crate::{GatewayConfig, GatewayError, GatewayMetrics};
-use shale_metadata::MetadataApi;
+use shale_metadata_contract::MetadataApi;
 
 pub(crate) type Reply = oneshot::Sender<Result<Vec<AppendAck>, GatewayError>>;
 

@@ -1,4 +1,4 @@
-use shale_metadata::MetadataError;
+use shale_metadata_contract::MetadataError;
 use shale_proto::ErrorCode;
 
 /// Everything an append can fail with.

@@ -5,7 +5,7 @@
 //! batcher gathers blocks from every stream and caller into one open segment and seals
 //! it adaptively: at once when nothing is uploading, otherwise when an upload slot frees,
 //! when `linger` elapses, or when `max_segment_bytes` is reached. Each sealed segment is
-//! PUT as one object, committed to metadata ([`shale_metadata::MetadataApi`]) in seal order, and only then is
+//! PUT as one object, committed to metadata ([`shale_metadata_contract::MetadataApi`]) in seal order, and only then is
 //! each caller answered with its own ack or error.
 //!
 //! Modules: `config` (knobs and their costs), `append` (validation and encoding),

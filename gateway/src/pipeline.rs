@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use shale_metadata::{
+use shale_metadata_contract::{
     CommitAppend, CommitRequest, CommitTicket, CommitUnit, MetadataError, PipelinePosition, UnitOutcome,
 };
 use shale_proto::{BlockInfo, SegmentBuilder};
@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::batcher::{PendingUnit, Shared};
 use crate::GatewayError;
-use shale_metadata::MetadataApi;
+use shale_metadata_contract::MetadataApi;
 use shale_proto::segment::object_path as segment_path;
 
 /// A sealed segment: its callers, in order, and its upload in progress.

@@ -5,27 +5,56 @@ use slatedb::config::DurabilityLevel;
 use slatedb::config::ScanOptions;
 use slatedb::WriteBatch;
 
-use crate::model::{BasinConfig, BasinPatch, BasinRecord, StreamConfig, StreamInfo, StreamPatch, StreamRecord};
-use crate::{decode_json, encode_json, keys, Metadata, MetadataError, Result};
-
-/// One page of a listing, and whether more follow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListPage<T> {
-    pub items: Vec<T>,
-    pub has_more: bool,
-}
-
-/// A stream as listings show it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StreamSummary {
-    pub name: String,
-    pub created_at_ms: u64,
-}
+use crate::{
+    keys, BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, ListPage, Metadata, MetadataError, Result,
+    Stored, StreamConfig, StreamInfo, StreamPatch, StreamRecord, StreamSummary,
+};
 
 /// Deleting a basin removes its stream keys in batches of this many.
 const DELETE_BATCH: usize = 1000;
 
 impl Metadata {
+    /// Runs one management call: the single place each [`CatalogCall`] meets its logic.
+    pub(crate) async fn run_catalog(&self, call: CatalogCall) -> Result<CatalogReply> {
+        Ok(match call {
+            CatalogCall::GetBasin { basin } => {
+                CatalogReply::Basin { record: self.basin(&basin).await?, created: false }
+            }
+            CatalogCall::CreateBasin { basin, config, request_token } => {
+                let (record, created) = self.create_basin_idempotent(&basin, config, request_token.as_deref()).await?;
+                CatalogReply::Basin { record, created }
+            }
+            CatalogCall::ReconfigureBasin { basin, patch } => {
+                CatalogReply::Basin { record: self.reconfigure_basin(&basin, patch).await?, created: false }
+            }
+            CatalogCall::ListBasins { prefix, start_after, limit } => {
+                CatalogReply::Basins(self.list_basins(&prefix, &start_after, limit).await?)
+            }
+            CatalogCall::DeleteBasin { basin } => {
+                self.delete_basin(&basin).await?;
+                CatalogReply::Done
+            }
+            CatalogCall::GetStream { basin, stream } => {
+                CatalogReply::Stream { info: self.stream(&basin, &stream).await?, created: false }
+            }
+            CatalogCall::CreateStream { basin, stream, config, request_token } => {
+                let (info, created) =
+                    self.create_stream_idempotent(&basin, &stream, config, request_token.as_deref()).await?;
+                CatalogReply::Stream { info, created }
+            }
+            CatalogCall::ReconfigureStream { basin, stream, patch } => {
+                CatalogReply::Stream { info: self.reconfigure_stream(&basin, &stream, patch).await?, created: false }
+            }
+            CatalogCall::ListStreams { basin, prefix, start_after, limit } => {
+                CatalogReply::Streams(self.list_streams(&basin, &prefix, &start_after, limit).await?)
+            }
+            CatalogCall::DeleteStream { basin, stream } => {
+                self.delete_stream(&basin, &stream).await?;
+                CatalogReply::Done
+            }
+        })
+    }
+
     /// Creates a basin. When it exists and was created with the same `request_token`,
     /// this is a retry of that create: returns the basin and `false` (not newly created).
     pub async fn create_basin_idempotent(
@@ -40,7 +69,7 @@ impl Metadata {
         let writer = self.writer.lock().await;
         self.check_usable()?;
         let key = keys::basin(name);
-        if let Some(existing) = self.get_json_latest::<BasinRecord>(&key).await? {
+        if let Some(existing) = self.get_latest::<BasinRecord>(&key).await? {
             self.settle(writer).await?;
             if request_token.is_some() && existing.request_token.as_deref() == request_token {
                 return Ok((existing, false));
@@ -54,14 +83,14 @@ impl Metadata {
             request_token: request_token.map(str::to_string),
         };
         let mut batch = WriteBatch::new();
-        batch.put(&key, encode_json(&record));
+        batch.put(&key, record.to_stored());
         self.write_durably(writer, batch).await?;
         Ok((record, true))
     }
 
     pub async fn basin(&self, name: &str) -> Result<BasinRecord> {
         self.check_usable()?;
-        self.get_json(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
+        self.get_durable(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
     }
 
     /// Applies `patch` to the basin's latest config under the writer lock, so concurrent
@@ -79,14 +108,14 @@ impl Metadata {
         }
         record.config = config;
         let mut batch = WriteBatch::new();
-        batch.put(keys::basin(name), encode_json(&record));
+        batch.put(keys::basin(name), record.to_stored());
         self.write_durably(writer, batch).await?;
         Ok(record)
     }
 
     /// The latest basin record, durable or not (writer only).
     async fn latest_basin(&self, name: &str) -> Result<BasinRecord> {
-        self.get_json_latest(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
+        self.get_latest(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
     }
 
     /// Lists basins whose names start with `prefix` and sort after `start_after`.
@@ -95,7 +124,7 @@ impl Metadata {
         let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
         let start = keys::basin(start_after);
         let page =
-            self.scan_page(&scan_prefix, &start, limit, DurabilityLevel::Remote, decode_json::<BasinRecord>).await?;
+            self.scan_page(&scan_prefix, &start, limit, DurabilityLevel::Remote, BasinRecord::from_stored).await?;
         Ok(page)
     }
 
@@ -111,7 +140,7 @@ impl Metadata {
             let prefix = keys::streams_of_basin(name);
             let page = self
                 .scan_page(&prefix, &[], DELETE_BATCH, DurabilityLevel::Memory, |k, v| {
-                    Ok((k.to_vec(), decode_json::<StreamRecord>(k, v)?))
+                    Ok((k.to_vec(), StreamRecord::from_stored(k, v)?))
                 })
                 .await?;
             if page.items.is_empty() {
@@ -164,7 +193,7 @@ impl Metadata {
         let mut record = self.new_stream_record(id, config, &basin_record.config);
         record.request_token = request_token.map(str::to_string);
         let mut batch = WriteBatch::new();
-        batch.put(&key, encode_json(&record));
+        batch.put(&key, record.to_stored());
         batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());
         // Before the write: a failed write halts the instance, so the id is never reused.
         writer.next_stream_id = id + 1;
@@ -196,7 +225,7 @@ impl Metadata {
     pub async fn stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
         self.check_usable()?;
         let record: StreamRecord =
-            self.get_json(&keys::stream(basin, stream)).await?.ok_or_else(|| not_found(basin, stream))?;
+            self.get_durable(&keys::stream(basin, stream)).await?.ok_or_else(|| not_found(basin, stream))?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
     }
 
@@ -215,7 +244,7 @@ impl Metadata {
         }
         record.config = config;
         let mut batch = WriteBatch::new();
-        batch.put(keys::stream(basin, stream), encode_json(&record));
+        batch.put(keys::stream(basin, stream), record.to_stored());
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
         self.write_durably(writer, batch).await?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
@@ -235,7 +264,7 @@ impl Metadata {
         let start = keys::stream(basin, start_after);
         let name_from = keys::streams_of_basin(basin).len();
         self.scan_page(&scan_prefix, &start, limit, DurabilityLevel::Remote, |key, value| {
-            let record: StreamRecord = decode_json(key, value)?;
+            let record = StreamRecord::from_stored(key, value)?;
             Ok(StreamSummary {
                 name: String::from_utf8_lossy(&key[name_from..]).into_owned(),
                 created_at_ms: record.created_at_ms,

@@ -2,9 +2,6 @@
 //! write batch.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use prost::Message;
 use shale_proto::metadata_rpc::SegmentOutcome;
@@ -12,76 +9,11 @@ use shale_proto::{Command, TimestampingMode};
 use slatedb::config::{PutOptions, Ttl};
 use slatedb::WriteBatch;
 
-use crate::model::{AppendAck, BasinRecord, IndexEntry, Position, StreamRecord};
-use crate::rpc::convert::{outcomes_from_wire, outcomes_to_wire};
-use crate::{encode_json, keys, Metadata, MetadataError, Result, TailUpdate, WriterState};
-
-/// One append inside a segment: its block and its conditions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommitAppend {
-    pub basin: String,
-    pub stream: String,
-    /// Byte range of the block in the segment object.
-    pub offset: u64,
-    pub len: u32,
-    /// When the gateway received the append (ms since the epoch).
-    pub arrival: u64,
-    /// The client's timestamp of each record, in order; its length is the record count.
-    pub client_timestamps: Vec<Option<u64>>,
-    /// Command records in the append, in order.
-    pub commands: Vec<Command>,
-    pub match_seq_num: Option<u64>,
-    pub fencing_token: Option<String>,
-    pub metered_bytes: u64,
-}
-
-/// Appends that succeed or fail together. Most units hold one append; an atomic
-/// multi-stream append is one unit of several.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommitUnit {
-    pub appends: Vec<CommitAppend>,
-}
-
-/// A sealed, uploaded segment to make visible.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommitRequest {
-    pub segment_id: u128,
-    pub units: Vec<CommitUnit>,
-}
-
-/// Per unit: an ack per append, or the error that failed the whole unit.
-pub type UnitOutcome = Result<Vec<AppendAck>>;
-
-/// Where a commit call stands in its gateway's pipeline: a gateway keeps several calls
-/// in flight, numbered from 1 in the order it sends them; `seen_through` is the last
-/// call whose outcome it had processed when it sent this one. A unit that fails poisons
-/// its streams for every later call of the pipeline sent before the gateway saw that
-/// failure, so no caller gets record N+1 acked after record N failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PipelinePosition {
-    pub pipeline: u128,
-    pub seq: u64,
-    pub seen_through: u64,
-}
-
-type Outcomes = Result<Vec<Vec<UnitOutcome>>>;
-
-/// A commit call applied in memory: resolves to its outcomes once they are durable.
-pub struct CommitTicket(Pin<Box<dyn Future<Output = Outcomes> + Send>>);
-
-impl CommitTicket {
-    pub fn new(outcome: impl Future<Output = Outcomes> + Send + 'static) -> Self {
-        Self(Box::pin(outcome))
-    }
-}
-
-impl Future for CommitTicket {
-    type Output = Outcomes;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
-    }
-}
+use crate::wire::{outcomes_from_wire, outcomes_to_wire};
+use crate::{
+    keys, AppendAck, BasinRecord, CommitAppend, CommitRequest, CommitTicket, CommitUnit, IndexEntry, Metadata,
+    MetadataError, PipelinePosition, Position, Result, Stored, StreamRecord, TailUpdate, UnitOutcome, WriterState,
+};
 
 type StreamKey = (String, String);
 
@@ -212,7 +144,7 @@ impl Metadata {
     ) -> Result<Vec<TailUpdate>> {
         let mut batch = WriteBatch::new();
         for ((basin, stream), record) in &overlay.streams {
-            batch.put(keys::stream(basin, stream), encode_json(record));
+            batch.put(keys::stream(basin, stream), record.to_stored());
         }
         for (_, stream_id, entry) in &overlay.entries {
             let value = entry.encode();
@@ -303,7 +235,7 @@ impl Metadata {
         let basin = match tentative.basins.get(&append.basin).or_else(|| committed.basins.get(&append.basin)) {
             Some(basin) => basin.clone(),
             None => {
-                let basin = self.get_json_latest::<BasinRecord>(&keys::basin(&append.basin)).await?;
+                let basin = self.get_latest::<BasinRecord>(&keys::basin(&append.basin)).await?;
                 tentative.basins.insert(append.basin.clone(), basin.clone());
                 basin
             }

@@ -137,7 +137,7 @@ async fn run(
 /// A flush that failed: fenced, or the instance halts (its memory holds writes that
 /// may never be durable).
 fn failed_flush(halt: &Halt, error: slatedb::Error) -> MetadataError {
-    if MetadataError::is_fenced(&error) {
+    if crate::is_fenced(&error) {
         halt.fence();
         return MetadataError::Fenced;
     }

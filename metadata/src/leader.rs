@@ -21,15 +21,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tokio::time::Instant;
 
-use crate::{Metadata, MetadataError};
-
-/// Where the leader record lives in the object store.
-pub const LEADER_RECORD: &str = "cluster/leader.json";
+use crate::leader_record::read_record;
+use crate::{LeaderRecord, Metadata, MetadataError, LEADER_RECORD};
 
 /// Lease timing.
 #[derive(Clone, Copy, Debug)]
@@ -42,14 +39,6 @@ impl Default for LeaseConfig {
     fn default() -> Self {
         Self { lease: Duration::from_millis(1500), renew_interval: Duration::from_millis(250) }
     }
-}
-
-/// The stored leader record: who claimed last and where it listens.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaderRecord {
-    pub instance: String,
-    pub address: String,
-    pub claimed_at_ms: u64,
 }
 
 /// Whether this instance may answer calls right now.
@@ -147,17 +136,5 @@ async fn keep_lease(
             }
             tokio::time::sleep(config.renew_interval).await;
         }
-    }
-}
-
-/// The current leader record, if any.
-pub async fn read_record(store: &dyn ObjectStore, path: &Path) -> Result<Option<LeaderRecord>, String> {
-    match store.get(path).await {
-        Ok(result) => {
-            let bytes = result.bytes().await.map_err(|e| e.to_string())?;
-            serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("bad leader record: {e}"))
-        }
-        Err(shale_storage::object_store::Error::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e.to_string()),
     }
 }

@@ -26,25 +26,21 @@
 //! A second instance opened on the same database fences this one: from the first failed
 //! write on, every call returns [`MetadataError::Fenced`] and nothing is written again.
 
-mod api;
 mod catalog;
 mod commit;
 mod durability;
-mod error;
 mod gc;
 mod halt;
 mod keys;
 mod leader;
 mod lookup;
-mod model;
 mod poison;
 mod rpc;
-mod tails;
+mod service;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use shale_storage::object_store::ObjectStore;
 use shale_storage::Clock;
 use slatedb::config::{DurabilityLevel, ReadOptions};
@@ -54,21 +50,14 @@ use tokio::sync::{watch, Mutex};
 use durability::DurabilityQueue;
 use halt::Halt;
 
-pub use api::MetadataApi;
-pub use catalog::{ListPage, StreamSummary};
-pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, UnitOutcome};
 pub use durability::CommitStats;
-pub use error::{MetadataError, Result};
 pub use gc::{run_orphan_collection, GcReport, GcStats};
 pub use halt::HaltReason;
-pub use leader::{hold_leadership, LeaderLease, LeaseConfig, LEADER_RECORD};
-pub use rpc::{MetadataService, RemoteConfig, RemoteMetadata};
-pub use tails::{TailUpdate, TailWatch};
-
-pub use model::{
-    AppendAck, BasinConfig, BasinPatch, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy,
-    StreamConfig, StreamInfo, StreamPatch, StreamRecord, TimestampingConfig,
-};
+pub use leader::{hold_leadership, LeaderLease, LeaseConfig};
+pub use rpc::MetadataService;
+/// The contract this crate implements, re-exported so in-process callers (the binary,
+/// tests, benchmarks) name one crate.
+pub use shale_metadata_contract::*;
 
 /// Where the metadata database lives inside the object store.
 pub const DEFAULT_DB_PATH: &str = "metadata";
@@ -189,8 +178,13 @@ impl Metadata {
             max_capacity: config.cache_bytes,
             ..Default::default()
         });
-        let db = Db::builder(path, store).with_settings(settings).with_db_cache(Arc::new(cache), 0).build().await?;
-        let next_stream_id = match db.get(keys::NEXT_STREAM_ID).await? {
+        let db = Db::builder(path, store)
+            .with_settings(settings)
+            .with_db_cache(Arc::new(cache), 0)
+            .build()
+            .await
+            .map_err(MetadataError::storage)?;
+        let next_stream_id = match db.get(keys::NEXT_STREAM_ID).await.map_err(MetadataError::storage)? {
             Some(bytes) => decode_u64(keys::NEXT_STREAM_ID, &bytes)?,
             None => 1,
         };
@@ -230,8 +224,8 @@ impl Metadata {
         }
         match self.db.close().await {
             Ok(()) => Ok(()),
-            Err(e) if MetadataError::is_fenced(&e) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) if is_fenced(&e) => Ok(()),
+            Err(e) => Err(MetadataError::storage(e)),
         }
     }
 
@@ -282,11 +276,11 @@ impl Metadata {
 
     /// Maps a storage error, latching the fenced state when slatedb reports it.
     fn storage_error(&self, error: slatedb::Error) -> MetadataError {
-        if MetadataError::is_fenced(&error) {
+        if is_fenced(&error) {
             self.halt.fence();
             return MetadataError::Fenced;
         }
-        MetadataError::Storage(error)
+        MetadataError::storage(error)
     }
 
     /// Applies `batch` to SlateDB's memory (not yet durable). Call under the writer lock,
@@ -295,7 +289,7 @@ impl Metadata {
     async fn apply(&self, batch: slatedb::WriteBatch) -> Result<()> {
         match self.db.write(batch).await {
             Ok(_handle) => Ok(()),
-            Err(e) if MetadataError::is_fenced(&e) => Err(self.storage_error(e)),
+            Err(e) if is_fenced(&e) => Err(self.storage_error(e)),
             Err(e) => {
                 self.halt.stop(&e.to_string());
                 Err(MetadataError::Indefinite(e.to_string()))
@@ -327,15 +321,15 @@ impl Metadata {
         ReadOptions { durability_filter: DurabilityLevel::Remote, ..ReadOptions::default() }
     }
 
-    async fn get_json<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
+    async fn get_durable<T: Stored>(&self, key: &[u8]) -> Result<Option<T>> {
         let bytes = self.db.get_with_options(key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
-        bytes.map(|b| decode_json(key, &b)).transpose()
+        bytes.map(|b| T::from_stored(key, &b)).transpose()
     }
 
     /// The latest value, durable or not: only the writer reads this way, under its lock.
-    async fn get_json_latest<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
+    async fn get_latest<T: Stored>(&self, key: &[u8]) -> Result<Option<T>> {
         let bytes = self.db.get(key).await.map_err(|e| self.storage_error(e))?;
-        bytes.map(|b| decode_json(key, &b)).transpose()
+        bytes.map(|b| T::from_stored(key, &b)).transpose()
     }
 
     /// The latest record of a stream, from the sequencer's working set or the database.
@@ -344,21 +338,12 @@ impl Metadata {
         if let Some(record) = writer.streams.get(&key) {
             return Ok(Some(record));
         }
-        let record = self.get_json_latest::<StreamRecord>(&keys::stream(basin, stream)).await?;
+        let record = self.get_latest::<StreamRecord>(&keys::stream(basin, stream)).await?;
         if let Some(record) = &record {
             writer.streams.insert(key, record.clone());
         }
         Ok(record)
     }
-}
-
-fn decode_json<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| MetadataError::Corrupt { key: String::from_utf8_lossy(key).into_owned(), reason: e.to_string() })
-}
-
-fn encode_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).expect("metadata records always serialise")
 }
 
 fn decode_u64(key: &[u8], bytes: &[u8]) -> Result<u64> {
@@ -367,4 +352,9 @@ fn decode_u64(key: &[u8], bytes: &[u8]) -> Result<u64> {
         reason: "expected 8 bytes".into(),
     })?;
     Ok(u64::from_be_bytes(array))
+}
+
+/// Whether slatedb reports that a newer writer fenced this one.
+fn is_fenced(error: &slatedb::Error) -> bool {
+    matches!(error.kind(), slatedb::ErrorKind::Closed(slatedb::CloseReason::Fenced))
 }

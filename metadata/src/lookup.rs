@@ -2,8 +2,7 @@
 
 use slatedb::config::{DurabilityLevel, ScanOptions};
 
-use crate::model::IndexEntry;
-use crate::{keys, Metadata, MetadataError, Result};
+use crate::{keys, IndexEntry, Metadata, MetadataError, Result};
 
 impl Metadata {
     /// Up to `limit` index entries of the stream, starting with the one that holds

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use moka::future::Cache;
-use shale_metadata::IndexEntry;
+use shale_metadata_contract::IndexEntry;
 use shale_proto::segment::{decode_block, DecodedBlock};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};

@@ -1,4 +1,4 @@
-use shale_metadata::{MetadataError, Position};
+use shale_metadata_contract::{MetadataError, Position};
 use shale_proto::{ErrorCode, SegmentError};
 
 /// Everything a read can fail with.

@@ -6,7 +6,7 @@
 //! cache weighed in bytes. Records are numbered from the entry's first sequence number
 //! and timestamped by replaying the sequencer's resolver. With `wait`, an empty read
 //! sleeps on the stream's tail notification from metadata (never a polling timer) until
-//! records arrive. Metadata is any [`shale_metadata::MetadataApi`]: in process or remote.
+//! records arrive. Metadata is any [`shale_metadata_contract::MetadataApi`]: in process or remote.
 //!
 //! Modules: `config`, `cache` (blocks and index entries), `read` (positions and limits),
 //! `error`.

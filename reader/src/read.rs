@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shale_metadata::{IndexEntry, MetadataApi, Position, StreamInfo};
+use shale_metadata_contract::{IndexEntry, MetadataApi, Position, StreamInfo};
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS};
 use shale_proto::SequencedRecord;
 use shale_storage::object_store::ObjectStore;

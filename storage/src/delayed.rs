@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use slatedb::object_store::path::Path;
-use slatedb::object_store::{
+use object_store::path::Path;
+use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
     PutOptions, PutPayload, PutResult, Result,
 };
@@ -109,8 +109,8 @@ impl ObjectStore for DelayedStore {
 mod tests {
     use super::*;
     use futures::TryStreamExt;
-    use slatedb::object_store::memory::InMemory;
-    use slatedb::object_store::ObjectStoreExt;
+    use object_store::memory::InMemory;
+    use object_store::ObjectStoreExt;
 
     #[tokio::test(start_paused = true)]
     async fn every_request_waits_the_delay_and_requests_overlap() {

@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use slatedb::object_store::path::Path;
-use slatedb::object_store::{
+use object_store::path::Path;
+use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
     PutOptions, PutPayload, PutResult, Result,
 };
@@ -105,7 +105,7 @@ impl ObjectStore for FailingStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         self.wait_if_held(location).await;
         if self.is_broken(location) || self.should_fail(location) {
-            return Err(slatedb::object_store::Error::Generic {
+            return Err(object_store::Error::Generic {
                 store: "failing",
                 source: format!("injected failure for put of {location}").into(),
             });

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use slatedb::object_store::path::Path;
-use slatedb::object_store::{
+use object_store::path::Path;
+use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
     PutOptions, PutPayload, PutResult, Result,
 };

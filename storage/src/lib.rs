@@ -25,5 +25,5 @@ pub use delayed::DelayedStore;
 pub use failing::FailingStore;
 pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};
+pub use object_store;
 pub use open::{open_store, StoreError};
-pub use slatedb::object_store;

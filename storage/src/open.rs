@@ -1,10 +1,10 @@
 use std::sync::Arc;
 
-use slatedb::object_store::aws::AmazonS3Builder;
-use slatedb::object_store::local::LocalFileSystem;
-use slatedb::object_store::memory::InMemory;
-use slatedb::object_store::prefix::PrefixStore;
-use slatedb::object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::prefix::PrefixStore;
+use object_store::ObjectStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -11,9 +11,9 @@ use shale_proto::metadata_rpc::metadata_server::{Metadata as MetadataRpc, Metada
 use tokio::sync::{broadcast, mpsc};
 use tonic::{Request, Response, Status};
 
-use super::convert::{commit_call_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
-use super::MAX_MESSAGE_BYTES;
-use crate::{decode_json, encode_json, CommitTicket, LeaderLease, Metadata, MetadataError};
+use crate::wire::{commit_call_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
+use crate::wire_catalog::{catalog_call_from_wire, catalog_reply_to_wire};
+use crate::{CommitTicket, LeaderLease, Metadata, MetadataError, Retry, MAX_MESSAGE_BYTES};
 
 /// How often an open watch checks that this instance still holds the lease.
 const WATCH_LEASE_CHECK: Duration = Duration::from_millis(100);
@@ -65,10 +65,6 @@ fn status(error: MetadataError) -> Status {
     Status::with_details(code, error.to_string(), error_to_wire(&error).encode_to_vec().into())
 }
 
-fn json_of<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Status> {
-    decode_json(what.as_bytes(), bytes).map_err(|e| status(MetadataError::InvalidArgument(e.to_string())))
-}
-
 fn limit(limit: u32) -> usize {
     limit as usize
 }
@@ -91,19 +87,6 @@ fn commit_response(outcome: Result<Vec<Vec<crate::UnitOutcome>>, MetadataError>)
 
 #[tonic::async_trait]
 impl MetadataRpc for MetadataService {
-    async fn commit(&self, request: Request<pb::CommitRequest>) -> Result<Response<pb::CommitResponse>, Status> {
-        self.leader()?;
-        let (requests, position) = commit_call_from_wire(request.into_inner()).map_err(status)?;
-        // Run to completion even if the gateway goes away mid-call, so readers still get
-        // the commit watch tick.
-        let metadata = self.metadata.clone();
-        let outcomes = tokio::spawn(async move { metadata.sequence(requests, position).await?.await })
-            .await
-            .map_err(|e| status(MetadataError::Indefinite(format!("commit task failed: {e}"))))?
-            .map_err(status)?;
-        Ok(Response::new(commit_response(Ok(outcomes))))
-    }
-
     type CommitStreamStream = CommitStream;
 
     /// Applies each request in the order it arrives and answers in the same order, each
@@ -196,80 +179,15 @@ impl MetadataRpc for MetadataService {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn get_basin(&self, request: Request<pb::BasinRef>) -> Result<Response<pb::Json>, Status> {
-        let record = self.leader()?.basin(&request.into_inner().basin).await.map_err(status)?;
-        self.reply(pb::Json { json: encode_json(&record) })
-    }
-
-    async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<Response<pb::Created>, Status> {
-        let r = request.into_inner();
-        let config = json_of("basin config", &r.config_json)?;
-        let (record, created) = self
-            .leader()?
-            .create_basin_idempotent(&r.basin, config, r.request_token.as_deref())
-            .await
-            .map_err(status)?;
-        Ok(Response::new(pb::Created { json: encode_json(&record), created }))
-    }
-
-    async fn reconfigure_basin(&self, request: Request<pb::ReconfigureRequest>) -> Result<Response<pb::Json>, Status> {
-        let r = request.into_inner();
-        let patch = json_of("basin patch", &r.config_json)?;
-        let record = self.leader()?.reconfigure_basin(&r.basin, patch).await.map_err(status)?;
-        Ok(Response::new(pb::Json { json: encode_json(&record) }))
-    }
-
-    async fn list_basins(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
-        let r = request.into_inner();
-        let page = self.leader()?.list_basins(&r.prefix, &r.start_after, limit(r.limit)).await.map_err(status)?;
-        self.reply(pb::ListResponse {
-            items_json: page.items.iter().map(encode_json).collect(),
-            has_more: page.has_more,
-        })
-    }
-
-    async fn delete_basin(&self, request: Request<pb::BasinRef>) -> Result<Response<pb::Empty>, Status> {
-        self.leader()?.delete_basin(&request.into_inner().basin).await.map_err(status)?;
-        Ok(Response::new(pb::Empty {}))
-    }
-
-    async fn get_stream(&self, request: Request<pb::StreamRef>) -> Result<Response<pb::Json>, Status> {
-        let r = request.into_inner();
-        let info = self.leader()?.stream(&r.basin, &r.stream).await.map_err(status)?;
-        self.reply(pb::Json { json: encode_json(&info.record) })
-    }
-
-    async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<Response<pb::Created>, Status> {
-        let r = request.into_inner();
-        let config = json_of("stream config", &r.config_json)?;
-        let (info, created) = self
-            .leader()?
-            .create_stream_idempotent(&r.basin, &r.stream, config, r.request_token.as_deref())
-            .await
-            .map_err(status)?;
-        Ok(Response::new(pb::Created { json: encode_json(&info.record), created }))
-    }
-
-    async fn reconfigure_stream(&self, request: Request<pb::ReconfigureRequest>) -> Result<Response<pb::Json>, Status> {
-        let r = request.into_inner();
-        let patch = json_of("stream patch", &r.config_json)?;
-        let info = self.leader()?.reconfigure_stream(&r.basin, &r.stream, patch).await.map_err(status)?;
-        Ok(Response::new(pb::Json { json: encode_json(&info.record) }))
-    }
-
-    async fn list_streams(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
-        let r = request.into_inner();
-        let page =
-            self.leader()?.list_streams(&r.basin, &r.prefix, &r.start_after, limit(r.limit)).await.map_err(status)?;
-        self.reply(pb::ListResponse {
-            items_json: page.items.iter().map(encode_json).collect(),
-            has_more: page.has_more,
-        })
-    }
-
-    async fn delete_stream(&self, request: Request<pb::StreamRef>) -> Result<Response<pb::Empty>, Status> {
-        let r = request.into_inner();
-        self.leader()?.delete_stream(&r.basin, &r.stream).await.map_err(status)?;
-        Ok(Response::new(pb::Empty {}))
+    async fn catalog(&self, request: Request<pb::CatalogCall>) -> Result<Response<pb::CatalogReply>, Status> {
+        let call = catalog_call_from_wire(request.into_inner()).map_err(status)?;
+        let read = call.retry() == Retry::Read;
+        let reply = catalog_reply_to_wire(&self.leader()?.run_catalog(call).await.map_err(status)?);
+        // A write that took effect is answered whatever the lease says now.
+        if read {
+            self.reply(reply)
+        } else {
+            Ok(Response::new(reply))
+        }
     }
 }

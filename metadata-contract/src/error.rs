@@ -1,7 +1,12 @@
+//! [`MetadataError`]: everything a metadata call can fail with, on either side of the
+//! internal RPC, and its one mapping to the shared code set.
+
+use std::sync::Arc;
+
 use shale_proto::ErrorCode;
 
 /// Everything the metadata service can fail with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum MetadataError {
     #[error("basin `{0}` not found")]
     BasinNotFound(String),
@@ -26,7 +31,7 @@ pub enum MetadataError {
     #[error("commit outcome unknown: {0}")]
     Indefinite(String),
     #[error("metadata storage unavailable: {0}")]
-    Storage(#[from] slatedb::Error),
+    Storage(#[source] Arc<dyn std::error::Error + Send + Sync>),
     /// No live metadata answered, or the call was refused before it did anything.
     #[error("metadata unavailable: {0}")]
     Unavailable(String),
@@ -60,45 +65,9 @@ impl MetadataError {
         }
     }
 
-    /// Whether slatedb reports that a newer writer fenced this one.
-    pub(crate) fn is_fenced(error: &slatedb::Error) -> bool {
-        matches!(error.kind(), slatedb::ErrorKind::Closed(slatedb::CloseReason::Fenced))
-    }
-}
-
-/// Storage errors cannot be cloned; their copies keep the message as `Unavailable`.
-impl Clone for MetadataError {
-    fn clone(&self) -> Self {
-        match self {
-            MetadataError::BasinNotFound(b) => MetadataError::BasinNotFound(b.clone()),
-            MetadataError::BasinExists(b) => MetadataError::BasinExists(b.clone()),
-            MetadataError::StreamNotFound { basin, stream } => {
-                MetadataError::StreamNotFound { basin: basin.clone(), stream: stream.clone() }
-            }
-            MetadataError::StreamExists { basin, stream } => {
-                MetadataError::StreamExists { basin: basin.clone(), stream: stream.clone() }
-            }
-            MetadataError::SeqNumMismatch { expected, actual } => {
-                MetadataError::SeqNumMismatch { expected: *expected, actual: *actual }
-            }
-            MetadataError::FencingTokenMismatch { actual } => {
-                MetadataError::FencingTokenMismatch { actual: actual.clone() }
-            }
-            MetadataError::InvalidArgument(m) => MetadataError::InvalidArgument(m.clone()),
-            MetadataError::AtomicGroupFailed(m) => MetadataError::AtomicGroupFailed(m.clone()),
-            MetadataError::EarlierAppendFailed { basin, stream } => {
-                MetadataError::EarlierAppendFailed { basin: basin.clone(), stream: stream.clone() }
-            }
-            MetadataError::Fenced => MetadataError::Fenced,
-            MetadataError::Indefinite(m) => MetadataError::Indefinite(m.clone()),
-            MetadataError::Storage(e) => MetadataError::Unavailable(e.to_string()),
-            MetadataError::Unavailable(m) => MetadataError::Unavailable(m.clone()),
-            MetadataError::NotLeader => MetadataError::NotLeader,
-            MetadataError::Stopped => MetadataError::Stopped,
-            MetadataError::Corrupt { key, reason } => {
-                MetadataError::Corrupt { key: key.clone(), reason: reason.clone() }
-            }
-        }
+    /// A failure of the store under metadata, kept whole as the source.
+    pub fn storage(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        MetadataError::Storage(Arc::new(error))
     }
 }
 

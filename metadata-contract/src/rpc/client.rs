@@ -28,13 +28,13 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
 use super::commit_pipe::{self, Call};
-use super::convert::{commit_request_to_wire, error_from_wire, malformed, pipeline_to_wire, tail_from_wire};
 use super::MAX_MESSAGE_BYTES;
-use crate::leader::{read_record, LEADER_RECORD};
+use crate::leader_record::{read_record, LEADER_RECORD};
+use crate::wire::{commit_request_to_wire, error_from_wire, malformed, pipeline_to_wire, tail_from_wire};
+use crate::wire_catalog::{catalog_call_to_wire, catalog_reply_from_wire};
 use crate::{
-    decode_json, encode_json, BasinConfig, BasinPatch, BasinRecord, CommitRequest, CommitTicket, IndexEntry, ListPage,
-    MetadataApi, MetadataError, PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch,
-    StreamRecord, StreamSummary, TailWatch,
+    CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, MetadataApi, MetadataError, PipelinePosition,
+    Position, Result, Retry, TailWatch,
 };
 
 /// Pause before another round when no address answered.
@@ -59,17 +59,6 @@ impl Default for RemoteConfig {
             failover_timeout: Duration::from_secs(30),
         }
     }
-}
-
-/// What may be retried after an attempt that was sent but not answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Retry {
-    /// Reads: always.
-    Read,
-    /// Writes that give the same result when applied twice.
-    Idempotent,
-    /// Other writes: an unanswered attempt ends the call as `indefinite`.
-    Once,
 }
 
 /// [`MetadataApi`] over gRPC.
@@ -340,29 +329,12 @@ async fn follow_tails(inner: Arc<Inner>) {
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
-    decode_json(what.as_bytes(), bytes)
-}
-
-fn decode_page<T: serde::de::DeserializeOwned>(what: &str, response: pb::ListResponse) -> Result<ListPage<T>> {
-    let items = response.items_json.iter().map(|item| decode(what, item)).collect::<Result<_>>()?;
-    Ok(ListPage { items, has_more: response.has_more })
-}
-
 fn decode_entries(response: pb::EntriesResponse) -> Result<Vec<IndexEntry>> {
     response.entries.iter().map(|bytes| IndexEntry::decode(bytes).ok_or_else(|| malformed("index entry"))).collect()
 }
 
 fn limit(limit: usize) -> u32 {
     u32::try_from(limit).unwrap_or(u32::MAX)
-}
-
-fn retry_for(request_token: Option<&str>) -> Retry {
-    if request_token.is_some() {
-        Retry::Idempotent
-    } else {
-        Retry::Once
-    }
 }
 
 #[async_trait]
@@ -407,143 +379,12 @@ impl MetadataApi for RemoteMetadata {
         self.inner.tails.subscribe(basin, stream)
     }
 
-    async fn basin(&self, name: &str) -> Result<BasinRecord> {
-        let request = pb::BasinRef { basin: name.to_string() };
-        let response = self
+    async fn catalog(&self, call: CatalogCall) -> Result<CatalogReply> {
+        let request = catalog_call_to_wire(&call);
+        let reply = self
             .inner
-            .send("get_basin", Retry::Read, request, |mut c, request| async move { c.get_basin(request).await })
+            .send(call.name(), call.retry(), request, |mut c, request| async move { c.catalog(request).await })
             .await?;
-        decode("basin record", &response.json)
-    }
-
-    async fn create_basin_idempotent(
-        &self,
-        name: &str,
-        config: BasinConfig,
-        request_token: Option<&str>,
-    ) -> Result<(BasinRecord, bool)> {
-        let request = pb::CreateBasinRequest {
-            basin: name.to_string(),
-            config_json: encode_json(&config),
-            request_token: request_token.map(str::to_string),
-        };
-        let response = self
-            .inner
-            .send("create_basin", retry_for(request_token), request, |mut c, request| async move {
-                c.create_basin(request).await
-            })
-            .await?;
-        Ok((decode("basin record", &response.json)?, response.created))
-    }
-
-    async fn reconfigure_basin(&self, name: &str, patch: BasinPatch) -> Result<BasinRecord> {
-        let request =
-            pb::ReconfigureRequest { basin: name.to_string(), stream: String::new(), config_json: encode_json(&patch) };
-        let response = self
-            .inner
-            .send("reconfigure_basin", Retry::Idempotent, request, |mut c, request| async move {
-                c.reconfigure_basin(request).await
-            })
-            .await?;
-        decode("basin record", &response.json)
-    }
-
-    async fn list_basins(&self, prefix: &str, start_after: &str, limit_: usize) -> Result<ListPage<BasinRecord>> {
-        let request = pb::ListRequest {
-            basin: String::new(),
-            prefix: prefix.to_string(),
-            start_after: start_after.to_string(),
-            limit: limit(limit_),
-        };
-        let response = self
-            .inner
-            .send("list_basins", Retry::Read, request, |mut c, request| async move { c.list_basins(request).await })
-            .await?;
-        decode_page("basin record", response)
-    }
-
-    async fn delete_basin(&self, name: &str) -> Result<()> {
-        let request = pb::BasinRef { basin: name.to_string() };
-        self.inner
-            .send("delete_basin", Retry::Once, request, |mut c, request| async move { c.delete_basin(request).await })
-            .await?;
-        Ok(())
-    }
-
-    async fn stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
-        let request = pb::StreamRef { basin: basin.to_string(), stream: stream.to_string() };
-        let response = self
-            .inner
-            .send("get_stream", Retry::Read, request, |mut c, request| async move { c.get_stream(request).await })
-            .await?;
-        let record: StreamRecord = decode("stream record", &response.json)?;
-        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
-    }
-
-    async fn create_stream_idempotent(
-        &self,
-        basin: &str,
-        stream: &str,
-        config: StreamConfig,
-        request_token: Option<&str>,
-    ) -> Result<(StreamInfo, bool)> {
-        let request = pb::CreateStreamRequest {
-            basin: basin.to_string(),
-            stream: stream.to_string(),
-            config_json: encode_json(&config),
-            request_token: request_token.map(str::to_string),
-        };
-        let response = self
-            .inner
-            .send("create_stream", retry_for(request_token), request, |mut c, request| async move {
-                c.create_stream(request).await
-            })
-            .await?;
-        let record: StreamRecord = decode("stream record", &response.json)?;
-        Ok((StreamInfo { basin: basin.to_string(), name: stream.to_string(), record }, response.created))
-    }
-
-    async fn reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
-        let request = pb::ReconfigureRequest {
-            basin: basin.to_string(),
-            stream: stream.to_string(),
-            config_json: encode_json(&patch),
-        };
-        let response = self
-            .inner
-            .send("reconfigure_stream", Retry::Idempotent, request, |mut c, request| async move {
-                c.reconfigure_stream(request).await
-            })
-            .await?;
-        let record: StreamRecord = decode("stream record", &response.json)?;
-        Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })
-    }
-
-    async fn list_streams(
-        &self,
-        basin: &str,
-        prefix: &str,
-        start_after: &str,
-        limit_: usize,
-    ) -> Result<ListPage<StreamSummary>> {
-        let request = pb::ListRequest {
-            basin: basin.to_string(),
-            prefix: prefix.to_string(),
-            start_after: start_after.to_string(),
-            limit: limit(limit_),
-        };
-        let response = self
-            .inner
-            .send("list_streams", Retry::Read, request, |mut c, request| async move { c.list_streams(request).await })
-            .await?;
-        decode_page("stream summary", response)
-    }
-
-    async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
-        let request = pb::StreamRef { basin: basin.to_string(), stream: stream.to_string() };
-        self.inner
-            .send("delete_stream", Retry::Once, request, |mut c, request| async move { c.delete_stream(request).await })
-            .await?;
-        Ok(())
+        catalog_reply_from_wire(&call, reply)
     }
 }

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::client::{moves_on, Inner};
-use super::convert::{commit_outcomes_from_wire, error_from_wire};
+use crate::wire::{commit_outcomes_from_wire, error_from_wire};
 use crate::{MetadataError, Result, UnitOutcome};
 
 type Outcome = Result<Vec<Vec<UnitOutcome>>>;

@@ -1,0 +1,123 @@
+//! [`MetadataApi`]: everything gateways, readers and the client-facing service ask of
+//! metadata. The server crate (`shale-metadata`) implements it in process;
+//! [`crate::RemoteMetadata`] implements it over `shale.metadata.v1`.
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::{
+    BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, ListPage,
+    PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch, StreamSummary, UnitOutcome,
+};
+
+/// The metadata service as its callers see it, wherever it runs. Implementors provide
+/// the commit pipeline, the two index lookups, tail subscriptions and [`Self::catalog`];
+/// the typed management helpers are built on `catalog` once, here.
+#[async_trait]
+pub trait MetadataApi: Send + Sync + 'static {
+    /// Applies a commit call (sealed segments, in order, in one write batch) and returns
+    /// once it holds its place in the commit order: calls made one after another by one
+    /// task are applied in that order. The ticket resolves to one outcome list per
+    /// segment once durable. Idempotent per segment id.
+    async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>) -> Result<CommitTicket>;
+
+    /// Up to `limit` index entries from the one holding `seq`.
+    async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>>;
+
+    /// The first index entry whose last record is at or after `timestamp`.
+    async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>>;
+
+    /// A receiver that changes to the new tail when a durable commit moves this
+    /// stream's, and to `None` whenever updates may have been missed (waiters look the
+    /// tail up then). Subscribe before reading the tail, then wait on it.
+    fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>>;
+
+    /// Basin and stream management (see [`CatalogCall`]).
+    async fn catalog(&self, call: CatalogCall) -> Result<CatalogReply>;
+
+    /// [`Self::sequence`] and wait until durable.
+    async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
+        self.sequence(requests, None).await?.await
+    }
+
+    async fn basin(&self, basin: &str) -> Result<BasinRecord> {
+        Ok(self.catalog(CatalogCall::GetBasin { basin: basin.into() }).await?.into_basin()?.0)
+    }
+
+    /// Creates a basin; a retry with the same `request_token` returns it with `false`.
+    async fn create_basin_idempotent(
+        &self,
+        basin: &str,
+        config: BasinConfig,
+        request_token: Option<&str>,
+    ) -> Result<(BasinRecord, bool)> {
+        let request_token = request_token.map(str::to_string);
+        self.catalog(CatalogCall::CreateBasin { basin: basin.into(), config, request_token }).await?.into_basin()
+    }
+
+    async fn create_basin(&self, basin: &str, config: BasinConfig) -> Result<BasinRecord> {
+        Ok(self.create_basin_idempotent(basin, config, None).await?.0)
+    }
+
+    /// Applies a patch to the basin's config (atomically, at metadata).
+    async fn reconfigure_basin(&self, basin: &str, patch: BasinPatch) -> Result<BasinRecord> {
+        Ok(self.catalog(CatalogCall::ReconfigureBasin { basin: basin.into(), patch }).await?.into_basin()?.0)
+    }
+
+    async fn list_basins(&self, prefix: &str, start_after: &str, limit: usize) -> Result<ListPage<BasinRecord>> {
+        let call = CatalogCall::ListBasins { prefix: prefix.into(), start_after: start_after.into(), limit };
+        self.catalog(call).await?.into_basins()
+    }
+
+    async fn delete_basin(&self, basin: &str) -> Result<()> {
+        self.catalog(CatalogCall::DeleteBasin { basin: basin.into() }).await?.into_done()
+    }
+
+    async fn stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
+        Ok(self.catalog(CatalogCall::GetStream { basin: basin.into(), stream: stream.into() }).await?.into_stream()?.0)
+    }
+
+    /// Creates a stream; a retry with the same `request_token` returns it with `false`.
+    async fn create_stream_idempotent(
+        &self,
+        basin: &str,
+        stream: &str,
+        config: StreamConfig,
+        request_token: Option<&str>,
+    ) -> Result<(StreamInfo, bool)> {
+        let request_token = request_token.map(str::to_string);
+        let call = CatalogCall::CreateStream { basin: basin.into(), stream: stream.into(), config, request_token };
+        self.catalog(call).await?.into_stream()
+    }
+
+    /// Creates a stream; settings it leaves unset come from the basin's default.
+    async fn create_stream(&self, basin: &str, stream: &str, config: StreamConfig) -> Result<StreamInfo> {
+        Ok(self.create_stream_idempotent(basin, stream, config, None).await?.0)
+    }
+
+    /// Applies a patch to the stream's config (atomically, at metadata).
+    async fn reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
+        let call = CatalogCall::ReconfigureStream { basin: basin.into(), stream: stream.into(), patch };
+        Ok(self.catalog(call).await?.into_stream()?.0)
+    }
+
+    async fn list_streams(
+        &self,
+        basin: &str,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<ListPage<StreamSummary>> {
+        let call = CatalogCall::ListStreams {
+            basin: basin.into(),
+            prefix: prefix.into(),
+            start_after: start_after.into(),
+            limit,
+        };
+        self.catalog(call).await?.into_streams()
+    }
+
+    async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
+        self.catalog(CatalogCall::DeleteStream { basin: basin.into(), stream: stream.into() }).await?.into_done()
+    }
+}

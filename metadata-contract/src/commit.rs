@@ -1,0 +1,77 @@
+//! What a commit call carries and answers: sealed segments, their units and appends,
+//! each unit's outcome, and the gateway pipeline position.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use shale_proto::Command;
+
+use crate::{AppendAck, Result};
+
+/// One append inside a segment: its block and its conditions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitAppend {
+    pub basin: String,
+    pub stream: String,
+    /// Byte range of the block in the segment object.
+    pub offset: u64,
+    pub len: u32,
+    /// When the gateway received the append (ms since the epoch).
+    pub arrival: u64,
+    /// The client's timestamp of each record, in order; its length is the record count.
+    pub client_timestamps: Vec<Option<u64>>,
+    /// Command records in the append, in order.
+    pub commands: Vec<Command>,
+    pub match_seq_num: Option<u64>,
+    pub fencing_token: Option<String>,
+    pub metered_bytes: u64,
+}
+
+/// Appends that succeed or fail together. Most units hold one append; an atomic
+/// multi-stream append is one unit of several.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitUnit {
+    pub appends: Vec<CommitAppend>,
+}
+
+/// A sealed, uploaded segment to make visible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitRequest {
+    pub segment_id: u128,
+    pub units: Vec<CommitUnit>,
+}
+
+/// Per unit: an ack per append, or the error that failed the whole unit.
+pub type UnitOutcome = Result<Vec<AppendAck>>;
+
+/// Where a commit call stands in its gateway's pipeline: a gateway keeps several calls
+/// in flight, numbered from 1 in the order it sends them; `seen_through` is the last
+/// call whose outcome it had processed when it sent this one. A unit that fails poisons
+/// its streams for every later call of the pipeline sent before the gateway saw that
+/// failure, so no caller gets record N+1 acked after record N failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelinePosition {
+    pub pipeline: u128,
+    pub seq: u64,
+    pub seen_through: u64,
+}
+
+type Outcomes = Result<Vec<Vec<UnitOutcome>>>;
+
+/// A commit call applied in memory: resolves to its outcomes once they are durable.
+pub struct CommitTicket(Pin<Box<dyn Future<Output = Outcomes> + Send>>);
+
+impl CommitTicket {
+    pub fn new(outcome: impl Future<Output = Outcomes> + Send + 'static) -> Self {
+        Self(Box::pin(outcome))
+    }
+}
+
+impl Future for CommitTicket {
+    type Output = Outcomes;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}

@@ -1,0 +1,292 @@
+//! The stored (and internal wire) form of basin and stream records: the protobuf
+//! messages of `records.proto`, behind one version byte. Values written before that
+//! format are JSON and still decode, so existing data directories open unchanged; each
+//! record is rewritten in the new format the next time it changes.
+
+use prost::Message;
+use shale_proto::metadata_rpc as pb;
+use shale_proto::TimestampingMode;
+
+use crate::{
+    BasinConfig, BasinPatch, BasinRecord, DeleteOnEmpty, MetadataError, Result, RetentionPolicy, StreamConfig,
+    StreamPatch, StreamRecord, TimestampingConfig,
+};
+
+/// The first byte of a stored record in the protobuf format.
+const FORMAT_V1: u8 = 1;
+
+/// A record metadata stores under one key.
+pub trait Stored: Sized {
+    /// The value to store.
+    fn to_stored(&self) -> Vec<u8>;
+    /// Decodes a stored value (either format); `key` names it in errors.
+    fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self>;
+}
+
+fn corrupt(key: &[u8], reason: impl ToString) -> MetadataError {
+    MetadataError::Corrupt { key: String::from_utf8_lossy(key).into_owned(), reason: reason.to_string() }
+}
+
+/// Decodes either format: `{` starts a record from before the protobuf format.
+fn decode_stored<M: Message + Default, T: serde::de::DeserializeOwned>(
+    key: &[u8],
+    bytes: &[u8],
+    from_wire: impl FnOnce(M) -> Result<T>,
+) -> Result<T> {
+    match bytes.first() {
+        Some(&FORMAT_V1) => from_wire(M::decode(&bytes[1..]).map_err(|e| corrupt(key, e))?),
+        Some(b'{') => serde_json::from_slice(bytes).map_err(|e| corrupt(key, e)),
+        Some(other) => Err(corrupt(key, format!("unknown record format {other}"))),
+        None => Err(corrupt(key, "empty record")),
+    }
+}
+
+fn encode_stored(message: impl Message) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + message.encoded_len());
+    out.push(FORMAT_V1);
+    message.encode(&mut out).expect("a Vec grows to fit");
+    out
+}
+
+impl Stored for BasinRecord {
+    fn to_stored(&self) -> Vec<u8> {
+        encode_stored(basin_record_to_wire(self))
+    }
+
+    fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
+        decode_stored(key, bytes, basin_record_from_wire)
+    }
+}
+
+impl Stored for StreamRecord {
+    fn to_stored(&self) -> Vec<u8> {
+        encode_stored(stream_record_to_wire(self))
+    }
+
+    fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
+        decode_stored(key, bytes, stream_record_from_wire)
+    }
+}
+
+pub fn basin_record_to_wire(record: &BasinRecord) -> pb::BasinRecord {
+    pb::BasinRecord {
+        name: record.name.clone(),
+        created_at_ms: record.created_at_ms,
+        config: Some(basin_config_to_wire(&record.config)),
+        request_token: record.request_token.clone(),
+    }
+}
+
+pub fn basin_record_from_wire(record: pb::BasinRecord) -> Result<BasinRecord> {
+    Ok(BasinRecord {
+        name: record.name,
+        created_at_ms: record.created_at_ms,
+        config: basin_config_from_wire(record.config.unwrap_or_default())?,
+        request_token: record.request_token,
+    })
+}
+
+pub fn stream_record_to_wire(record: &StreamRecord) -> pb::StreamRecord {
+    pb::StreamRecord {
+        id: record.id,
+        created_at_ms: record.created_at_ms,
+        config: Some(stream_config_to_wire(&record.config)),
+        next_seq: record.next_seq,
+        last_timestamp: record.last_timestamp,
+        trim_point: record.trim_point,
+        fencing_token: record.fencing_token.clone(),
+        record_count: record.record_count,
+        metered_bytes: record.metered_bytes,
+        request_token: record.request_token.clone(),
+    }
+}
+
+pub fn stream_record_from_wire(record: pb::StreamRecord) -> Result<StreamRecord> {
+    Ok(StreamRecord {
+        id: record.id,
+        created_at_ms: record.created_at_ms,
+        config: stream_config_from_wire(record.config.unwrap_or_default())?,
+        next_seq: record.next_seq,
+        last_timestamp: record.last_timestamp,
+        trim_point: record.trim_point,
+        fencing_token: record.fencing_token,
+        record_count: record.record_count,
+        metered_bytes: record.metered_bytes,
+        request_token: record.request_token,
+    })
+}
+
+pub fn basin_config_to_wire(config: &BasinConfig) -> pb::BasinConfig {
+    pb::BasinConfig {
+        default_stream_config: config.default_stream_config.as_ref().map(stream_config_to_wire),
+        create_stream_on_append: config.create_stream_on_append,
+        create_stream_on_read: config.create_stream_on_read,
+    }
+}
+
+pub fn basin_config_from_wire(config: pb::BasinConfig) -> Result<BasinConfig> {
+    Ok(BasinConfig {
+        default_stream_config: config.default_stream_config.map(stream_config_from_wire).transpose()?,
+        create_stream_on_append: config.create_stream_on_append,
+        create_stream_on_read: config.create_stream_on_read,
+    })
+}
+
+pub fn basin_patch_to_wire(patch: &BasinPatch) -> pb::BasinPatch {
+    pb::BasinPatch {
+        create_stream_on_append: patch.create_stream_on_append,
+        create_stream_on_read: patch.create_stream_on_read,
+        default_stream_config: patch.default_stream_config.as_ref().map(stream_patch_to_wire),
+    }
+}
+
+pub fn basin_patch_from_wire(patch: pb::BasinPatch) -> Result<BasinPatch> {
+    Ok(BasinPatch {
+        create_stream_on_append: patch.create_stream_on_append,
+        create_stream_on_read: patch.create_stream_on_read,
+        default_stream_config: patch.default_stream_config.map(stream_patch_from_wire).transpose()?,
+    })
+}
+
+pub fn stream_config_to_wire(config: &StreamConfig) -> pb::StreamConfig {
+    pb::StreamConfig {
+        storage_class: config.storage_class.clone(),
+        retention_policy: config.retention_policy.map(retention_to_wire),
+        timestamping: config.timestamping.as_ref().map(timestamping_to_wire),
+        delete_on_empty: config.delete_on_empty.map(|d| pb::DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+    }
+}
+
+pub fn stream_config_from_wire(config: pb::StreamConfig) -> Result<StreamConfig> {
+    Ok(StreamConfig {
+        storage_class: config.storage_class,
+        retention_policy: config.retention_policy.map(retention_from_wire).transpose()?,
+        timestamping: config.timestamping.map(timestamping_from_wire).transpose()?,
+        delete_on_empty: config.delete_on_empty.map(|d| DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+    })
+}
+
+/// A stream patch travels as a stream config: every field optional, only those set change.
+pub fn stream_patch_to_wire(patch: &StreamPatch) -> pb::StreamConfig {
+    pb::StreamConfig {
+        storage_class: patch.storage_class.clone(),
+        retention_policy: patch.retention_policy.map(retention_to_wire),
+        timestamping: patch.timestamping.as_ref().map(timestamping_to_wire),
+        delete_on_empty: patch.delete_on_empty.map(|d| pb::DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+    }
+}
+
+pub fn stream_patch_from_wire(patch: pb::StreamConfig) -> Result<StreamPatch> {
+    let config = stream_config_from_wire(patch)?;
+    Ok(StreamPatch {
+        storage_class: config.storage_class,
+        retention_policy: config.retention_policy,
+        timestamping: config.timestamping,
+        delete_on_empty: config.delete_on_empty,
+    })
+}
+
+fn retention_to_wire(policy: RetentionPolicy) -> pb::RetentionPolicy {
+    let policy = match policy {
+        RetentionPolicy::Age(secs) => pb::retention_policy::Policy::AgeSecs(secs),
+        RetentionPolicy::Infinite {} => pb::retention_policy::Policy::Infinite(true),
+    };
+    pb::RetentionPolicy { policy: Some(policy) }
+}
+
+fn retention_from_wire(policy: pb::RetentionPolicy) -> Result<RetentionPolicy> {
+    match policy.policy {
+        Some(pb::retention_policy::Policy::AgeSecs(secs)) => Ok(RetentionPolicy::Age(secs)),
+        Some(pb::retention_policy::Policy::Infinite(_)) => Ok(RetentionPolicy::Infinite {}),
+        None => Err(MetadataError::InvalidArgument("retention policy without a policy".into())),
+    }
+}
+
+fn timestamping_to_wire(config: &TimestampingConfig) -> pb::Timestamping {
+    let mode = match config.mode {
+        None => pb::TimestampingMode::Unset,
+        Some(TimestampingMode::ClientPrefer) => pb::TimestampingMode::ClientPrefer,
+        Some(TimestampingMode::ClientRequire) => pb::TimestampingMode::ClientRequire,
+        Some(TimestampingMode::Arrival) => pb::TimestampingMode::Arrival,
+    };
+    pb::Timestamping { mode: mode.into(), uncapped: config.uncapped }
+}
+
+fn timestamping_from_wire(config: pb::Timestamping) -> Result<TimestampingConfig> {
+    let mode = match pb::TimestampingMode::try_from(config.mode) {
+        Ok(pb::TimestampingMode::Unset) => None,
+        Ok(pb::TimestampingMode::ClientPrefer) => Some(TimestampingMode::ClientPrefer),
+        Ok(pb::TimestampingMode::ClientRequire) => Some(TimestampingMode::ClientRequire),
+        Ok(pb::TimestampingMode::Arrival) => Some(TimestampingMode::Arrival),
+        Err(_) => return Err(MetadataError::InvalidArgument(format!("unknown timestamping mode {}", config.mode))),
+    };
+    Ok(TimestampingConfig { mode, uncapped: config.uncapped })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_record() -> StreamRecord {
+        StreamRecord {
+            id: 7,
+            created_at_ms: 1_700_000_000_000,
+            config: StreamConfig {
+                storage_class: Some("express".into()),
+                retention_policy: Some(RetentionPolicy::Age(3600)),
+                timestamping: Some(TimestampingConfig { mode: Some(TimestampingMode::Arrival), uncapped: None }),
+                delete_on_empty: Some(DeleteOnEmpty { min_age_secs: 60 }),
+            },
+            next_seq: 42,
+            last_timestamp: 9,
+            trim_point: 3,
+            fencing_token: "f".into(),
+            record_count: 39,
+            metered_bytes: 1234,
+            request_token: Some("t".into()),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_through_the_stored_format() {
+        let stream = stream_record();
+        assert_eq!(stream.to_stored()[0], FORMAT_V1);
+        assert_eq!(StreamRecord::from_stored(b"s/x", &stream.to_stored()).expect("decodes"), stream);
+        let basin = BasinRecord {
+            name: "b".into(),
+            created_at_ms: 5,
+            config: BasinConfig {
+                default_stream_config: Some(StreamConfig {
+                    retention_policy: Some(RetentionPolicy::Infinite {}),
+                    ..StreamConfig::default()
+                }),
+                create_stream_on_append: true,
+                create_stream_on_read: false,
+            },
+            request_token: None,
+        };
+        assert_eq!(BasinRecord::from_stored(b"b/b", &basin.to_stored()).expect("decodes"), basin);
+    }
+
+    #[test]
+    fn records_stored_as_json_still_decode() {
+        let legacy = br#"{"id":7,"created_at_ms":1700000000000,"config":{"storage_class":"express","retention_policy":{"age":3600},"timestamping":{"mode":"arrival"},"delete_on_empty":{"min_age_secs":60}},"next_seq":42,"last_timestamp":9,"trim_point":3,"fencing_token":"f","record_count":39,"metered_bytes":1234,"request_token":"t"}"#;
+        assert_eq!(StreamRecord::from_stored(b"s/x", legacy).expect("decodes"), stream_record());
+        let basin = br#"{"name":"b","created_at_ms":5,"config":{"default_stream_config":null,"create_stream_on_append":true,"create_stream_on_read":false}}"#;
+        assert!(BasinRecord::from_stored(b"b/b", basin).expect("decodes").config.create_stream_on_append);
+    }
+
+    #[test]
+    fn unknown_formats_are_corrupt_not_guessed() {
+        assert!(matches!(StreamRecord::from_stored(b"s/x", &[9, 1, 2]), Err(MetadataError::Corrupt { .. })));
+        assert!(matches!(StreamRecord::from_stored(b"s/x", &[]), Err(MetadataError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_patch_keeps_unset_fields_unset_on_the_wire() {
+        let patch = StreamPatch { retention_policy: Some(RetentionPolicy::Age(5)), ..StreamPatch::default() };
+        assert_eq!(stream_patch_from_wire(stream_patch_to_wire(&patch)).expect("decodes"), patch);
+        let basin = BasinPatch { create_stream_on_read: Some(true), ..BasinPatch::default() };
+        assert_eq!(basin_patch_from_wire(basin_patch_to_wire(&basin)).expect("decodes"), basin);
+    }
+}
