@@ -321,3 +321,47 @@ impl Metadata {
 fn not_found(basin: &str, stream: &str) -> MetadataError {
     MetadataError::StreamNotFound { basin: basin.to_string(), stream: stream.to_string() }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use shale_storage::object_store::memory::InMemory;
+    use shale_storage::{Clock, SystemClock};
+
+    use crate::{keys, Metadata, MetadataApi, Stored, StreamPatch, StreamRecord};
+
+    /// A data directory written before records were protobuf: JSON values under `b/` and
+    /// `s/`. It opens, reads, takes appends and PATCHes, and what it rewrites is protobuf.
+    #[tokio::test]
+    async fn records_stored_as_json_open_and_migrate_when_rewritten() {
+        let store = Arc::new(InMemory::new());
+        let db = slatedb::Db::open("metadata", store.clone()).await.expect("opens");
+        db.put(keys::basin("old"), br#"{"name":"old","created_at_ms":1,"config":{"default_stream_config":null,"create_stream_on_append":false,"create_stream_on_read":true}}"#)
+            .await
+            .expect("writes");
+        db.put(keys::stream("old", "s"), br#"{"id":1,"created_at_ms":2,"config":{"retention_policy":{"age":60}},"next_seq":5,"last_timestamp":9,"trim_point":0,"fencing_token":"","record_count":5,"metered_bytes":50}"#)
+            .await
+            .expect("writes");
+        db.put(keys::NEXT_STREAM_ID, 2u64.to_be_bytes()).await.expect("writes");
+        db.close().await.expect("closes");
+
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let metadata = Metadata::open(store, "metadata", clock).await.expect("opens");
+        assert!(metadata.basin("old").await.expect("basin reads").config.create_stream_on_read);
+        let info = metadata.stream("old", "s").await.expect("stream reads");
+        assert_eq!((info.record.id, info.record.next_seq, info.record.last_timestamp), (1, 5, 9));
+
+        let patch = StreamPatch { storage_class: Some("express".into()), ..StreamPatch::default() };
+        metadata.reconfigure_stream("old", "s", patch).await.expect("patches");
+        let raw = metadata.db.get(keys::stream("old", "s")).await.expect("reads").expect("present");
+        assert_ne!(raw.first(), Some(&b'{'), "a rewritten record is in the new format");
+        let rewritten = StreamRecord::from_stored(b"s/old/s", &raw).expect("decodes");
+        assert_eq!(rewritten.config.retention_policy, info.record.config.retention_policy);
+        assert_eq!(rewritten.config.storage_class.as_deref(), Some("express"));
+        assert_eq!(rewritten.next_seq, 5);
+        let created = metadata.create_stream("old", "t", Default::default()).await.expect("creates");
+        assert_eq!(created.record.id, 2, "stream ids continue from the stored counter");
+        metadata.close().await.expect("closes");
+    }
+}

@@ -2,8 +2,8 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `b/<basin>` | basin record (JSON) |
-//! | `s/<basin>/<stream>` | stream record (JSON) |
+//! | `b/<basin>` | basin record (version byte 1 + protobuf, `records.proto`; JSON before) |
+//! | `s/<basin>/<stream>` | stream record (the same format) |
 //! | `i/<stream id u64><last seq u64>` | index entry (binary, [`crate::IndexEntry`]) |
 //! | `t/<stream id u64><last ts u64><last seq u64>` | the same index entry, by time |
 //! | `o/<segment id u128>` | number of blocks the segment holds (for GC) |
