@@ -1,3 +1,6 @@
+//! [`ApiError`]: every error the service answers, and the one place it becomes an HTTP
+//! status and S2 JSON body or a gRPC status.
+
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -23,6 +26,8 @@ pub enum ApiError {
     Metadata(#[from] MetadataError),
     #[error("this is a {role} process; it does not serve {call}: send it to a {use_role}")]
     WrongRole { role: &'static str, call: &'static str, use_role: &'static str },
+    #[error("no answer within {0:?}; a write may or may not have been applied")]
+    Timeout(std::time::Duration),
 }
 
 impl ApiError {
@@ -42,6 +47,7 @@ impl ApiError {
             ApiError::Reader(e) => e.code(),
             ApiError::Metadata(e) => e.code(),
             ApiError::WrongRole { .. } => ErrorCode::WrongRole,
+            ApiError::Timeout(_) => ErrorCode::RequestTimeout,
         }
     }
 

@@ -1,44 +1,43 @@
-//! Shale's client-facing APIs: the S2 v1 REST data plane in JSON (plus `/health`,
-//! `/ready` and `/metrics`) and the `shale.v1` gRPC API.
+//! Shale's client-facing APIs: S2's v1 REST API and the `shale.v1` gRPC API, both over
+//! one transport-neutral service.
 //!
-//! Handlers only translate between the wire and the domain: they parse, call the
-//! gateway, reader or metadata, and render. Modules:
-//! - `error`: [`ApiError`], the single place errors become HTTP statuses and bodies;
-//! - `wire`: S2's JSON shapes and the `s2-format` (raw or base64) byte encoding;
-//! - `query`: strict query-string parsing with S2-style errors;
-//! - `basins`, `streams`, `records` (append, read, check tail), `sse` (live reads),
-//!   `s2s` (S2's protobuf bodies and `s2s/proto` sessions),
-//!   `ops` (health, readiness, metrics);
-//! - `follow`: a read that follows the tail, framed by `sse`, `s2s` and the gRPC read
-//!   session; `append_pipeline`: pipelined appends, shared by gRPC and S2S append sessions;
-//! - `grpc`: the public gRPC API `shale.v1` (with reflection) over the same calls.
+//! A request passes: a transport (axum or tonic) -> `layers` (request id, tracing span,
+//! metrics, timeout) -> a handler in `s2` or `grpc`, which only translates its wire
+//! format -> `service`, which owns every S2 rule and calls the gateway, the reader or
+//! metadata -> back out through [`ApiError`], the one place errors become HTTP statuses
+//! with S2's JSON body or gRPC statuses.
+//!
+//! - `service`: typed operations (basins, streams, append and append sessions, reads
+//!   and read sessions, check tail) and the rules they keep;
+//! - `s2`: S2's REST API (JSON, protobuf, SSE, S2S);
+//! - `grpc`: `shale.v1` with reflection;
+//! - `layers`: the tower layers both transports share;
+//! - `ops`: `/health`, `/ready`, `/metrics`;
+//! - `error`: [`ApiError`].
 
-mod append_pipeline;
-mod basins;
 mod error;
-mod follow;
 mod grpc;
+mod layers;
 mod ops;
-mod query;
-mod records;
-mod s2s;
-mod sse;
-mod streams;
-mod wire;
+mod s2;
+mod service;
 
 use std::sync::Arc;
 
-use axum::routing::{any, get};
 use axum::serve::ListenerExt;
 use shale_gateway::Gateway;
 use shale_metadata::{GcStats, MetadataApi};
 use shale_reader::Reader;
-use shale_storage::StoreCounters;
+use shale_storage::{Clock, StoreCounters};
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
 
 pub use axum::Router;
 pub use error::ApiError;
 pub use grpc::{incoming as nodelay_incoming, serve_grpc};
+pub use layers::REQUEST_TIMEOUT;
 pub use ops::ops_router;
+pub use service::Service;
 
 /// Which calls this process serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,63 +60,64 @@ impl Role {
     }
 }
 
-/// Everything the handlers need: the metadata (in process or remote) and the roles this
-/// process runs.
+/// What a process serving the client API is made of: the metadata (in process or
+/// remote), the roles it runs, and what `/metrics` reports.
 #[derive(Clone)]
 pub struct AppState {
     pub role: Role,
-    /// Used directly only where every role needs it (readiness, create-on-read).
     pub metadata: Arc<dyn MetadataApi>,
     pub gateway: Option<Arc<Gateway>>,
     pub reader: Option<Arc<Reader>>,
     pub store_counters: Arc<StoreCounters>,
     /// Orphan collection totals, where this process runs it.
     pub gc_stats: Option<Arc<GcStats>>,
+    pub clock: Arc<dyn Clock>,
+    /// Requests served over both transports.
+    requests: Arc<layers::RequestMetrics>,
 }
 
 impl AppState {
-    /// The gateway, or the error that says to send appends to one.
-    pub fn gateway(&self) -> Result<Arc<Gateway>, ApiError> {
-        self.gateway.clone().ok_or(ApiError::WrongRole { role: self.role.name(), call: "appends", use_role: "gateway" })
+    pub fn new(
+        role: Role,
+        metadata: Arc<dyn MetadataApi>,
+        gateway: Option<Arc<Gateway>>,
+        reader: Option<Arc<Reader>>,
+        store_counters: Arc<StoreCounters>,
+        gc_stats: Option<Arc<GcStats>>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let requests = Arc::default();
+        Self { role, metadata, gateway, reader, store_counters, gc_stats, clock, requests }
     }
 
-    /// The reader, or the error that says to send reads to one.
-    pub fn reader(&self) -> Result<Arc<Reader>, ApiError> {
-        self.reader.clone().ok_or(ApiError::WrongRole {
-            role: self.role.name(),
-            call: "reads, check-tail and live reads",
-            use_role: "reader",
-        })
+    /// The service both APIs call.
+    pub fn service(&self) -> Service {
+        Service::new(self.role, self.metadata.clone(), self.gateway.clone(), self.reader.clone(), self.clock.clone())
     }
 
-    /// Metadata for basin and stream management, which gateways serve.
-    pub fn catalog(&self) -> Result<&dyn MetadataApi, ApiError> {
-        match self.role {
-            Role::Reader => Err(ApiError::WrongRole {
-                role: self.role.name(),
-                call: "basin and stream management",
-                use_role: "gateway",
-            }),
-            Role::AllInOne | Role::Gateway => Ok(self.metadata.as_ref()),
-        }
+    pub(crate) fn request_ids(&self) -> layers::RequestIds {
+        layers::RequestIds::new(format!("{}-{:x}", self.role.name(), self.clock.now_ms()))
     }
 }
 
-/// The full HTTP API.
+/// What the HTTP handlers share: the service, and the parts `/metrics` and `/ready` read.
+#[derive(Clone)]
+pub(crate) struct Http {
+    pub service: Service,
+    pub state: AppState,
+}
+
+/// The full HTTP API (S2's REST API and the ops endpoints) with the shared layers.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/v1/basins", get(basins::list).post(basins::create))
-        .route(
-            "/v1/basins/{basin}",
-            get(basins::get_config).put(basins::ensure).patch(basins::reconfigure).delete(basins::delete),
-        )
-        .route("/v1/streams", get(streams::list).post(streams::create))
-        .route("/v1/streams/{*stream}", any(records::dispatch))
-        .route("/health", get(ops::health))
-        .route("/ready", get(ops::ready))
-        .route("/metrics", get(ops::metrics))
-        .fallback(ops::not_found)
-        .with_state(state)
+    let ids = state.request_ids();
+    let requests = state.requests.clone();
+    let http = Http { service: state.service(), state };
+    s2::router(http)
+        .layer(axum::middleware::from_fn_with_state(REQUEST_TIMEOUT, layers::time_limit))
+        .layer(layers::CountRequests(requests))
+        .layer(TraceLayer::new_for_http().make_span_with(layers::request_span))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(ids))
 }
 
 /// Serves `router` (the API from [`router`], or [`ops_router`]) on `listener` until

@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-use crate::{ApiError, AppState};
+use crate::{ApiError, Http};
 
 pub async fn health() -> &'static str {
     "ok"
@@ -15,8 +15,8 @@ const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Ready while metadata can serve: not fenced, not stopped, and (for remote metadata)
 /// answering within [`READY_TIMEOUT`].
-pub async fn ready(State(state): State<AppState>) -> Response {
-    match tokio::time::timeout(READY_TIMEOUT, state.metadata.list_basins("", "", 1)).await {
+pub async fn ready(State(http): State<Http>) -> Response {
+    match tokio::time::timeout(READY_TIMEOUT, http.service.metadata().list_basins("", "", 1)).await {
         Ok(Ok(_)) => "ready".into_response(),
         Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
         Err(_) => (StatusCode::SERVICE_UNAVAILABLE, format!("metadata did not answer within {READY_TIMEOUT:?}"))
@@ -24,8 +24,10 @@ pub async fn ready(State(state): State<AppState>) -> Response {
     }
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub async fn metrics(State(http): State<Http>) -> Response {
+    let state = &http.state;
     let mut out = String::new();
+    state.requests.render(&mut out);
     if let Some(gateway) = &state.gateway {
         gateway.metrics().render(&mut out);
     }

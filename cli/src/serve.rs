@@ -73,14 +73,15 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let gateway =
         Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), metadata.clone(), Arc::new(SystemClock))?);
     let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone()));
-    let state = AppState {
-        role: Role::AllInOne,
-        metadata: metadata.clone(),
-        gateway: Some(gateway.clone()),
-        reader: Some(reader),
-        store_counters: store.counters.clone(),
-        gc_stats: Some(metadata.gc_stats()),
-    };
+    let state = AppState::new(
+        Role::AllInOne,
+        metadata.clone(),
+        Some(gateway.clone()),
+        Some(reader),
+        store.counters.clone(),
+        Some(metadata.gc_stats()),
+        Arc::new(SystemClock),
+    );
     let gc = tokio::spawn(run_orphan_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state).await?;
     running.metadata = Some(metadata);
@@ -107,14 +108,8 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
         Role::Reader => (None, Some(Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone())))),
         Role::AllInOne => anyhow::bail!("use `serve` for all roles in one process"),
     };
-    let state = AppState {
-        role,
-        metadata,
-        gateway: gateway.clone(),
-        reader,
-        store_counters: store.counters.clone(),
-        gc_stats: None,
-    };
+    let state =
+        AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock));
     let running = client_api(&config, state).await?;
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
         metadata = ?metadata_addrs, "shale serving");

@@ -26,6 +26,9 @@ pub enum ErrorCode {
     Indefinite,
     /// This metadata instance was fenced by a newer one.
     Fenced,
+    /// No answer within the server's request timeout; a write may or may not have
+    /// happened.
+    RequestTimeout,
     /// The server is shutting down.
     ShuttingDown,
     /// A bug or corrupted data.
@@ -50,6 +53,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Indefinite => "indefinite",
             ErrorCode::Fenced => "fenced",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
             ErrorCode::WrongRole => "wrong_role",
@@ -66,6 +70,7 @@ impl ErrorCode {
             ErrorCode::Overloaded => 429,
             ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 503,
             ErrorCode::Indefinite => 504,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::Internal => 500,
             ErrorCode::WrongRole => 421,
         }
@@ -82,7 +87,7 @@ impl ErrorCode {
             ErrorCode::RangeNotSatisfiable => 11,
             ErrorCode::Overloaded => 8,
             ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 14,
-            ErrorCode::Indefinite => 4,
+            ErrorCode::Indefinite | ErrorCode::RequestTimeout => 4,
             ErrorCode::Internal => 13,
             ErrorCode::WrongRole => 12,
         }

@@ -226,3 +226,37 @@ async fn reflection_lists_the_services() {
     }
     server.stop().await;
 }
+
+/// Both transports pass the same layers: every answer carries a request id (the
+/// client's when it sent one), and `/metrics` counts requests by outcome, gRPC
+/// refusals included.
+#[tokio::test]
+async fn requests_over_both_transports_get_ids_and_are_counted() {
+    let server = TestServer::start().await;
+    let mut records = setup(&server, &["s"]).await;
+
+    let http = server.client.get(server.url("/v1/basins")).header("x-request-id", "mine-1").send().await.unwrap();
+    assert_eq!(http.headers()["x-request-id"], "mine-1");
+    let made = server.client.get(server.url("/v1/basins")).send().await.unwrap();
+    let made_id = made.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(made_id.starts_with("all-in-one-"), "{made_id}");
+    let bad = server.client.get(server.url("/v1/streams/s/records?count=x")).header("s2-basin", BASIN).send().await;
+    assert_eq!(bad.unwrap().status(), 400);
+
+    let response = records.check_tail(pb::CheckTailRequest { basin: BASIN.into(), stream: "s".into() }).await.unwrap();
+    assert!(response.metadata().get("x-request-id").is_some(), "gRPC answers carry an id too");
+    let refused = records.check_tail(pb::CheckTailRequest { basin: BASIN.into(), stream: "nope".into() }).await;
+    assert_eq!(refused.unwrap_err().code(), Code::NotFound);
+
+    let metrics = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let value = |name: &str| -> u64 {
+        let line = metrics.lines().find_map(|l| l.strip_prefix(&format!("{name} ")));
+        line.unwrap_or_else(|| panic!("{name} missing")).parse().unwrap()
+    };
+    // setup's two gRPC creates, two listings and a check-tail succeeded (this scrape
+    // is counted once answered).
+    assert_eq!(value("shale_api_requests_ok_total"), 5, "{metrics}");
+    assert_eq!(value("shale_api_requests_client_error_total"), 2, "{metrics}");
+    assert_eq!(value("shale_api_requests_server_error_total"), 0);
+    server.stop().await;
+}

@@ -299,23 +299,25 @@ async fn each_role_refuses_the_other_roles_calls_before_looking_anything_up() {
     let counters = Arc::new(shale_storage::StoreCounters::default());
     let gateway =
         Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap();
-    let gateway_url = serve_role(shale_api::AppState {
-        role: shale_api::Role::Gateway,
-        metadata: metadata.clone(),
-        gateway: Some(Arc::new(gateway)),
-        reader: None,
-        store_counters: counters.clone(),
-        gc_stats: None,
-    })
+    let gateway_url = serve_role(shale_api::AppState::new(
+        shale_api::Role::Gateway,
+        metadata.clone(),
+        Some(Arc::new(gateway)),
+        None,
+        counters.clone(),
+        None,
+        Arc::new(SystemClock),
+    ))
     .await;
-    let reader_url = serve_role(shale_api::AppState {
-        role: shale_api::Role::Reader,
-        metadata: metadata.clone(),
-        gateway: None,
-        reader: Some(Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata))),
-        store_counters: counters,
-        gc_stats: None,
-    })
+    let reader_url = serve_role(shale_api::AppState::new(
+        shale_api::Role::Reader,
+        metadata.clone(),
+        None,
+        Some(Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata))),
+        counters,
+        None,
+        Arc::new(SystemClock),
+    ))
     .await;
 
     let read = pb::ReadRequest {

@@ -6,7 +6,7 @@ use shale_proto::grpc as pb;
 use shale_proto::{SequencedRecord, TimestampingMode};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
-use crate::wire::record_from_parts;
+use crate::s2::record_from_parts;
 use crate::ApiError;
 
 pub fn position(p: Position) -> pb::StreamPosition {
@@ -44,16 +44,14 @@ pub fn read_response(records: &[SequencedRecord], tail: Position) -> pb::ReadRes
     pb::ReadResponse { records: records.iter().map(record).collect(), tail: Some(position(tail)) }
 }
 
-pub fn read_request(request: pb::ReadRequest) -> Result<ReadRequest, ApiError> {
+pub fn read_request(request: pb::ReadRequest) -> ReadRequest {
     let start = match request.start {
         None => ReadStart::TailOffset(0),
         Some(pb::read_request::Start::SeqNum(seq)) => ReadStart::SeqNum(seq),
         Some(pb::read_request::Start::Timestamp(ts)) => ReadStart::Timestamp(ts),
         Some(pb::read_request::Start::TailOffset(offset)) => ReadStart::TailOffset(offset),
     };
-    shale_proto::names::validate_basin(&request.basin).map_err(ApiError::BadRequest)?;
-    shale_proto::names::validate_stream(&request.stream).map_err(ApiError::BadRequest)?;
-    let read = ReadRequest {
+    ReadRequest {
         basin: request.basin,
         stream: request.stream,
         start,
@@ -61,9 +59,7 @@ pub fn read_request(request: pb::ReadRequest) -> Result<ReadRequest, ApiError> {
         until: request.until,
         clamp: request.clamp,
         wait: std::time::Duration::from_secs(u64::from(request.wait_secs)),
-    };
-    crate::records::validate_read(&read)?;
-    Ok(read)
+    }
 }
 
 pub fn basin_config(config: Option<pb::BasinConfig>) -> BasinConfig {
@@ -86,20 +82,9 @@ pub fn stream_config(config: Option<pb::StreamConfig>) -> Result<StreamConfig, A
     };
     let timestamping = (mode.is_some() || config.timestamping_uncapped)
         .then_some(TimestampingConfig { mode, uncapped: Some(config.timestamping_uncapped) });
-    let config = StreamConfig {
+    Ok(StreamConfig {
         timestamping,
         retention_policy: config.retention_age_secs.map(RetentionPolicy::Age),
         ..StreamConfig::default()
-    };
-    crate::streams::validate_config(&config)?;
-    Ok(config)
-}
-
-/// S2's listing limit: 0 means 1000; more than 1000 is an error.
-pub fn limit(limit: u32) -> Result<usize, ApiError> {
-    match limit {
-        0 => Ok(1000),
-        n if n <= 1000 => Ok(n as usize),
-        n => Err(ApiError::bad(format!("limit {n} exceeds 1000"))),
-    }
+    })
 }

@@ -1,5 +1,5 @@
-//! The public gRPC API, `shale.v1`: the same gateway, reader and metadata calls as the
-//! HTTP API, with errors mapped through [`ApiError`]. Server reflection is on, so
+//! The public gRPC API, `shale.v1`: translates its messages to the same service calls
+//! as the S2 API, with errors mapped through [`ApiError`]. Server reflection is on, so
 //! `grpcurl -plaintext 127.0.0.1:50051 list` works.
 
 mod convert;
@@ -15,7 +15,11 @@ use shale_proto::grpc::streams_server::{Streams, StreamsServer};
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::{ApiError, AppState};
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::service::{ListQuery, ReadSessionRequest, Service};
+use crate::{layers, ApiError, AppState};
 
 type Result<T> = std::result::Result<Response<T>, Status>;
 type EventStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + Send>>;
@@ -30,8 +34,14 @@ pub async fn serve_grpc(
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .expect("the generated descriptor set is valid");
-    let service = GrpcService { state };
+    let layers = tower::ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(state.request_ids()))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_grpc().make_span_with(layers::request_span))
+        .layer(layers::CountRequests(state.requests.clone()));
+    let service = GrpcService { service: state.service() };
     tonic::transport::Server::builder()
+        .layer(layers)
         .add_service(BasinsServer::new(service.clone()))
         .add_service(StreamsServer::new(service.clone()))
         .add_service(RecordsServer::new(service))
@@ -52,7 +62,7 @@ pub fn incoming(listener: tokio::net::TcpListener) -> impl Stream<Item = std::io
 
 #[derive(Clone)]
 struct GrpcService {
-    state: AppState,
+    service: Service,
 }
 
 fn ok<T>(value: T) -> Result<T> {
@@ -63,17 +73,15 @@ fn err(error: impl Into<ApiError>) -> Status {
     error.into().into()
 }
 
+fn list_query(prefix: String, start_after: String, limit: u32) -> ListQuery {
+    ListQuery { prefix, start_after, limit: Some(limit as usize) }
+}
+
 #[tonic::async_trait]
 impl Basins for GrpcService {
     async fn list_basins(&self, request: Request<pb::ListBasinsRequest>) -> Result<pb::ListBasinsResponse> {
         let r = request.into_inner();
-        let page = self
-            .state
-            .catalog()
-            .map_err(err)?
-            .list_basins(&r.prefix, &r.start_after, convert::limit(r.limit)?)
-            .await
-            .map_err(err)?;
+        let page = self.service.list_basins(&list_query(r.prefix, r.start_after, r.limit)).await.map_err(err)?;
         let basins =
             page.items.into_iter().map(|b| pb::BasinInfo { name: b.name, created_at: b.created_at_ms }).collect();
         ok(pb::ListBasinsResponse { basins, has_more: page.has_more })
@@ -81,18 +89,13 @@ impl Basins for GrpcService {
 
     async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<pb::BasinInfo> {
         let r = request.into_inner();
-        let record = self
-            .state
-            .catalog()
-            .map_err(err)?
-            .create_basin(&r.basin, convert::basin_config(r.config))
-            .await
-            .map_err(err)?;
+        let (record, _) =
+            self.service.create_basin(&r.basin, convert::basin_config(r.config), None).await.map_err(err)?;
         ok(pb::BasinInfo { name: record.name, created_at: record.created_at_ms })
     }
 
     async fn delete_basin(&self, request: Request<pb::DeleteBasinRequest>) -> Result<pb::DeleteBasinResponse> {
-        self.state.catalog().map_err(err)?.delete_basin(&request.into_inner().basin).await.map_err(err)?;
+        self.service.delete_basin(&request.into_inner().basin).await.map_err(err)?;
         ok(pb::DeleteBasinResponse {})
     }
 }
@@ -101,14 +104,8 @@ impl Basins for GrpcService {
 impl Streams for GrpcService {
     async fn list_streams(&self, request: Request<pb::ListStreamsRequest>) -> Result<pb::ListStreamsResponse> {
         let r = request.into_inner();
-        self.state.catalog().map_err(err)?.basin(&r.basin).await.map_err(err)?;
-        let page = self
-            .state
-            .catalog()
-            .map_err(err)?
-            .list_streams(&r.basin, &r.prefix, &r.start_after, convert::limit(r.limit)?)
-            .await
-            .map_err(err)?;
+        let query = list_query(r.prefix, r.start_after, r.limit);
+        let page = self.service.list_streams(&r.basin, &query).await.map_err(err)?;
         let streams =
             page.items.into_iter().map(|s| pb::StreamInfo { name: s.name, created_at: s.created_at_ms }).collect();
         ok(pb::ListStreamsResponse { streams, has_more: page.has_more })
@@ -117,13 +114,13 @@ impl Streams for GrpcService {
     async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<pb::StreamInfo> {
         let r = request.into_inner();
         let config = convert::stream_config(r.config)?;
-        let info = self.state.catalog().map_err(err)?.create_stream(&r.basin, &r.stream, config).await.map_err(err)?;
+        let (info, _) = self.service.create_stream(&r.basin, &r.stream, config, None).await.map_err(err)?;
         ok(pb::StreamInfo { name: info.name, created_at: info.record.created_at_ms })
     }
 
     async fn delete_stream(&self, request: Request<pb::DeleteStreamRequest>) -> Result<pb::DeleteStreamResponse> {
         let r = request.into_inner();
-        self.state.catalog().map_err(err)?.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
+        self.service.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::DeleteStreamResponse {})
     }
 }
@@ -131,8 +128,7 @@ impl Streams for GrpcService {
 #[tonic::async_trait]
 impl Records for GrpcService {
     async fn append(&self, request: Request<pb::AppendRequest>) -> Result<pb::AppendAck> {
-        let input = convert::append_input(request.into_inner());
-        let ack = self.state.gateway().map_err(err)?.append(input).await.map_err(err)?;
+        let ack = self.service.append(convert::append_input(request.into_inner())).await.map_err(err)?;
         ok(convert::ack(ack))
     }
 
@@ -142,27 +138,26 @@ impl Records for GrpcService {
         &self,
         request: Request<Streaming<pb::AppendRequest>>,
     ) -> Result<Self::AppendSessionStream> {
-        ok(sessions::append_session(self.state.gateway().map_err(err)?, request.into_inner()))
+        ok(sessions::append_session(&self.service, request.into_inner())?)
     }
 
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<pb::ReadResponse> {
-        let read = convert::read_request(request.into_inner())?;
-        let mut cursor = crate::records::ensure_readable(&self.state, &read).await?;
-        let output = self.state.reader().map_err(err)?.read_with(&read, &mut cursor).await.map_err(err)?;
+        let read = convert::read_request(request.into_inner());
+        let output = self.service.read(&read).await.map_err(err)?;
         ok(convert::read_response(&output.records, output.tail))
     }
 
     type ReadSessionStream = EventStream<pb::ReadSessionResponse>;
 
     async fn read_session(&self, request: Request<pb::ReadRequest>) -> Result<Self::ReadSessionStream> {
-        let read = convert::read_request(request.into_inner())?;
-        let cursor = crate::records::ensure_readable(&self.state, &read).await?;
-        ok(sessions::read_session(self.state.clone(), read, cursor).await?)
+        let read = convert::read_request(request.into_inner());
+        let session = ReadSessionRequest { read, idle_limit: None, resumed_after: (0, 0) };
+        ok(sessions::read_session(&self.service, session).await?)
     }
 
     async fn check_tail(&self, request: Request<pb::CheckTailRequest>) -> Result<pb::CheckTailResponse> {
         let r = request.into_inner();
-        let tail = self.state.reader().map_err(err)?.check_tail(&r.basin, &r.stream).await.map_err(err)?;
+        let tail = self.service.check_tail(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::CheckTailResponse { tail: Some(convert::position(tail)) })
     }
 }

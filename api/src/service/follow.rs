@@ -8,7 +8,7 @@ use std::time::Duration;
 use shale_metadata::Position;
 use shale_reader::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader, ReaderError};
 
-use crate::{ApiError, AppState};
+use crate::ApiError;
 
 /// Longest quiet spell before a heartbeat.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -42,14 +42,13 @@ impl Follower {
     /// Checks the start (past the tail is an error unless clamped) before any event,
     /// from what `cursor` (opened by the caller) learned. `sent`: records and bytes sent
     /// before a resume.
-    pub async fn start(
-        state: AppState,
+    pub(crate) async fn start(
+        reader: Arc<Reader>,
         request: ReadRequest,
         idle_limit: Option<Duration>,
         (sent_records, sent_bytes): (u64, u64),
         mut cursor: ReadCursor,
     ) -> Result<Self, ApiError> {
-        let reader = state.reader()?;
         if let ReadStart::SeqNum(seq) = request.start {
             let tail = reader.tail_with(&request.basin, &request.stream, &mut cursor).await?;
             if seq > tail.seq_num && !request.clamp {

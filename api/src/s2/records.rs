@@ -10,61 +10,49 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use prost::Message;
 use serde_json::json;
 use shale_gateway::AppendInput;
-use shale_metadata::MetadataError;
-use shale_reader::{ReadCursor, ReadLimits, ReadRequest, ReadStart, ReaderError};
+use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
-use crate::query::{percent_decode, Query};
-use crate::streams;
-use crate::wire::{basin_header, json_body, AppendInputJson, Format, ReadBatchJson};
-use crate::{s2s, sse, ApiError, AppState};
-use prost::Message;
-
-/// Longest `wait` S2 allows on a unary read, in seconds.
-const MAX_WAIT_SECS: u64 = 60;
+use super::query::{percent_decode, Query};
+use super::wire::{basin_header, json_body, AppendInputJson, Format, ReadBatchJson};
+use super::{s2s, sse, streams};
+use crate::service::ReadSessionRequest;
+use crate::{ApiError, Http};
 
 /// Largest request body read whole (a 1 MiB batch as base64 JSON, with room to spare).
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-pub async fn dispatch(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+pub async fn dispatch(State(http): State<Http>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let rest = uri.path().strip_prefix("/v1/streams/").unwrap_or_default();
     let (raw_stream, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
     let stream = percent_decode(raw_stream, false)?;
-    shale_proto::names::validate_stream(&stream).map_err(ApiError::BadRequest)?;
     let basin = basin_header(&headers)?;
     let query = uri.query();
     let session = content_type(&headers).is_some_and(|t| t.starts_with(s2s::CONTENT_TYPE));
-    // Wrong-role calls fail first, before any lookup can answer "not found".
-    match (endpoint, &method) {
-        ("records", &Method::POST) => drop(state.gateway()?),
-        ("records", _) | ("records/tail", _) => drop(state.reader()?),
-        ("", _) => drop(state.catalog()?),
-        _ => {}
-    }
     match (endpoint, method) {
-        ("records", Method::POST) if session => Ok(s2s::append_session(state.gateway()?, basin, stream, body)),
+        ("records", Method::POST) if session => s2s::append_session(&http.service, basin, stream, body),
         ("records", Method::GET) if session => {
             let params = read_params(basin, stream, &headers, query)?;
-            let cursor = ensure_readable(&state, &params.request).await?;
-            s2s::read_session(state, params.request, params.session_wait, cursor).await
+            s2s::read_session(&http.service, params.session()).await
         }
         (endpoint, method) => {
             let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
                 .await
                 .map_err(|e| ApiError::bad(format!("reading request body: {e}")))?;
             match (endpoint, method) {
-                ("", Method::GET) => streams::get_config(&state, &basin, &stream).await,
-                ("", Method::PUT) => streams::ensure(&state, &basin, &stream, &body).await,
-                ("", Method::PATCH) => streams::reconfigure(&state, &basin, &stream, &body).await,
-                ("", Method::DELETE) => streams::delete(&state, &basin, &stream).await,
-                ("records", Method::POST) => append(&state, basin, stream, &headers, &body).await,
-                ("records", Method::GET) => read(&state, basin, stream, &headers, query).await,
+                ("", Method::GET) => streams::get_config(&http, &basin, &stream).await,
+                ("", Method::PUT) => streams::ensure(&http, &basin, &stream, &body).await,
+                ("", Method::PATCH) => streams::reconfigure(&http, &basin, &stream, &body).await,
+                ("", Method::DELETE) => streams::delete(&http, &basin, &stream).await,
+                ("records", Method::POST) => append(&http, basin, stream, &headers, &body).await,
+                ("records", Method::GET) => read(&http, basin, stream, &headers, query).await,
                 ("records/tail", Method::GET) => {
                     Query::parse(query, &[])?;
-                    let tail = state.reader()?.check_tail(&basin, &stream).await?;
+                    let tail = http.service.check_tail(&basin, &stream).await?;
                     Ok(Json(json!({ "tail": tail })).into_response())
                 }
                 (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
@@ -77,8 +65,8 @@ fn content_type(headers: &HeaderMap) -> Option<&str> {
     headers.get("content-type").and_then(|v| v.to_str().ok())
 }
 
-fn accepts_protobuf(headers: &HeaderMap) -> bool {
-    headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains(PROTOBUF))
+fn accepts(headers: &HeaderMap, media_type: &str) -> bool {
+    headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains(media_type))
 }
 
 const PROTOBUF: &str = "application/protobuf";
@@ -88,7 +76,7 @@ fn protobuf_response(message: &impl prost::Message) -> Response {
 }
 
 async fn append(
-    state: &AppState,
+    http: &Http,
     basin: String,
     stream: String,
     headers: &HeaderMap,
@@ -104,20 +92,26 @@ async fn append(
         let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
         AppendInput { basin, stream, records, match_seq_num: input.match_seq_num, fencing_token: input.fencing_token }
     };
-    let ack = state.gateway()?.append(input).await?;
-    if accepts_protobuf(headers) {
+    let ack = http.service.append(input).await?;
+    if accepts(headers, PROTOBUF) {
         return Ok(protobuf_response(&s2s::append_ack(ack)));
     }
     Ok(Json(ack).into_response())
 }
 
-/// A read's parameters, shared by unary reads and SSE.
+/// A read's parameters as S2's query string gives them.
 pub struct ReadParams {
     pub request: ReadRequest,
     pub format: Format,
     /// `wait` as given: on a session (SSE or S2S) it bounds how long to follow once
     /// caught up; absent, the session follows forever.
     pub session_wait: Option<Duration>,
+}
+
+impl ReadParams {
+    pub fn session(self) -> ReadSessionRequest {
+        ReadSessionRequest { read: self.request, idle_limit: self.session_wait, resumed_after: (0, 0) }
+    }
 }
 
 pub fn read_params(
@@ -149,66 +143,23 @@ pub fn read_params(
         clamp: query.boolean("clamp")?.unwrap_or(false),
         wait: session_wait.unwrap_or_default(),
     };
-    validate_read(&request)?;
     Ok(ReadParams { request, format: Format::from_headers(headers)?, session_wait })
 }
 
-/// S2's read limits, for every transport.
-pub fn validate_read(request: &ReadRequest) -> Result<(), ApiError> {
-    if request.wait > Duration::from_secs(MAX_WAIT_SECS) {
-        return Err(ApiError::bad(format!("wait must be at most {MAX_WAIT_SECS} seconds")));
-    }
-    if request.limits.count.is_some_and(|c| c > 1000) {
-        return Err(ApiError::bad("count must be at most 1000"));
-    }
-    if request.limits.bytes.is_some_and(|b| b > 1024 * 1024) {
-        return Err(ApiError::bad("bytes must be at most 1048576"));
-    }
-    Ok(())
-}
-
 async fn read(
-    state: &AppState,
+    http: &Http,
     basin: String,
     stream: String,
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Response, ApiError> {
     let params = read_params(basin, stream, headers, query)?;
-    let mut cursor = ensure_readable(state, &params.request).await?;
-    let wants_sse =
-        headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|accept| accept.contains("text/event-stream"));
-    if wants_sse {
-        return sse::read_session(state.clone(), params, headers, cursor).await;
+    if accepts(headers, "text/event-stream") {
+        return sse::read_session(&http.service, params, headers).await;
     }
-    let output = state.reader()?.read_with(&params.request, &mut cursor).await?;
-    if accepts_protobuf(headers) {
+    let output = http.service.read(&params.request).await?;
+    if accepts(headers, PROTOBUF) {
         return Ok(protobuf_response(&s2s::read_batch(&output.records, Some(output.tail))));
     }
     Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
-}
-
-/// Checks that this process serves reads and opens a read cursor on the stream (its one
-/// metadata lookup), creating the stream first when it is missing and the basin creates
-/// streams on read.
-pub async fn ensure_readable(state: &AppState, request: &ReadRequest) -> Result<ReadCursor, ApiError> {
-    let reader = state.reader()?;
-    match reader.open(&request.basin, &request.stream).await {
-        Ok(cursor) => Ok(cursor),
-        Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => {
-            let basin = state.metadata.basin(&request.basin).await?;
-            if !basin.config.create_stream_on_read {
-                return Err(ReaderError::Metadata(MetadataError::StreamNotFound {
-                    basin: request.basin.clone(),
-                    stream: request.stream.clone(),
-                })
-                .into());
-            }
-            match state.metadata.create_stream(&request.basin, &request.stream, Default::default()).await {
-                Ok(_) | Err(MetadataError::StreamExists { .. }) => Ok(ReadCursor::default()),
-                Err(e) => Err(e.into()),
-            }
-        }
-        Err(e) => Err(e.into()),
-    }
 }

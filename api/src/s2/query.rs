@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
+use crate::service::ListQuery;
 use crate::ApiError;
 
 pub struct Query {
@@ -50,13 +51,14 @@ impl Query {
             .transpose()
     }
 
-    /// S2's listing `limit`: 0..=1000, default 1000 (0 means the default).
-    pub fn limit(&self) -> Result<usize, ApiError> {
-        match self.number::<usize>("limit")? {
-            None | Some(0) => Ok(1000),
-            Some(n) if n <= 1000 => Ok(n),
-            Some(n) => Err(ApiError::bad(format!("limit {n} exceeds 1000"))),
-        }
+    /// A listing's `prefix`, `start_after` and `limit` (S2's rules on them are the
+    /// service's).
+    pub fn list_query(&self) -> Result<ListQuery, ApiError> {
+        Ok(ListQuery {
+            prefix: self.string("prefix").unwrap_or_default().to_string(),
+            start_after: self.string("start_after").unwrap_or_default().to_string(),
+            limit: self.number("limit")?,
+        })
     }
 }
 

@@ -8,24 +8,22 @@
 //! uncompressed frames.
 
 use std::io::Read;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::stream::{self, Stream, StreamExt};
 use prost::Message;
-use shale_gateway::{AppendInput, Gateway};
+use shale_gateway::AppendInput;
 use shale_metadata::{AppendAck, Position};
 use shale_proto::s2 as pb;
 use shale_proto::SequencedRecord;
-use shale_reader::{ReadCursor, ReadRequest};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::follow::{FollowEvent, Follower};
-use crate::wire::record_from_parts;
-use crate::{append_pipeline, ApiError, AppState};
+use super::wire::record_from_parts;
+use crate::service::{FollowEvent, ReadSessionRequest, Service, MAX_PENDING_APPENDS};
+use crate::ApiError;
 
 pub const CONTENT_TYPE: &str = "s2s/proto";
 /// Largest frame S2 allows (length prefix value), and the limit for decompressed bodies.
@@ -103,7 +101,9 @@ fn decompress(reader: impl Read) -> Result<Bytes, ApiError> {
 
 /// Regular frames from a request body, decoded as `M`; ends at end of body or at a
 /// terminal frame.
-fn messages<M: Message + Default>(body: Body) -> impl Stream<Item = Result<M, ApiError>> + Unpin {
+fn messages<M: Message + Default + Send + 'static>(
+    body: Body,
+) -> impl Stream<Item = Result<M, ApiError>> + Unpin + Send {
     let state = (body.into_data_stream(), BytesMut::new(), false);
     Box::pin(stream::unfold(state, |(mut data, mut buf, done)| async move {
         if done {
@@ -138,26 +138,21 @@ fn session_response(frames: impl Stream<Item = Bytes> + Send + 'static) -> Respo
 
 /// An append session: `AppendInput` frames in, `AppendAck` frames out in order, a
 /// terminal frame at the first failure.
-pub fn append_session(gateway: Arc<Gateway>, basin: String, stream: String, body: Body) -> Response {
-    let (acks_tx, acks) = mpsc::channel(append_pipeline::MAX_PENDING);
+pub fn append_session(service: &Service, basin: String, stream: String, body: Body) -> Result<Response, ApiError> {
+    let (acks_tx, acks) = mpsc::channel(MAX_PENDING_APPENDS);
     let inputs = messages::<pb::AppendInput>(body).map(move |m| m.map(|m| append_input(&basin, &stream, m)));
-    tokio::spawn(async move { append_pipeline::run(&gateway, inputs, acks_tx).await });
+    service.append_session(inputs, acks_tx)?;
     let frames = ReceiverStream::new(acks).map(|ack| match ack {
         Ok(ack) => regular_frame(&append_ack(ack)),
         Err(error) => terminal_frame(&error),
     });
-    session_response(frames)
+    Ok(session_response(frames))
 }
 
 /// A read session: `ReadBatch` frames, an empty batch as heartbeat while following, a
 /// terminal frame on error; the body ends when a bounded read is complete.
-pub async fn read_session(
-    state: AppState,
-    request: ReadRequest,
-    wait: Option<std::time::Duration>,
-    cursor: ReadCursor,
-) -> Result<Response, ApiError> {
-    let follower = Follower::start(state, request, wait, (0, 0), cursor).await?;
+pub async fn read_session(service: &Service, request: ReadSessionRequest) -> Result<Response, ApiError> {
+    let follower = service.read_session(request).await?;
     let frames = stream::unfold(follower, |mut follower| async move {
         let frame = match follower.next().await? {
             FollowEvent::Batch(output) => regular_frame(&read_batch(&output.records, Some(output.tail))),

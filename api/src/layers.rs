@@ -1,0 +1,186 @@
+//! What every request passes through, on both transports, as tower layers: a request id
+//! (`x-request-id`, taken from the client or made here, echoed on the answer), a
+//! tracing span per request with its id, method and path, request counts and latency
+//! for `/metrics`, and (HTTP) a timeout that answers S2's JSON error instead of hanging.
+//! Later concerns (authentication) join here, once for both transports.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::http::{HeaderValue, Request, Response};
+use axum::response::IntoResponse;
+use shale_storage::{render_counters, Histogram};
+use tower::Layer;
+use tower_http::request_id::{MakeRequestId, RequestId};
+
+use crate::ApiError;
+
+/// Longest a unary HTTP call may take before it is answered `request_timeout`: above
+/// S2's longest `wait` (60 s) plus a metadata failover (30 s). Sessions answer their
+/// headers at once, so it never cuts a session short.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Request ids: a per-process prefix and a counter.
+#[derive(Clone)]
+pub struct RequestIds {
+    prefix: Arc<str>,
+    next: Arc<AtomicU64>,
+}
+
+impl RequestIds {
+    /// `prefix` tells processes apart (the role and its start time).
+    pub fn new(prefix: String) -> Self {
+        Self { prefix: prefix.into(), next: Arc::default() }
+    }
+}
+
+impl MakeRequestId for RequestIds {
+    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        HeaderValue::from_str(&format!("{}-{n}", self.prefix)).ok().map(RequestId::new)
+    }
+}
+
+/// The span each request runs in.
+pub fn request_span<B>(request: &Request<B>) -> tracing::Span {
+    let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+    tracing::debug_span!("request", id, method = %request.method(), path = %request.uri().path())
+}
+
+/// Requests served, by outcome, and their latency to the answer's headers.
+#[derive(Debug, Default)]
+pub struct RequestMetrics {
+    ok: AtomicU64,
+    client_errors: AtomicU64,
+    server_errors: AtomicU64,
+    latency: Histogram,
+}
+
+impl RequestMetrics {
+    fn record(&self, status: u16, grpc_status: Option<&HeaderValue>, elapsed: Duration) {
+        // A gRPC error answered at once travels as HTTP 200 with `grpc-status` in the headers.
+        let grpc_code = grpc_status.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok());
+        let counter = match (status, grpc_code) {
+            (500.., _) | (_, Some(2 | 4 | 8 | 13 | 14 | 15)) => &self.server_errors,
+            (400..=499, _) | (_, Some(1..)) => &self.client_errors,
+            _ => &self.ok,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.latency.observe(elapsed);
+    }
+
+    pub fn render(&self, out: &mut String) {
+        render_counters(
+            &[
+                ("shale_api_requests_ok_total", "API requests answered successfully", &self.ok),
+                ("shale_api_requests_client_error_total", "API requests refused (4xx)", &self.client_errors),
+                ("shale_api_requests_server_error_total", "API requests that failed (5xx)", &self.server_errors),
+            ],
+            out,
+        );
+        self.latency.render("shale_api_request_seconds", "time to the answer's headers", out);
+    }
+}
+
+/// Counts each request into [`RequestMetrics`].
+#[derive(Clone)]
+pub struct CountRequests(pub Arc<RequestMetrics>);
+
+impl<S> Layer<S> for CountRequests {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Counted { inner, metrics: self.0.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct Counted<S> {
+    inner: S,
+    metrics: Arc<RequestMetrics>,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, R> tower::Service<Request<B>> for Counted<S>
+where
+    S: tower::Service<Request<B>, Response = Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Response<R>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let metrics = self.metrics.clone();
+        let started = tokio::time::Instant::now();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            metrics.record(response.status().as_u16(), response.headers().get("grpc-status"), started.elapsed());
+            Ok(response)
+        })
+    }
+}
+
+/// Answers `request_timeout` (S2's JSON error) when the handler takes longer than `limit`.
+pub async fn time_limit(
+    axum::extract::State(limit): axum::extract::State<Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout(limit).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// A handler that never answers gets S2's JSON `request_timeout` at the limit, and
+    /// the request is counted as refused.
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_handler_is_answered_with_a_json_timeout_and_counted() {
+        let metrics = Arc::new(RequestMetrics::default());
+        let router = axum::Router::new()
+            .route("/hang", get(|| std::future::pending::<&'static str>()))
+            .layer(axum::middleware::from_fn_with_state(Duration::from_secs(5), time_limit))
+            .layer(CountRequests(metrics.clone()));
+        let request = Request::get("/hang").body(Body::empty()).expect("valid request");
+        let response = router.oneshot(request).await.expect("answered");
+        assert_eq!(response.status(), 408);
+        let body = axum::body::to_bytes(response.into_body(), 1024).await.expect("body");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON body");
+        assert_eq!(json["code"], "request_timeout");
+        assert_eq!(metrics.client_errors.load(Ordering::Relaxed), 1);
+        assert_eq!(metrics.latency.count(), 1);
+    }
+
+    #[test]
+    fn grpc_refusals_and_failures_are_told_apart() {
+        let metrics = RequestMetrics::default();
+        let status = |code: &str| HeaderValue::from_str(code).expect("ascii");
+        metrics.record(200, None, Duration::ZERO);
+        metrics.record(200, Some(&status("0")), Duration::ZERO);
+        metrics.record(200, Some(&status("5")), Duration::ZERO);
+        metrics.record(200, Some(&status("14")), Duration::ZERO);
+        metrics.record(503, None, Duration::ZERO);
+        assert_eq!(metrics.ok.load(Ordering::Relaxed), 2);
+        assert_eq!(metrics.client_errors.load(Ordering::Relaxed), 1);
+        assert_eq!(metrics.server_errors.load(Ordering::Relaxed), 2);
+    }
+}

@@ -1,0 +1,89 @@
+//! `/v1/basins`: list, create, ensure, get config, reconfigure, delete.
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+use shale_metadata::{BasinConfig, BasinPatch, BasinRecord};
+
+use super::query::Query;
+use super::wire::{config_body, request_token, rfc3339};
+use crate::{ApiError, Http};
+
+fn basin_info(record: &BasinRecord) -> serde_json::Value {
+    json!({ "name": record.name, "created_at": rfc3339(record.created_at_ms), "deleted_at": null, "scope": null, "state": "active" })
+}
+
+fn created(created: bool) -> StatusCode {
+    if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    }
+}
+
+pub async fn list(State(http): State<Http>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
+    let page = http.service.list_basins(&query).await?;
+    let basins: Vec<_> = page.items.iter().map(basin_info).collect();
+    Ok(Json(json!({ "basins": basins, "has_more": page.has_more })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBasinRequest {
+    basin: String,
+    #[serde(default)]
+    config: Option<BasinConfig>,
+    /// S2's placement hints; Shale has one location and ignores them.
+    #[serde(default, alias = "location")]
+    #[allow(dead_code)]
+    scope: Option<String>,
+}
+
+pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let request: CreateBasinRequest = config_body(&body)?;
+    let token = request_token(&headers)?;
+    let config = request.config.unwrap_or_default();
+    let (record, is_new) = http.service.create_basin(&request.basin, config, token).await?;
+    Ok((created(is_new), Json(basin_info(&record))).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnsureBasinRequest {
+    #[serde(default)]
+    config: Option<BasinConfig>,
+    #[serde(default, alias = "location")]
+    #[allow(dead_code)]
+    scope: Option<String>,
+}
+
+pub async fn ensure(State(http): State<Http>, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    let request: Option<EnsureBasinRequest> = config_body(&body)?;
+    let config = request.unwrap_or_default().config.unwrap_or_default();
+    let (record, is_new) = http.service.ensure_basin(&basin, config).await?;
+    Ok((created(is_new), Json(basin_info(&record))).into_response())
+}
+
+pub async fn get_config(State(http): State<Http>, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    Ok(Json(http.service.basin_config(&basin).await?).into_response())
+}
+
+pub async fn reconfigure(
+    State(http): State<Http>,
+    Path(basin): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    // S2's `BasinReconfiguration`: merged into the current config at metadata.
+    let patch: BasinPatch = config_body::<Option<_>>(&body)?.unwrap_or_default();
+    Ok(Json(http.service.reconfigure_basin(&basin, patch).await?).into_response())
+}
+
+pub async fn delete(State(http): State<Http>, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    http.service.delete_basin(&basin).await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}

@@ -1,0 +1,39 @@
+//! S2's v1 REST API: JSON, protobuf bodies, SSE and `s2s/proto` sessions, translated to
+//! and from the service's calls. Nothing here decides an S2 rule; it parses, calls
+//! [`crate::service::Service`], and renders.
+//!
+//! - `basins`, `streams`, `records` (append, read, check tail): the endpoints;
+//! - `sse`: reads as server-sent events; `s2s`: S2's session framing and protobuf
+//!   messages; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
+
+mod basins;
+mod query;
+mod records;
+mod s2s;
+mod sse;
+mod streams;
+mod wire;
+
+use axum::routing::{any, get};
+use axum::Router;
+
+use crate::{ops, Http};
+
+pub use wire::record_from_parts;
+
+/// S2's endpoints, plus `/health`, `/ready`, `/metrics` and a JSON 404.
+pub fn router(http: Http) -> Router {
+    Router::new()
+        .route("/v1/basins", get(basins::list).post(basins::create))
+        .route(
+            "/v1/basins/{basin}",
+            get(basins::get_config).put(basins::ensure).patch(basins::reconfigure).delete(basins::delete),
+        )
+        .route("/v1/streams", get(streams::list).post(streams::create))
+        .route("/v1/streams/{*stream}", any(records::dispatch))
+        .route("/health", get(ops::health))
+        .route("/ready", get(ops::ready))
+        .route("/metrics", get(ops::metrics))
+        .fallback(ops::not_found)
+        .with_state(http)
+}

@@ -1,0 +1,66 @@
+//! Reads as server-sent events: `batch` events with resumable ids, `ping` heartbeats,
+//! `error`, and a final `[DONE]` when the read is bounded. Follows the tail live.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::stream::{self, Stream};
+use serde_json::json;
+use shale_reader::ReadStart;
+use shale_storage::Clock;
+
+use super::records::ReadParams;
+use super::wire::{Format, ReadBatchJson};
+use crate::service::{FollowEvent, Follower, Service};
+use crate::ApiError;
+
+/// Starts an SSE read. Resumes after `Last-Event-ID` (`<next seq>,<records>,<bytes>`).
+pub async fn read_session(service: &Service, params: ReadParams, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let format = params.format;
+    let mut request = params.session();
+    if let Some(last) = headers.get("last-event-id") {
+        let last = last.to_str().map_err(|_| ApiError::bad("Last-Event-ID is not ASCII"))?;
+        let parts: Vec<u64> =
+            last.split(',').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad_event_id(last))?;
+        let [next_seq, records, bytes] = parts[..] else { return Err(bad_event_id(last)) };
+        request.read.start = ReadStart::SeqNum(next_seq);
+        request.resumed_after = (records, bytes);
+    }
+    let clock = service.clock().clone();
+    let follower = service.read_session(request).await?;
+    Ok(Sse::new(events(follower, format, clock)).into_response())
+}
+
+fn bad_event_id(id: &str) -> ApiError {
+    ApiError::bad(format!("Last-Event-ID `{id}` is not `<seq_num>,<count>,<bytes>`"))
+}
+
+fn events(follower: Follower, format: Format, clock: Arc<dyn Clock>) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold(follower, move |mut follower| {
+        let clock = clock.clone();
+        async move {
+            let event = match follower.next().await? {
+                FollowEvent::Batch(output) => {
+                    let batch = ReadBatchJson::new(&output.records, Some(output.tail), format);
+                    let id = format!(
+                        "{},{},{}",
+                        follower.next_seq().unwrap_or_default(),
+                        follower.sent_records,
+                        follower.sent_bytes
+                    );
+                    Event::default().event("batch").id(id).data(serde_json::to_string(&batch).unwrap_or_default())
+                }
+                FollowEvent::Heartbeat(_) => {
+                    let now = clock.now_ms();
+                    Event::default().event("ping").data(json!({ "timestamp": now }).to_string())
+                }
+                FollowEvent::Done => Event::default().data("[DONE]"),
+                FollowEvent::Error(error) => Event::default().event("error").data(error.body().to_string()),
+            };
+            Some((Ok(event), follower))
+        }
+    })
+}

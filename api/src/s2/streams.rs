@@ -1,0 +1,79 @@
+//! `/v1/streams` and `/v1/streams/{stream}`: list, create, ensure, get config,
+//! reconfigure, delete. The basin comes from the `s2-basin` header.
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+use shale_metadata::{StreamConfig, StreamPatch};
+
+use super::query::Query;
+use super::wire::{basin_header, config_body, request_token, rfc3339};
+use crate::{ApiError, Http};
+
+fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let body = json!({ "name": name, "created_at": rfc3339(created_at_ms), "deleted_at": null });
+    (status, Json(body)).into_response()
+}
+
+pub async fn list(State(http): State<Http>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let basin = basin_header(&headers)?;
+    let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
+    let page = http.service.list_streams(&basin, &query).await?;
+    let streams: Vec<_> = page
+        .items
+        .iter()
+        .map(|s| json!({ "name": s.name, "created_at": rfc3339(s.created_at_ms), "deleted_at": null }))
+        .collect();
+    Ok(Json(json!({ "streams": streams, "has_more": page.has_more })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateStreamRequest {
+    stream: String,
+    #[serde(default)]
+    config: Option<StreamConfig>,
+}
+
+pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let basin = basin_header(&headers)?;
+    let request: CreateStreamRequest = config_body(&body)?;
+    let token = request_token(&headers)?;
+    let config = request.config.unwrap_or_default();
+    let (info, created) = http.service.create_stream(&basin, &request.stream, config, token).await?;
+    Ok(stream_info(&info.name, info.record.created_at_ms, created))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnsureStreamRequest {
+    #[serde(default)]
+    config: Option<StreamConfig>,
+}
+
+pub async fn ensure(http: &Http, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
+    let request: Option<EnsureStreamRequest> = config_body(body)?;
+    let config = request.unwrap_or_default().config.unwrap_or_default();
+    let (info, created) = http.service.ensure_stream(basin, stream, config).await?;
+    Ok(stream_info(&info.name, info.record.created_at_ms, created))
+}
+
+pub async fn get_config(http: &Http, basin: &str, stream: &str) -> Result<Response, ApiError> {
+    Ok(Json(http.service.stream_config(basin, stream).await?).into_response())
+}
+
+pub async fn reconfigure(http: &Http, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
+    // S2's `StreamReconfiguration`: merged into the current config at metadata.
+    let patch: StreamPatch = config_body::<Option<_>>(body)?.unwrap_or_default();
+    Ok(Json(http.service.reconfigure_stream(basin, stream, patch).await?).into_response())
+}
+
+pub async fn delete(http: &Http, basin: &str, stream: &str) -> Result<Response, ApiError> {
+    http.service.delete_stream(basin, stream).await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}

@@ -1,0 +1,136 @@
+//! Basins and streams: S2's create (idempotent with a request token), create-or-get,
+//! config, reconfigure (a patch applied at metadata), list and delete.
+
+use shale_metadata::{
+    BasinConfig, BasinPatch, BasinRecord, ListPage, MetadataError, StreamConfig, StreamInfo, StreamPatch, StreamSummary,
+};
+
+use super::{valid_basin, valid_stream, Service};
+use crate::ApiError;
+
+/// Largest page S2 returns, and what an unset or zero `limit` means.
+const MAX_LIST_LIMIT: usize = 1000;
+
+/// A listing request: names starting with `prefix`, sorting after `start_after`.
+#[derive(Clone, Debug, Default)]
+pub struct ListQuery {
+    pub prefix: String,
+    pub start_after: String,
+    /// `None` or 0: S2's page size, 1000; more than 1000 is refused.
+    pub limit: Option<usize>,
+}
+
+impl ListQuery {
+    fn limit(&self) -> Result<usize, ApiError> {
+        match self.limit {
+            None | Some(0) => Ok(MAX_LIST_LIMIT),
+            Some(n) if n <= MAX_LIST_LIMIT => Ok(n),
+            Some(n) => Err(ApiError::bad(format!("limit {n} exceeds {MAX_LIST_LIMIT}"))),
+        }
+    }
+}
+
+impl Service {
+    pub async fn list_basins(&self, query: &ListQuery) -> Result<ListPage<BasinRecord>, ApiError> {
+        let limit = query.limit()?;
+        Ok(self.metadata.list_basins(&query.prefix, &query.start_after, limit).await?)
+    }
+
+    /// Creates a basin; with a `request_token`, a retry of the same create answers the
+    /// basin with `false` instead of `already_exists`.
+    pub async fn create_basin(
+        &self,
+        basin: &str,
+        config: BasinConfig,
+        request_token: Option<&str>,
+    ) -> Result<(BasinRecord, bool), ApiError> {
+        valid_basin(basin)?;
+        Ok(self.catalog()?.create_basin_idempotent(basin, config, request_token).await?)
+    }
+
+    /// S2's PUT: creates the basin, or answers the existing one with `false`.
+    pub async fn ensure_basin(&self, basin: &str, config: BasinConfig) -> Result<(BasinRecord, bool), ApiError> {
+        valid_basin(basin)?;
+        let catalog = self.catalog()?;
+        match catalog.create_basin(basin, config).await {
+            Ok(record) => Ok((record, true)),
+            Err(MetadataError::BasinExists(_)) => Ok((catalog.basin(basin).await?, false)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub async fn basin_config(&self, basin: &str) -> Result<BasinConfig, ApiError> {
+        valid_basin(basin)?;
+        Ok(self.catalog()?.basin(basin).await?.config)
+    }
+
+    /// Merges `patch` into the basin's config at metadata; answers the new config.
+    pub async fn reconfigure_basin(&self, basin: &str, patch: BasinPatch) -> Result<BasinConfig, ApiError> {
+        valid_basin(basin)?;
+        Ok(self.catalog()?.reconfigure_basin(basin, patch).await?.config)
+    }
+
+    pub async fn delete_basin(&self, basin: &str) -> Result<(), ApiError> {
+        valid_basin(basin)?;
+        Ok(self.catalog()?.delete_basin(basin).await?)
+    }
+
+    /// Streams of an existing basin (a missing basin is `not_found`, as in S2).
+    pub async fn list_streams(&self, basin: &str, query: &ListQuery) -> Result<ListPage<StreamSummary>, ApiError> {
+        valid_basin(basin)?;
+        let limit = query.limit()?;
+        let catalog = self.catalog()?;
+        catalog.basin(basin).await?;
+        Ok(catalog.list_streams(basin, &query.prefix, &query.start_after, limit).await?)
+    }
+
+    /// Creates a stream; with a `request_token`, a retry of the same create answers the
+    /// stream with `false` instead of `already_exists`.
+    pub async fn create_stream(
+        &self,
+        basin: &str,
+        stream: &str,
+        config: StreamConfig,
+        request_token: Option<&str>,
+    ) -> Result<(StreamInfo, bool), ApiError> {
+        valid_stream(basin, stream)?;
+        Ok(self.catalog()?.create_stream_idempotent(basin, stream, config, request_token).await?)
+    }
+
+    /// S2's PUT: creates the stream, or answers the existing one with `false`.
+    pub async fn ensure_stream(
+        &self,
+        basin: &str,
+        stream: &str,
+        config: StreamConfig,
+    ) -> Result<(StreamInfo, bool), ApiError> {
+        valid_stream(basin, stream)?;
+        let catalog = self.catalog()?;
+        match catalog.create_stream(basin, stream, config).await {
+            Ok(info) => Ok((info, true)),
+            Err(MetadataError::StreamExists { .. }) => Ok((catalog.stream(basin, stream).await?, false)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub async fn stream_config(&self, basin: &str, stream: &str) -> Result<StreamConfig, ApiError> {
+        valid_stream(basin, stream)?;
+        Ok(self.catalog()?.stream(basin, stream).await?.record.config)
+    }
+
+    /// Merges `patch` into the stream's config at metadata; answers the new config.
+    pub async fn reconfigure_stream(
+        &self,
+        basin: &str,
+        stream: &str,
+        patch: StreamPatch,
+    ) -> Result<StreamConfig, ApiError> {
+        valid_stream(basin, stream)?;
+        Ok(self.catalog()?.reconfigure_stream(basin, stream, patch).await?.record.config)
+    }
+
+    pub async fn delete_stream(&self, basin: &str, stream: &str) -> Result<(), ApiError> {
+        valid_stream(basin, stream)?;
+        Ok(self.catalog()?.delete_stream(basin, stream).await?)
+    }
+}

@@ -1,0 +1,102 @@
+//! The transport-neutral service: every operation of the client API with typed requests
+//! and answers, and every S2 rule (names, limits, create-on-read, the past-tail check,
+//! create-or-get, which role serves what) in one place. The S2 handlers (`crate::s2`)
+//! and `shale.v1` (`crate::grpc`) only translate their wire formats to these calls.
+//!
+//! - `catalog`: basins and streams;
+//! - `records`: append, append sessions, reads, read sessions, check tail;
+//! - `follow`: a read session that follows the tail (history, live records, heartbeats);
+//! - `append_pipeline`: pipelined appends of one session, acked in order.
+
+mod append_pipeline;
+mod catalog;
+mod follow;
+mod records;
+
+use std::sync::Arc;
+
+use shale_gateway::Gateway;
+use shale_metadata::MetadataApi;
+use shale_reader::Reader;
+use shale_storage::Clock;
+
+use crate::{ApiError, Role};
+
+pub use append_pipeline::MAX_PENDING as MAX_PENDING_APPENDS;
+pub use catalog::ListQuery;
+pub use follow::{FollowEvent, Follower};
+pub use records::ReadSessionRequest;
+
+/// The client API of one process, whatever transport asks.
+#[derive(Clone)]
+pub struct Service {
+    role: Role,
+    metadata: Arc<dyn MetadataApi>,
+    gateway: Option<Arc<Gateway>>,
+    reader: Option<Arc<Reader>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Service {
+    pub fn new(
+        role: Role,
+        metadata: Arc<dyn MetadataApi>,
+        gateway: Option<Arc<Gateway>>,
+        reader: Option<Arc<Reader>>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { role, metadata, gateway, reader, clock }
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// What readiness asks: the metadata this process uses.
+    pub fn metadata(&self) -> &Arc<dyn MetadataApi> {
+        &self.metadata
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The gateway, or the error that says to send appends to one.
+    fn gateway(&self) -> Result<&Arc<Gateway>, ApiError> {
+        self.gateway.as_ref().ok_or(ApiError::WrongRole {
+            role: self.role.name(),
+            call: "appends",
+            use_role: "gateway",
+        })
+    }
+
+    /// The reader, or the error that says to send reads to one.
+    fn reader(&self) -> Result<&Arc<Reader>, ApiError> {
+        self.reader.as_ref().ok_or(ApiError::WrongRole {
+            role: self.role.name(),
+            call: "reads, check-tail and live reads",
+            use_role: "reader",
+        })
+    }
+
+    /// Metadata for basin and stream management, which gateways serve.
+    fn catalog(&self) -> Result<&dyn MetadataApi, ApiError> {
+        match self.role {
+            Role::Reader => Err(ApiError::WrongRole {
+                role: self.role.name(),
+                call: "basin and stream management",
+                use_role: "gateway",
+            }),
+            Role::AllInOne | Role::Gateway => Ok(self.metadata.as_ref()),
+        }
+    }
+}
+
+fn valid_basin(basin: &str) -> Result<(), ApiError> {
+    shale_proto::names::validate_basin(basin).map_err(ApiError::BadRequest)
+}
+
+fn valid_stream(basin: &str, stream: &str) -> Result<(), ApiError> {
+    valid_basin(basin)?;
+    shale_proto::names::validate_stream(stream).map_err(ApiError::BadRequest)
+}

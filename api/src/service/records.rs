@@ -1,0 +1,114 @@
+//! Records: append, append sessions, reads (one-off and sessions that follow the tail),
+//! check tail. S2's read rules live here: the limits, create-on-read, and the past-tail
+//! check, each resolved from the one metadata lookup a read open makes.
+
+use std::time::Duration;
+
+use futures::Stream;
+use shale_gateway::AppendInput;
+use shale_metadata::{AppendAck, MetadataError, Position};
+use shale_reader::{ReadCursor, ReadOutput, ReadRequest, ReaderError};
+use tokio::sync::mpsc;
+
+use super::follow::Follower;
+use super::{append_pipeline, valid_stream, Service};
+use crate::ApiError;
+
+/// Longest `wait` S2 allows, in seconds.
+const MAX_WAIT_SECS: u64 = 60;
+/// Most records and bytes one read answers (S2's limits).
+const MAX_READ_COUNT: u64 = 1000;
+const MAX_READ_BYTES: u64 = 1024 * 1024;
+
+/// A read session: a read that goes on past what is there now.
+#[derive(Clone, Debug)]
+pub struct ReadSessionRequest {
+    pub read: ReadRequest,
+    /// Once caught up, end after this long without new records; `None` follows forever.
+    pub idle_limit: Option<Duration>,
+    /// Records and bytes a resumed session had already delivered (they count toward
+    /// `count` and `bytes`).
+    pub resumed_after: (u64, u64),
+}
+
+impl Service {
+    pub async fn append(&self, input: AppendInput) -> Result<AppendAck, ApiError> {
+        let gateway = self.gateway()?;
+        valid_stream(&input.basin, &input.stream)?;
+        Ok(gateway.append(input).await?)
+    }
+
+    /// Starts an append session: inputs are submitted as they arrive and acked in order
+    /// on `acks`; the first failure is the last item sent. Every input must name the
+    /// same stream.
+    pub fn append_session<S>(&self, inputs: S, acks: mpsc::Sender<Result<AppendAck, ApiError>>) -> Result<(), ApiError>
+    where
+        S: Stream<Item = Result<AppendInput, ApiError>> + Unpin + Send + 'static,
+    {
+        let gateway = self.gateway()?.clone();
+        tokio::spawn(async move { append_pipeline::run(&gateway, inputs, acks).await });
+        Ok(())
+    }
+
+    /// A one-off read: at most S2's limits, waiting up to `wait` for new records.
+    pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ApiError> {
+        let reader = self.reader()?;
+        validate_read(request)?;
+        let mut cursor = self.open_read(request).await?;
+        Ok(reader.read_with(request, &mut cursor).await?)
+    }
+
+    /// Opens a read session; a start past the tail is refused here, before any event,
+    /// unless the request clamps.
+    pub async fn read_session(&self, request: ReadSessionRequest) -> Result<Follower, ApiError> {
+        let reader = self.reader()?.clone();
+        validate_read(&request.read)?;
+        let cursor = self.open_read(&request.read).await?;
+        Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor).await
+    }
+
+    pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ApiError> {
+        let reader = self.reader()?;
+        valid_stream(basin, stream)?;
+        Ok(reader.check_tail(basin, stream).await?)
+    }
+
+    /// Opens a read cursor on the stream (its one metadata lookup), creating the stream
+    /// first when it is missing and its basin creates streams on read.
+    async fn open_read(&self, request: &ReadRequest) -> Result<ReadCursor, ApiError> {
+        valid_stream(&request.basin, &request.stream)?;
+        let reader = self.reader()?;
+        match reader.open(&request.basin, &request.stream).await {
+            Ok(cursor) => Ok(cursor),
+            Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => {
+                let basin = self.metadata.basin(&request.basin).await?;
+                if !basin.config.create_stream_on_read {
+                    return Err(ReaderError::Metadata(MetadataError::StreamNotFound {
+                        basin: request.basin.clone(),
+                        stream: request.stream.clone(),
+                    })
+                    .into());
+                }
+                match self.metadata.create_stream(&request.basin, &request.stream, Default::default()).await {
+                    Ok(_) | Err(MetadataError::StreamExists { .. }) => Ok(ReadCursor::default()),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// S2's read limits, for every transport.
+fn validate_read(request: &ReadRequest) -> Result<(), ApiError> {
+    if request.wait > Duration::from_secs(MAX_WAIT_SECS) {
+        return Err(ApiError::bad(format!("wait must be at most {MAX_WAIT_SECS} seconds")));
+    }
+    if request.limits.count.is_some_and(|c| c > MAX_READ_COUNT) {
+        return Err(ApiError::bad(format!("count must be at most {MAX_READ_COUNT}")));
+    }
+    if request.limits.bytes.is_some_and(|b| b > MAX_READ_BYTES) {
+        return Err(ApiError::bad(format!("bytes must be at most {MAX_READ_BYTES}")));
+    }
+    Ok(())
+}
