@@ -157,7 +157,7 @@ mod tests {
     async fn a_hung_handler_is_answered_with_a_json_timeout_and_counted() {
         let metrics = Arc::new(RequestMetrics::default());
         let router = axum::Router::new()
-            .route("/hang", get(|| std::future::pending::<&'static str>()))
+            .route("/hang", get(std::future::pending::<&'static str>))
             .layer(axum::middleware::from_fn_with_state(Duration::from_secs(5), time_limit))
             .layer(CountRequests(metrics.clone()));
         let request = Request::get("/hang").body(Body::empty()).expect("valid request");

@@ -1,42 +1,35 @@
-//! What metadata stores: basin and stream records, index entries, positions and acks.
+//! What metadata stores and answers: basin and stream records and their configs, index
+//! entries, positions and acks. Plain types: their stored form is `records`, their S2
+//! JSON form belongs to the API edge.
 
-use serde::{Deserialize, Serialize};
 use shale_proto::{TimestampPolicy, TimestampingMode};
 
 /// S2's `timestamping` stream setting.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TimestampingConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<TimestampingMode>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uncapped: Option<bool>,
 }
 
 /// S2's `retention_policy`: keep records for `age` seconds, or forever.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetentionPolicy {
     Age(u64),
-    Infinite {},
+    Infinite,
 }
 
 /// S2's `delete_on_empty` stream setting.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeleteOnEmpty {
-    #[serde(default)]
     pub min_age_secs: u64,
 }
 
 /// A stream's configuration, shaped as S2's `StreamConfig`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_policy: Option<RetentionPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamping: Option<TimestampingConfig>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_on_empty: Option<DeleteOnEmpty>,
 }
 
@@ -75,16 +68,11 @@ impl StreamConfig {
 /// sequencer under its writer lock, so concurrent patches of different fields compose.
 /// The same fields as [`StreamConfig`], kept apart because a patch refuses unknown
 /// fields (as S2 does) and merges `timestamping` field by field.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamPatch {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_policy: Option<RetentionPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamping: Option<TimestampingConfig>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_on_empty: Option<DeleteOnEmpty>,
 }
 
@@ -111,14 +99,10 @@ impl StreamPatch {
 
 /// S2's `BasinReconfiguration`: only the fields present change (the default stream
 /// config field by field).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BasinPatch {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_stream_on_append: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_stream_on_read: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_stream_config: Option<StreamPatch>,
 }
 
@@ -148,29 +132,25 @@ impl BasinConfig {
 }
 
 /// A basin's configuration, shaped as S2's `BasinConfig`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BasinConfig {
-    #[serde(default)]
     pub default_stream_config: Option<StreamConfig>,
-    #[serde(default)]
     pub create_stream_on_append: bool,
-    #[serde(default)]
     pub create_stream_on_read: bool,
 }
 
 /// A basin as stored under `b/<basin>`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BasinRecord {
     pub name: String,
     pub created_at_ms: u64,
     pub config: BasinConfig,
     /// The client's `s2-request-token` at creation, so a retried create succeeds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_token: Option<String>,
 }
 
 /// A stream as stored under `s/<basin>/<stream>`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamRecord {
     /// Internal id: index keys use it, so a re-created stream never sees old entries.
     pub id: u64,
@@ -187,7 +167,6 @@ pub struct StreamRecord {
     pub record_count: u64,
     pub metered_bytes: u64,
     /// The client's `s2-request-token` at creation, so a retried create succeeds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_token: Option<String>,
 }
 
@@ -198,7 +177,7 @@ impl StreamRecord {
 }
 
 /// A position in a stream: a sequence number and a timestamp.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Position {
     pub seq_num: u64,
     pub timestamp: u64,
@@ -206,7 +185,7 @@ pub struct Position {
 
 /// What a successful append learns: its first position, one past its last, and the
 /// stream's tail after it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendAck {
     pub start: Position,
     pub end: Position,
@@ -302,18 +281,5 @@ mod tests {
         assert_eq!(IndexEntry::decode(&entry.encode()), Some(entry));
         assert_eq!(entry.last_seq(), (1 << 40) + 999);
         assert_eq!(IndexEntry::decode(&entry.encode()[1..]), None);
-    }
-
-    #[test]
-    fn stream_config_json_matches_s2() {
-        let json = r#"{"retention_policy":{"age":3600},"timestamping":{"mode":"client-require","uncapped":true}}"#;
-        let config: StreamConfig = serde_json::from_str(json).expect("valid config");
-        assert_eq!(config.retention_policy, Some(RetentionPolicy::Age(3600)));
-        assert_eq!(
-            config.timestamp_policy(),
-            TimestampPolicy { mode: TimestampingMode::ClientRequire, uncapped: true }
-        );
-        let infinite: StreamConfig = serde_json::from_str(r#"{"retention_policy":{"infinite":{}}}"#).expect("valid");
-        assert_eq!(infinite.retention_policy, Some(RetentionPolicy::Infinite {}));
     }
 }

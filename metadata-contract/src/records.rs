@@ -28,14 +28,15 @@ fn corrupt(key: &[u8], reason: impl ToString) -> MetadataError {
 }
 
 /// Decodes either format: `{` starts a record from before the protobuf format.
-fn decode_stored<M: Message + Default, T: serde::de::DeserializeOwned>(
+fn decode_stored<M: Message + Default, J: serde::de::DeserializeOwned, T>(
     key: &[u8],
     bytes: &[u8],
     from_wire: impl FnOnce(M) -> Result<T>,
+    from_legacy: impl FnOnce(J) -> T,
 ) -> Result<T> {
     match bytes.first() {
         Some(&FORMAT_V1) => from_wire(M::decode(&bytes[1..]).map_err(|e| corrupt(key, e))?),
-        Some(b'{') => serde_json::from_slice(bytes).map_err(|e| corrupt(key, e)),
+        Some(b'{') => serde_json::from_slice(bytes).map(from_legacy).map_err(|e| corrupt(key, e)),
         Some(other) => Err(corrupt(key, format!("unknown record format {other}"))),
         None => Err(corrupt(key, "empty record")),
     }
@@ -54,7 +55,7 @@ impl Stored for BasinRecord {
     }
 
     fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
-        decode_stored(key, bytes, basin_record_from_wire)
+        decode_stored(key, bytes, basin_record_from_wire, legacy::BasinRecord::into_record)
     }
 }
 
@@ -64,7 +65,7 @@ impl Stored for StreamRecord {
     }
 
     fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
-        decode_stored(key, bytes, stream_record_from_wire)
+        decode_stored(key, bytes, stream_record_from_wire, legacy::StreamRecord::into_record)
     }
 }
 
@@ -189,7 +190,7 @@ pub fn stream_patch_from_wire(patch: pb::StreamConfig) -> Result<StreamPatch> {
 fn retention_to_wire(policy: RetentionPolicy) -> pb::RetentionPolicy {
     let policy = match policy {
         RetentionPolicy::Age(secs) => pb::retention_policy::Policy::AgeSecs(secs),
-        RetentionPolicy::Infinite {} => pb::retention_policy::Policy::Infinite(true),
+        RetentionPolicy::Infinite => pb::retention_policy::Policy::Infinite(true),
     };
     pb::RetentionPolicy { policy: Some(policy) }
 }
@@ -197,7 +198,7 @@ fn retention_to_wire(policy: RetentionPolicy) -> pb::RetentionPolicy {
 fn retention_from_wire(policy: pb::RetentionPolicy) -> Result<RetentionPolicy> {
     match policy.policy {
         Some(pb::retention_policy::Policy::AgeSecs(secs)) => Ok(RetentionPolicy::Age(secs)),
-        Some(pb::retention_policy::Policy::Infinite(_)) => Ok(RetentionPolicy::Infinite {}),
+        Some(pb::retention_policy::Policy::Infinite(_)) => Ok(RetentionPolicy::Infinite),
         None => Err(MetadataError::InvalidArgument("retention policy without a policy".into())),
     }
 }
@@ -221,6 +222,128 @@ fn timestamping_from_wire(config: pb::Timestamping) -> Result<TimestampingConfig
         Err(_) => return Err(MetadataError::InvalidArgument(format!("unknown timestamping mode {}", config.mode))),
     };
     Ok(TimestampingConfig { mode, uncapped: config.uncapped })
+}
+
+/// The JSON records were stored in before the protobuf format, frozen: they are only
+/// ever read, and must keep decoding whatever S2's API does later.
+mod legacy {
+    use serde::Deserialize;
+    use shale_proto::TimestampingMode;
+
+    #[derive(Deserialize)]
+    pub struct BasinRecord {
+        name: String,
+        created_at_ms: u64,
+        config: BasinConfig,
+        #[serde(default)]
+        request_token: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    struct BasinConfig {
+        #[serde(default)]
+        default_stream_config: Option<StreamConfig>,
+        #[serde(default)]
+        create_stream_on_append: bool,
+        #[serde(default)]
+        create_stream_on_read: bool,
+    }
+
+    #[derive(Deserialize)]
+    pub struct StreamRecord {
+        id: u64,
+        created_at_ms: u64,
+        config: StreamConfig,
+        next_seq: u64,
+        last_timestamp: u64,
+        trim_point: u64,
+        fencing_token: String,
+        record_count: u64,
+        metered_bytes: u64,
+        #[serde(default)]
+        request_token: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    struct StreamConfig {
+        #[serde(default)]
+        storage_class: Option<String>,
+        #[serde(default)]
+        retention_policy: Option<RetentionPolicy>,
+        #[serde(default)]
+        timestamping: Option<Timestamping>,
+        #[serde(default)]
+        delete_on_empty: Option<DeleteOnEmpty>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum RetentionPolicy {
+        Age(u64),
+        Infinite {},
+    }
+
+    #[derive(Deserialize)]
+    struct Timestamping {
+        #[serde(default)]
+        mode: Option<TimestampingMode>,
+        #[serde(default)]
+        uncapped: Option<bool>,
+    }
+
+    #[derive(Deserialize)]
+    struct DeleteOnEmpty {
+        #[serde(default)]
+        min_age_secs: u64,
+    }
+
+    impl BasinRecord {
+        pub fn into_record(self) -> crate::BasinRecord {
+            crate::BasinRecord {
+                name: self.name,
+                created_at_ms: self.created_at_ms,
+                config: crate::BasinConfig {
+                    default_stream_config: self.config.default_stream_config.map(StreamConfig::into_config),
+                    create_stream_on_append: self.config.create_stream_on_append,
+                    create_stream_on_read: self.config.create_stream_on_read,
+                },
+                request_token: self.request_token,
+            }
+        }
+    }
+
+    impl StreamRecord {
+        pub fn into_record(self) -> crate::StreamRecord {
+            crate::StreamRecord {
+                id: self.id,
+                created_at_ms: self.created_at_ms,
+                config: self.config.into_config(),
+                next_seq: self.next_seq,
+                last_timestamp: self.last_timestamp,
+                trim_point: self.trim_point,
+                fencing_token: self.fencing_token,
+                record_count: self.record_count,
+                metered_bytes: self.metered_bytes,
+                request_token: self.request_token,
+            }
+        }
+    }
+
+    impl StreamConfig {
+        fn into_config(self) -> crate::StreamConfig {
+            crate::StreamConfig {
+                storage_class: self.storage_class,
+                retention_policy: self.retention_policy.map(|policy| match policy {
+                    RetentionPolicy::Age(secs) => crate::RetentionPolicy::Age(secs),
+                    RetentionPolicy::Infinite {} => crate::RetentionPolicy::Infinite,
+                }),
+                timestamping: self
+                    .timestamping
+                    .map(|t| crate::TimestampingConfig { mode: t.mode, uncapped: t.uncapped }),
+                delete_on_empty: self.delete_on_empty.map(|d| crate::DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -257,7 +380,7 @@ mod tests {
             created_at_ms: 5,
             config: BasinConfig {
                 default_stream_config: Some(StreamConfig {
-                    retention_policy: Some(RetentionPolicy::Infinite {}),
+                    retention_policy: Some(RetentionPolicy::Infinite),
                     ..StreamConfig::default()
                 }),
                 create_stream_on_append: true,

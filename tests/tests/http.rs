@@ -573,3 +573,44 @@ async fn basin_default_stream_configs_are_validated() {
     assert_eq!(status, 404);
     server.stop().await;
 }
+
+/// Unknown fields anywhere in a config are refused, as S2 does, and S2's `stream_cipher`
+/// is accepted only as `null` (Shale does not encrypt): a refused call creates or
+/// changes nothing.
+#[tokio::test]
+async fn unknown_config_fields_are_refused_everywhere() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+    let refused = [
+        ("POST", "/v1/streams".to_string(), json!({ "stream": "n1", "config": { "bogus": 1 } })),
+        ("POST", "/v1/streams".to_string(), json!({ "stream": "n2", "config": { "timestamping": { "bogus": 1 } } })),
+        ("PUT", "/v1/streams/n3".to_string(), json!({ "config": { "delete_on_empty": { "bogus": 1 } } })),
+        ("PATCH", "/v1/streams/s".to_string(), json!({ "bogus": 1 })),
+        ("POST", "/v1/basins".to_string(), json!({ "basin": "new-basin-1", "config": { "bogus": true } })),
+        (
+            "POST",
+            "/v1/basins".to_string(),
+            json!({ "basin": "new-basin-2", "config": { "stream_cipher": "aegis-256" } }),
+        ),
+        ("PATCH", format!("/v1/basins/{BASIN}"), json!({ "default_stream_config": { "bogus": 1 } })),
+        ("PATCH", format!("/v1/basins/{BASIN}"), json!({ "stream_cipher": "aegis-256" })),
+    ];
+    for (method, path, body) in refused {
+        let (status, error) = call(&server, method, &path, Some(body.clone())).await;
+        assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{method} {path} {body}: {error}");
+    }
+    for missing in
+        ["/v1/streams/n1", "/v1/streams/n2", "/v1/streams/n3", "/v1/basins/new-basin-1", "/v1/basins/new-basin-2"]
+    {
+        assert_eq!(call(&server, "GET", missing, None).await.0, 404, "{missing} was not created");
+    }
+    let (status, _) = call(
+        &server,
+        "POST",
+        "/v1/basins",
+        Some(json!({ "basin": "new-basin-3", "config": { "stream_cipher": null } })),
+    )
+    .await;
+    assert_eq!(status, 201, "a null stream_cipher is S2's default");
+    server.stop().await;
+}

@@ -7,8 +7,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use shale_metadata::{BasinConfig, BasinPatch, BasinRecord};
+use shale_metadata::BasinRecord;
 
+use super::config::{BasinConfigJson, BasinPatchJson};
 use super::query::Query;
 use super::wire::{config_body, request_token, rfc3339};
 use crate::{ApiError, Http};
@@ -37,7 +38,7 @@ pub async fn list(State(http): State<Http>, RawQuery(raw): RawQuery) -> Result<R
 struct CreateBasinRequest {
     basin: String,
     #[serde(default)]
-    config: Option<BasinConfig>,
+    config: Option<BasinConfigJson>,
     /// S2's placement hints; Shale has one location and ignores them.
     #[serde(default, alias = "location")]
     #[allow(dead_code)]
@@ -47,7 +48,7 @@ struct CreateBasinRequest {
 pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let request: CreateBasinRequest = config_body(&body)?;
     let token = request_token(&headers)?;
-    let config = request.config.unwrap_or_default();
+    let config = request.config.unwrap_or_default().into_config()?;
     let (record, is_new) = http.service.create_basin(&request.basin, config, token).await?;
     Ok((created(is_new), Json(basin_info(&record))).into_response())
 }
@@ -56,7 +57,7 @@ pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -
 #[serde(deny_unknown_fields)]
 struct EnsureBasinRequest {
     #[serde(default)]
-    config: Option<BasinConfig>,
+    config: Option<BasinConfigJson>,
     #[serde(default, alias = "location")]
     #[allow(dead_code)]
     scope: Option<String>,
@@ -64,13 +65,14 @@ struct EnsureBasinRequest {
 
 pub async fn ensure(State(http): State<Http>, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
     let request: Option<EnsureBasinRequest> = config_body(&body)?;
-    let config = request.unwrap_or_default().config.unwrap_or_default();
+    let config = request.unwrap_or_default().config.unwrap_or_default().into_config()?;
     let (record, is_new) = http.service.ensure_basin(&basin, config).await?;
     Ok((created(is_new), Json(basin_info(&record))).into_response())
 }
 
 pub async fn get_config(State(http): State<Http>, Path(basin): Path<String>) -> Result<Response, ApiError> {
-    Ok(Json(http.service.basin_config(&basin).await?).into_response())
+    let config = http.service.basin_config(&basin).await?;
+    Ok(Json(BasinConfigJson::from_config(&config)).into_response())
 }
 
 pub async fn reconfigure(
@@ -79,8 +81,9 @@ pub async fn reconfigure(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     // S2's `BasinReconfiguration`: merged into the current config at metadata.
-    let patch: BasinPatch = config_body::<Option<_>>(&body)?.unwrap_or_default();
-    Ok(Json(http.service.reconfigure_basin(&basin, patch).await?).into_response())
+    let patch = config_body::<Option<BasinPatchJson>>(&body)?.unwrap_or_default().into_patch()?;
+    let config = http.service.reconfigure_basin(&basin, patch).await?;
+    Ok(Json(BasinConfigJson::from_config(&config)).into_response())
 }
 
 pub async fn delete(State(http): State<Http>, Path(basin): Path<String>) -> Result<Response, ApiError> {

@@ -7,6 +7,7 @@
 //!   messages; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
 
 mod basins;
+mod config;
 mod query;
 mod records;
 mod s2s;

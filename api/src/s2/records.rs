@@ -16,7 +16,7 @@ use shale_gateway::AppendInput;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
 use super::query::{percent_decode, Query};
-use super::wire::{basin_header, json_body, AppendInputJson, Format, ReadBatchJson};
+use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
 use super::{s2s, sse, streams};
 use crate::service::ReadSessionRequest;
 use crate::{ApiError, Http};
@@ -53,7 +53,7 @@ pub async fn dispatch(State(http): State<Http>, request: Request) -> Result<Resp
                 ("records/tail", Method::GET) => {
                     Query::parse(query, &[])?;
                     let tail = http.service.check_tail(&basin, &stream).await?;
-                    Ok(Json(json!({ "tail": tail })).into_response())
+                    Ok(Json(json!({ "tail": PositionJson::from(tail) })).into_response())
                 }
                 (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
             }
@@ -96,7 +96,7 @@ async fn append(
     if accepts(headers, PROTOBUF) {
         return Ok(protobuf_response(&s2s::append_ack(ack)));
     }
-    Ok(Json(ack).into_response())
+    Ok(Json(AppendAckJson::from(ack)).into_response())
 }
 
 /// A read's parameters as S2's query string gives them.

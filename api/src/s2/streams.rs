@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use shale_metadata::{StreamConfig, StreamPatch};
 
+use super::config::StreamConfigJson;
 use super::query::Query;
 use super::wire::{basin_header, config_body, request_token, rfc3339};
 use crate::{ApiError, Http};
@@ -37,14 +37,14 @@ pub async fn list(State(http): State<Http>, headers: HeaderMap, RawQuery(raw): R
 struct CreateStreamRequest {
     stream: String,
     #[serde(default)]
-    config: Option<StreamConfig>,
+    config: Option<StreamConfigJson>,
 }
 
 pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let request: CreateStreamRequest = config_body(&body)?;
     let token = request_token(&headers)?;
-    let config = request.config.unwrap_or_default();
+    let config = request.config.unwrap_or_default().into_config();
     let (info, created) = http.service.create_stream(&basin, &request.stream, config, token).await?;
     Ok(stream_info(&info.name, info.record.created_at_ms, created))
 }
@@ -53,24 +53,26 @@ pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -
 #[serde(deny_unknown_fields)]
 struct EnsureStreamRequest {
     #[serde(default)]
-    config: Option<StreamConfig>,
+    config: Option<StreamConfigJson>,
 }
 
 pub async fn ensure(http: &Http, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     let request: Option<EnsureStreamRequest> = config_body(body)?;
-    let config = request.unwrap_or_default().config.unwrap_or_default();
+    let config = request.unwrap_or_default().config.unwrap_or_default().into_config();
     let (info, created) = http.service.ensure_stream(basin, stream, config).await?;
     Ok(stream_info(&info.name, info.record.created_at_ms, created))
 }
 
 pub async fn get_config(http: &Http, basin: &str, stream: &str) -> Result<Response, ApiError> {
-    Ok(Json(http.service.stream_config(basin, stream).await?).into_response())
+    let config = http.service.stream_config(basin, stream).await?;
+    Ok(Json(StreamConfigJson::from_config(&config)).into_response())
 }
 
 pub async fn reconfigure(http: &Http, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     // S2's `StreamReconfiguration`: merged into the current config at metadata.
-    let patch: StreamPatch = config_body::<Option<_>>(body)?.unwrap_or_default();
-    Ok(Json(http.service.reconfigure_stream(basin, stream, patch).await?).into_response())
+    let patch = config_body::<Option<StreamConfigJson>>(body)?.unwrap_or_default().into_patch();
+    let config = http.service.reconfigure_stream(basin, stream, patch).await?;
+    Ok(Json(StreamConfigJson::from_config(&config)).into_response())
 }
 
 pub async fn delete(http: &Http, basin: &str, stream: &str) -> Result<Response, ApiError> {

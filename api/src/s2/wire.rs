@@ -8,7 +8,7 @@ use base64::Engine;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use shale_metadata::Position;
+use shale_metadata::{AppendAck, Position};
 use shale_proto::{names, Header, Record, SequencedRecord};
 
 use crate::ApiError;
@@ -174,11 +174,39 @@ impl SequencedRecordJson {
 pub struct ReadBatchJson {
     pub records: Vec<SequencedRecordJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tail: Option<Position>,
+    pub tail: Option<PositionJson>,
 }
 
 impl ReadBatchJson {
     pub fn new(records: &[SequencedRecord], tail: Option<Position>, format: Format) -> Self {
-        Self { records: records.iter().map(|r| SequencedRecordJson::new(r, format)).collect(), tail }
+        let records = records.iter().map(|r| SequencedRecordJson::new(r, format)).collect();
+        Self { records, tail: tail.map(PositionJson::from) }
+    }
+}
+
+/// S2's `StreamPosition`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct PositionJson {
+    pub seq_num: u64,
+    pub timestamp: u64,
+}
+
+impl From<Position> for PositionJson {
+    fn from(p: Position) -> Self {
+        Self { seq_num: p.seq_num, timestamp: p.timestamp }
+    }
+}
+
+/// S2's `AppendAck`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct AppendAckJson {
+    pub start: PositionJson,
+    pub end: PositionJson,
+    pub tail: PositionJson,
+}
+
+impl From<AppendAck> for AppendAckJson {
+    fn from(ack: AppendAck) -> Self {
+        Self { start: ack.start.into(), end: ack.end.into(), tail: ack.tail.into() }
     }
 }

@@ -1,0 +1,184 @@
+//! S2's JSON shapes for basin and stream configs and their reconfigurations, mapped to
+//! the service's types here and nowhere else: metadata stores its own format, so a
+//! change in S2's JSON is a change in this file, never a data migration. Unknown fields
+//! are refused, as S2 does.
+
+use serde::{Deserialize, Serialize};
+use shale_metadata::{
+    BasinConfig, BasinPatch, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, TimestampingConfig,
+};
+use shale_proto::TimestampingMode;
+
+use crate::ApiError;
+
+/// S2's `StreamConfig`, also its `StreamReconfiguration` (the same fields; those
+/// present change).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamConfigJson {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    storage_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retention_policy: Option<RetentionPolicyJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timestamping: Option<TimestampingJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delete_on_empty: Option<DeleteOnEmptyJson>,
+}
+
+/// S2's `retention_policy`: `{"age": secs}` or `{"infinite": {}}`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum RetentionPolicyJson {
+    Age(u64),
+    Infinite {},
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TimestampingJson {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<TimestampingMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uncapped: Option<bool>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeleteOnEmptyJson {
+    #[serde(default)]
+    min_age_secs: u64,
+}
+
+/// S2's `BasinConfig`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasinConfigJson {
+    #[serde(default)]
+    default_stream_config: Option<StreamConfigJson>,
+    #[serde(default)]
+    create_stream_on_append: bool,
+    #[serde(default)]
+    create_stream_on_read: bool,
+    /// S2's encryption of new streams: Shale has none, so only `null` is accepted.
+    #[serde(default, skip_serializing)]
+    stream_cipher: Option<serde_json::Value>,
+}
+
+/// S2's `BasinReconfiguration`: only the fields present change.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasinPatchJson {
+    #[serde(default)]
+    default_stream_config: Option<StreamConfigJson>,
+    #[serde(default)]
+    create_stream_on_append: Option<bool>,
+    #[serde(default)]
+    create_stream_on_read: Option<bool>,
+    #[serde(default)]
+    stream_cipher: Option<serde_json::Value>,
+}
+
+fn no_cipher(cipher: &Option<serde_json::Value>) -> Result<(), ApiError> {
+    match cipher {
+        None | Some(serde_json::Value::Null) => Ok(()),
+        Some(other) => {
+            Err(ApiError::bad(format!("stream_cipher {other} is not supported: Shale does not encrypt streams")))
+        }
+    }
+}
+
+impl StreamConfigJson {
+    pub fn into_config(self) -> StreamConfig {
+        StreamConfig {
+            storage_class: self.storage_class,
+            retention_policy: self.retention_policy.map(|policy| match policy {
+                RetentionPolicyJson::Age(secs) => RetentionPolicy::Age(secs),
+                RetentionPolicyJson::Infinite {} => RetentionPolicy::Infinite,
+            }),
+            timestamping: self.timestamping.map(|t| TimestampingConfig { mode: t.mode, uncapped: t.uncapped }),
+            delete_on_empty: self.delete_on_empty.map(|d| DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+        }
+    }
+
+    pub fn into_patch(self) -> StreamPatch {
+        let config = self.into_config();
+        StreamPatch {
+            storage_class: config.storage_class,
+            retention_policy: config.retention_policy,
+            timestamping: config.timestamping,
+            delete_on_empty: config.delete_on_empty,
+        }
+    }
+
+    pub fn from_config(config: &StreamConfig) -> Self {
+        Self {
+            storage_class: config.storage_class.clone(),
+            retention_policy: config.retention_policy.map(|policy| match policy {
+                RetentionPolicy::Age(secs) => RetentionPolicyJson::Age(secs),
+                RetentionPolicy::Infinite => RetentionPolicyJson::Infinite {},
+            }),
+            timestamping: config.timestamping.as_ref().map(|t| TimestampingJson { mode: t.mode, uncapped: t.uncapped }),
+            delete_on_empty: config.delete_on_empty.map(|d| DeleteOnEmptyJson { min_age_secs: d.min_age_secs }),
+        }
+    }
+}
+
+impl BasinConfigJson {
+    pub fn into_config(self) -> Result<BasinConfig, ApiError> {
+        no_cipher(&self.stream_cipher)?;
+        Ok(BasinConfig {
+            default_stream_config: self.default_stream_config.map(StreamConfigJson::into_config),
+            create_stream_on_append: self.create_stream_on_append,
+            create_stream_on_read: self.create_stream_on_read,
+        })
+    }
+
+    pub fn from_config(config: &BasinConfig) -> Self {
+        Self {
+            default_stream_config: config.default_stream_config.as_ref().map(StreamConfigJson::from_config),
+            create_stream_on_append: config.create_stream_on_append,
+            create_stream_on_read: config.create_stream_on_read,
+            stream_cipher: None,
+        }
+    }
+}
+
+impl BasinPatchJson {
+    pub fn into_patch(self) -> Result<BasinPatch, ApiError> {
+        no_cipher(&self.stream_cipher)?;
+        Ok(BasinPatch {
+            create_stream_on_append: self.create_stream_on_append,
+            create_stream_on_read: self.create_stream_on_read,
+            default_stream_config: self.default_stream_config.map(StreamConfigJson::into_patch),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_config_json_matches_s2() {
+        let json = r#"{"retention_policy":{"age":3600},"timestamping":{"mode":"client-require","uncapped":true}}"#;
+        let config = serde_json::from_str::<StreamConfigJson>(json).expect("valid config").into_config();
+        assert_eq!(config.retention_policy, Some(RetentionPolicy::Age(3600)));
+        assert_eq!(config.timestamping.as_ref().and_then(|t| t.mode), Some(TimestampingMode::ClientRequire));
+        assert_eq!(serde_json::to_string(&StreamConfigJson::from_config(&config)).expect("serialises"), json);
+        let infinite: StreamConfigJson =
+            serde_json::from_str(r#"{"retention_policy":{"infinite":{}}}"#).expect("valid");
+        assert_eq!(infinite.into_config().retention_policy, Some(RetentionPolicy::Infinite));
+    }
+
+    #[test]
+    fn unknown_fields_and_ciphers_are_refused() {
+        assert!(serde_json::from_str::<StreamConfigJson>(r#"{"bogus":1}"#).is_err());
+        assert!(serde_json::from_str::<StreamConfigJson>(r#"{"timestamping":{"bogus":1}}"#).is_err());
+        assert!(serde_json::from_str::<BasinConfigJson>(r#"{"default_stream_config":{"bogus":1}}"#).is_err());
+        let null_cipher: BasinConfigJson = serde_json::from_str(r#"{"stream_cipher":null}"#).expect("valid");
+        assert!(null_cipher.into_config().is_ok());
+        let cipher: BasinConfigJson = serde_json::from_str(r#"{"stream_cipher":"aegis-256"}"#).expect("parses");
+        assert!(cipher.into_config().is_err());
+    }
+}
