@@ -28,6 +28,13 @@ pub enum ApiError {
     WrongRole { role: &'static str, call: &'static str, use_role: &'static str },
     #[error("no answer within {0:?}; a write may or may not have been applied")]
     Timeout(std::time::Duration),
+    /// Too much is being handled at once; retry shortly.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
+    /// Refused by the HTTP stack before any handler ran (unknown method, body too large,
+    /// a path that is not UTF-8): its own status, S2's JSON body.
+    #[error("{message}")]
+    Rejected { status: u16, message: String },
 }
 
 impl ApiError {
@@ -36,7 +43,10 @@ impl ApiError {
     }
 
     pub fn http_status(&self) -> u16 {
-        self.code().http_status()
+        match self {
+            ApiError::Rejected { status, .. } => *status,
+            _ => self.code().http_status(),
+        }
     }
 
     fn code(&self) -> ErrorCode {
@@ -48,6 +58,10 @@ impl ApiError {
             ApiError::Metadata(e) => e.code(),
             ApiError::WrongRole { .. } => ErrorCode::WrongRole,
             ApiError::Timeout(_) => ErrorCode::RequestTimeout,
+            ApiError::Overloaded(_) => ErrorCode::Overloaded,
+            ApiError::Rejected { status: 404, .. } => ErrorCode::NotFound,
+            ApiError::Rejected { status: 400..=499, .. } => ErrorCode::InvalidArgument,
+            ApiError::Rejected { .. } => ErrorCode::Internal,
         }
     }
 

@@ -131,6 +131,28 @@ where
     }
 }
 
+/// Gives an error the HTTP stack answered by itself (405, 413, a path extractor's 400,
+/// ...) S2's JSON body, keeping its status: clients never see a text or empty error.
+pub async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 4096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let message = match text.trim() {
+        "" => status.canonical_reason().unwrap_or("request refused").to_lowercase(),
+        text => text.to_string(),
+    };
+    ApiError::Rejected { status: status.as_u16(), message }.into_response()
+}
+
 /// Answers `request_timeout` (S2's JSON error) when the handler takes longer than `limit`.
 pub async fn time_limit(
     axum::extract::State(limit): axum::extract::State<Duration>,

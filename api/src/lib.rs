@@ -105,15 +105,24 @@ impl AppState {
 pub(crate) struct Http {
     pub service: Service,
     pub state: AppState,
+    /// Bytes of request bodies being buffered and parsed at once (see `s2::records`).
+    pub body_budget: Arc<tokio::sync::Semaphore>,
 }
+
+/// Request-body bytes a process buffers and parses at once: eight bodies of the largest
+/// size. Parsing JSON can take several times a body's size in memory, so this is what
+/// bounds the memory request bodies can take.
+const BODY_BUDGET_BYTES: usize = 8 * s2::MAX_BODY_BYTES;
 
 /// The full HTTP API (S2's REST API and the ops endpoints) with the shared layers.
 pub fn router(state: AppState) -> Router {
     let ids = state.request_ids();
     let requests = state.requests.clone();
-    let http = Http { service: state.service(), state };
+    let body_budget = Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_BYTES));
+    let http = Http { service: state.service(), state, body_budget };
     s2::router(http)
         .layer(axum::middleware::from_fn_with_state(REQUEST_TIMEOUT, layers::time_limit))
+        .layer(axum::middleware::from_fn(layers::json_errors))
         .layer(layers::CountRequests(requests))
         .layer(TraceLayer::new_for_http().make_span_with(layers::request_span))
         .layer(PropagateRequestIdLayer::x_request_id())

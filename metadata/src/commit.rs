@@ -17,6 +17,10 @@ use crate::{
 
 type StreamKey = (String, String);
 
+fn stream_key(append: &CommitAppend) -> StreamKey {
+    (append.basin.clone(), append.stream.clone())
+}
+
 /// Streams touched so far in this commit, with their updated records.
 #[derive(Default)]
 struct Overlay {
@@ -24,6 +28,7 @@ struct Overlay {
     basins: HashMap<String, Option<BasinRecord>>,
     entries: Vec<(StreamKey, u64, IndexEntry)>,
     next_stream_id: u64,
+    failed_streams: std::collections::HashSet<StreamKey>,
 }
 
 impl Overlay {
@@ -104,19 +109,26 @@ impl Metadata {
             tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
             return Ok((outcomes, false));
         }
-        if let Some(age_ms) = self.too_old_to_commit(request.segment_id) {
-            let error = if self.segment_committed(request.segment_id).await? {
-                MetadataError::Indefinite(format!("segment committed earlier and its outcome expired ({age_ms} ms)"))
-            } else {
-                MetadataError::Unavailable(format!(
-                    "segment sealed {age_ms} ms ago, past max_commit_age; not committed, its appends may be retried"
-                ))
-            };
+        // Whatever the segment id's clock says: a segment committed earlier whose stored
+        // outcome has expired must not be applied again.
+        if self.segment_committed(request.segment_id).await? {
+            tracing::warn!(segment = %ulid::Ulid(request.segment_id), "retried segment committed earlier; its outcome expired");
+            let error = MetadataError::Indefinite("segment committed earlier and its outcome expired".into());
+            return Ok((request.units.iter().map(|_| Err(error.clone())).collect(), false));
+        }
+        if let Some(error) = self.refuse_by_age(request.segment_id) {
             return Ok((request.units.iter().map(|_| Err(error.clone())).collect(), false));
         }
         let mut outcomes = Vec::with_capacity(request.units.len());
+        // Streams with a failed unit in this call: their later units fail too, so no
+        // caller sees record N+1 committed after record N failed.
         for unit in &request.units {
-            if let Some(error) = position.and_then(|position| writer.poison.check(position, unit)) {
+            let earlier_failure = position.and_then(|position| writer.poison.check(position, unit)).or_else(|| {
+                let append = unit.appends.iter().find(|a| overlay.failed_streams.contains(&stream_key(a)))?;
+                Some(MetadataError::EarlierAppendFailed { basin: append.basin.clone(), stream: append.stream.clone() })
+            });
+            if let Some(error) = earlier_failure {
+                overlay.failed_streams.extend(unit.appends.iter().map(stream_key));
                 outcomes.push(Err(error));
                 continue;
             }
@@ -126,6 +138,8 @@ impl Metadata {
                 overlay.streams.extend(tentative.streams);
                 overlay.entries.extend(tentative.entries);
                 overlay.next_stream_id = tentative.next_stream_id;
+            } else {
+                overlay.failed_streams.extend(unit.appends.iter().map(stream_key));
             }
             overlay.basins.extend(tentative.basins);
             outcomes.push(outcome);
@@ -182,11 +196,30 @@ impl Metadata {
         outcomes_from_wire(wire).map(Some).map_err(|e| corrupt(e.to_string()))
     }
 
-    /// How old the segment is when too old to commit: orphan collection may already be
-    /// deleting it (see [`crate::MetadataConfig::max_commit_age`]).
-    fn too_old_to_commit(&self, segment_id: u128) -> Option<u64> {
-        let age_ms = self.clock.now_ms().saturating_sub(ulid::Ulid(segment_id).timestamp_ms());
-        (age_ms > self.config.max_commit_age.as_millis() as u64).then_some(age_ms)
+    /// Why a segment may not be committed by its age, if so: sealed longer ago than
+    /// `max_commit_age` (orphan collection may already be deleting it), or stamped more
+    /// than `max_commit_age` ahead of this clock (the gateway's clock is wrong).
+    fn refuse_by_age(&self, segment_id: u128) -> Option<MetadataError> {
+        let now = self.clock.now_ms();
+        let sealed = ulid::Ulid(segment_id).timestamp_ms();
+        let bound = self.config.max_commit_age.as_millis() as u64;
+        if now.saturating_sub(sealed) > bound {
+            let age_ms = now - sealed;
+            self.commit_stats.refused_too_old.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(segment = %ulid::Ulid(segment_id), age_ms, "segment refused: sealed past max_commit_age (gateway clock behind, or a stalled gateway)");
+            return Some(MetadataError::Unavailable(format!(
+                "segment sealed {age_ms} ms ago, past max_commit_age; not committed, its appends may be retried"
+            )));
+        }
+        if sealed.saturating_sub(now) > bound {
+            let ahead_ms = sealed - now;
+            self.commit_stats.refused_from_future.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(segment = %ulid::Ulid(segment_id), ahead_ms, "segment refused: stamped ahead of metadata's clock (gateway clock ahead)");
+            return Some(MetadataError::Unavailable(format!(
+                "segment stamped {ahead_ms} ms ahead of metadata's clock, past max_commit_age; not committed"
+            )));
+        }
+        None
     }
 
     /// Whether a commit made some of the segment's blocks visible (applied, durable or

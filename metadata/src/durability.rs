@@ -31,6 +31,11 @@ pub struct CommitStats {
     pub calls: AtomicU64,
     /// WAL flushes that made them durable.
     pub flushes: AtomicU64,
+    /// Segments refused as sealed longer ago than `max_commit_age` (a gateway clock
+    /// behind, or a gateway stalled between upload and commit).
+    pub refused_too_old: AtomicU64,
+    /// Segments refused as stamped more than `max_commit_age` ahead (a gateway clock ahead).
+    pub refused_from_future: AtomicU64,
 }
 
 impl CommitStats {
@@ -39,6 +44,16 @@ impl CommitStats {
             ("shale_metadata_applied_calls_total", "Metadata writes applied in memory", &self.applied),
             ("shale_metadata_durable_calls_total", "Metadata writes made durable", &self.calls),
             ("shale_metadata_wal_flushes_total", "WAL flushes that made metadata writes durable", &self.flushes),
+            (
+                "shale_metadata_segments_refused_too_old_total",
+                "Segments refused: sealed past max_commit_age",
+                &self.refused_too_old,
+            ),
+            (
+                "shale_metadata_segments_refused_from_future_total",
+                "Segments refused: stamped ahead of metadata's clock",
+                &self.refused_from_future,
+            ),
         ];
         shale_storage::render_counters(&counters, out);
     }

@@ -28,6 +28,8 @@
 
 mod catalog;
 mod commit;
+#[cfg(test)]
+mod commit_tests;
 mod durability;
 mod gc;
 mod halt;

@@ -260,3 +260,27 @@ async fn requests_over_both_transports_get_ids_and_are_counted() {
     assert_eq!(value("shale_api_requests_server_error_total"), 0);
     server.stop().await;
 }
+
+/// An invalid input behind valid ones ends the session, but only after every earlier
+/// input is acknowledged: they were submitted and may be committed, and a client that
+/// saw only the error would send them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_input_ends_a_session_after_the_earlier_inputs_are_acked() {
+    let server = TestServer::start().await;
+    let mut client = setup(&server, &["s"]).await;
+    let inputs = vec![request("s", &["1"]), request("s", &["2"]), request("s", &["3"]), request("s", &[])];
+    let mut acks = client.append_session(tokio_stream::iter(inputs)).await.unwrap().into_inner();
+    let mut acked = Vec::new();
+    let mut error = None;
+    while let Some(item) = acks.next().await {
+        match item {
+            Ok(ack) => acked.push(ack.start.unwrap().seq_num),
+            Err(status) => error = Some(status.code()),
+        }
+    }
+    assert_eq!(acked, vec![0, 1, 2], "every applied input acked, in order");
+    assert_eq!(error, Some(Code::InvalidArgument));
+    let tail = client.check_tail(pb::CheckTailRequest { basin: BASIN.into(), stream: "s".into() }).await.unwrap();
+    assert_eq!(tail.into_inner().tail.unwrap().seq_num, 3, "nothing applied without its ack");
+    server.stop().await;
+}

@@ -614,3 +614,72 @@ async fn unknown_config_fields_are_refused_everywhere() {
     assert_eq!(status, 201, "a null stream_cipher is S2's default");
     server.stop().await;
 }
+
+/// S2's `wait` on a session: once caught up, the session ends after `wait` seconds
+/// without new records, not twice that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caught_up_session_ends_after_its_wait() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+    append(&server, "s", &["a"]).await;
+    let started = std::time::Instant::now();
+    assert_eq!(sse_to_the_end(&server, "/v1/streams/s/records?seq_num=0&wait=2").await, (1, true));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(2), "ended before its wait: {took:?}");
+    assert!(took < Duration::from_millis(3500), "ended {took:?} after catching up, want about 2 s");
+    server.stop().await;
+}
+
+/// Errors the HTTP stack answers by itself still carry S2's JSON body and their own
+/// status; bodies over the limit are refused before they are read; messages quote
+/// values, not Rust debug output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_is_json_and_oversized_bodies_are_refused_unread() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+    let json_error = |response: reqwest::Response| async move {
+        let status = response.status().as_u16();
+        let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
+        let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert!(content_type.starts_with("application/json"), "{status}: {content_type}");
+        (status, body)
+    };
+    let client = &server.client;
+
+    let (status, body) = json_error(client.put(server.url("/v1/basins")).send().await.unwrap()).await;
+    assert_eq!((status, body["code"].as_str()), (405, Some("invalid")), "{body}");
+
+    let big = vec![b'x'; 3 * 1024 * 1024];
+    let response = client.post(server.url("/v1/basins")).body(big).send().await.unwrap();
+    let (status, body) = json_error(response).await;
+    assert_eq!((status, body["code"].as_str()), (413, Some("invalid")), "{body}");
+
+    // Headers announcing a 9 MiB append, and no body at all: the answer comes from the
+    // headers alone, so nothing of the body was waited for or buffered.
+    let address = server.base.strip_prefix("http://").unwrap();
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST /v1/streams/s/records HTTP/1.1\r\nhost: {address}\r\ns2-basin: {BASIN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        9 * 1024 * 1024
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut socket, head.as_bytes()).await.unwrap();
+    let mut buffer = vec![0; 4096];
+    let read = tokio::io::AsyncReadExt::read(&mut socket, &mut buffer);
+    let len = tokio::time::timeout(Duration::from_secs(10), read).await.unwrap().unwrap();
+    let answer = String::from_utf8_lossy(&buffer[..len]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("application/json") && answer.contains("exceeds the limit"), "{answer}");
+
+    let response = client
+        .get(server.url("/v1/streams/s/records?seq_num=0"))
+        .header("s2-basin", BASIN)
+        .header("s2-format", "hex")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_error(response).await;
+    assert_eq!(status, 400);
+    assert!(body["message"].as_str().unwrap().contains("got `hex`"), "{body}");
+    assert_eq!(tail(&server, "s").await, 0, "nothing was appended");
+    server.stop().await;
+}

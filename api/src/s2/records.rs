@@ -21,8 +21,45 @@ use super::{s2s, sse, streams};
 use crate::service::ReadSessionRequest;
 use crate::{ApiError, Http};
 
-/// Largest request body read whole (a 1 MiB batch as base64 JSON, with room to spare).
-const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Largest request body read whole: S2's largest append (1 MiB metered) as JSON with
+/// every byte escaped (`\u0000` is 6 bytes) fits, with room to spare.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Reads a unary body whole, within [`MAX_BODY_BYTES`] and the process's budget of bytes
+/// being buffered and parsed at once: a body over the limit is refused before it is
+/// read (413), and one that does not fit the budget now is refused at once (429), so
+/// large or malicious bodies cannot grow memory without bound.
+async fn read_body(http: &Http, headers: &HeaderMap, body: axum::body::Body) -> Result<(Bytes, BodyPermit), ApiError> {
+    let declared = headers.get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if let Some(len) = declared.filter(|len| *len > MAX_BODY_BYTES) {
+        return Err(too_large(len));
+    }
+    // A body of unknown length may use the whole limit.
+    let reserve = declared.unwrap_or(MAX_BODY_BYTES).max(1);
+    let permit = http
+        .body_budget
+        .clone()
+        .try_acquire_many_owned(reserve as u32)
+        .map_err(|_| ApiError::Overloaded("too many request bodies being read at once; retry shortly".into()))?;
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
+        if declared.is_none() {
+            too_large(MAX_BODY_BYTES + 1)
+        } else {
+            ApiError::bad(format!("reading request body: {e}"))
+        }
+    })?;
+    Ok((bytes, permit))
+}
+
+/// Held while a body is parsed and handled.
+type BodyPermit = tokio::sync::OwnedSemaphorePermit;
+
+fn too_large(len: usize) -> ApiError {
+    ApiError::Rejected {
+        status: 413,
+        message: format!("request body of {len} bytes exceeds the limit of {MAX_BODY_BYTES} bytes"),
+    }
+}
 
 pub async fn dispatch(State(http): State<Http>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
@@ -40,9 +77,7 @@ pub async fn dispatch(State(http): State<Http>, request: Request) -> Result<Resp
             s2s::read_session(&http.service, params.session()).await
         }
         (endpoint, method) => {
-            let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-                .await
-                .map_err(|e| ApiError::bad(format!("reading request body: {e}")))?;
+            let (body, _permit) = read_body(&http, &headers, body).await?;
             match (endpoint, method) {
                 ("", Method::GET) => streams::get_config(&http, &basin, &stream).await,
                 ("", Method::PUT) => streams::ensure(&http, &basin, &stream, &body).await,

@@ -24,11 +24,12 @@ pub enum Format {
 
 impl Format {
     pub fn from_headers(headers: &HeaderMap) -> Result<Self, ApiError> {
-        match headers.get("s2-format").map(|v| v.to_str()) {
-            None => Ok(Format::Raw),
-            Some(Ok("raw")) | Some(Ok("json")) => Ok(Format::Raw),
-            Some(Ok("base64")) => Ok(Format::Base64),
-            Some(other) => Err(ApiError::bad(format!("s2-format must be raw or base64, got {other:?}"))),
+        let Some(value) = headers.get("s2-format") else { return Ok(Format::Raw) };
+        match value.to_str() {
+            Ok("raw") | Ok("json") => Ok(Format::Raw),
+            Ok("base64") => Ok(Format::Base64),
+            Ok(other) => Err(ApiError::bad(format!("s2-format must be raw or base64, got `{other}`"))),
+            Err(_) => Err(ApiError::bad("s2-format must be raw or base64, got a value that is not ASCII")),
         }
     }
 

@@ -46,12 +46,16 @@ where
             }
             input = inputs.next(), if inputs_open && pending.len() < MAX_PENDING => match input {
                 Some(input) => {
-                    let input = input?;
+                    let input = match input {
+                        Ok(input) => input,
+                        Err(error) => return drain_then_fail(pending, acks, error).await,
+                    };
                     let this = (input.basin.clone(), input.stream.clone());
                     match &stream {
                         None => stream = Some(this),
                         Some(first) if *first != this => {
-                            return Err(ApiError::bad("an append session writes to one stream; start another session for another"));
+                            let error = ApiError::bad("an append session writes to one stream; start another session for another");
+                            return drain_then_fail(pending, acks, error).await;
                         }
                         Some(_) => {}
                     }
@@ -69,7 +73,7 @@ where
                                     }
                                 }
                             }
-                            Err(e) => return Err(e.into()),
+                            Err(e) => return drain_then_fail(pending, acks, e.into()).await,
                         }
                     }
                 }
@@ -78,6 +82,22 @@ where
             else => return Ok(()),
         }
     }
+}
+
+/// Ends a session on an input that cannot be submitted: every input already submitted
+/// is answered first (it may be committed, and a client that saw only the error would
+/// resend it), then the error.
+async fn drain_then_fail(
+    mut pending: FuturesOrdered<PendingAppend>,
+    acks: &mpsc::Sender<Result<AppendAck, ApiError>>,
+    error: ApiError,
+) -> Result<(), ApiError> {
+    while let Some(result) = pending.next().await {
+        if !deliver(result, acks).await? {
+            return Ok(());
+        }
+    }
+    Err(error)
 }
 
 /// Sends one ack; `Ok(false)` when the receiver has gone.

@@ -95,6 +95,7 @@ impl Follower {
             let idle = self.caught_up_since.map(|since| since.elapsed()).unwrap_or_default();
             request.wait = HEARTBEAT.min(limit.saturating_sub(idle));
         }
+        let started = tokio::time::Instant::now();
         let event = match self.reader.read_with(&request, &mut self.cursor).await {
             Ok(output) if !output.records.is_empty() => {
                 let last = output.records.last().map(|r| r.seq_num).unwrap_or_default();
@@ -111,7 +112,8 @@ impl Follower {
             Ok(output) => {
                 // Quiet: look the stream up again next time (trim point, config, deletion).
                 self.cursor.refresh();
-                let since = *self.caught_up_since.get_or_insert_with(tokio::time::Instant::now);
+                // Caught up since this read began: it found nothing new for its whole wait.
+                let since = *self.caught_up_since.get_or_insert(started);
                 if self.idle_limit.is_some_and(|limit| since.elapsed() >= limit) {
                     self.finished = true;
                     FollowEvent::Done

@@ -1,0 +1,102 @@
+//! The commit rules that guard against clocks and failures: no segment applied twice
+//! whatever its id's clock says, and no unit committed after an earlier unit of the same
+//! stream failed in the same call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shale_storage::object_store::memory::InMemory;
+use shale_storage::ManualClock;
+
+use crate::{
+    keys, BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, MetadataError,
+    StreamConfig,
+};
+
+const T0: u64 = 1_800_000_000_000;
+
+async fn open() -> (Metadata, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = MetadataConfig {
+        max_commit_age: Duration::from_secs(5),
+        orphan_grace: Duration::from_secs(10),
+        ..MetadataConfig::default()
+    };
+    let metadata = Metadata::open_with(Arc::new(InMemory::new()), "metadata", clock.clone(), &config).await.unwrap();
+    metadata.create_basin("basin-one", BasinConfig::default()).await.unwrap();
+    for stream in ["s", "t"] {
+        metadata.create_stream("basin-one", stream, StreamConfig::default()).await.unwrap();
+    }
+    (metadata, clock)
+}
+
+fn append(stream: &str, match_seq_num: Option<u64>) -> CommitUnit {
+    CommitUnit {
+        appends: vec![CommitAppend {
+            basin: "basin-one".into(),
+            stream: stream.into(),
+            offset: 0,
+            len: 10,
+            arrival: T0,
+            client_timestamps: vec![None],
+            commands: vec![],
+            match_seq_num,
+            fencing_token: None,
+            metered_bytes: 10,
+        }],
+    }
+}
+
+fn segment_at(ms: u64, units: Vec<CommitUnit>) -> CommitRequest {
+    CommitRequest { segment_id: ulid::Ulid::from_parts(ms, 7).0, units }
+}
+
+async fn tail(metadata: &Metadata, stream: &str) -> u64 {
+    metadata.stream("basin-one", stream).await.unwrap().record.next_seq
+}
+
+#[tokio::test]
+async fn a_retry_after_the_outcome_expired_is_not_applied_again_whatever_the_clock() {
+    let (metadata, _clock) = open().await;
+    // A gateway 4 s ahead: within max_commit_age, so the segment is committed.
+    let segment = segment_at(T0 + 4_000, vec![append("s", None)]);
+    assert!(metadata.commit(segment.clone()).await.unwrap()[0].is_ok());
+    // Its stored outcome expires (SlateDB's TTL runs on its own clock; remove it).
+    metadata.db.delete(keys::commit_outcome(segment.segment_id)).await.unwrap();
+    let retried = metadata.commit(segment).await.unwrap();
+    assert!(matches!(retried[0], Err(MetadataError::Indefinite(_))), "{:?}", retried[0]);
+    assert_eq!(tail(&metadata, "s").await, 1, "applied once");
+    metadata.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn segments_stamped_far_ahead_or_behind_are_refused_and_counted() {
+    let (metadata, clock) = open().await;
+    let ahead = metadata.commit(segment_at(T0 + 6_000, vec![append("s", None)])).await.unwrap();
+    assert!(matches!(ahead[0], Err(MetadataError::Unavailable(_))), "{:?}", ahead[0]);
+    clock.advance(Duration::from_secs(60));
+    let behind = metadata.commit(segment_at(T0, vec![append("s", None)])).await.unwrap();
+    assert!(matches!(behind[0], Err(MetadataError::Unavailable(_))), "{:?}", behind[0]);
+    assert_eq!(tail(&metadata, "s").await, 0);
+    let stats = metadata.commit_stats();
+    assert_eq!(stats.refused_from_future.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(stats.refused_too_old.load(std::sync::atomic::Ordering::Relaxed), 1);
+    metadata.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_unit_fails_the_later_units_of_its_stream_in_the_same_call() {
+    let (metadata, _clock) = open().await;
+    let first = segment_at(T0, vec![append("s", Some(5)), append("s", None), append("t", None)]);
+    let second = segment_at(T0 + 1, vec![append("s", None), append("t", None)]);
+    let outcomes = metadata.commit_many(vec![first, second]).await.unwrap();
+    assert!(matches!(outcomes[0][0], Err(MetadataError::SeqNumMismatch { .. })), "{:?}", outcomes[0][0]);
+    assert!(matches!(outcomes[0][1], Err(MetadataError::EarlierAppendFailed { .. })), "{:?}", outcomes[0][1]);
+    assert!(outcomes[0][2].is_ok(), "other streams proceed");
+    assert!(matches!(outcomes[1][0], Err(MetadataError::EarlierAppendFailed { .. })), "{:?}", outcomes[1][0]);
+    assert!(outcomes[1][1].is_ok());
+    assert_eq!((tail(&metadata, "s").await, tail(&metadata, "t").await), (0, 2));
+    // A later call starts afresh.
+    assert!(metadata.commit(segment_at(T0 + 2, vec![append("s", None)])).await.unwrap()[0].is_ok());
+    metadata.close().await.unwrap();
+}
