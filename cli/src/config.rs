@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// Added latency per object-store request, e.g. `30ms` (benchmarks at S3-like latency).
     #[arg(long, env = "SHALE_STORE_DELAY", value_parser = humantime::parse_duration)]
     pub store_delay: Option<Duration>,
+    /// `shale serve` on a local directory another server holds: ask it to stop (it
+    /// drains and closes), then take over. Without it, such a start is refused.
+    #[arg(long)]
+    pub takeover: bool,
 }
 
 /// `shale gateway` and `shale reader`: the server settings plus where metadata runs.
@@ -115,6 +119,9 @@ pub struct ServeConfig {
     pub reader: ReaderConfig,
     pub metadata: MetadataConfig,
     pub cluster: ClusterConfig,
+    /// `--takeover` (a command-line choice, not a setting).
+    #[serde(skip)]
+    pub takeover: bool,
 }
 
 impl Default for ServeConfig {
@@ -129,6 +136,7 @@ impl Default for ServeConfig {
             reader: ReaderConfig::default(),
             metadata: MetadataConfig::default(),
             cluster: ClusterConfig::default(),
+            takeover: false,
         }
     }
 }
@@ -157,6 +165,7 @@ impl ServeConfig {
         if let Some(delay) = args.store_delay {
             config.store_delay = delay;
         }
+        config.takeover = args.takeover;
         config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
         Ok(config)
     }

@@ -5,6 +5,7 @@
 
 mod client;
 mod config;
+mod dir_lock;
 mod serve;
 
 use std::process::ExitCode;

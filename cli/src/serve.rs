@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::dir_lock::{lock_store, DirLock};
 use crate::ServeConfig;
 
 /// How long open requests (live reads included) get to finish after a shutdown signal.
@@ -35,6 +36,8 @@ pub struct Running {
     stop: Vec<oneshot::Sender<()>>,
     servers: Vec<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
+    /// `shale serve`'s lock on its local data directory, released when the process ends.
+    lock: Option<DirLock>,
 }
 
 struct Store {
@@ -68,6 +71,7 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 /// `shale serve`: every role in one process, the client API on HTTP and gRPC.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
+    let lock = lock_store(&config.store_url()?, config.takeover).await?;
     let store = open_store(&config)?;
     let metadata = open_metadata(&config, &store).await?;
     let gateway =
@@ -86,6 +90,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let mut running = client_api(&config, state).await?;
     running.metadata = Some(metadata);
     running.background.push(gc);
+    running.lock = lock;
     tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
         "shale serving");
     Ok(running)
@@ -144,8 +149,16 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         }
     });
     let ready = {
-        let lease = lease.clone();
-        move || if lease.is_held() { Ok(()) } else { Err("not the leader (no lease held)".to_string()) }
+        let (lease, metadata) = (lease.clone(), metadata.clone());
+        move || {
+            if metadata.is_halted() {
+                Err("stopped: fenced, or a durable write failed; exiting".to_string())
+            } else if lease.is_held() {
+                Ok(())
+            } else {
+                Err("not the leader (no lease held)".to_string())
+            }
+        }
     };
     let metrics = {
         let (lease, gc, counters) = (lease.clone(), metadata.gc_stats(), store.counters.clone());
@@ -174,6 +187,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         stop: vec![stop_http, stop_grpc],
         servers: vec![http, grpc],
         background: vec![gc],
+        lock: None,
     })
 }
 
@@ -215,6 +229,7 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
         stop: vec![stop_http, stop_grpc],
         servers: vec![http, grpc],
         background: Vec::new(),
+        lock: None,
     })
 }
 

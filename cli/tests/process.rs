@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{start, terminate};
+use common::{shale, spawn, start, terminate};
 use serde_json::{json, Value};
 
 /// Creates `basin` and its stream `s`, then appends `r0..r{count}` one record at a time.
@@ -80,30 +80,38 @@ async fn acked_appends_survive_a_crash() {
     assert!(terminate(child).success());
 }
 
+/// One server per local data directory: a second `shale serve` there is refused with a
+/// message that names the owner and `--takeover`; with `--takeover` the first drains and
+/// stops, and the second carries on from the durable state. Two servers never answer
+/// from one directory at once (the first would otherwise serve reads from a view the
+/// second had fenced).
 #[tokio::test]
-async fn a_second_server_on_the_same_store_fences_the_first_which_exits() {
+async fn a_second_server_on_a_data_directory_is_refused_or_takes_over() {
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
-    let (mut first, first_base, _grpc) = start(dir.path());
+    let (first, first_base, _grpc) = start(dir.path());
     let r =
         client.post(format!("{first_base}/v1/basins")).json(&json!({ "basin": "fence-basin" })).send().await.unwrap();
     assert_eq!(r.status(), 201);
-    let (second, second_base, _grpc) = start(dir.path());
 
-    // The first server's next write finds it was fenced: 503, and the process exits.
-    let r = client
-        .post(format!("{first_base}/v1/streams"))
-        .header("s2-basin", "fence-basin")
-        .json(&json!({ "stream": "late" }))
-        .send()
-        .await
+    let refused = shale()
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .output()
         .unwrap();
-    assert_eq!(r.status(), 503);
-    assert_eq!(r.json::<Value>().await.unwrap()["code"], "fenced");
-    let status = tokio::task::spawn_blocking(move || first.wait().unwrap()).await.unwrap();
-    assert!(!status.success(), "a fenced server exits with an error");
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains(&format!("process {}", first.id())) && message.contains("--takeover"), "{message}");
+    let r = client.get(format!("{first_base}/v1/basins/fence-basin")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "the first server is untouched");
 
-    // The new one carries on with the durable state.
+    let (second, second_base, _grpc) =
+        spawn(dir.path(), &["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--takeover"], &[]);
+    let mut first = first;
+    let status = tokio::task::spawn_blocking(move || first.wait().unwrap()).await.unwrap();
+    assert!(status.success(), "the first server stopped cleanly when asked");
+    let r = client.get(format!("{first_base}/v1/basins/fence-basin")).send().await;
+    assert!(r.is_err(), "and answers nothing any more");
     let r = client
         .post(format!("{second_base}/v1/streams"))
         .header("s2-basin", "fence-basin")
@@ -111,6 +119,6 @@ async fn a_second_server_on_the_same_store_fences_the_first_which_exits() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 201);
+    assert_eq!(r.status(), 201, "the second carries on with the durable state");
     assert!(terminate(second).success());
 }

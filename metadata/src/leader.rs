@@ -5,8 +5,9 @@
 //! so without more it could keep answering lookups from a state that no longer grows.
 //! The lease closes that gap:
 //! 1. After opening the database, an instance *claims*: it PUTs the leader record
-//!    (`cluster/leader.json`: instance id and advertised address), then waits one lease
-//!    plus one renew interval before it answers anything.
+//!    (`cluster/leader.json`: instance id and advertised address), waits one lease plus
+//!    one renew interval, then makes one durable write (which fails if a newer instance
+//!    has opened the database) before it answers anything.
 //! 2. While it answers, it re-reads the record every `renew_interval`; a read that names
 //!    it extends its lease to `read start + lease`. Every call checks the lease first.
 //! 3. A read that names another instance revokes the lease at once and triggers a
@@ -99,6 +100,21 @@ async fn keep_lease(
         tracing::info!(instance = %lease.instance, %address, wait = ?(config.lease + config.renew_interval),
             "leader record written; waiting for any earlier lease to lapse");
         tokio::time::sleep(config.lease + config.renew_interval).await;
+        // The record only says who claimed last; SlateDB says who may write. An instance
+        // fenced while it stalled could otherwise claim, win the record and serve reads
+        // from before the new writer existed: one durable write settles it first.
+        match metadata.confirm_writer().await {
+            Ok(()) => {}
+            Err(MetadataError::Fenced) => {
+                tracing::warn!(instance = %lease.instance, "fenced by a newer instance; not taking the lease");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot confirm writer status; claiming again");
+                tokio::time::sleep(config.renew_interval).await;
+                continue 'claim;
+            }
+        }
         loop {
             if metadata.is_halted() {
                 // Fenced, or a durable write failed: give the lease up at once so a
@@ -136,5 +152,32 @@ async fn keep_lease(
             }
             tokio::time::sleep(config.renew_interval).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use shale_storage::object_store::memory::InMemory;
+    use shale_storage::SystemClock;
+
+    use super::*;
+
+    /// An instance that was fenced while it stalled claims the record after the new
+    /// writer opened the database: it must never take the lease.
+    #[tokio::test]
+    async fn an_instance_fenced_before_it_claims_never_takes_the_lease() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let stale = Arc::new(Metadata::open(store.clone(), "metadata", Arc::new(SystemClock)).await.unwrap());
+        let newer = Metadata::open(store.clone(), "metadata", Arc::new(SystemClock)).await.unwrap();
+        let config = LeaseConfig { lease: Duration::from_millis(200), renew_interval: Duration::from_millis(50) };
+        let lease = hold_leadership(stale.clone(), store, "127.0.0.1:1".into(), config);
+        let mut halted = stale.watch_halted();
+        tokio::time::timeout(Duration::from_secs(10), halted.wait_for(Option::is_some)).await.unwrap().unwrap();
+        assert!(stale.is_fenced());
+        assert!(!lease.is_held(), "a fenced instance never serves");
+        newer.close().await.unwrap();
     }
 }
