@@ -131,6 +131,27 @@ where
     }
 }
 
+/// gRPC statuses tonic picks itself before a handler runs, corrected to what the call
+/// deserves: a request that does not decode is the client's error (`INVALID_ARGUMENT`,
+/// not `INTERNAL`), a message over the size limit is `RESOURCE_EXHAUSTED` (gRPC's code
+/// for it, not `OUT_OF_RANGE`).
+pub fn correct_grpc_status<B>(mut response: Response<B>) -> Response<B> {
+    let headers = response.headers_mut();
+    let code = headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok());
+    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let corrected = match code {
+        Some(13) if message.starts_with("failed%20to%20decode") || message.starts_with("failed to decode") => "3",
+        Some(11)
+            if message.contains("message%20length%20too%20large") || message.contains("message length too large") =>
+        {
+            "8"
+        }
+        _ => return response,
+    };
+    headers.insert("grpc-status", HeaderValue::from_static(corrected));
+    response
+}
+
 /// Gives an error the HTTP stack answered by itself (405, 413, a path extractor's 400,
 /// ...) S2's JSON body, keeping its status: clients never see a text or empty error.
 pub async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {

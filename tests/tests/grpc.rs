@@ -284,3 +284,28 @@ async fn an_invalid_input_ends_a_session_after_the_earlier_inputs_are_acked() {
     assert_eq!(tail.into_inner().tail.unwrap().seq_num, 3, "nothing applied without its ack");
     server.stop().await;
 }
+
+/// What tonic answers before a handler runs gets the code the call deserves: bytes that
+/// are not the request message are `INVALID_ARGUMENT`, a message over the size limit is
+/// `RESOURCE_EXHAUSTED`.
+#[tokio::test]
+async fn undecodable_and_oversized_requests_get_client_error_codes() {
+    let server = TestServer::start().await;
+    let client = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
+    let call = |payload: Vec<u8>| {
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&payload);
+        client
+            .post(format!("{}/shale.v1.Records/CheckTail", server.grpc))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(frame)
+            .send()
+    };
+    let garbage = call(vec![0xff; 16]).await.unwrap();
+    assert_eq!(garbage.headers()["grpc-status"], "3", "{:?}", garbage.headers());
+    let oversized = call(vec![0; 8 * 1024 * 1024]).await.unwrap();
+    assert_eq!(oversized.headers()["grpc-status"], "8", "{:?}", oversized.headers());
+    server.stop().await;
+}

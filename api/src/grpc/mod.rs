@@ -38,7 +38,8 @@ pub async fn serve_grpc(
         .layer(SetRequestIdLayer::x_request_id(state.request_ids()))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_grpc().make_span_with(layers::request_span))
-        .layer(layers::CountRequests(state.requests.clone()));
+        .layer(layers::CountRequests(state.requests.clone()))
+        .map_response(layers::correct_grpc_status);
     let service = GrpcService { service: state.service() };
     tonic::transport::Server::builder()
         .layer(layers)
