@@ -11,20 +11,21 @@
 //!   and read sessions, check tail) and the rules they keep;
 //! - `s2`: S2's REST API (JSON, protobuf, SSE, S2S);
 //! - `grpc`: `shale.v1` with reflection;
-//! - `layers`: the tower layers both transports share;
+//! - `layers`: the tower layers both transports share; `listener`: HTTP serving with
+//!   connection limits;
 //! - `ops`: `/health`, `/ready`, `/metrics`;
 //! - `error`: [`ApiError`].
 
 mod error;
 mod grpc;
 mod layers;
+mod listener;
 mod ops;
 mod s2;
 mod service;
 
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
 use shale_gateway::Gateway;
 use shale_metadata::{GcStats, MetadataApi};
 use shale_reader::Reader;
@@ -36,6 +37,7 @@ pub use axum::Router;
 pub use error::ApiError;
 pub use grpc::{incoming as nodelay_incoming, serve_grpc};
 pub use layers::REQUEST_TIMEOUT;
+pub use listener::{serve, ConnectionLimits};
 pub use ops::ops_router;
 pub use service::Service;
 
@@ -127,20 +129,4 @@ pub fn router(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http().make_span_with(layers::request_span))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(ids))
-}
-
-/// Serves `router` (the API from [`router`], or [`ops_router`]) on `listener` until
-/// `shutdown` resolves, then stops accepting and lets in-flight requests finish.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    // Small frames (acks, session messages) must not wait for Nagle's algorithm.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
 }

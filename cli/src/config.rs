@@ -119,6 +119,8 @@ pub struct ServeConfig {
     pub reader: ReaderConfig,
     pub metadata: MetadataConfig,
     pub cluster: ClusterConfig,
+    /// Limits of the HTTP listeners.
+    pub connections: shale_api::ConnectionLimits,
     /// `--takeover` (a command-line choice, not a setting).
     #[serde(skip)]
     pub takeover: bool,
@@ -136,6 +138,7 @@ impl Default for ServeConfig {
             reader: ReaderConfig::default(),
             metadata: MetadataConfig::default(),
             cluster: ClusterConfig::default(),
+            connections: shale_api::ConnectionLimits::default(),
             takeover: false,
         }
     }

@@ -175,7 +175,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
             out
         }
     };
-    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics));
+    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics), config.connections);
     let gc = tokio::spawn(run_orphan_collection(metadata.clone(), store.store.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
         store = %store.url, "shale serving");
@@ -191,13 +191,17 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     })
 }
 
-fn spawn_http(listener: TcpListener, router: shale_api::Router) -> (oneshot::Sender<()>, JoinHandle<()>) {
+fn spawn_http(
+    listener: TcpListener,
+    router: shale_api::Router,
+    limits: shale_api::ConnectionLimits,
+) -> (oneshot::Sender<()>, JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let stopped = async {
             let _ = stopped.await;
         };
-        if let Err(e) = shale_api::serve(listener, router, stopped).await {
+        if let Err(e) = shale_api::serve(listener, router, limits, stopped).await {
             tracing::error!(error = %e, "http server failed");
         }
     });
@@ -210,7 +214,7 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
     let grpc_listener = bind(config.grpc).await?;
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
-    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()));
+    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), config.connections);
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let gateway = state.gateway.clone();
     let grpc = tokio::spawn(async move {

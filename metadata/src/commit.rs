@@ -109,14 +109,18 @@ impl Metadata {
             tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
             return Ok((outcomes, false));
         }
-        // Whatever the segment id's clock says: a segment committed earlier whose stored
-        // outcome has expired must not be applied again.
-        if self.segment_committed(request.segment_id).await? {
-            tracing::warn!(segment = %ulid::Ulid(request.segment_id), "retried segment committed earlier; its outcome expired");
-            let error = MetadataError::Indefinite("segment committed earlier and its outcome expired".into());
-            return Ok((request.units.iter().map(|_| Err(error.clone())).collect(), false));
-        }
+        // No stored outcome: never committed, or committed so long ago that its outcome
+        // expired. The outcome lives 3 x max_commit_age and segments stamped more than
+        // max_commit_age ahead are refused, so an expired one is always judged too old
+        // here (even across a metadata clock skew below max_commit_age), and only then
+        // is the committed marker read: the common path costs no extra read.
         if let Some(error) = self.refuse_by_age(request.segment_id) {
+            let error = if self.segment_committed(request.segment_id).await? {
+                tracing::warn!(segment = %ulid::Ulid(request.segment_id), "retried segment committed earlier; its outcome expired");
+                MetadataError::Indefinite("segment committed earlier and its outcome expired".into())
+            } else {
+                error
+            };
             return Ok((request.units.iter().map(|_| Err(error.clone())).collect(), false));
         }
         let mut outcomes = Vec::with_capacity(request.units.len());

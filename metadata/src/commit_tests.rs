@@ -57,11 +57,13 @@ async fn tail(metadata: &Metadata, stream: &str) -> u64 {
 
 #[tokio::test]
 async fn a_retry_after_the_outcome_expired_is_not_applied_again_whatever_the_clock() {
-    let (metadata, _clock) = open().await;
+    let (metadata, clock) = open().await;
     // A gateway 4 s ahead: within max_commit_age, so the segment is committed.
     let segment = segment_at(T0 + 4_000, vec![append("s", None)]);
     assert!(metadata.commit(segment.clone()).await.unwrap()[0].is_ok());
-    // Its stored outcome expires (SlateDB's TTL runs on its own clock; remove it).
+    // Its stored outcome expires after 3 x max_commit_age (SlateDB's TTL runs on its own
+    // clock, so the test removes it as the clock passes that point).
+    clock.advance(Duration::from_secs(15));
     metadata.db.delete(keys::commit_outcome(segment.segment_id)).await.unwrap();
     let retried = metadata.commit(segment).await.unwrap();
     assert!(matches!(retried[0], Err(MetadataError::Indefinite(_))), "{:?}", retried[0]);

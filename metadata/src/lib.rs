@@ -125,10 +125,12 @@ pub struct MetadataConfig {
 }
 
 impl MetadataConfig {
-    /// How long a segment's commit outcome is kept for retried commits: longer than any
-    /// segment may still be committed.
+    /// How long a segment's commit outcome is kept for retried commits: long enough that
+    /// a retry after it expired finds the segment too old to commit, even when the
+    /// segment was stamped up to `max_commit_age` ahead and metadata instances' clocks
+    /// differ by less than `max_commit_age` (see `commit::segment_outcomes`).
     fn outcome_ttl_ms(&self) -> u64 {
-        2 * self.max_commit_age.as_millis() as u64
+        3 * self.max_commit_age.as_millis() as u64
     }
 }
 

@@ -236,10 +236,20 @@ impl Reader {
                 break;
             }
             for entry in entries {
-                if entry.first_seq >= tail_seq {
+                // Full, or past the tail: the next block is not fetched at all.
+                if entry.first_seq >= tail_seq || records.len() as u64 >= count || used_bytes >= bytes {
                     return Ok((records, false));
                 }
-                let block = self.caches.block(&entry).await?;
+                let block = match self.caches.block(&entry).await {
+                    Ok(block) => block,
+                    // What was read is delivered; the next read starts at this block and
+                    // reports its error.
+                    Err(error) if !records.is_empty() => {
+                        tracing::warn!(%error, seq = entry.first_seq, "stopping a read before an unreadable block");
+                        return Ok((records, false));
+                    }
+                    Err(error) => return Err(error),
+                };
                 let mut resolver = entry.timestamp_policy.resolver(block.arrival, entry.timestamp_floor);
                 for (i, record) in block.records.iter().enumerate() {
                     let timestamp = resolver.next(record.timestamp);

@@ -13,12 +13,18 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> TestServer {
-        let config = ServeConfig {
+        Self::start_with(|_| {}).await
+    }
+
+    /// [`Self::start`] with settings changed by `configure`.
+    pub async fn start_with(configure: impl FnOnce(&mut ServeConfig)) -> TestServer {
+        let mut config = ServeConfig {
             store: Some("memory://".into()),
             http: "127.0.0.1:0".parse().unwrap(),
             grpc: "127.0.0.1:0".parse().unwrap(),
             ..ServeConfig::default()
         };
+        configure(&mut config);
         let running = serve(config).await.unwrap();
         TestServer {
             base: format!("http://{}", running.http_addr),

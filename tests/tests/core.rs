@@ -434,6 +434,32 @@ async fn suite_retried_commits_and_orphan_collection(backend: Backend) {
     metadata.close().await.unwrap();
 }
 
+/// A read fetches no block past its limit, and a block that cannot be read does not
+/// take the readable records before it down with it: they are delivered, and the read
+/// that starts at the bad block reports it.
+async fn suite_reads_stop_at_their_limit_and_deliver_what_is_readable(backend: Backend) {
+    let store = backend.store().await;
+    let node = Node::start(&store, GatewayConfig::default()).await;
+    setup(&node, &["s"]).await;
+    for body in ["a", "b", "c"] {
+        node.gateway.append(input("s", &[body])).await.unwrap();
+    }
+    let misses = || node.reader.cache_stats().block_misses.load(std::sync::atomic::Ordering::Relaxed);
+    let mut one = read_from("s", ReadStart::SeqNum(0));
+    one.limits.count = Some(1);
+    assert_eq!(bodies(&node.reader.read(&one).await.unwrap().records), vec!["a"]);
+    assert_eq!(misses(), 1, "count=1 fetched one block");
+
+    let stream_id = node.metadata.stream(BASIN, "s").await.unwrap().record.id;
+    let bad = node.metadata.entries_from(stream_id, 2, 1).await.unwrap()[0];
+    store.raw.put(&Path::from(object_path(bad.segment_id)), PutPayload::from(vec![0u8; 64])).await.unwrap();
+    let output = node.reader.read(&read_from("s", ReadStart::SeqNum(1))).await.unwrap();
+    assert_eq!(bodies(&output.records), vec!["b"], "the readable record is delivered");
+    let error = node.reader.read(&read_from("s", ReadStart::SeqNum(2))).await.unwrap_err();
+    assert!(error.to_string().contains("segment") || error.to_string().contains("block"), "{error}");
+    node.stop().await;
+}
+
 macro_rules! on_every_backend {
     ($($suite:ident),* $(,)?) => {
         mod memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite(super::Backend::Memory).await } )* }
@@ -452,6 +478,7 @@ on_every_backend!(
     suite_catalog_lists_and_deletes,
     suite_waiting_read_wakes_on_commit,
     suite_retried_commits_and_orphan_collection,
+    suite_reads_stop_at_their_limit_and_deliver_what_is_readable,
 );
 
 /// A lone append seals at once instead of waiting for `linger`; appends that arrive

@@ -683,3 +683,43 @@ async fn every_error_is_json_and_oversized_bodies_are_refused_unread() {
     assert_eq!(tail(&server, "s").await, 0, "nothing was appended");
     server.stop().await;
 }
+
+/// A client that never finishes its headers loses its connection after the header
+/// deadline; past the connection cap a new connection is answered 503 with S2's JSON
+/// body and closed at once, and a slot freed is usable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_clients_are_dropped_and_connections_are_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TestServer::start_with(|config| {
+        config.connections.max_connections = 3;
+        config.connections.header_read_timeout = Duration::from_millis(1500);
+    })
+    .await;
+    let address = server.base.strip_prefix("http://").unwrap().to_string();
+    let read_to_end = |mut socket: tokio::net::TcpStream| async move {
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer)).await;
+        String::from_utf8_lossy(&answer).to_string() + if read.is_err() { "<still open>" } else { "" }
+    };
+
+    // Three connections that send half a request hold every slot.
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+        socket.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+        silent.push(socket);
+    }
+    let fourth = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let answer = read_to_end(fourth).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains(r#""code":"unavailable""#), "{answer}");
+
+    // The header deadline closes the silent ones, which frees their slots.
+    for socket in silent {
+        let answer = read_to_end(socket).await;
+        assert!(!answer.contains("<still open>"), "a silent client kept its connection: {answer}");
+    }
+    let response = server.client.get(server.url("/health")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    server.stop().await;
+}

@@ -1,0 +1,109 @@
+//! Serving HTTP with the limits a public listener needs: a connection cap (past it a
+//! new connection is answered `503` with S2's JSON body and closed, so descriptors never
+//! run out), a deadline for a request's headers (slow or silent clients are dropped),
+//! HTTP/2 keep-alive pings (dead peers are dropped), `TCP_NODELAY`, and a graceful stop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use serde::Deserialize;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Connection limits of the client-facing listeners (`[connections]` in the config).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectionLimits {
+    /// Open connections per listener; one more is answered 503 and closed. Keep it below
+    /// the process's descriptor limit (`ulimit -n`) minus what the store uses.
+    pub max_connections: usize,
+    /// A client must send a request's headers within this long (HTTP/1.1), or the
+    /// connection is closed: slow or silent clients hold no connection for long.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// HTTP/2 pings on a quiet connection this often; a peer that does not answer
+    /// within the same time is dropped. Live reads keep their connections busy.
+    #[serde(with = "humantime_serde")]
+    pub keep_alive_interval: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            header_read_timeout: Duration::from_secs(10),
+            keep_alive_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a connection past the cap is told before it is closed.
+const OVER_CAPACITY: &str = r#"{"code":"unavailable","message":"too many open connections; retry shortly"}"#;
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and
+/// waits for open connections to finish their requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.keep_alive_interval)
+        .keep_alive_timeout(limits.keep_alive_interval);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors or the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many open connections");
+            tokio::spawn(refuse(stream));
+            continue;
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let service = TowerToHyperService::new(router.clone());
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    graceful.shutdown().await;
+    Ok(())
+}
+
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{OVER_CAPACITY}",
+        OVER_CAPACITY.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response.as_bytes())).await;
+    let _ = stream.shutdown().await;
+}
