@@ -9,16 +9,14 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::process::Child;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{spawn, terminate};
+use common::cluster::Cluster;
+use common::terminate;
 use serde_json::{json, Value};
 use shale_storage::object_store::path::Path;
-use shale_storage::object_store::ObjectStore;
-use shale_tests::Moto;
 
 const BASIN: &str = "cluster-basin";
 const STREAMS: usize = 200;
@@ -30,92 +28,6 @@ struct Acked {
     stream: String,
     body: String,
     seq: u64,
-}
-
-struct Cluster {
-    dir: tempfile::TempDir,
-    env: Vec<(&'static str, String)>,
-    store_url: String,
-    store: Arc<dyn ObjectStore>,
-    metadata: Vec<String>,
-    gateways: Vec<(Child, String)>,
-    readers: Vec<(Child, String)>,
-}
-
-static BUCKETS: AtomicU64 = AtomicU64::new(0);
-
-impl Cluster {
-    /// A fresh bucket and a config file with `toml`; no processes yet.
-    async fn new(toml: &str) -> Cluster {
-        let moto = Moto::shared().await;
-        let bucket = format!("cluster-{}-{}", std::process::id(), BUCKETS.fetch_add(1, Ordering::SeqCst));
-        let store = moto.bucket(&bucket).await;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("shale.toml"), toml).unwrap();
-        let mut env = moto.env();
-        env.push(("SHALE_CONFIG", dir.path().join("shale.toml").display().to_string()));
-        Cluster {
-            dir,
-            env,
-            store_url: format!("s3://{bucket}"),
-            store,
-            metadata: Vec::new(),
-            gateways: Vec::new(),
-            readers: Vec::new(),
-        }
-    }
-
-    /// Starts `shale metadata` on free loopback ports; returns it, its gRPC address and
-    /// its HTTP base URL (health, readiness, metrics).
-    fn start_metadata(&self) -> (Child, String, String) {
-        let args = ["metadata", "--store", &self.store_url, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
-        let (child, http, grpc) = spawn(self.dir.path(), &args, &self.env);
-        (child, grpc.trim_start_matches("http://").to_string(), http)
-    }
-
-    /// Starts gateways and readers against every metadata address known so far.
-    fn start_roles(&mut self, gateways: usize, readers: usize) {
-        let metadata = self.metadata.join(",");
-        for (role, count) in [("gateway", gateways), ("reader", readers)] {
-            for _ in 0..count {
-                let args = [
-                    role,
-                    "--store",
-                    &self.store_url,
-                    "--metadata",
-                    &metadata,
-                    "--http",
-                    "127.0.0.1:0",
-                    "--grpc",
-                    "127.0.0.1:0",
-                ];
-                let (child, http, _grpc) = spawn(self.dir.path(), &args, &self.env);
-                match role {
-                    "gateway" => self.gateways.push((child, http)),
-                    _ => self.readers.push((child, http)),
-                }
-            }
-        }
-    }
-
-    async fn segment_objects(&self) -> HashSet<Path> {
-        use futures::TryStreamExt;
-        self.store.list(Some(&Path::from("segments"))).map_ok(|m| m.location).try_collect().await.unwrap()
-    }
-
-    /// Whether the segment object at `path` holds one of the appends sent to the victim.
-    async fn holds_doomed_records(&self, path: &Path) -> bool {
-        use shale_storage::object_store::ObjectStoreExt;
-        let bytes = self.store.get(path).await.unwrap().bytes().await.unwrap();
-        let blocks = shale_proto::segment::decode_segment(path.as_ref(), &bytes).unwrap();
-        blocks.iter().flat_map(|(_, block)| &block.records).any(|record| record.body.starts_with(b"doomed-"))
-    }
-
-    fn stop_all(self) {
-        for (child, _) in self.gateways.into_iter().chain(self.readers) {
-            terminate(child);
-        }
-    }
 }
 
 fn client() -> reqwest::Client {

@@ -12,7 +12,8 @@
 //!    acked positions, appends with an unknown outcome (timeouts, failover) contiguous and
 //!    at most once; nothing appears that no append sent; no record twice;
 //! 2. the log is dense: no read skips a position below the tail it saw;
-//! 3. real time: an append acked before another was invoked lies before it in the log;
+//! 3. real time: an append acked before another was invoked lies before it in the log
+//!    (one whose outcome is unknown may take effect any time after it began);
 //!    a read or check-tail sees every append acked before it was invoked, and none
 //!    invoked after it returned; two of them in real-time order see non-decreasing tails;
 //! 4. an append that failed definitely (a condition) appears nowhere; one with
@@ -194,9 +195,15 @@ fn check_real_time(history: &[Event], placed: &HashMap<usize, u64>) -> Result<()
         let start = placed[&index];
         (start, start + bodies.len() as u64)
     };
+    // An append whose outcome the client never learned may take effect at any time
+    // after it began, even after the client gave up on it: it completes at infinity.
+    let completed = |index: usize| match &history[index].op {
+        Op::Append { outcome: AppendOutcome::Unknown, .. } => u64::MAX,
+        _ => history[index].completed,
+    };
     for &a in placed.keys() {
         for &b in placed.keys() {
-            if history[a].completed < history[b].invoked && span(a).1 > span(b).0 {
+            if completed(a) < history[b].invoked && span(a).1 > span(b).0 {
                 return Err(format!("append {a} completed before append {b} began, but lies after it in the log"));
             }
         }
@@ -261,6 +268,16 @@ mod tests {
             tail((9, 10), 4),
         ];
         assert_eq!(check(&history).unwrap(), vec!["b", "a", "c", "d"]);
+    }
+
+    #[test]
+    fn an_append_whose_outcome_was_unknown_may_land_after_later_ones() {
+        let history = vec![
+            append(0, (0, 1), &["late"], AppendOutcome::Unknown),
+            append(1, (2, 3), &["b"], AppendOutcome::Acked { start: 0 }),
+            read((4, 5), 0, &[(0, "b"), (1, "late")], 2),
+        ];
+        assert_eq!(check(&history).unwrap(), vec!["b", "late"]);
     }
 
     #[test]

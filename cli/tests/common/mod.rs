@@ -2,6 +2,8 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 

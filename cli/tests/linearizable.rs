@@ -1,0 +1,210 @@
+//! Linearizability across failover: clients append (half of them with `match_seq_num`),
+//! read and check tails on a few streams through separate gateway and reader processes
+//! while the metadata leader is killed (`kill -9`) and a standby takes over; every
+//! stream's recorded history must pass the checker in `shale_tests::history`.
+//!
+//! The operations each client makes come from a seeded generator: the seed is printed,
+//! and `SHALE_HISTORY_SEED=N` replays the same choices (timing still varies).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::terminate;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use shale_tests::history::{check, AppendOutcome, Clock, Event, Op};
+
+const BASIN: &str = "history-basin";
+const STREAMS: usize = 3;
+const CLIENTS: usize = 6;
+const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
+
+struct Endpoints {
+    gateways: Vec<String>,
+    readers: Vec<String>,
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap()
+}
+
+/// One operation against the cluster, recorded; `None` for a read that failed (it had
+/// no effect, so it is left out of the history).
+async fn operate(
+    http: &reqwest::Client,
+    at: &Endpoints,
+    clock: &Clock,
+    rng: &mut StdRng,
+    client: usize,
+    n: usize,
+    last_tail: &mut HashMap<usize, u64>,
+) -> Option<(usize, Event)> {
+    let stream = rng.random_range(0..STREAMS);
+    let path = format!("/v1/streams/h{stream}/records");
+    let known = last_tail.get(&stream).copied().unwrap_or(0);
+    let choice = rng.random_range(0..10);
+    let invoked = clock.tick();
+    let op = match choice {
+        0..=4 => {
+            let bodies: Vec<String> = (0..rng.random_range(1..=3)).map(|i| format!("c{client}-{n}-{i}")).collect();
+            let match_seq_num = rng.random_bool(0.5).then_some(known);
+            let records: Vec<Value> = bodies.iter().map(|b| json!({ "body": b })).collect();
+            let mut body = json!({ "records": records });
+            if let Some(m) = match_seq_num {
+                body["match_seq_num"] = json!(m);
+            }
+            let gateway = &at.gateways[rng.random_range(0..at.gateways.len())];
+            let response = http.post(format!("{gateway}{path}")).header("s2-basin", BASIN).json(&body).send().await;
+            let outcome = match response {
+                Ok(r) if r.status() == 200 => {
+                    let ack: Value = r.json().await.unwrap();
+                    let start = ack["start"]["seq_num"].as_u64().unwrap();
+                    last_tail.insert(stream, ack["tail"]["seq_num"].as_u64().unwrap());
+                    AppendOutcome::Acked { start }
+                }
+                Ok(r) if r.status() == 412 => {
+                    let error: Value = r.json().await.unwrap();
+                    if let Some(tail) = error["seq_num_mismatch"].as_u64() {
+                        last_tail.insert(stream, tail);
+                    }
+                    AppendOutcome::Refused
+                }
+                // 503, 504, timeouts, connections cut by the failover: it may have landed.
+                _ => AppendOutcome::Unknown,
+            };
+            Op::Append { bodies, match_seq_num, outcome }
+        }
+        5..=7 => {
+            let from = rng.random_range(0..=known);
+            let reader = &at.readers[rng.random_range(0..at.readers.len())];
+            let url = format!("{reader}{path}?seq_num={from}&count=50&clamp=true");
+            let response = http.get(url).header("s2-basin", BASIN).send().await.ok()?;
+            if response.status() != 200 {
+                return None;
+            }
+            let batch: Value = response.json().await.ok()?;
+            let records = batch["records"]
+                .as_array()?
+                .iter()
+                .map(|r| (r["seq_num"].as_u64().unwrap(), r["body"].as_str().unwrap().to_string()))
+                .collect();
+            let tail = batch["tail"]["seq_num"].as_u64()?;
+            last_tail.insert(stream, tail);
+            Op::Read { from, records, tail }
+        }
+        _ => {
+            let reader = &at.readers[rng.random_range(0..at.readers.len())];
+            let response = http.get(format!("{reader}{path}/tail")).header("s2-basin", BASIN).send().await.ok()?;
+            if response.status() != 200 {
+                return None;
+            }
+            let tail = response.json::<Value>().await.ok()?["tail"]["seq_num"].as_u64()?;
+            last_tail.insert(stream, tail);
+            Op::CheckTail { tail }
+        }
+    };
+    Some((stream, Event { client, invoked, completed: clock.tick(), op }))
+}
+
+/// Every record of the stream, read after the run: settles appends whose outcome was
+/// unknown (present exactly once, or absent).
+async fn final_read(http: &reqwest::Client, reader: &str, stream: usize, clock: &Clock) -> Event {
+    let invoked = clock.tick();
+    let mut records = Vec::new();
+    let tail = loop {
+        let url = format!("{reader}/v1/streams/h{stream}/records?seq_num={}&count=1000", records.len());
+        let batch: Value = http.get(url).header("s2-basin", BASIN).send().await.unwrap().json().await.unwrap();
+        let page = batch["records"].as_array().unwrap();
+        let tail = batch["tail"]["seq_num"].as_u64().unwrap();
+        records.extend(page.iter().map(|r| (r["seq_num"].as_u64().unwrap(), r["body"].as_str().unwrap().to_string())));
+        if page.is_empty() || records.len() as u64 >= tail {
+            break tail;
+        }
+    };
+    Event { client: usize::MAX, invoked, completed: clock.tick(), op: Op::Read { from: 0, records, tail } }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn histories_across_a_metadata_crash_are_linearizable() {
+    let seed: u64 = std::env::var("SHALE_HISTORY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("history seed {seed} (SHALE_HISTORY_SEED={seed} replays the choices)");
+    let mut cluster = Cluster::new(FAST_LEASE).await;
+    let (first, first_addr, _http) = cluster.start_metadata();
+    cluster.metadata = vec![first_addr];
+    cluster.start_roles(2, 2);
+    let at = Arc::new(Endpoints {
+        gateways: cluster.gateways.iter().map(|(_, url)| url.clone()).collect(),
+        readers: cluster.readers.iter().map(|(_, url)| url.clone()).collect(),
+    });
+    let http = client();
+    let body = json!({ "basin": BASIN, "config": { "create_stream_on_append": true } });
+    let r = http.post(format!("{}/v1/basins", at.gateways[0])).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+
+    let clock = Arc::new(Clock::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (at, clock, stop) = (at.clone(), clock.clone(), stop.clone());
+            tokio::spawn(async move {
+                let http = client();
+                let mut rng = StdRng::seed_from_u64(seed.wrapping_add(c as u64));
+                let (mut events, mut last_tail) = (Vec::new(), HashMap::new());
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    if let Some(event) = operate(&http, &at, &clock, &mut rng, c, n, &mut last_tail).await {
+                        events.push(event);
+                    }
+                }
+                events
+            })
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut first = first;
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (standby, _, _) = cluster.start_metadata();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    stop.store(true, Ordering::Relaxed);
+
+    let mut histories: Vec<Vec<Event>> = (0..STREAMS).map(|_| Vec::new()).collect();
+    for client in clients {
+        for (stream, event) in client.await.unwrap() {
+            histories[stream].push(event);
+        }
+    }
+    let (mut ops, mut acked, mut unknown, mut refused) = (0, 0, 0, 0);
+    for (stream, history) in histories.iter_mut().enumerate() {
+        history.push(final_read(&http, &at.readers[stream % at.readers.len()], stream, &clock).await);
+        for event in history.iter() {
+            ops += 1;
+            if let Op::Append { outcome, .. } = &event.op {
+                match outcome {
+                    AppendOutcome::Acked { .. } => acked += 1,
+                    AppendOutcome::Unknown => unknown += 1,
+                    AppendOutcome::Refused => refused += 1,
+                }
+            }
+        }
+        if let Err(violation) = check(history) {
+            panic!("stream h{stream} is not linearizable (seed {seed}): {violation}");
+        }
+    }
+    println!(
+        "checked {ops} operations on {STREAMS} streams: {acked} appends acked, {refused} refused, {unknown} unknown"
+    );
+    assert!(acked > 50, "the run made too few appends to mean anything: {acked}");
+    cluster.stop_all();
+    assert!(terminate(standby).success());
+}
