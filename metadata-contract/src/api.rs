@@ -7,12 +7,12 @@ use tokio::sync::watch;
 
 use crate::{
     BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, ListPage,
-    PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch, StreamSummary, UnitOutcome,
+    Lookup, PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch, StreamSummary, UnitOutcome,
 };
 
 /// The metadata service as its callers see it, wherever it runs. Implementors provide
-/// the commit pipeline, the two index lookups, tail subscriptions and [`Self::catalog`];
-/// the typed management helpers are built on `catalog` once, here.
+/// four calls: the commit pipeline, [`Self::lookup`], tail subscriptions and
+/// [`Self::catalog`]; the typed helpers are built on them once, here.
 #[async_trait]
 pub trait MetadataApi: Send + Sync + 'static {
     /// Applies a commit call (sealed segments, in order, in one write batch) and returns
@@ -21,11 +21,8 @@ pub trait MetadataApi: Send + Sync + 'static {
     /// segment once durable. Idempotent per segment id.
     async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>) -> Result<CommitTicket>;
 
-    /// Up to `limit` index entries from the one holding `seq`.
-    async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>>;
-
-    /// The first index entry whose last record is at or after `timestamp`.
-    async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>>;
+    /// Index entries of a stream (see [`Lookup`]), durable ones only.
+    async fn lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>>;
 
     /// A receiver that changes to the new tail when a durable commit moves this
     /// stream's, and to `None` whenever updates may have been missed (waiters look the
@@ -34,6 +31,16 @@ pub trait MetadataApi: Send + Sync + 'static {
 
     /// Basin and stream management (see [`CatalogCall`]).
     async fn catalog(&self, call: CatalogCall) -> Result<CatalogReply>;
+
+    /// Up to `limit` index entries from the one holding `seq`.
+    async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>> {
+        self.lookup(Lookup::From { stream_id, seq, limit }).await
+    }
+
+    /// The first index entry whose last record is at or after `timestamp`.
+    async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>> {
+        Ok(self.lookup(Lookup::AtTime { stream_id, timestamp }).await?.into_iter().next())
+    }
 
     /// [`Self::sequence`] and wait until durable.
     async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {

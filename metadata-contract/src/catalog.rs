@@ -19,6 +19,15 @@ pub struct StreamSummary {
     pub created_at_ms: u64,
 }
 
+/// An index lookup: the reads of a stream's index entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Up to `limit` entries from the one holding `seq`, in sequence order.
+    From { stream_id: u64, seq: u64, limit: usize },
+    /// The first entry whose last record is at or after `timestamp`.
+    AtTime { stream_id: u64, timestamp: u64 },
+}
+
 /// Every basin and stream management operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CatalogCall {

@@ -2,23 +2,23 @@
 
 use slatedb::config::{DurabilityLevel, ScanOptions};
 
-use crate::{keys, IndexEntry, Metadata, MetadataError, Result};
+use crate::{keys, IndexEntry, Lookup, Metadata, MetadataError, Result};
 
 impl Metadata {
-    /// Up to `limit` index entries of the stream, starting with the one that holds
-    /// `seq` (or the first after it), in sequence order.
-    pub async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>> {
+    /// Runs one index lookup: the single place each [`Lookup`] meets its scan. Entries
+    /// are read in sequence order, from the `i/` family by last sequence number or the
+    /// `t/` family by last timestamp.
+    pub(crate) async fn run_lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>> {
         self.check_usable()?;
-        self.scan_entries(keys::index(stream_id, seq), keys::end_of_stream(b"i/", stream_id), limit).await
-    }
-
-    /// The first index entry of the stream whose last record has a timestamp at or
-    /// after `timestamp`.
-    pub async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>> {
-        self.check_usable()?;
-        let entries =
-            self.scan_entries(keys::by_time(stream_id, timestamp, 0), keys::end_of_stream(b"t/", stream_id), 1).await?;
-        Ok(entries.into_iter().next())
+        match query {
+            Lookup::From { stream_id, seq, limit } => {
+                self.scan_entries(keys::index(stream_id, seq), keys::end_of_stream(b"i/", stream_id), limit).await
+            }
+            Lookup::AtTime { stream_id, timestamp } => {
+                let start = keys::by_time(stream_id, timestamp, 0);
+                self.scan_entries(start, keys::end_of_stream(b"t/", stream_id), 1).await
+            }
+        }
     }
 
     async fn scan_entries(&self, start: Vec<u8>, end: Vec<u8>, limit: usize) -> Result<Vec<IndexEntry>> {

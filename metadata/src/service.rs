@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::{
-    CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, Metadata, MetadataApi, PipelinePosition,
-    Position, Result,
+    CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, Lookup, Metadata, MetadataApi,
+    PipelinePosition, Position, Result,
 };
 
 #[async_trait]
@@ -15,12 +15,8 @@ impl MetadataApi for Metadata {
         Metadata::sequence(self, requests, position).await
     }
 
-    async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>> {
-        Metadata::entries_from(self, stream_id, seq, limit).await
-    }
-
-    async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>> {
-        Metadata::entry_at_time(self, stream_id, timestamp).await
+    async fn lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>> {
+        self.run_lookup(query).await
     }
 
     fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {

@@ -33,8 +33,8 @@ use crate::leader_record::{read_record, LEADER_RECORD};
 use crate::wire::{commit_request_to_wire, error_from_wire, malformed, pipeline_to_wire, tail_from_wire};
 use crate::wire_catalog::{catalog_call_to_wire, catalog_reply_from_wire};
 use crate::{
-    CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, MetadataApi, MetadataError, PipelinePosition,
-    Position, Result, Retry, TailWatch,
+    CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, Lookup, MetadataApi, MetadataError,
+    PipelinePosition, Position, Result, Retry, TailWatch,
 };
 
 /// Pause before another round when no address answered.
@@ -355,24 +355,22 @@ impl MetadataApi for RemoteMetadata {
         }))
     }
 
-    async fn entries_from(&self, stream_id: u64, seq: u64, limit_: usize) -> Result<Vec<IndexEntry>> {
-        let pushed = self.inner.pushed_entries(stream_id, seq, limit_);
-        if !pushed.is_empty() {
-            return Ok(pushed);
-        }
-        let request = pb::EntriesFromRequest { stream_id, seq, limit: limit(limit_) };
-        let response =
-            self.inner.call("entries_from", Retry::Read, |mut c| async move { c.entries_from(request).await }).await?;
+    async fn lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>> {
+        let wire = match query {
+            Lookup::From { stream_id, seq, limit: limit_ } => {
+                let pushed = self.inner.pushed_entries(stream_id, seq, limit_);
+                if !pushed.is_empty() {
+                    return Ok(pushed);
+                }
+                pb::lookup_request::Query::From(pb::EntriesFromRequest { stream_id, seq, limit: limit(limit_) })
+            }
+            Lookup::AtTime { stream_id, timestamp } => {
+                pb::lookup_request::Query::AtTime(pb::EntryAtTimeRequest { stream_id, timestamp })
+            }
+        };
+        let request = pb::LookupRequest { query: Some(wire) };
+        let response = self.inner.call("lookup", Retry::Read, |mut c| async move { c.lookup(request).await }).await?;
         decode_entries(response)
-    }
-
-    async fn entry_at_time(&self, stream_id: u64, timestamp: u64) -> Result<Option<IndexEntry>> {
-        let request = pb::EntryAtTimeRequest { stream_id, timestamp };
-        let response = self
-            .inner
-            .call("entry_at_time", Retry::Read, |mut c| async move { c.entry_at_time(request).await })
-            .await?;
-        Ok(decode_entries(response)?.into_iter().next())
     }
 
     fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::wire::{commit_call_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
 use crate::wire_catalog::{catalog_call_from_wire, catalog_reply_to_wire};
-use crate::{CommitTicket, LeaderLease, Metadata, MetadataError, Retry, MAX_MESSAGE_BYTES};
+use crate::{CommitTicket, LeaderLease, Lookup, Metadata, MetadataError, Retry, MAX_MESSAGE_BYTES};
 
 /// How often an open watch checks that this instance still holds the lease.
 const WATCH_LEASE_CHECK: Duration = Duration::from_millis(100);
@@ -63,10 +63,6 @@ impl MetadataService {
 fn status(error: MetadataError) -> Status {
     let code = tonic::Code::from_i32(error.code().grpc_code());
     Status::with_details(code, error.to_string(), error_to_wire(&error).encode_to_vec().into())
-}
-
-fn limit(limit: u32) -> usize {
-    limit as usize
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchEvent, Status>> + Send>>;
@@ -132,22 +128,18 @@ impl MetadataRpc for MetadataService {
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(answered))))
     }
 
-    async fn entries_from(
-        &self,
-        request: Request<pb::EntriesFromRequest>,
-    ) -> Result<Response<pb::EntriesResponse>, Status> {
-        let r = request.into_inner();
-        let entries = self.leader()?.entries_from(r.stream_id, r.seq, limit(r.limit)).await.map_err(status)?;
+    async fn lookup(&self, request: Request<pb::LookupRequest>) -> Result<Response<pb::EntriesResponse>, Status> {
+        let query = match request.into_inner().query {
+            Some(pb::lookup_request::Query::From(r)) => {
+                Lookup::From { stream_id: r.stream_id, seq: r.seq, limit: r.limit as usize }
+            }
+            Some(pb::lookup_request::Query::AtTime(r)) => {
+                Lookup::AtTime { stream_id: r.stream_id, timestamp: r.timestamp }
+            }
+            None => return Err(status(MetadataError::InvalidArgument("lookup without a query".into()))),
+        };
+        let entries = self.leader()?.run_lookup(query).await.map_err(status)?;
         self.reply(pb::EntriesResponse { entries: entries.iter().map(|e| e.encode()).collect() })
-    }
-
-    async fn entry_at_time(
-        &self,
-        request: Request<pb::EntryAtTimeRequest>,
-    ) -> Result<Response<pb::EntriesResponse>, Status> {
-        let r = request.into_inner();
-        let entry = self.leader()?.entry_at_time(r.stream_id, r.timestamp).await.map_err(status)?;
-        self.reply(pb::EntriesResponse { entries: entry.iter().map(|e| e.encode()).collect() })
     }
 
     type WatchStream = WatchStream;
