@@ -410,6 +410,15 @@ mod tests {
             prop_assert!(result.is_err());
         }
 
+        /// Fuzzing by property: whatever the bytes, the decoders answer, never panic.
+        #[test]
+        fn arbitrary_bytes_never_panic_a_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let bytes = Bytes::from(bytes);
+            let _ = decode_segment("o", &bytes);
+            let _ = decode_block("o", &bytes);
+            let _ = decode_footer("o", &bytes);
+        }
+
         #[test]
         fn truncated_or_flipped_block_is_an_error(records in proptest::collection::vec(arb_record(), 1..5), index: prop::sample::Index, bit in 0u8..8) {
             let block = encode_block(7, &records);

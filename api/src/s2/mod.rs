@@ -8,6 +8,8 @@
 
 mod basins;
 mod config;
+#[cfg(test)]
+mod fuzz;
 mod query;
 mod records;
 mod s2s;
