@@ -9,15 +9,22 @@
 //! newer instance would refuse them: they were already too old when it opened).
 //!
 //! Segment keys sort by time (ULIDs), so each pass lists only keys after the last one a
-//! previous pass settled.
+//! previous pass settled (the cursor, persisted under `m/gc_cursor`), at most
+//! [`LIST_PAGE`] of them, and stops at the first key too young to judge; every
+//! [`FULL_SCAN_EVERY`] passes it starts from the beginning, for segments stamped behind
+//! the cursor by a gateway whose clock is behind.
+//!
+//! Clocks: candidates are judged by this instance's clock, and only after a durable
+//! write confirms it is the writer; commits are judged by the writer's clock too, so the
+//! rule never compares two metadata instances' clocks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 
-use crate::{Metadata, MetadataError, Result};
+use crate::{keys, Metadata, MetadataError, Result};
 
 /// Candidates checked per hold of the writer lock.
 const CHECK_BATCH: usize = 128;
@@ -53,39 +60,53 @@ pub struct GcReport {
     pub deleted: u64,
 }
 
+/// Segment keys one pass lists at most; the next pass goes on from there.
+const LIST_PAGE: usize = 10_000;
+
+/// Every this many passes the listing starts from the beginning again, so a segment
+/// stamped behind the cursor (a gateway whose clock is behind) is collected too.
+const FULL_SCAN_EVERY: u64 = 60;
+
 impl Metadata {
     /// Deletes segment objects in `store` that are older than `orphan_grace` and that no
-    /// commit made visible.
+    /// commit made visible. Lists at most [`LIST_PAGE`] keys, in key (time) order after
+    /// the persisted cursor, and stops at the first key too young to judge.
     pub async fn collect_orphans(&self, store: &dyn ObjectStore) -> Result<GcReport> {
         self.check_usable()?;
         let now_ms = self.clock.now_ms();
         let grace_ms = self.config.orphan_grace.as_millis() as u64;
         let prefix = Path::from("segments");
-        let cursor = self.gc_cursor.lock().await.clone();
+        let passes = self.gc_stats.runs.load(Ordering::Relaxed);
+        let cursor = match passes % FULL_SCAN_EVERY {
+            0 if passes > 0 => None,
+            _ => self.gc_cursor().await?,
+        };
         let listing = match &cursor {
             Some(after) => store.list_with_offset(Some(&prefix), after),
             None => store.list(Some(&prefix)),
         };
-        let listed: Vec<_> =
-            listing.try_collect().await.map_err(|e| MetadataError::Unavailable(format!("listing segments: {e}")))?;
+        let old_enough = |meta: &shale_storage::object_store::ObjectMeta| match segment_id_of(&meta.location) {
+            Some(id) => now_ms.saturating_sub(ulid::Ulid(id).timestamp_ms()) > grace_ms,
+            // Not a segment: left alone, and no reason to stop.
+            None => true,
+        };
+        let listed: Vec<_> = listing
+            .try_take_while(|meta| std::future::ready(Ok(old_enough(meta))))
+            .take(LIST_PAGE)
+            .try_collect()
+            .await
+            .map_err(|e| MetadataError::Unavailable(format!("listing segments: {e}")))?;
         let mut report = GcReport { examined: listed.len() as u64, deleted: 0 };
-        let mut old_enough: Vec<(u128, Path)> = listed
-            .into_iter()
-            .filter_map(|meta| {
-                let id = segment_id_of(&meta.location)?;
-                let created_ms = ulid::Ulid(id).timestamp_ms();
-                (now_ms.saturating_sub(created_ms) > grace_ms).then_some((id, meta.location))
-            })
-            .collect();
-        old_enough.sort_by(|a, b| a.1.cmp(&b.1));
-        if !old_enough.is_empty() {
+        let candidates: Vec<(u128, Path)> =
+            listed.into_iter().filter_map(|meta| Some((segment_id_of(&meta.location)?, meta.location))).collect();
+        if !candidates.is_empty() {
             self.confirm_writer().await?;
         }
         // The last key settled in order; a failed delete stops it, so the next pass
         // lists that segment again.
         let mut settled: Option<Path> = None;
         let mut all_settled = true;
-        for chunk in old_enough.chunks(CHECK_BATCH) {
+        for chunk in candidates.chunks(CHECK_BATCH) {
             let mut committed = Vec::with_capacity(chunk.len());
             {
                 let _writer = self.writer.lock().await;
@@ -112,13 +133,31 @@ impl Metadata {
                 }
             }
         }
+        // Only forward: a full scan settles keys behind the cursor, which stays.
         if let Some(settled) = settled {
-            *self.gc_cursor.lock().await = Some(settled);
+            self.save_gc_cursor(&settled).await?;
         }
         self.gc_stats.runs.fetch_add(1, Ordering::Relaxed);
         self.gc_stats.segments_examined.fetch_add(report.examined, Ordering::Relaxed);
         self.gc_stats.orphans_deleted.fetch_add(report.deleted, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// The last segment key settled, persisted so a restart does not list everything.
+    async fn gc_cursor(&self) -> Result<Option<Path>> {
+        let value = self.db.get(keys::GC_CURSOR).await.map_err(|e| self.storage_error(e))?;
+        Ok(value.and_then(|bytes| String::from_utf8(bytes.to_vec()).ok()).map(Path::from))
+    }
+
+    async fn save_gc_cursor(&self, settled: &Path) -> Result<()> {
+        let current = self.gc_cursor().await?;
+        if current.as_ref().is_some_and(|current| current >= settled) {
+            return Ok(());
+        }
+        let writer = self.writer.lock().await;
+        let mut batch = slatedb::WriteBatch::new();
+        batch.put(keys::GC_CURSOR, settled.as_ref().as_bytes());
+        self.write_durably(writer, batch).await
     }
 
     pub fn gc_stats(&self) -> std::sync::Arc<GcStats> {
@@ -149,6 +188,61 @@ pub async fn run_orphan_collection(metadata: std::sync::Arc<Metadata>, store: st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use shale_storage::object_store::memory::InMemory;
+    use shale_storage::object_store::PutPayload;
+    use shale_storage::ManualClock;
+
+    use crate::MetadataConfig;
+
+    const T0: u64 = 1_800_000_000_000;
+
+    async fn open(store: Arc<dyn ObjectStore>) -> Metadata {
+        let config = MetadataConfig {
+            max_commit_age: Duration::from_secs(5),
+            orphan_grace: Duration::from_secs(10),
+            ..MetadataConfig::default()
+        };
+        Metadata::open_with(store, "metadata", Arc::new(ManualClock::new(T0)), &config).await.unwrap()
+    }
+
+    async fn upload(store: &dyn ObjectStore, stamped_ms: u64, n: u64) -> Path {
+        let path = Path::from(format!("segments/{}.seg", ulid::Ulid::from_parts(stamped_ms, u128::from(n))));
+        store.put(&path, PutPayload::from_static(b"segment")).await.unwrap();
+        path
+    }
+
+    /// A pass lists only what it can judge, from a cursor that survives a restart; a
+    /// segment stamped behind the cursor (a gateway clock behind) is found by the
+    /// periodic full scan.
+    #[tokio::test]
+    async fn passes_page_from_a_persisted_cursor_and_full_scans_find_what_lies_behind() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        for n in 0..3 {
+            upload(store.as_ref(), T0 - 20_000, n).await;
+        }
+        let young = upload(store.as_ref(), T0, 9).await;
+        let metadata = open(store.clone()).await;
+        let first = metadata.collect_orphans(store.as_ref()).await.unwrap();
+        assert_eq!(first, GcReport { examined: 3, deleted: 3 }, "stops at the first key too young to judge");
+        metadata.close().await.unwrap();
+
+        let behind = upload(store.as_ref(), T0 - 30_000, 1).await;
+        let metadata = open(store.clone()).await;
+        let after_restart = metadata.collect_orphans(store.as_ref()).await.unwrap();
+        assert_eq!(after_restart.examined, 0, "the cursor survived the restart");
+        for _ in 1..FULL_SCAN_EVERY {
+            metadata.collect_orphans(store.as_ref()).await.unwrap();
+        }
+        let full = metadata.collect_orphans(store.as_ref()).await.unwrap();
+        assert_eq!(full.deleted, 1, "{full:?}");
+        assert!(store.head(&behind).await.is_err(), "the segment behind the cursor is collected");
+        assert!(store.head(&young).await.is_ok(), "a young segment is kept");
+        metadata.close().await.unwrap();
+    }
 
     #[test]
     fn only_segment_objects_are_candidates() {

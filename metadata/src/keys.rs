@@ -11,11 +11,15 @@
 //! | `d/<stream id u64>` | deleted stream awaiting GC of its index and blocks |
 //! | `m/next_stream_id` | next internal stream id (u64) |
 //! | `m/writer` | id of the instance that last confirmed it is the writer |
+//! | `m/gc_cursor` | the last segment key orphan collection settled |
 
 pub const NEXT_STREAM_ID: &[u8] = b"m/next_stream_id";
 
 /// The instance that last confirmed it is the writer (see `leader`).
 pub const WRITER: &[u8] = b"m/writer";
+
+/// The last segment key orphan collection settled.
+pub const GC_CURSOR: &[u8] = b"m/gc_cursor";
 
 pub fn basin(basin: &str) -> Vec<u8> {
     [b"b/", basin.as_bytes()].concat()

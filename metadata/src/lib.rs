@@ -81,8 +81,6 @@ pub struct Metadata {
     tails: Arc<TailWatch>,
     halt: Arc<Halt>,
     gc_stats: Arc<gc::GcStats>,
-    /// The last segment key orphan collection settled; later passes list after it.
-    gc_cursor: Mutex<Option<shale_storage::object_store::path::Path>>,
 }
 
 /// What only the writer touches, under the writer lock.
@@ -209,7 +207,6 @@ impl Metadata {
             tails,
             halt,
             gc_stats: Arc::default(),
-            gc_cursor: Mutex::new(None),
         })
     }
 
