@@ -8,10 +8,13 @@
 //! - [`FailingStore`]: fault injection, failing chosen PUTs.
 //! - [`DelayedStore`]: object-store latency in user space, for benchmarks and tests at
 //!   S3-like latency.
+//! - [`SyncedDir`]: fsyncs what the local-filesystem store writes, so acked data survives
+//!   a power loss.
 //! - [`Histogram`]: latency histogram rendered as Prometheus text.
 //! - [`Clock`]: the one place that reads wall-clock time, so tests can control it.
 //!
-//! `object_store` is re-exported from slatedb so the workspace agrees on one version.
+//! `object_store` (the version slatedb uses) is re-exported so the workspace agrees on
+//! one version.
 
 mod clock;
 mod delayed;
@@ -19,6 +22,7 @@ mod failing;
 mod histogram;
 mod instrumented;
 mod open;
+mod synced;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use delayed::DelayedStore;
@@ -27,3 +31,4 @@ pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};
 pub use object_store;
 pub use open::{open_store, StoreError};
+pub use synced::SyncedDir;

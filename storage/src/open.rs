@@ -6,6 +6,8 @@ use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
 use object_store::ObjectStore;
 
+use crate::SyncedDir;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("invalid store url `{url}`: {reason}")]
@@ -17,6 +19,7 @@ pub enum StoreError {
 /// Opens the object store a URL names:
 /// - `memory://`: in process, lost on exit (tests);
 /// - `file:///abs/path` or `file://rel/path`: a local directory, created if missing;
+///   every write is fsynced (with the directory entries naming it) before it returns;
 /// - `s3://bucket[/prefix]`: S3 or any S3-compatible server. Credentials, region and
 ///   endpoint come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
 ///   `AWS_ENDPOINT_URL` and friends; an `http://` endpoint allows plain HTTP.
@@ -31,8 +34,10 @@ pub fn open_store(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
                 return Err(invalid("file:// needs a path"));
             }
             std::fs::create_dir_all(rest).map_err(|e| open_err(Box::new(e)))?;
-            let store = LocalFileSystem::new_with_prefix(rest).map_err(|e| open_err(Box::new(e)))?;
-            Ok(Arc::new(store))
+            let root = std::fs::canonicalize(rest).map_err(|e| open_err(Box::new(e)))?;
+            let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| open_err(Box::new(e)))?;
+            // Acked means on disk: every file written is fsynced before the write returns.
+            Ok(Arc::new(SyncedDir::new(Arc::new(store), root)))
         }
         "s3" => {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));

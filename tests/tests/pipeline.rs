@@ -103,13 +103,21 @@ async fn a_failed_wal_write_acks_nothing_after_the_last_durable_point() {
     let stats = node.metadata.commit_stats();
     let applied_before = stats.applied.load(Ordering::SeqCst);
     node.faults.hold_puts(WAL);
-    let after: Vec<_> = (0..48)
-        .map(|i| {
+    let spawn_wave = |wave: std::ops::Range<usize>| -> Vec<_> {
+        wave.map(|i| {
             let (stream, body) = (streams[i % streams.len()].clone(), format!("after-{i}"));
             let gateway = gateway.clone();
             tokio::spawn(async move { (body.clone(), gateway.append(input(&stream, body)).await) })
         })
-        .collect();
+        .collect()
+    };
+    // Two waves, each waited for, so at least two calls are applied however the
+    // batcher groups the appends: the first holds the WAL write, the second is applied
+    // behind it.
+    let mut after = spawn_wave(0..24);
+    wait_until("a commit applied and its WAL write held", || stats.applied.load(Ordering::SeqCst) > applied_before)
+        .await;
+    after.extend(spawn_wave(24..48));
     wait_until("commits applied behind the held WAL write", || {
         stats.applied.load(Ordering::SeqCst) >= applied_before + 2
     })

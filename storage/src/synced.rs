@@ -1,0 +1,186 @@
+//! Durable writes on the local filesystem: object_store's `LocalFileSystem` writes and
+//! renames files but never fsyncs, so an acked write could vanish in a power loss.
+//! [`SyncedDir`] fsyncs every file it writes (puts, completed multipart uploads, copies)
+//! and the directory entry that names it before the write returns, and each directory
+//! the first time it is seen, up to the root. Only the writer of a file pays: reads,
+//! lists and deletes pass through.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult, Result, UploadPart,
+};
+
+/// A local-directory store whose writes are on disk when they return.
+#[derive(Debug)]
+pub struct SyncedDir {
+    inner: Arc<dyn ObjectStore>,
+    syncer: Arc<Syncer>,
+}
+
+#[derive(Debug)]
+struct Syncer {
+    root: PathBuf,
+    /// Directories whose own entry is already durable in their parent.
+    known_dirs: Mutex<HashSet<PathBuf>>,
+    /// fsync calls made: what tests and `/metrics` count.
+    syncs: AtomicU64,
+}
+
+impl SyncedDir {
+    /// `inner` must be a `LocalFileSystem` rooted at `root`.
+    pub fn new(inner: Arc<dyn ObjectStore>, root: impl Into<PathBuf>) -> Self {
+        let syncer = Syncer { root: root.into(), known_dirs: Mutex::default(), syncs: AtomicU64::new(0) };
+        Self { inner, syncer: Arc::new(syncer) }
+    }
+
+    /// fsync calls made so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncer.syncs.load(Ordering::Relaxed)
+    }
+}
+
+impl Syncer {
+    /// Makes the file at `location` and the entries naming it durable.
+    async fn sync(self: &Arc<Self>, location: &Path) -> Result<()> {
+        let syncer = self.clone();
+        let file = self.root.join(location.as_ref());
+        tokio::task::spawn_blocking(move || syncer.sync_blocking(&file))
+            .await
+            .map_err(|e| generic(format!("fsync task failed: {e}")))?
+            .map_err(|e| generic(format!("fsync of {} failed: {e}", location.as_ref())))
+    }
+
+    fn sync_blocking(&self, file: &std::path::Path) -> std::io::Result<()> {
+        std::fs::File::open(file)?.sync_all()?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        let mut dir = file.parent();
+        while let Some(current) = dir {
+            std::fs::File::open(current)?.sync_all()?;
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            let mut known = self.known_dirs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            // The first time a directory is seen, its own entry in its parent is synced too.
+            if current == self.root || !known.insert(current.to_path_buf()) {
+                break;
+            }
+            dir = current.parent();
+        }
+        Ok(())
+    }
+}
+
+fn generic(message: String) -> object_store::Error {
+    object_store::Error::Generic { store: "SyncedDir", source: message.into() }
+}
+
+impl fmt::Display for SyncedDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Synced({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for SyncedDir {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        let result = self.inner.put_opts(location, payload, opts).await?;
+        self.syncer.sync(location).await?;
+        Ok(result)
+    }
+
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(SyncedUpload { inner: upload, location: location.clone(), syncer: self.syncer.clone() }))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await?;
+        self.syncer.sync(to).await
+    }
+}
+
+/// A multipart upload whose completed file is synced before `complete` returns.
+#[derive(Debug)]
+struct SyncedUpload {
+    inner: Box<dyn MultipartUpload>,
+    location: Path,
+    syncer: Arc<Syncer>,
+}
+
+#[async_trait]
+impl MultipartUpload for SyncedUpload {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        self.inner.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        let result = self.inner.complete().await?;
+        self.syncer.sync(&self.location).await?;
+        Ok(result)
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.inner.abort().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::local::LocalFileSystem;
+    use object_store::ObjectStoreExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn every_write_is_synced_with_the_entries_that_name_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let local = LocalFileSystem::new_with_prefix(dir.path()).expect("local store");
+        let store = SyncedDir::new(Arc::new(local), dir.path());
+        store.put(&Path::from("a/b/one"), PutPayload::from_static(b"1")).await.expect("put");
+        // The file, a/b, a (first time seen) and the root.
+        assert_eq!(store.syncs(), 4);
+        store.put(&Path::from("a/b/two"), PutPayload::from_static(b"2")).await.expect("put");
+        assert_eq!(store.syncs(), 6, "known directories are not synced again up the tree");
+        let mut upload = store.put_multipart(&Path::from("a/big")).await.expect("multipart");
+        upload.put_part(PutPayload::from_static(b"part")).await.expect("part");
+        upload.complete().await.expect("complete");
+        assert_eq!(store.syncs(), 8);
+        store.copy(&Path::from("a/big"), &Path::from("a/copy")).await.expect("copy");
+        assert_eq!(store.syncs(), 10);
+        let bytes = store.get(&Path::from("a/copy")).await.expect("get").bytes().await.expect("bytes");
+        assert_eq!(&bytes[..], b"part");
+    }
+}
