@@ -77,6 +77,9 @@ pub struct Args {
     /// makes no catalog calls and metadata's counters measure commits only.
     #[arg(long)]
     pub streams_exist: bool,
+    /// In-process server on the local filesystem without fsync (`store_fsync = false`).
+    #[arg(long)]
+    pub no_fsync: bool,
     /// Write the figures as JSON here too.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -105,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
             if let Some(interval) = args.min_seal_interval {
                 config.gateway.min_seal_interval = interval;
             }
+            config.store_fsync = !args.no_fsync;
             if let Some(group) = args.max_commit_group {
                 config.gateway.max_commit_group = group;
             }

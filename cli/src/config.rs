@@ -113,6 +113,10 @@ pub struct ServeConfig {
     /// that must see the system as it runs against S3 (30 ms per request there).
     #[serde(with = "humantime_serde")]
     pub store_delay: Duration,
+    /// Whether a local-directory store fsyncs each write before it is acked (the
+    /// default). Off, appends are faster and a power loss (not a crash) can lose the
+    /// last acked writes.
+    pub store_fsync: bool,
     pub http: SocketAddr,
     pub grpc: SocketAddr,
     pub gateway: GatewayConfig,
@@ -132,6 +136,7 @@ impl Default for ServeConfig {
             data_dir: PathBuf::from("shale-data"),
             store: None,
             store_delay: Duration::ZERO,
+            store_fsync: true,
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             grpc: SocketAddr::from(([127, 0, 0, 1], 50051)),
             gateway: GatewayConfig::default(),

@@ -48,7 +48,7 @@ struct Store {
 
 fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
     let url = config.store_url()?;
-    let mut raw = shale_storage::open_store(&url)?;
+    let mut raw = shale_storage::open_store_with(&url, config.store_fsync)?;
     if !config.store_delay.is_zero() {
         tracing::warn!(delay = ?config.store_delay, "adding latency to every object-store request");
         raw = Arc::new(DelayedStore::new(raw, config.store_delay));

@@ -30,5 +30,5 @@ pub use failing::FailingStore;
 pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};
 pub use object_store;
-pub use open::{open_store, StoreError};
+pub use open::{open_store, open_store_with, StoreError};
 pub use synced::SyncedDir;

@@ -24,6 +24,13 @@ pub enum StoreError {
 ///   endpoint come from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
 ///   `AWS_ENDPOINT_URL` and friends; an `http://` endpoint allows plain HTTP.
 pub fn open_store(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    open_store_with(url, true)
+}
+
+/// [`open_store`], choosing whether a `file://` store fsyncs its writes (`fsync: false`
+/// is faster and loses recent acked writes on a power loss; a crash of the process
+/// alone loses nothing either way).
+pub fn open_store_with(url: &str, fsync: bool) -> Result<Arc<dyn ObjectStore>, StoreError> {
     let invalid = |reason: &str| StoreError::InvalidUrl { url: url.to_string(), reason: reason.to_string() };
     let open_err = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open { url: url.to_string(), source };
     let (scheme, rest) = url.split_once("://").ok_or_else(|| invalid("expected scheme://"))?;
@@ -36,6 +43,9 @@ pub fn open_store(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
             std::fs::create_dir_all(rest).map_err(|e| open_err(Box::new(e)))?;
             let root = std::fs::canonicalize(rest).map_err(|e| open_err(Box::new(e)))?;
             let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| open_err(Box::new(e)))?;
+            if !fsync {
+                return Ok(Arc::new(store));
+            }
             // Acked means on disk: every file written is fsynced before the write returns.
             Ok(Arc::new(SyncedDir::new(Arc::new(store), root)))
         }
