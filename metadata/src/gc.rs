@@ -9,8 +9,8 @@
 //! newer instance would refuse them: they were already too old when it opened).
 //!
 //! Segment keys sort by time (ULIDs), so each pass lists only keys after the last one a
-//! previous pass settled (the cursor, persisted under `m/gc_cursor`), at most
-//! [`LIST_PAGE`] of them, and stops at the first key too young to judge; every
+//! previous pass settled (the cursor, persisted under `m/gc_cursor`), keeping at most
+//! [`LIST_PAGE`] candidates, and the cursor never passes a key too young to judge; every
 //! [`FULL_SCAN_EVERY`] passes it starts from the beginning, for segments stamped behind
 //! the cursor by a gateway whose clock is behind.
 //!
@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 
@@ -60,7 +60,7 @@ pub struct GcReport {
     pub deleted: u64,
 }
 
-/// Segment keys one pass lists at most; the next pass goes on from there.
+/// Candidates one pass keeps at most; the next pass goes on from there.
 const LIST_PAGE: usize = 10_000;
 
 /// Every this many passes the listing starts from the beginning again, so a segment
@@ -69,8 +69,8 @@ const FULL_SCAN_EVERY: u64 = 60;
 
 impl Metadata {
     /// Deletes segment objects in `store` that are older than `orphan_grace` and that no
-    /// commit made visible. Lists at most [`LIST_PAGE`] keys, in key (time) order after
-    /// the persisted cursor, and stops at the first key too young to judge.
+    /// commit made visible: at most [`LIST_PAGE`] of them per pass, from the keys after
+    /// the persisted cursor.
     pub async fn collect_orphans(&self, store: &dyn ObjectStore) -> Result<GcReport> {
         self.check_usable()?;
         let now_ms = self.clock.now_ms();
@@ -81,24 +81,31 @@ impl Metadata {
             0 if passes > 0 => None,
             _ => self.gc_cursor().await?,
         };
-        let listing = match &cursor {
+        let mut listing = match &cursor {
             Some(after) => store.list_with_offset(Some(&prefix), after),
             None => store.list(Some(&prefix)),
         };
-        let old_enough = |meta: &shale_storage::object_store::ObjectMeta| match segment_id_of(&meta.location) {
-            Some(id) => now_ms.saturating_sub(ulid::Ulid(id).timestamp_ms()) > grace_ms,
-            // Not a segment: left alone, and no reason to stop.
-            None => true,
-        };
-        let listed: Vec<_> = listing
-            .try_take_while(|meta| std::future::ready(Ok(old_enough(meta))))
-            .take(LIST_PAGE)
-            .try_collect()
-            .await
-            .map_err(|e| MetadataError::Unavailable(format!("listing segments: {e}")))?;
-        let mut report = GcReport { examined: listed.len() as u64, deleted: 0 };
-        let candidates: Vec<(u128, Path)> =
-            listed.into_iter().filter_map(|meta| Some((segment_id_of(&meta.location)?, meta.location))).collect();
+        // Stores need not list in key order (the local filesystem does not), so the
+        // whole listing after the cursor is walked, keeping at most LIST_PAGE
+        // candidates; `boundary` is the smallest key not settled in this pass (too young,
+        // or past the page), and the cursor never moves past it.
+        let mut candidates: Vec<(u128, Path)> = Vec::new();
+        let mut boundary: Option<Path> = None;
+        let mut examined = 0u64;
+        while let Some(meta) =
+            listing.try_next().await.map_err(|e| MetadataError::Unavailable(format!("listing segments: {e}")))?
+        {
+            examined += 1;
+            let Some(id) = segment_id_of(&meta.location) else { continue };
+            let old_enough = now_ms.saturating_sub(ulid::Ulid(id).timestamp_ms()) > grace_ms;
+            if old_enough && candidates.len() < LIST_PAGE {
+                candidates.push((id, meta.location));
+            } else if boundary.as_ref().is_none_or(|b| meta.location < *b) {
+                boundary = Some(meta.location);
+            }
+        }
+        candidates.sort_by(|a, b| a.1.cmp(&b.1));
+        let mut report = GcReport { examined, deleted: 0 };
         if !candidates.is_empty() {
             self.confirm_writer().await?;
         }
@@ -128,7 +135,7 @@ impl Metadata {
                         }
                     }
                 }
-                if all_settled {
+                if all_settled && boundary.as_ref().is_none_or(|b| path < b) {
                     settled = Some(path.clone());
                 }
             }
@@ -227,13 +234,13 @@ mod tests {
         let young = upload(store.as_ref(), T0, 9).await;
         let metadata = open(store.clone()).await;
         let first = metadata.collect_orphans(store.as_ref()).await.unwrap();
-        assert_eq!(first, GcReport { examined: 3, deleted: 3 }, "stops at the first key too young to judge");
+        assert_eq!(first, GcReport { examined: 4, deleted: 3 }, "the young segment is listed and kept");
         metadata.close().await.unwrap();
 
         let behind = upload(store.as_ref(), T0 - 30_000, 1).await;
         let metadata = open(store.clone()).await;
         let after_restart = metadata.collect_orphans(store.as_ref()).await.unwrap();
-        assert_eq!(after_restart.examined, 0, "the cursor survived the restart");
+        assert_eq!(after_restart.examined, 1, "the cursor survived the restart: only the young key is listed");
         for _ in 1..FULL_SCAN_EVERY {
             metadata.collect_orphans(store.as_ref()).await.unwrap();
         }
