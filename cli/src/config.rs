@@ -117,6 +117,10 @@ pub struct ServeConfig {
     /// default). Off, appends are faster and a power loss (not a crash) can lose the
     /// last acked writes.
     pub store_fsync: bool,
+    /// Fault injection for tests: a seeded fraction of chosen store requests fails, e.g.
+    /// `seed=7,put:segments/=0.05,get=0.01` (see `shale_storage::FaultyStore`). Never in
+    /// production.
+    pub store_faults: Option<String>,
     pub http: SocketAddr,
     pub grpc: SocketAddr,
     pub gateway: GatewayConfig,
@@ -137,6 +141,7 @@ impl Default for ServeConfig {
             store: None,
             store_delay: Duration::ZERO,
             store_fsync: true,
+            store_faults: None,
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             grpc: SocketAddr::from(([127, 0, 0, 1], 50051)),
             gateway: GatewayConfig::default(),

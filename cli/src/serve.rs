@@ -55,7 +55,15 @@ fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
     }
     let instrumented = InstrumentedStore::new(raw);
     let counters = instrumented.counters();
-    Ok(Store { url, store: Arc::new(instrumented), counters })
+    let mut store: Arc<dyn ObjectStore> = Arc::new(instrumented);
+    if let Some(spec) = &config.store_faults {
+        // In front of the counters: a failed-on-purpose request never reached the store.
+        let faulty = shale_storage::FaultyStore::new(store, spec, counters.clone())
+            .map_err(|e| anyhow::anyhow!("store_faults: {e}"))?;
+        tracing::warn!(spec, "injecting store faults");
+        store = Arc::new(faulty);
+    }
+    Ok(Store { url, store, counters })
 }
 
 async fn open_metadata(config: &ServeConfig, store: &Store) -> anyhow::Result<Arc<Metadata>> {

@@ -1,6 +1,7 @@
-//! Linearizability across failover: clients append (half of them with `match_seq_num`),
+//! Linearizability across failures: clients append (half of them with `match_seq_num`),
 //! read and check tails on a few streams through separate gateway and reader processes
-//! while the metadata leader is killed (`kill -9`) and a standby takes over; every
+//! while the metadata leader is killed (`kill -9`) and a standby takes over, or while
+//! every role's store fails a fraction of requests and a gateway is killed; every
 //! stream's recorded history must pass the checker in `shale_tests::history`.
 //!
 //! The operations each client makes come from a seeded generator: the seed is printed,
@@ -132,12 +133,23 @@ async fn final_read(http: &reqwest::Client, reader: &str, stream: usize, clock: 
     Event { client: usize::MAX, invoked, completed: clock.tick(), op: Op::Read { from: 0, records, tail } }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn histories_across_a_metadata_crash_are_linearizable() {
+/// What happens to the cluster halfway through a run.
+enum Chaos {
+    /// `kill -9` of the metadata leader; a standby takes over.
+    KillMetadata,
+    /// `kill -9` of one of the two gateways (clients keep using both).
+    KillGateway,
+}
+
+/// Runs clients against a fresh cluster (config `toml`) for about ten seconds with
+/// `chaos` halfway, then checks every stream's history; returns the store faults the
+/// surviving processes injected.
+async fn run_and_check(toml: &str, chaos: Chaos) -> u64 {
     let seed: u64 = std::env::var("SHALE_HISTORY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     println!("history seed {seed} (SHALE_HISTORY_SEED={seed} replays the choices)");
-    let mut cluster = Cluster::new(FAST_LEASE).await;
-    let (first, first_addr, _http) = cluster.start_metadata();
+    let toml = toml.replace("SEED", &seed.to_string());
+    let mut cluster = Cluster::new(&toml).await;
+    let (first, first_addr, first_http) = cluster.start_metadata();
     cluster.metadata = vec![first_addr];
     cluster.start_roles(2, 2);
     let at = Arc::new(Endpoints {
@@ -146,8 +158,16 @@ async fn histories_across_a_metadata_crash_are_linearizable() {
     });
     let http = client();
     let body = json!({ "basin": BASIN, "config": { "create_stream_on_append": true } });
-    let r = http.post(format!("{}/v1/basins", at.gateways[0])).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 201);
+    let mut created = false;
+    for _ in 0..20 {
+        // Store faults may fail a try; the create is idempotent with a request token.
+        let r = http.post(format!("{}/v1/basins", at.gateways[0])).header("s2-request-token", "create-basin");
+        if r.json(&body).send().await.is_ok_and(|r| r.status().is_success()) {
+            created = true;
+            break;
+        }
+    }
+    assert!(created, "the basin could not be created");
 
     let clock = Arc::new(Clock::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -171,10 +191,20 @@ async fn histories_across_a_metadata_crash_are_linearizable() {
         .collect();
 
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let mut first = first;
-    first.kill().unwrap();
-    first.wait().unwrap();
-    let (standby, _, _) = cluster.start_metadata();
+    let (mut leader, mut leader_http) = (first, first_http);
+    match chaos {
+        Chaos::KillMetadata => {
+            leader.kill().unwrap();
+            leader.wait().unwrap();
+            let (standby, _, standby_http) = cluster.start_metadata();
+            (leader, leader_http) = (standby, standby_http);
+        }
+        Chaos::KillGateway => {
+            let (mut victim, _) = cluster.gateways.remove(1);
+            victim.kill().unwrap();
+            victim.wait().unwrap();
+        }
+    }
     tokio::time::sleep(Duration::from_secs(6)).await;
     stop.store(true, Ordering::Relaxed);
 
@@ -201,10 +231,32 @@ async fn histories_across_a_metadata_crash_are_linearizable() {
             panic!("stream h{stream} is not linearizable (seed {seed}): {violation}");
         }
     }
+    let mut faults = 0;
+    for base in cluster.gateways.iter().chain(&cluster.readers).map(|(_, url)| url).chain([&leader_http]) {
+        let metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+        let line = metrics.lines().find_map(|l| l.strip_prefix("shale_store_faults_injected_total "));
+        faults += line.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
     println!(
-        "checked {ops} operations on {STREAMS} streams: {acked} appends acked, {refused} refused, {unknown} unknown"
+        "checked {ops} operations on {STREAMS} streams: {acked} appends acked, {refused} refused, {unknown} unknown; \
+         {faults} store faults injected (surviving processes)"
     );
     assert!(acked > 50, "the run made too few appends to mean anything: {acked}");
     cluster.stop_all();
-    assert!(terminate(standby).success());
+    assert!(terminate(leader).success());
+    faults
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn histories_across_a_metadata_crash_are_linearizable() {
+    run_and_check(FAST_LEASE, Chaos::KillMetadata).await;
+}
+
+/// Every role's store fails a seeded fraction of requests (segment PUTs, metadata's WAL
+/// and SST writes, segment GETs), and a gateway is killed mid-run: acks stay exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn histories_under_store_faults_and_a_gateway_crash_are_linearizable() {
+    let faults = "store_faults = \"seed=SEED,put:segments/=0.05,put:metadata/=0.02,get:segments/=0.02\"\n";
+    let injected = run_and_check(&format!("{faults}{FAST_LEASE}"), Chaos::KillGateway).await;
+    assert!(injected > 0, "no fault was injected");
 }

@@ -21,6 +21,8 @@ pub struct StoreCounters {
     pub get_bytes: AtomicU64,
     pub deletes: AtomicU64,
     pub lists: AtomicU64,
+    /// Requests a [`crate::FaultyStore`] in front failed on purpose (tests only).
+    pub faults_injected: AtomicU64,
 }
 
 impl StoreCounters {
@@ -33,6 +35,11 @@ impl StoreCounters {
             ("shale_object_get_bytes_total", "Bytes received from object store GETs", &self.get_bytes),
             ("shale_object_deletes_total", "Object store delete requests", &self.deletes),
             ("shale_object_lists_total", "Object store list requests", &self.lists),
+            (
+                "shale_store_faults_injected_total",
+                "Store requests failed on purpose (store_faults)",
+                &self.faults_injected,
+            ),
         ];
         crate::render_counters(&counters, out);
     }

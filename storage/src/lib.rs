@@ -5,7 +5,9 @@
 //!   object store (S3 settings from the standard `AWS_*` environment).
 //! - [`InstrumentedStore`]: counts object requests and bytes, for `/metrics` and for
 //!   tests that assert how many objects a workload wrote.
-//! - [`FailingStore`]: fault injection, failing chosen PUTs.
+//! - [`FailingStore`]: fault injection, failing chosen PUTs (tests in process).
+//! - [`FaultyStore`]: a seeded random fraction of chosen requests fails (process-level
+//!   fault injection, `store_faults`).
 //! - [`DelayedStore`]: object-store latency in user space, for benchmarks and tests at
 //!   S3-like latency.
 //! - [`SyncedDir`]: fsyncs what the local-filesystem store writes, so acked data survives
@@ -19,6 +21,7 @@
 mod clock;
 mod delayed;
 mod failing;
+mod faulty;
 mod histogram;
 mod instrumented;
 mod open;
@@ -27,6 +30,7 @@ mod synced;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use delayed::DelayedStore;
 pub use failing::FailingStore;
+pub use faulty::FaultyStore;
 pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{InstrumentedStore, StoreCounters};
 pub use object_store;
