@@ -35,9 +35,9 @@ use tower_http::trace::TraceLayer;
 
 pub use axum::Router;
 pub use error::ApiError;
-pub use grpc::{incoming as nodelay_incoming, serve_grpc};
+pub use grpc::serve_grpc;
 pub use layers::REQUEST_TIMEOUT;
-pub use listener::{serve, ConnectionLimits};
+pub use listener::{capped_incoming, serve, ConnectionLimits};
 pub use ops::ops_router;
 pub use service::Service;
 

@@ -107,3 +107,89 @@ async fn refuse(mut stream: tokio::net::TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response.as_bytes())).await;
     let _ = stream.shutdown().await;
 }
+
+/// Accepted gRPC connections, `TCP_NODELAY`, at most `limits.max_connections` open at
+/// once: one more is closed at once (the client sees the connection refused and may
+/// retry), so descriptors never run out.
+pub fn capped_incoming(
+    listener: TcpListener,
+    limits: ConnectionLimits,
+) -> impl futures::Stream<Item = std::io::Result<CappedStream>> {
+    use tokio_stream::StreamExt;
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |accepted| {
+        let stream = match accepted {
+            Ok(stream) => stream,
+            Err(e) => return Some(Err(e)),
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(max = limits.max_connections, "gRPC connection refused: too many open connections");
+            return None;
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+        Some(Ok(CappedStream { stream, _slot: slot }))
+    })
+}
+
+/// A connection holding one of the listener's slots until it closes.
+#[derive(Debug)]
+pub struct CappedStream {
+    stream: tokio::net::TcpStream,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for CappedStream {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for CappedStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for CappedStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}

@@ -142,6 +142,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let lease =
         hold_leadership(metadata.clone(), store.store.clone(), advertise.clone(), config.cluster.lease_config());
     let service = MetadataService::new(metadata.clone(), Some(lease.clone())).into_server();
+    let limits = config.connections;
 
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let grpc = tokio::spawn(async move {
@@ -150,7 +151,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         };
         let result = tonic::transport::Server::builder()
             .add_service(service)
-            .serve_with_incoming_shutdown(shale_api::nodelay_incoming(grpc_listener), stopped)
+            .serve_with_incoming_shutdown(shale_api::capped_incoming(grpc_listener, limits), stopped)
             .await;
         if let Err(e) = result {
             tracing::error!(error = %e, "metadata grpc server failed");
@@ -225,11 +226,12 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
     let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), config.connections);
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let gateway = state.gateway.clone();
+    let limits = config.connections;
     let grpc = tokio::spawn(async move {
         let stopped = async {
             let _ = grpc_stopped.await;
         };
-        if let Err(e) = shale_api::serve_grpc(grpc_listener, state, stopped).await {
+        if let Err(e) = shale_api::serve_grpc(grpc_listener, state, limits, stopped).await {
             tracing::error!(error = %e, "grpc server failed");
         }
     });

@@ -309,3 +309,35 @@ async fn undecodable_and_oversized_requests_get_client_error_codes() {
     assert_eq!(oversized.headers()["grpc-status"], "8", "{:?}", oversized.headers());
     server.stop().await;
 }
+
+/// The gRPC listener has the same connection cap: past it a connection is closed at
+/// once, and a slot freed is usable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_connections_are_capped() {
+    use tokio::io::AsyncReadExt;
+    let server = TestServer::start_with(|config| config.connections.max_connections = 2).await;
+    let address = server.grpc.strip_prefix("http://").unwrap().to_string();
+    let held = [
+        tokio::net::TcpStream::connect(&address).await.unwrap(),
+        tokio::net::TcpStream::connect(&address).await.unwrap(),
+    ];
+    let mut third = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let mut buffer = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(10), third.read(&mut buffer)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "a third connection is closed at once: {read:?}");
+    drop(held);
+    // Freed slots serve again (the server notices the closed connections).
+    let mut served = false;
+    for _ in 0..50 {
+        if let Ok(mut client) = BasinsClient::connect(server.grpc.clone()).await {
+            let listed = client.list_basins(pb::ListBasinsRequest::default()).await;
+            if listed.is_ok() {
+                served = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "no gRPC call was served after the held connections closed");
+    server.stop().await;
+}

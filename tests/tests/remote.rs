@@ -280,7 +280,8 @@ async fn serve_role(state: shale_api::AppState) -> String {
     let listener = loopback().await;
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
-        shale_api::serve_grpc(listener, state, std::future::pending()).await.unwrap();
+        let limits = shale_api::ConnectionLimits::default();
+        shale_api::serve_grpc(listener, state, limits, std::future::pending()).await.unwrap();
     });
     url
 }

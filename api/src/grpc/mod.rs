@@ -12,7 +12,6 @@ use shale_proto::grpc as pb;
 use shale_proto::grpc::basins_server::{Basins, BasinsServer};
 use shale_proto::grpc::records_server::{Records, RecordsServer};
 use shale_proto::grpc::streams_server::{Streams, StreamsServer};
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
@@ -28,6 +27,7 @@ type EventStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> 
 pub async fn serve_grpc(
     listener: tokio::net::TcpListener,
     state: AppState,
+    limits: crate::ConnectionLimits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::result::Result<(), tonic::transport::Error> {
     let reflection = tonic_reflection::server::Builder::configure()
@@ -47,18 +47,8 @@ pub async fn serve_grpc(
         .add_service(StreamsServer::new(service.clone()))
         .add_service(RecordsServer::new(service))
         .add_service(reflection)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(crate::listener::capped_incoming(listener, limits), shutdown)
         .await
-}
-
-/// Accepted connections with `TCP_NODELAY`, so small stream messages go out at once.
-pub fn incoming(listener: tokio::net::TcpListener) -> impl Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use tokio_stream::StreamExt;
-    TcpListenerStream::new(listener).map(|stream| {
-        let stream = stream?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    })
 }
 
 #[derive(Clone)]
