@@ -157,12 +157,11 @@ pub fn correct_grpc_status<B>(mut response: Response<B>) -> Response<B> {
 pub async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     let response = next.run(request).await;
     let status = response.status();
-    let is_json = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok());
+    if content_type.is_some_and(|t| t.starts_with("application/json")) {
         return response;
     }
     let text = axum::body::to_bytes(response.into_body(), 4096).await.unwrap_or_default();

@@ -102,13 +102,25 @@ impl AppState {
     }
 }
 
-/// What the HTTP handlers share: the service, and the parts `/metrics` and `/ready` read.
+/// What the HTTP handlers share, behind one `Arc`: axum clones the state for every
+/// request, and this is one reference count instead of a dozen.
 #[derive(Clone)]
-pub(crate) struct Http {
+pub(crate) struct Http(Arc<HttpParts>);
+
+/// The service, and the parts `/metrics` and `/ready` read.
+pub(crate) struct HttpParts {
     pub service: Service,
     pub state: AppState,
     /// Bytes of request bodies being buffered and parsed at once (see `s2::records`).
     pub body_budget: Arc<tokio::sync::Semaphore>,
+}
+
+impl std::ops::Deref for Http {
+    type Target = HttpParts;
+
+    fn deref(&self) -> &HttpParts {
+        &self.0
+    }
 }
 
 /// Request-body bytes a process buffers and parses at once: eight bodies of the largest
@@ -121,7 +133,7 @@ pub fn router(state: AppState) -> Router {
     let ids = state.request_ids();
     let requests = state.requests.clone();
     let body_budget = Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_BYTES));
-    let http = Http { service: state.service(), state, body_budget };
+    let http = Http(Arc::new(HttpParts { service: state.service(), state, body_budget }));
     s2::router(http)
         .layer(axum::middleware::from_fn_with_state(REQUEST_TIMEOUT, layers::time_limit))
         .layer(axum::middleware::from_fn(layers::json_errors))

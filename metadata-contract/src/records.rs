@@ -169,12 +169,12 @@ pub fn stream_config_from_wire(config: pb::StreamConfig) -> Result<StreamConfig>
 
 /// A stream patch travels as a stream config: every field optional, only those set change.
 pub fn stream_patch_to_wire(patch: &StreamPatch) -> pb::StreamConfig {
-    pb::StreamConfig {
+    stream_config_to_wire(&StreamConfig {
         storage_class: patch.storage_class.clone(),
-        retention_policy: patch.retention_policy.map(retention_to_wire),
-        timestamping: patch.timestamping.as_ref().map(timestamping_to_wire),
-        delete_on_empty: patch.delete_on_empty.map(|d| pb::DeleteOnEmpty { min_age_secs: d.min_age_secs }),
-    }
+        retention_policy: patch.retention_policy,
+        timestamping: patch.timestamping.clone(),
+        delete_on_empty: patch.delete_on_empty,
+    })
 }
 
 pub fn stream_patch_from_wire(patch: pb::StreamConfig) -> Result<StreamPatch> {
