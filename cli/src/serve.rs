@@ -10,8 +10,8 @@ use anyhow::Context;
 use shale_api::{AppState, Role};
 use shale_gateway::Gateway;
 use shale_metadata::{
-    hold_leadership, run_orphan_collection, HaltReason, Metadata, MetadataApi, MetadataService, RemoteMetadata,
-    DEFAULT_DB_PATH,
+    hold_leadership, run_orphan_collection, HaltReason, LeasedMetadata, Metadata, MetadataApi, MetadataService,
+    RemoteMetadata, DEFAULT_DB_PATH,
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
@@ -82,12 +82,26 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let lock = lock_store(&config.store_url()?, config.takeover).await?;
     let store = open_store(&config)?;
     let metadata = open_metadata(&config, &store).await?;
+    let api: Arc<dyn MetadataApi> = if lock.is_some() {
+        // The directory lock already keeps every other server off this store.
+        metadata.clone()
+    } else {
+        // A shared store: a second `serve` on it fences this one, which must then stop
+        // answering at once, so every call needs the leader lease, as on the metadata role.
+        let lease = hold_leadership(
+            metadata.clone(),
+            store.store.clone(),
+            format!("serve {}", config.grpc),
+            config.cluster.lease_config(),
+        );
+        Arc::new(LeasedMetadata::new(metadata.clone(), lease))
+    };
     let gateway =
-        Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), metadata.clone(), Arc::new(SystemClock))?);
-    let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone()));
+        Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), api.clone(), Arc::new(SystemClock))?);
+    let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), api.clone()));
     let state = AppState::new(
         Role::AllInOne,
-        metadata.clone(),
+        api,
         Some(gateway.clone()),
         Some(reader),
         store.counters.clone(),

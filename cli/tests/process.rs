@@ -122,3 +122,63 @@ async fn a_second_server_on_a_data_directory_is_refused_or_takes_over() {
     assert_eq!(r.status(), 201, "the second carries on with the durable state");
     assert!(terminate(second).success());
 }
+
+/// Waits (bounded) until `base` answers `/ready` with 200.
+async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(r) = client.get(format!("{base}/ready")).send().await {
+            if r.status() == 200 {
+                return;
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{base} never became ready");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Two `shale serve` on one S3 bucket (no directory to lock): the second fences the
+/// first, which must stop answering before the second answers anything, and exit
+/// non-zero, instead of serving reads from the view it had when fenced.
+#[tokio::test]
+async fn a_serve_fenced_on_a_shared_store_stops_answering_and_exits() {
+    let cluster = common::cluster::Cluster::new("").await;
+    let args = ["serve", "--store", &cluster.store_url, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    let client = reqwest::Client::new();
+    let (first, first_base, _grpc) = spawn(cluster.dir.path(), &args, &cluster.env);
+    wait_ready(&client, &first_base).await;
+    write_records(&client, &first_base, "shared-basin", 1).await;
+
+    let (second, second_base, _grpc) = spawn(cluster.dir.path(), &args, &cluster.env);
+    wait_ready(&client, &second_base).await;
+    let r = client
+        .post(format!("{second_base}/v1/streams/s/records"))
+        .header("s2-basin", "shared-basin")
+        .json(&json!({ "records": [{ "body": "r1" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the second server writes");
+    assert_eq!(read_bodies(&client, &second_base, "shared-basin").await, expected(2));
+
+    // From here on the first server's view is stale: it may refuse, or be gone, never answer.
+    let mut first = first;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = first.try_wait().unwrap() {
+            break status;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the fenced server kept running");
+        if let Ok(r) = client
+            .get(format!("{first_base}/v1/streams/s/records/tail"))
+            .header("s2-basin", "shared-basin")
+            .send()
+            .await
+        {
+            assert_ne!(r.status(), 200, "a fenced server answered a check-tail: {:?}", r.text().await);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(!status.success(), "a fenced server exits non-zero: {status}");
+    assert!(terminate(second).success());
+}

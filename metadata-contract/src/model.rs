@@ -2,7 +2,7 @@
 //! entries, positions and acks. Plain types: their stored form is `records`, their S2
 //! JSON form belongs to the API edge.
 
-use shale_proto::{TimestampPolicy, TimestampingMode};
+use shale_proto::{TimestampPolicy, TimestampResolver, TimestampingMode};
 
 /// S2's `timestamping` stream setting.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -214,9 +214,15 @@ pub struct IndexEntry {
     /// The stream's last timestamp before this entry: the resolver's starting floor.
     pub timestamp_floor: u64,
     pub timestamp_policy: TimestampPolicy,
+    /// Metadata's clock at commit, when the block's arrival time (the gateway's clock)
+    /// was later: arrival times are clamped to it, so a gateway whose clock runs ahead
+    /// cannot raise a stream's timestamps (and their floor) for good.
+    pub arrival_cap: Option<u64>,
 }
 
 const INDEX_ENTRY_LEN: usize = 16 + 8 + 4 + 8 + 4 + 8 + 8 + 8 + 1;
+/// With an arrival cap: eight more bytes.
+const CAPPED_INDEX_ENTRY_LEN: usize = INDEX_ENTRY_LEN + 8;
 
 impl IndexEntry {
     pub fn last_seq(&self) -> u64 {
@@ -227,8 +233,15 @@ impl IndexEntry {
         self.first_seq + u64::from(self.record_count)
     }
 
+    /// Replays the commit's timestamp decisions over the entry's block, which arrived at
+    /// `block_arrival` by the gateway's clock.
+    pub fn resolver(&self, block_arrival: u64) -> TimestampResolver {
+        let arrival = self.arrival_cap.map_or(block_arrival, |cap| block_arrival.min(cap));
+        self.timestamp_policy.resolver(arrival, self.timestamp_floor)
+    }
+
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(INDEX_ENTRY_LEN);
+        let mut out = Vec::with_capacity(CAPPED_INDEX_ENTRY_LEN);
         out.extend_from_slice(&self.segment_id.to_be_bytes());
         out.extend_from_slice(&self.offset.to_be_bytes());
         out.extend_from_slice(&self.len.to_be_bytes());
@@ -238,11 +251,14 @@ impl IndexEntry {
         out.extend_from_slice(&self.last_timestamp.to_be_bytes());
         out.extend_from_slice(&self.timestamp_floor.to_be_bytes());
         out.push(self.timestamp_policy.to_byte());
+        if let Some(cap) = self.arrival_cap {
+            out.extend_from_slice(&cap.to_be_bytes());
+        }
         out
     }
 
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() != INDEX_ENTRY_LEN {
+        if bytes.len() != INDEX_ENTRY_LEN && bytes.len() != CAPPED_INDEX_ENTRY_LEN {
             return None;
         }
         let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
@@ -257,6 +273,7 @@ impl IndexEntry {
             last_timestamp: u64_at(48),
             timestamp_floor: u64_at(56),
             timestamp_policy: TimestampPolicy::from_byte(bytes[64])?,
+            arrival_cap: (bytes.len() == CAPPED_INDEX_ENTRY_LEN).then(|| u64_at(INDEX_ENTRY_LEN)),
         })
     }
 }
@@ -277,9 +294,13 @@ mod tests {
             last_timestamp: 9,
             timestamp_floor: 4,
             timestamp_policy: TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: true },
+            arrival_cap: None,
         };
         assert_eq!(IndexEntry::decode(&entry.encode()), Some(entry));
         assert_eq!(entry.last_seq(), (1 << 40) + 999);
         assert_eq!(IndexEntry::decode(&entry.encode()[1..]), None);
+        let capped = IndexEntry { arrival_cap: Some(7), ..entry };
+        assert_eq!(IndexEntry::decode(&capped.encode()), Some(capped));
+        assert_eq!(IndexEntry::decode(&capped.encode()[1..]), None);
     }
 }

@@ -249,7 +249,7 @@ impl Metadata {
                 Some(record) => record.clone(),
                 None => self.load_or_create(append, writer, committed, tentative).await?,
             };
-            let (ack, entry) = apply_append(segment_id, append, &mut record)?;
+            let (ack, entry) = apply_append(segment_id, append, &mut record, self.clock.now_ms())?;
             tentative.entries.push((key.clone(), record.id, entry));
             tentative.streams.insert(key, record);
             acks.push(ack);
@@ -306,8 +306,14 @@ fn tail_updates(overlay: &Overlay) -> Vec<TailUpdate> {
         .collect()
 }
 
-/// Checks one append's conditions against `record` and, if they hold, advances it.
-fn apply_append(segment_id: u128, append: &CommitAppend, record: &mut StreamRecord) -> Result<(AppendAck, IndexEntry)> {
+/// Checks one append's conditions against `record` and, if they hold, advances it; the
+/// append's arrival time is clamped to metadata's clock, `now_ms`.
+fn apply_append(
+    segment_id: u128,
+    append: &CommitAppend,
+    record: &mut StreamRecord,
+    now_ms: u64,
+) -> Result<(AppendAck, IndexEntry)> {
     let count = u32::try_from(append.client_timestamps.len())
         .ok()
         .filter(|&n| n > 0)
@@ -329,7 +335,8 @@ fn apply_append(segment_id: u128, append: &CommitAppend, record: &mut StreamReco
         ));
     }
     let floor = record.last_timestamp;
-    let mut resolver = policy.resolver(append.arrival, floor);
+    let arrival_cap = (append.arrival > now_ms).then_some(now_ms);
+    let mut resolver = policy.resolver(append.arrival.min(now_ms), floor);
     let mut first_timestamp = None;
     let mut last_timestamp = floor;
     for client in &append.client_timestamps {
@@ -347,6 +354,7 @@ fn apply_append(segment_id: u128, append: &CommitAppend, record: &mut StreamReco
         last_timestamp,
         timestamp_floor: floor,
         timestamp_policy: policy,
+        arrival_cap,
     };
     let start = Position { seq_num: record.next_seq, timestamp: first_timestamp };
     record.next_seq += u64::from(count);

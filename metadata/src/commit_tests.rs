@@ -102,3 +102,26 @@ async fn a_failed_unit_fails_the_later_units_of_its_stream_in_the_same_call() {
     assert!(metadata.commit(segment_at(T0 + 2, vec![append("s", None)])).await.unwrap()[0].is_ok());
     metadata.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn arrival_times_ahead_of_metadata_are_clamped_and_do_not_raise_the_floor() {
+    let (metadata, clock) = open().await;
+    // A gateway 4 s ahead (within max_commit_age, so committed) stamps its arrival time.
+    let mut ahead = append("s", None);
+    ahead.appends[0].arrival = T0 + 4_000;
+    let acks = metadata.commit(segment_at(T0 + 4_000, vec![ahead])).await.unwrap();
+    let ack = acks[0].as_ref().unwrap()[0];
+    assert_eq!(ack.start.timestamp, T0, "clamped to metadata's clock");
+    let entries = metadata.entries_from(metadata.stream("basin-one", "s").await.unwrap().record.id, 0, 10).await;
+    let entry = entries.unwrap()[0];
+    assert_eq!(entry.arrival_cap, Some(T0));
+    let mut resolver = entry.resolver(T0 + 4_000);
+    assert_eq!(resolver.next(None), T0, "readers replay the same clamp");
+    // A gateway with the right clock, a moment later, is not held at the future floor.
+    clock.advance(Duration::from_millis(10));
+    let mut on_time = append("s", None);
+    on_time.appends[0].arrival = T0 + 10;
+    let acks = metadata.commit(segment_at(T0 + 10, vec![on_time])).await.unwrap();
+    assert_eq!(acks[0].as_ref().unwrap()[0].start.timestamp, T0 + 10);
+    metadata.close().await.unwrap();
+}

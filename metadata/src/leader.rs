@@ -59,6 +59,16 @@ impl LeaderLease {
         &self.instance
     }
 
+    /// Ok while `metadata` may answer under this lease: not halted, lease held.
+    pub fn check(&self, metadata: &Metadata) -> Result<(), MetadataError> {
+        metadata.check_usable()?;
+        if self.is_held() {
+            Ok(())
+        } else {
+            Err(MetadataError::NotLeader)
+        }
+    }
+
     fn set(&self, until: Option<Instant>) {
         *self.valid_until.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = until;
     }

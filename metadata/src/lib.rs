@@ -17,7 +17,9 @@
 //! - [`MetadataApi`]: what gateways, readers and handlers call, implemented in process by
 //!   [`Metadata`] and over gRPC (`shale.metadata.v1`) by [`RemoteMetadata`], served by
 //!   [`MetadataService`] (`rpc`);
-//! - the leader lease of a standalone metadata process (`leader`) and orphan collection
+//! - the leader lease of a standalone metadata process or of `shale serve` on a shared
+//!   store (`leader`; `leased`, the in-process API refused while the lease is not held)
+//!   and orphan collection
 //!   of segments no commit made visible (`gc`).
 //!
 //! Other modules: `keys` (the SlateDB key families), `model` (stored records and
@@ -35,6 +37,7 @@ mod gc;
 mod halt;
 mod keys;
 mod leader;
+mod leased;
 mod lookup;
 mod poison;
 mod rpc;
@@ -56,6 +59,7 @@ pub use durability::CommitStats;
 pub use gc::{run_orphan_collection, GcReport, GcStats};
 pub use halt::HaltReason;
 pub use leader::{hold_leadership, LeaderLease, LeaseConfig};
+pub use leased::LeasedMetadata;
 pub use rpc::MetadataService;
 /// The contract this crate implements, re-exported so in-process callers (the binary,
 /// tests, benchmarks) name one crate.
@@ -271,7 +275,7 @@ impl Metadata {
         self.write_durably(writer, batch).await
     }
 
-    fn check_usable(&self) -> Result<()> {
+    pub(crate) fn check_usable(&self) -> Result<()> {
         self.halt.check()
     }
 

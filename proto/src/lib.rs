@@ -26,7 +26,7 @@ pub mod varint;
 pub use error_code::ErrorCode;
 pub use record::{Command, Header, Record, SequencedRecord};
 pub use segment::{BlockInfo, SegmentBuilder, SegmentError, SegmentFooter};
-pub use timestamp::{TimestampPolicy, TimestampingMode};
+pub use timestamp::{TimestampPolicy, TimestampResolver, TimestampingMode};
 
 /// The public gRPC API, `shale.v1`, generated from `protos/shale/v1/shale.proto`.
 #[allow(clippy::all, missing_docs)]

@@ -250,7 +250,7 @@ impl Reader {
                     }
                     Err(error) => return Err(error),
                 };
-                let mut resolver = entry.timestamp_policy.resolver(block.arrival, entry.timestamp_floor);
+                let mut resolver = entry.resolver(block.arrival);
                 for (i, record) in block.records.iter().enumerate() {
                     let timestamp = resolver.next(record.timestamp);
                     let seq_num = entry.first_seq + i as u64;

@@ -45,16 +45,12 @@ impl MetadataService {
     }
 
     fn leader(&self) -> Result<&Metadata, Status> {
-        if self.metadata.is_fenced() {
-            return Err(status(MetadataError::Fenced));
-        }
-        if self.metadata.is_halted() {
-            return Err(status(MetadataError::Stopped));
-        }
         match &self.lease {
-            Some(lease) if !lease.is_held() => Err(status(MetadataError::NotLeader)),
-            _ => Ok(&self.metadata),
+            Some(lease) => lease.check(&self.metadata),
+            None => self.metadata.check_usable(),
         }
+        .map_err(status)?;
+        Ok(&self.metadata)
     }
 }
 
