@@ -37,7 +37,7 @@ pub use axum::Router;
 pub use error::ApiError;
 pub use grpc::serve_grpc;
 pub use layers::REQUEST_TIMEOUT;
-pub use listener::{capped_incoming, serve, ConnectionLimits};
+pub use listener::{capped_incoming, grpc_server, serve, ConnectionLimits};
 pub use ops::ops_router;
 pub use service::Service;
 

@@ -1,7 +1,9 @@
 //! Serving HTTP with the limits a public listener needs: a connection cap (past it a
 //! new connection is answered `503` with S2's JSON body and closed, so descriptors never
-//! run out), a deadline for a request's headers (slow or silent clients are dropped),
-//! HTTP/2 keep-alive pings (dead peers are dropped), `TCP_NODELAY`, and a graceful stop.
+//! run out), a deadline for a connection's first bytes and for a request's headers
+//! (slow or silent clients are dropped), HTTP/2 keep-alive pings (dead peers are
+//! dropped), `TCP_NODELAY`, and a graceful stop. gRPC listeners get the same cap,
+//! first-bytes deadline and keep-alive through [`capped_incoming`] and [`grpc_server`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +25,9 @@ pub struct ConnectionLimits {
     /// Open connections per listener; one more is answered 503 and closed. Keep it below
     /// the process's descriptor limit (`ulimit -n`) minus what the store uses.
     pub max_connections: usize,
-    /// A client must send a request's headers within this long (HTTP/1.1), or the
-    /// connection is closed: slow or silent clients hold no connection for long.
+    /// A client must send its first bytes (any protocol), and each HTTP/1.1 request's
+    /// headers, within this long, or the connection is closed: slow or silent clients
+    /// hold no connection for long.
     #[serde(with = "humantime_serde")]
     pub header_read_timeout: Duration,
     /// HTTP/2 pings on a quiet connection this often; a peer that does not answer
@@ -82,9 +85,7 @@ pub async fn serve(
             tokio::spawn(refuse(stream));
             continue;
         };
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-        }
+        let stream = CappedStream::new(stream, slot, limits.header_read_timeout);
         let service = TowerToHyperService::new(router.clone());
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
         let connection = graceful.watch(connection);
@@ -92,7 +93,6 @@ pub async fn serve(
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
-            drop(slot);
         });
     }
     graceful.shutdown().await;
@@ -108,9 +108,18 @@ async fn refuse(mut stream: tokio::net::TcpStream) {
     let _ = stream.shutdown().await;
 }
 
+/// A gRPC server builder with the listener's HTTP/2 keep-alive: quiet connections are
+/// pinged every `keep_alive_interval`, and dropped when a ping goes unanswered as long.
+pub fn grpc_server(limits: ConnectionLimits) -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits.keep_alive_interval))
+        .http2_keepalive_timeout(Some(limits.keep_alive_interval))
+}
+
 /// Accepted gRPC connections, `TCP_NODELAY`, at most `limits.max_connections` open at
 /// once: one more is closed at once (the client sees the connection refused and may
-/// retry), so descriptors never run out.
+/// retry), so descriptors never run out; one that sends nothing within
+/// `limits.header_read_timeout` is closed.
 pub fn capped_incoming(
     listener: TcpListener,
     limits: ConnectionLimits,
@@ -126,18 +135,31 @@ pub fn capped_incoming(
             tracing::warn!(max = limits.max_connections, "gRPC connection refused: too many open connections");
             return None;
         };
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-        }
-        Some(Ok(CappedStream { stream, _slot: slot }))
+        Some(Ok(CappedStream::new(stream, slot, limits.header_read_timeout)))
     })
 }
 
-/// A connection holding one of the listener's slots until it closes.
+/// A connection holding one of the listener's slots until it closes, failed with
+/// `TimedOut` if its first bytes do not arrive in time.
 #[derive(Debug)]
 pub struct CappedStream {
     stream: tokio::net::TcpStream,
     _slot: tokio::sync::OwnedSemaphorePermit,
+    /// Until the first byte arrives: when the connection is given up.
+    first_bytes_by: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl CappedStream {
+    fn new(
+        stream: tokio::net::TcpStream,
+        slot: tokio::sync::OwnedSemaphorePermit,
+        first_bytes_within: Duration,
+    ) -> Self {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+        Self { stream, _slot: slot, first_bytes_by: Some(Box::pin(tokio::time::sleep(first_bytes_within))) }
+    }
 }
 
 impl tonic::transport::server::Connected for CappedStream {
@@ -154,7 +176,30 @@ impl tokio::io::AsyncRead for CappedStream {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+        use std::future::Future;
+        use std::task::Poll;
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match std::pin::Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    this.first_bytes_by = None;
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                let expired =
+                    this.first_bytes_by.as_mut().is_some_and(|deadline| deadline.as_mut().poll(cx).is_ready());
+                if expired {
+                    Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the client sent nothing before the connection deadline",
+                    )))
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
     }
 }
 

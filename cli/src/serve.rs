@@ -66,6 +66,12 @@ fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
     Ok(Store { url, store, counters })
 }
 
+/// Whether other processes can open the store at `url`: anything but a local directory
+/// or memory.
+fn shared(url: &str) -> bool {
+    !(url.starts_with("file://") || url.starts_with("memory://"))
+}
+
 async fn open_metadata(config: &ServeConfig, store: &Store) -> anyhow::Result<Arc<Metadata>> {
     let metadata = Metadata::open_with(store.store.clone(), DEFAULT_DB_PATH, Arc::new(SystemClock), &config.metadata)
         .await
@@ -82,8 +88,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let lock = lock_store(&config.store_url()?, config.takeover).await?;
     let store = open_store(&config)?;
     let metadata = open_metadata(&config, &store).await?;
-    let api: Arc<dyn MetadataApi> = if lock.is_some() {
-        // The directory lock already keeps every other server off this store.
+    let api: Arc<dyn MetadataApi> = if !shared(&store.url) {
+        // Only this process reaches the store (the directory lock keeps every other
+        // server off a local one).
         metadata.clone()
     } else {
         // A shared store: a second `serve` on it fences this one, which must then stop
@@ -163,7 +170,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         let stopped = async {
             let _ = grpc_stopped.await;
         };
-        let result = tonic::transport::Server::builder()
+        let result = shale_api::grpc_server(limits)
             .add_service(service)
             .serve_with_incoming_shutdown(shale_api::capped_incoming(grpc_listener, limits), stopped)
             .await;

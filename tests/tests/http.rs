@@ -721,5 +721,14 @@ async fn silent_clients_are_dropped_and_connections_are_capped() {
     }
     let response = server.client.get(server.url("/health")).send().await.unwrap();
     assert_eq!(response.status(), 200);
+
+    // A connection that sends nothing at all is closed after the same deadline, on the
+    // HTTP listener and on the gRPC one.
+    let grpc_address = server.grpc.strip_prefix("http://").unwrap().to_string();
+    for address in [&address, &grpc_address] {
+        let socket = tokio::net::TcpStream::connect(address).await.unwrap();
+        let answer = read_to_end(socket).await;
+        assert!(!answer.contains("<still open>"), "a silent connection to {address} stayed open");
+    }
     server.stop().await;
 }

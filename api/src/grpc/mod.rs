@@ -41,7 +41,7 @@ pub async fn serve_grpc(
         .layer(layers::CountRequests(state.requests.clone()))
         .map_response(layers::correct_grpc_status);
     let service = GrpcService { service: state.service() };
-    tonic::transport::Server::builder()
+    crate::listener::grpc_server(limits)
         .layer(layers)
         .add_service(BasinsServer::new(service.clone()))
         .add_service(StreamsServer::new(service.clone()))
