@@ -83,7 +83,19 @@ impl ApiError {
             (_, ApiError::Reader(ReaderError::PastTail { tail })) => {
                 json!({ "tail": { "seq_num": tail.seq_num, "timestamp": tail.timestamp } })
             }
-            _ => json!({ "code": self.code().as_str(), "message": self.to_string() }),
+            _ => json!({ "code": self.code().as_str(), "message": self.client_message() }),
+        }
+    }
+
+    /// The message a client gets: the error's text, except that a store error of
+    /// metadata's (SlateDB's text, which for a local store names paths on the server's
+    /// disk) is summarised; the full text is logged.
+    fn client_message(&self) -> String {
+        match self.metadata() {
+            Some(MetadataError::Storage(_)) => {
+                "metadata storage unavailable; the server log has the details".to_string()
+            }
+            _ => self.to_string(),
         }
     }
 }
@@ -104,6 +116,6 @@ impl From<ApiError> for tonic::Status {
     fn from(error: ApiError) -> Self {
         let code = tonic::Code::from_i32(error.code().grpc_code());
         let details = bytes::Bytes::from(error.body().to_string());
-        tonic::Status::with_details(code, error.to_string(), details)
+        tonic::Status::with_details(code, error.client_message(), details)
     }
 }

@@ -173,6 +173,27 @@ pub async fn json_errors(request: axum::extract::Request, next: axum::middleware
     ApiError::Rejected { status: status.as_u16(), message }.into_response()
 }
 
+/// Headers a request may carry at most; past either bound it is refused with 431.
+pub const MAX_HEADERS: usize = 100;
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// Refuses a request whose headers exceed [`MAX_HEADERS`] or [`MAX_HEADER_BYTES`] with
+/// 431 and S2's JSON body. The HTTP stack reads a little more than these before the
+/// request gets here (so the refusal is ours, in JSON), and past its own buffer (about
+/// 400 KiB on HTTP/1.1) closes the connection with a bare 431.
+pub async fn header_limits(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let headers = request.headers();
+    let bytes: usize = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    if headers.len() > MAX_HEADERS || bytes > MAX_HEADER_BYTES {
+        let message = format!(
+            "request headers too large: {} headers, {bytes} bytes (at most {MAX_HEADERS} headers, {MAX_HEADER_BYTES} bytes)",
+            headers.len()
+        );
+        return ApiError::Rejected { status: 431, message }.into_response();
+    }
+    next.run(request).await
+}
+
 /// Answers `request_timeout` (S2's JSON error) when the handler takes longer than `limit`.
 pub async fn time_limit(
     axum::extract::State(limit): axum::extract::State<Duration>,

@@ -136,6 +136,7 @@ pub fn router(state: AppState) -> Router {
     let http = Http(Arc::new(HttpParts { service: state.service(), state, body_budget }));
     s2::router(http)
         .layer(axum::middleware::from_fn_with_state(REQUEST_TIMEOUT, layers::time_limit))
+        .layer(axum::middleware::from_fn(layers::header_limits))
         .layer(axum::middleware::from_fn(layers::json_errors))
         .layer(layers::CountRequests(requests))
         .layer(TraceLayer::new_for_http().make_span_with(layers::request_span))

@@ -60,9 +60,16 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    // Room past the API's header limits, so that a request over them reaches
+    // `layers::header_limits` and gets its JSON 431 instead of the stack's bare one.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_headers(4 * crate::layers::MAX_HEADERS);
     builder
         .http2()
+        .max_header_list_size(4 * crate::layers::MAX_HEADER_BYTES as u32)
         .timer(TokioTimer::new())
         .keep_alive_interval(limits.keep_alive_interval)
         .keep_alive_timeout(limits.keep_alive_interval);

@@ -43,7 +43,7 @@ pub(crate) async fn upload(
     let path = segment_path(segment_id);
     store.put(&Path::from(path.as_str()), PutPayload::from(object)).await.map_err(|e| {
         tracing::warn!(object = %path, error = %e, "segment upload failed");
-        GatewayError::Upload { object: path.clone(), reason: e.to_string() }
+        GatewayError::Upload { object: path.clone(), reason: shale_storage::describe(&e).to_string() }
     })?;
     Ok(infos)
 }

@@ -111,10 +111,10 @@ fn block_weight(block: &DecodedBlock) -> u32 {
 async fn fetch_block(store: &dyn ObjectStore, entry: &IndexEntry) -> Result<DecodedBlock, ReaderError> {
     let object = shale_proto::segment::object_path(entry.segment_id);
     let range = entry.offset..entry.offset + u64::from(entry.len);
-    let bytes = store
-        .get_range(&Path::from(object.as_str()), range)
-        .await
-        .map_err(|e| ReaderError::Fetch { object: object.clone(), reason: e.to_string() })?;
+    let bytes = store.get_range(&Path::from(object.as_str()), range).await.map_err(|e| {
+        tracing::warn!(%object, error = %e, "segment fetch failed");
+        ReaderError::Fetch { object: object.clone(), reason: shale_storage::describe(&e).to_string() }
+    })?;
     let block = decode_block(&object, &bytes).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
     if block.records.len() != entry.record_count as usize {
         return Err(ReaderError::Segment(shale_proto::SegmentError::Malformed {

@@ -13,6 +13,7 @@
 //! - [`SyncedDir`]: fsyncs what the local-filesystem store writes, so acked data survives
 //!   a power loss.
 //! - [`Histogram`]: latency histogram rendered as Prometheus text.
+//! - [`describe`]: a failed request's kind, for clients (no paths from the server's disk).
 //! - [`Clock`]: the one place that reads wall-clock time, so tests can control it.
 //!
 //! `object_store` (the version slatedb uses) is re-exported so the workspace agrees on
@@ -20,6 +21,7 @@
 
 mod clock;
 mod delayed;
+mod describe;
 mod failing;
 mod faulty;
 mod histogram;
@@ -29,6 +31,7 @@ mod synced;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use delayed::DelayedStore;
+pub use describe::describe;
 pub use failing::FailingStore;
 pub use faulty::FaultyStore;
 pub use histogram::{render_counters, Histogram, LATENCY_BUCKETS};
