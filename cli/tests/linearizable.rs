@@ -144,20 +144,20 @@ async fn final_read(http: &reqwest::Client, reader: &str, stream: usize, clock: 
     Event { client: usize::MAX, invoked, completed: clock.tick(), op: Op::Read { from: 0, records, tail } }
 }
 
-/// What happens to the cluster halfway through a run.
-enum Chaos {
+/// Which process is killed (`kill -9`) halfway through a run.
+enum Victim {
     /// `kill -9` of the metadata leader; a standby takes over.
-    KillMetadata,
+    Metadata,
     /// `kill -9` of one of the two gateways (clients keep using both).
-    KillGateway,
+    Gateway,
     /// `kill -9` of one of the two readers (clients keep using both).
-    KillReader,
+    Reader,
 }
 
 /// Runs clients against a fresh cluster (config `toml`) for about ten seconds with
-/// `chaos` halfway, then checks every stream's history; returns the store faults the
+/// `victim` killed halfway, then checks every stream's history; returns the store faults the
 /// surviving processes injected.
-async fn run_and_check(toml: &str, chaos: Chaos) -> u64 {
+async fn run_and_check(toml: &str, victim: Victim) -> u64 {
     let seed: u64 = std::env::var("SHALE_HISTORY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     println!("history seed {seed} (SHALE_HISTORY_SEED={seed} replays the choices)");
     let toml = toml.replace("SEED", &seed.to_string());
@@ -205,19 +205,19 @@ async fn run_and_check(toml: &str, chaos: Chaos) -> u64 {
 
     tokio::time::sleep(Duration::from_secs(4)).await;
     let (mut leader, mut leader_http) = (first, first_http);
-    match chaos {
-        Chaos::KillMetadata => {
+    match victim {
+        Victim::Metadata => {
             leader.kill().unwrap();
             leader.wait().unwrap();
             let (standby, _, standby_http) = cluster.start_metadata();
             (leader, leader_http) = (standby, standby_http);
         }
-        Chaos::KillGateway => {
+        Victim::Gateway => {
             let (mut victim, _) = cluster.gateways.remove(1);
             victim.kill().unwrap();
             victim.wait().unwrap();
         }
-        Chaos::KillReader => {
+        Victim::Reader => {
             let (mut victim, _) = cluster.readers.remove(1);
             victim.kill().unwrap();
             victim.wait().unwrap();
@@ -268,7 +268,7 @@ async fn run_and_check(toml: &str, chaos: Chaos) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn histories_across_a_metadata_crash_are_linearizable() {
-    run_and_check(FAST_LEASE, Chaos::KillMetadata).await;
+    run_and_check(FAST_LEASE, Victim::Metadata).await;
 }
 
 /// Every role's store fails a seeded fraction of requests (segment PUTs, metadata's WAL
@@ -276,7 +276,7 @@ async fn histories_across_a_metadata_crash_are_linearizable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn histories_under_store_faults_and_a_gateway_crash_are_linearizable() {
     let faults = "store_faults = \"seed=SEED,put:segments/=0.05,put:metadata/=0.02,get:segments/=0.02\"\n";
-    let injected = run_and_check(&format!("{faults}{FAST_LEASE}"), Chaos::KillGateway).await;
+    let injected = run_and_check(&format!("{faults}{FAST_LEASE}"), Victim::Gateway).await;
     assert!(injected > 0, "no fault was injected");
 }
 
@@ -287,6 +287,6 @@ async fn histories_under_store_faults_and_a_gateway_crash_are_linearizable() {
 async fn histories_under_slow_and_hung_store_requests_and_a_reader_crash_are_linearizable() {
     let faults = "store_faults = \"seed=SEED,delay:put:metadata/=0.2@150ms,delay:get:segments/=0.1@100ms,\
                   hang:put:segments/=0.02@3s,hang:get:segments/=0.01@2s\"\n";
-    let injected = run_and_check(&format!("{faults}{FAST_LEASE}"), Chaos::KillReader).await;
+    let injected = run_and_check(&format!("{faults}{FAST_LEASE}"), Victim::Reader).await;
     assert!(injected > 0, "no fault was injected");
 }
