@@ -39,6 +39,8 @@ pub use grpc::serve_grpc;
 pub use layers::REQUEST_TIMEOUT;
 pub use listener::{capped_incoming, grpc_server, serve, ConnectionLimits};
 pub use ops::ops_router;
+/// Entry points for the fuzz targets in `fuzz/`: each parser of client bytes.
+pub use s2::fuzz;
 pub use service::Service;
 
 /// Which calls this process serves.

@@ -8,8 +8,7 @@
 
 mod basins;
 mod config;
-#[cfg(test)]
-mod fuzz;
+pub mod fuzz;
 mod query;
 mod records;
 mod s2s;
