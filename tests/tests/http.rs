@@ -722,6 +722,12 @@ async fn silent_clients_are_dropped_and_connections_are_capped() {
     let response = server.client.get(server.url("/health")).send().await.unwrap();
     assert_eq!(response.status(), 200);
 
+    // A keep-alive connection left idle after a request is closed after the same deadline.
+    let mut idle = tokio::net::TcpStream::connect(&address).await.unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let answer = read_to_end(idle).await;
+    assert!(answer.starts_with("HTTP/1.1 200") && !answer.contains("<still open>"), "{answer}");
+
     // A connection that sends nothing at all is closed after the same deadline, on the
     // HTTP listener and on the gRPC one.
     let grpc_address = server.grpc.strip_prefix("http://").unwrap().to_string();
