@@ -11,10 +11,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_protos(&["protos/shale/v1/shale.proto"], &["protos"])?;
     // The internal API between roles.
     tonic_prost_build::configure().compile_protos(&["protos/shale/metadata/v1/metadata.proto"], &["protos"])?;
-    // S2's record messages: plain prost, no services.
+    // S2's record messages: plain prost, no services; bytes fields are `Bytes`, so a
+    // decoded body shares the frame it came in and an encoded one is not copied first.
     tonic_prost_build::configure()
         .build_client(false)
         .build_server(false)
+        .bytes(".")
         .compile_protos(&["protos/s2/v1/s2.proto"], &["protos"])?;
     println!("cargo:rerun-if-changed=protos");
     Ok(())

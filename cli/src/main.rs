@@ -1,5 +1,10 @@
 use clap::Parser;
 
+/// Records are many small allocations (bodies, headers, batches) made on one thread and
+/// freed on another; mimalloc spends far less time on them than the system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()

@@ -31,10 +31,15 @@ const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
 const FLAG_TERMINAL: u8 = 0b1000_0000;
 const FLAG_COMPRESSION: u8 = 0b0110_0000;
 
-/// A regular frame carrying `message`.
+/// A regular frame carrying `message`, encoded straight into the frame.
 pub fn regular_frame(message: &impl Message) -> Bytes {
-    let body = message.encode_to_vec();
-    frame(0, &body)
+    let len = message.encoded_len() + 1;
+    let mut out = BytesMut::with_capacity(3 + len);
+    out.put_uint(len as u64, 3);
+    out.put_u8(0);
+    // Cannot fail: the buffer has room for the whole message.
+    let _ = message.encode(&mut out);
+    out.freeze()
 }
 
 /// A terminal frame carrying an error's HTTP status and JSON body.
@@ -197,9 +202,9 @@ pub fn read_batch(records: &[SequencedRecord], tail: Option<Position>) -> pb::Re
                 headers: r
                     .headers
                     .iter()
-                    .map(|h| pb::Header { name: h.name.to_vec(), value: h.value.to_vec() })
+                    .map(|h| pb::Header { name: h.name.clone(), value: h.value.clone() })
                     .collect(),
-                body: r.body.to_vec(),
+                body: r.body.clone(),
             })
             .collect(),
         tail: tail.map(position),
@@ -229,7 +234,7 @@ mod tests {
     #[test]
     fn decodes_compressed_frames_and_terminal_frames() {
         let input = pb::AppendInput {
-            records: vec![pb::AppendRecord { body: vec![7; 4096], ..Default::default() }],
+            records: vec![pb::AppendRecord { body: vec![7; 4096].into(), ..Default::default() }],
             ..Default::default()
         };
         let raw = input.encode_to_vec();

@@ -53,10 +53,10 @@ impl Format {
 
 /// A record from the parts every wire format carries (protobuf messages of `shale.v1` and
 /// `s2.v1` both have a timestamp, name/value headers and a body).
-pub fn record_from_parts(
+pub fn record_from_parts<B: Into<bytes::Bytes>>(
     timestamp: Option<u64>,
-    headers: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
-    body: Vec<u8>,
+    headers: impl IntoIterator<Item = (B, B)>,
+    body: B,
 ) -> Record {
     Record {
         timestamp,
