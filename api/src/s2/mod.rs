@@ -4,12 +4,13 @@
 //!
 //! - `basins`, `streams`, `records` (append, read, check tail): the endpoints;
 //! - `sse`: reads as server-sent events; `s2s`: S2's session framing and protobuf
-//!   messages; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
+//!   messages; `read_batch`: S2's `ReadBatch` encoded straight from records; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
 
 mod basins;
 mod config;
 pub mod fuzz;
 mod query;
+mod read_batch;
 mod records;
 mod s2s;
 mod sse;

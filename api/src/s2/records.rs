@@ -194,7 +194,8 @@ async fn read(
     }
     let output = http.service.read(&params.request).await?;
     if accepts(headers, PROTOBUF) {
-        return Ok(protobuf_response(&s2s::read_batch(&output.records, Some(output.tail))));
+        let body = super::read_batch::to_bytes(&output.records, Some(output.tail));
+        return Ok(([("content-type", PROTOBUF)], body).into_response());
     }
     Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
 }

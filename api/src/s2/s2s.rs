@@ -21,6 +21,7 @@ use shale_proto::SequencedRecord;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::read_batch;
 use super::wire::record_from_parts;
 use crate::service::{FollowEvent, ReadSessionRequest, Service, MAX_PENDING_APPENDS};
 use crate::ApiError;
@@ -29,6 +30,8 @@ pub const CONTENT_TYPE: &str = "s2s/proto";
 /// Largest frame S2 allows (length prefix value), and the limit for decompressed bodies.
 const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
 const FLAG_TERMINAL: u8 = 0b1000_0000;
+/// Read batches (up to 1 MiB each) a read session prepares ahead of the client.
+const READ_AHEAD_FRAMES: usize = 4;
 const FLAG_COMPRESSION: u8 = 0b0110_0000;
 
 /// A regular frame carrying `message`, encoded straight into the frame.
@@ -158,15 +161,15 @@ pub fn append_session(service: &Service, basin: String, stream: String, body: Bo
 /// terminal frame on error; the body ends when a bounded read is complete.
 pub async fn read_session(service: &Service, request: ReadSessionRequest) -> Result<Response, ApiError> {
     let follower = service.read_session(request).await?;
-    let frames = stream::unfold(follower, |mut follower| async move {
-        let frame = match follower.next().await? {
-            FollowEvent::Batch(output) => regular_frame(&read_batch(&output.records, Some(output.tail))),
-            FollowEvent::Heartbeat(tail) => regular_frame(&read_batch(&[], Some(tail))),
-            FollowEvent::Done => return None,
-            FollowEvent::Error(error) => terminal_frame(&error),
-        };
-        Some((frame, follower))
-    });
+    let frames = follower
+        .run_ahead(READ_AHEAD_FRAMES, |event| match event {
+            FollowEvent::Batch(output) => Some(read_batch_frame(&output.records, Some(output.tail))),
+            FollowEvent::Heartbeat(tail) => Some(read_batch_frame(&[], Some(tail))),
+            FollowEvent::Done => None,
+            FollowEvent::Error(error) => Some(terminal_frame(&error)),
+        })
+        .take_while(|frame| std::future::ready(frame.is_some()))
+        .filter_map(std::future::ready);
     Ok(session_response(frames))
 }
 
@@ -192,23 +195,14 @@ pub fn append_ack(ack: AppendAck) -> pb::AppendAck {
     pb::AppendAck { start: Some(position(ack.start)), end: Some(position(ack.end)), tail: Some(position(ack.tail)) }
 }
 
-pub fn read_batch(records: &[SequencedRecord], tail: Option<Position>) -> pb::ReadBatch {
-    pb::ReadBatch {
-        records: records
-            .iter()
-            .map(|r| pb::SequencedRecord {
-                seq_num: r.seq_num,
-                timestamp: r.timestamp,
-                headers: r
-                    .headers
-                    .iter()
-                    .map(|h| pb::Header { name: h.name.clone(), value: h.value.clone() })
-                    .collect(),
-                body: r.body.clone(),
-            })
-            .collect(),
-        tail: tail.map(position),
-    }
+/// A regular frame carrying a `ReadBatch` of `records`, encoded in place.
+pub fn read_batch_frame(records: &[SequencedRecord], tail: Option<Position>) -> Bytes {
+    let len = read_batch::encoded_len(records, tail) + 1;
+    let mut out = BytesMut::with_capacity(3 + len);
+    out.put_uint(len as u64, 3);
+    out.put_u8(0);
+    read_batch::encode(records, tail, &mut out);
+    out.freeze()
 }
 
 #[cfg(test)]

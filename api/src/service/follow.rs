@@ -129,6 +129,31 @@ impl Follower {
         Some(event)
     }
 
+    /// The events as a stream, read ahead of the consumer: a task reads and renders (with
+    /// `render`) up to `depth` events while earlier ones are still being sent, so a
+    /// catch-up overlaps fetching and encoding the next batches with sending this one.
+    /// The task ends with the follower, or as soon as the consumer is dropped.
+    pub fn run_ahead<T: Send + 'static>(
+        mut self,
+        depth: usize,
+        render: impl Fn(FollowEvent) -> T + Send + 'static,
+    ) -> tokio_stream::wrappers::ReceiverStream<T> {
+        let (ahead, events) = tokio::sync::mpsc::channel(depth);
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    event = self.next() => event,
+                    _ = ahead.closed() => return,
+                };
+                let Some(event) = event else { return };
+                if ahead.send(render(event)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio_stream::wrappers::ReceiverStream::new(events)
+    }
+
     /// The sequence number the next batch will start at.
     pub fn next_seq(&self) -> Option<u64> {
         match self.request.start {
