@@ -1,31 +1,74 @@
 #!/usr/bin/env bash
-# Side by side: the same serial and throughput workloads, and `s2 bench`, against s2-lite
-# and Shale, both on the local filesystem, in one run. s2-lite binds 0.0.0.0, so the whole
-# run happens inside a fresh network namespace (`unshare --net`, root needed) where only
-# loopback exists: nothing listens beyond it.
+# Side by side, in one run, on the local filesystem: s2-lite and Shale under the same
+# workloads: Shale's serial and throughput workloads, then `s2 bench` (1 KiB records on
+# one stream) at 10, 50 and 200 MiB/s, each followed by its catch-up read, then the
+# objects each left on disk. Then Shale's separate roles (metadata, gateway, reader
+# processes) behind `shale-route` (one address for S2's CLI: reads to the reader, the
+# rest to the gateway), and `shale serve` behind the same router, so the two compare
+# with the router's cost in both. s2-lite binds 0.0.0.0, so the whole run happens inside
+# a fresh network namespace (`unshare --net`, root needed) where only loopback exists.
 #   cargo build --release -p shale -p shale-bench
 #   S2=/path/to/s2 bench/peers.sh [SECONDS] > results.txt
+# Shale runs with its defaults (fsync before every ack); s2-lite does not fsync.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${1:-10}"
+seconds="${1:-15}"
 export S2="${S2:-$(command -v s2)}" SECONDS_PER_RUN="$seconds"
 exec unshare --net bash -s <<'INNER'
 set -euo pipefail
 ip link set lo up
 work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 "$S2" lite --port 18090 --local-root "$work/lite" --no-dashboard >"$work/lite.log" 2>&1 &
+lite_pids=$!
 target/release/shale serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 --data-dir "$work/shale" >"$work/shale.log" 2>&1 &
+shale_pids=$!
 wait_port 18090; wait_port 18091
-for peer in "s2-lite http://127.0.0.1:18090" "shale http://127.0.0.1:18091"; do
+cpu_seconds() { for pid in "$@"; do awk '{print ($14 + $15) / 100}' "/proc/$pid/stat"; done | awk '{s += $1} END {printf "%.1f", s}'; }
+# s2_bench NAME URL PIDS RATES...: `s2 bench` at each rate, with the CPU the PIDS used.
+s2_bench() {
+  local name="$1" url="$2" pids="$3"; shift 3
+  curl -sf -X POST "$url/v1/basins" -H 'content-type: application/json' -d '{"basin":"bench-basin"}' >/dev/null || true
+  for rate in "$@"; do
+    echo "== $name s2 bench: 1 KiB records, target $rate MiB/s, ${SECONDS_PER_RUN}s, then catch-up"
+    local before; before="$(cpu_seconds $pids)"
+    S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
+      "$S2" bench bench-basin -b 1024 -t "$rate" -d "${SECONDS_PER_RUN}s" -w 2s 2>&1 \
+      | grep -E '^(Write|Read|Catchup)|^(p50|p99)' || true
+    echo "server CPU: $(awk -v a="$before" -v b="$(cpu_seconds $pids)" 'BEGIN { printf "%.1f", b - a }') s"
+  done
+}
+for peer in "s2-lite http://127.0.0.1:18090 $work/lite $lite_pids" "shale http://127.0.0.1:18091 $work/shale $shale_pids"; do
   set -- $peer
   echo "== $1 serial"
   target/release/shale-bench --url "$2" --workload serial --seconds "$SECONDS_PER_RUN"
   echo "== $1 throughput (16 producers, 1000 streams, 100 x 1 KiB per append)"
   target/release/shale-bench --url "$2" --workload throughput --seconds "$SECONDS_PER_RUN"
-  echo "== $1 s2 bench (5 MiB/s, 8 KiB records)"
-  S2_ACCOUNT_ENDPOINT="$2" S2_BASIN_ENDPOINT="$2" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
-    "$S2" bench bench-basin -d "${SECONDS_PER_RUN}s" -w 2s -t 5 2>&1 | grep -v '^\s*$' | tail -12
+  s2_bench "$1" "$2" "$4" 10 50 200
+  echo "== $1 on disk: $(find "$3" -type f | wc -l) files, $(du -sh "$3" | cut -f1)"
 done
+
+# The separate roles, and `shale serve` again, each behind the router.
+export SHALE_LOG=warn
+roles="file://$work/roles"
+mkdir -p "$work/roles"
+target/release/shale metadata --store "$roles" --grpc 127.0.0.1:18161 --http 127.0.0.1:18190 >"$work/metadata.log" 2>&1 &
+role_pids=$!
+target/release/shale gateway --store "$roles" --metadata 127.0.0.1:18161 --http 127.0.0.1:18181 --grpc 127.0.0.1:18151 \
+  >"$work/gateway.log" 2>&1 &
+role_pids="$role_pids $!"
+target/release/shale reader --store "$roles" --metadata 127.0.0.1:18161 --http 127.0.0.1:18183 --grpc 127.0.0.1:18153 \
+  >"$work/reader.log" 2>&1 &
+role_pids="$role_pids $!"
+target/release/shale-route --listen 127.0.0.1:18093 --gateway http://127.0.0.1:18181 --reader http://127.0.0.1:18183 \
+  2>"$work/route-roles.log" &
+target/release/shale-route --listen 127.0.0.1:18094 --gateway http://127.0.0.1:18091 --reader http://127.0.0.1:18091 \
+  2>"$work/route-serve.log" &
+for port in 18190 18181 18183; do
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break; sleep 0.1; done
+done
+wait_port 18093; wait_port 18094
+s2_bench "shale roles (metadata + gateway + reader, routed)" http://127.0.0.1:18093 "$role_pids" 50 200
+s2_bench "shale serve (routed)" http://127.0.0.1:18094 "$shale_pids" 50 200
 INNER
