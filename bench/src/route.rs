@@ -45,7 +45,8 @@ fn upstream<'a>(request: &Request<Incoming>, args: &'a Args) -> &'a str {
 async fn main() -> anyhow::Result<()> {
     let args: &'static Args = Box::leak(Box::new(Args::parse()));
     let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new()).http2_only(true).build_http();
-    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     eprintln!("routing {} -> reads {}, the rest {}", args.listen, args.reader, args.gateway);
     loop {
         let (stream, _) = listener.accept().await?;

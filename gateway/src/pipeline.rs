@@ -37,11 +37,11 @@ pub(crate) async fn upload(
 ) -> Result<Vec<BlockInfo>, GatewayError> {
     let mut builder = SegmentBuilder::new();
     let infos: Vec<BlockInfo> =
-        blocks.into_iter().map(|(stream, records, block)| builder.push_block(stream, records, &block)).collect();
-    let object = builder.finish();
-    metrics.segment_bytes.fetch_add(object.len() as u64, Ordering::Relaxed);
+        blocks.into_iter().map(|(stream, records, block)| builder.push_block(stream, records, block)).collect();
+    let object = PutPayload::from_iter(builder.finish_parts());
+    metrics.segment_bytes.fetch_add(object.content_length() as u64, Ordering::Relaxed);
     let path = segment_path(segment_id);
-    store.put(&Path::from(path.as_str()), PutPayload::from(object)).await.map_err(|e| {
+    store.put(&Path::from(path.as_str()), object).await.map_err(|e| {
         tracing::warn!(object = %path, error = %e, "segment upload failed");
         GatewayError::Upload { object: path.clone(), reason: shale_storage::describe(&e).to_string() }
     })?;

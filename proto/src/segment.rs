@@ -177,10 +177,12 @@ fn take_bytes(whole: &Bytes, input: &mut &[u8]) -> Option<Bytes> {
     Some(bytes)
 }
 
-/// Builds a segment object from encoded blocks.
+/// Builds a segment object from encoded blocks, without copying them: the object is the
+/// header, the blocks as they are and the footer, handed to the store as parts.
 #[derive(Debug)]
 pub struct SegmentBuilder {
-    buf: BytesMut,
+    parts: Vec<Bytes>,
+    len: usize,
     blocks: Vec<BlockInfo>,
 }
 
@@ -192,51 +194,65 @@ impl Default for SegmentBuilder {
 
 impl SegmentBuilder {
     pub fn new() -> Self {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        buf.put_slice(SEGMENT_MAGIC);
-        buf.put_u8(FORMAT_VERSION);
-        buf.put_slice(&[0, 0, 0]);
-        Self { buf, blocks: Vec::new() }
+        let mut header = BytesMut::with_capacity(SEGMENT_MAGIC.len() + 4);
+        header.put_slice(SEGMENT_MAGIC);
+        header.put_u8(FORMAT_VERSION);
+        header.put_slice(&[0, 0, 0]);
+        let len = header.len();
+        Self { parts: vec![header.freeze()], len, blocks: Vec::new() }
     }
 
     /// Appends a block made by [`encode_block`] and returns where it lies.
-    pub fn push_block(&mut self, stream: Bytes, record_count: u32, block: &[u8]) -> BlockInfo {
+    pub fn push_block(&mut self, stream: Bytes, record_count: u32, block: Bytes) -> BlockInfo {
         let info = BlockInfo {
             stream,
             record_count,
-            offset: self.buf.len() as u64,
+            offset: self.len as u64,
             len: u32::try_from(block.len()).expect("blocks are bounded by the 1 MiB batch limit"),
         };
-        self.buf.put_slice(block);
+        self.len += block.len();
+        self.parts.push(block);
         self.blocks.push(info.clone());
         info
     }
 
-    /// Bytes written so far (header and blocks).
+    /// Bytes so far (header and blocks).
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty()
     }
 
-    /// Writes footer and trailer; returns the whole object.
-    pub fn finish(mut self) -> Bytes {
-        let footer_offset = self.buf.len() as u64;
-        varint::put_u64(&mut self.buf, self.blocks.len() as u64);
+    /// Adds footer and trailer; returns the whole object as its parts, in order.
+    pub fn finish_parts(mut self) -> Vec<Bytes> {
+        let footer_offset = self.len as u64;
+        let mut footer = BytesMut::with_capacity(16 + self.blocks.iter().map(|b| b.stream.len() + 24).sum::<usize>());
+        varint::put_u64(&mut footer, self.blocks.len() as u64);
         for block in &self.blocks {
-            varint::put_u64(&mut self.buf, block.stream.len() as u64);
-            self.buf.put_slice(&block.stream);
-            varint::put_u64(&mut self.buf, u64::from(block.record_count));
-            varint::put_u64(&mut self.buf, block.offset);
-            varint::put_u64(&mut self.buf, u64::from(block.len));
+            varint::put_u64(&mut footer, block.stream.len() as u64);
+            footer.put_slice(&block.stream);
+            varint::put_u64(&mut footer, u64::from(block.record_count));
+            varint::put_u64(&mut footer, block.offset);
+            varint::put_u64(&mut footer, u64::from(block.len));
         }
-        let crc = crc32c::crc32c(&self.buf[footer_offset as usize..]);
-        self.buf.put_u64_le(footer_offset);
-        self.buf.put_u32_le(crc);
-        self.buf.put_slice(TRAILER_MAGIC);
-        self.buf.freeze()
+        let crc = crc32c::crc32c(&footer);
+        footer.put_u64_le(footer_offset);
+        footer.put_u32_le(crc);
+        footer.put_slice(TRAILER_MAGIC);
+        self.parts.push(footer.freeze());
+        self.parts
+    }
+
+    /// The whole object in one buffer (a copy of [`Self::finish_parts`]).
+    pub fn finish(self) -> Bytes {
+        let parts = self.finish_parts();
+        let mut whole = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+        for part in parts {
+            whole.put_slice(&part);
+        }
+        whole.freeze()
     }
 }
 
@@ -372,7 +388,7 @@ mod tests {
         let mut builder = SegmentBuilder::new();
         for (stream, arrival, records) in blocks {
             let block = encode_block(*arrival, records);
-            builder.push_block(Bytes::from(stream.clone()), records.len() as u32, &block);
+            builder.push_block(Bytes::from(stream.clone()), records.len() as u32, block.clone());
         }
         builder.finish()
     }

@@ -127,7 +127,7 @@ async fn suite_reopen_keeps_acked_and_hides_uncommitted(backend: Backend) {
     // A segment uploaded by a gateway that died before committing it.
     let mut orphan = SegmentBuilder::new();
     let block = encode_block(1, &[record("orphan")]);
-    orphan.push_block(Bytes::from_static(b"test-basin/s"), 1, &block);
+    orphan.push_block(Bytes::from_static(b"test-basin/s"), 1, block.clone());
     let orphan_path = object_path(ulid::Ulid::new().0);
     store.raw.put(&Path::from(orphan_path.as_str()), PutPayload::from(orphan.finish())).await.unwrap();
 
@@ -386,7 +386,7 @@ async fn suite_retried_commits_and_orphan_collection(backend: Backend) {
         async move {
             let mut segment = SegmentBuilder::new();
             let block = encode_block(1, &[record(body)]);
-            let info = segment.push_block(Bytes::from_static(b"test-basin/s"), 1, &block);
+            let info = segment.push_block(Bytes::from_static(b"test-basin/s"), 1, block.clone());
             store.put(&Path::from(object_path(id)), PutPayload::from(segment.finish())).await.unwrap();
             CommitRequest {
                 segment_id: id,
