@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     unsafe { std::env::set_var("PROTOC", protoc) };
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
+        .bytes(".shale.v1")
         .file_descriptor_set_path(out.join("shale_v1_descriptor.bin"))
         .compile_protos(&["protos/shale/v1/shale.proto"], &["protos"])?;
     // The internal API between roles.

@@ -239,7 +239,7 @@ const BATCH_LINGER: Duration = Duration::from_millis(5);
 
 fn parse_record(line: &str, format: Format) -> Result<pb::AppendRecord, Failure> {
     match format {
-        Format::Text => Ok(pb::AppendRecord { body: line.as_bytes().to_vec(), ..Default::default() }),
+        Format::Text => Ok(pb::AppendRecord { body: line.as_bytes().to_vec().into(), ..Default::default() }),
         Format::Json => {
             let value: Value =
                 serde_json::from_str(line).map_err(|e| Failure(format!("bad JSON record `{line}`: {e}"), 2))?;
@@ -253,14 +253,14 @@ fn parse_record(line: &str, format: Format) -> Result<pb::AppendRecord, Failure>
                         .filter_map(|h| {
                             let pair = h.as_array()?;
                             Some(pb::Header {
-                                name: pair.first()?.as_str()?.as_bytes().to_vec(),
-                                value: pair.get(1)?.as_str()?.as_bytes().to_vec(),
+                                name: pair.first()?.as_str()?.as_bytes().to_vec().into(),
+                                value: pair.get(1)?.as_str()?.as_bytes().to_vec().into(),
                             })
                         })
                         .collect()
                 })
                 .unwrap_or_default();
-            Ok(pb::AppendRecord { timestamp, headers, body })
+            Ok(pb::AppendRecord { timestamp, headers, body: body.into() })
         }
     }
 }

@@ -33,7 +33,7 @@ fn request(stream: &str, bodies: &[&str]) -> pb::AppendRequest {
         stream: stream.into(),
         records: bodies
             .iter()
-            .map(|b| pb::AppendRecord { body: b.as_bytes().to_vec(), ..Default::default() })
+            .map(|b| pb::AppendRecord { body: b.as_bytes().to_vec().into(), ..Default::default() })
             .collect(),
         ..Default::default()
     }
@@ -90,7 +90,7 @@ async fn read_session_follows_live_and_resumes_without_gaps() {
     while seen.len() < 4 {
         let event = tokio::time::timeout(Duration::from_secs(30), session.next()).await.unwrap().unwrap().unwrap();
         if let Some(pb::read_session_response::Event::Batch(batch)) = event.event {
-            seen.extend(batch.records.into_iter().map(|r| (r.seq_num, String::from_utf8(r.body).unwrap())));
+            seen.extend(batch.records.into_iter().map(|r| (r.seq_num, String::from_utf8(r.body.to_vec()).unwrap())));
             if !appended_live {
                 // Another client appends while this session is open.
                 writer.append(request("live", &["c", "d"])).await.unwrap();
@@ -110,7 +110,7 @@ async fn read_session_follows_live_and_resumes_without_gaps() {
             break batch;
         }
     };
-    let records: Vec<(u64, Vec<u8>)> = first.records.into_iter().map(|r| (r.seq_num, r.body)).collect();
+    let records: Vec<(u64, Vec<u8>)> = first.records.into_iter().map(|r| (r.seq_num, r.body.to_vec())).collect();
     assert_eq!(records, vec![(4, b"e".to_vec())], "resume gives the next record: no gap, no repeat");
 
     // A bounded session ends by itself.

@@ -336,7 +336,7 @@ async fn each_role_refuses_the_other_roles_calls_before_looking_anything_up() {
     let append = pb::AppendRequest {
         basin: BASIN.into(),
         stream: "s".into(),
-        records: vec![pb::AppendRecord { body: b"x".to_vec(), ..Default::default() }],
+        records: vec![pb::AppendRecord { body: b"x".to_vec().into(), ..Default::default() }],
         ..Default::default()
     };
     let status = on_reader.append(append).await.unwrap_err();

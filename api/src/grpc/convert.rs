@@ -35,8 +35,8 @@ pub fn record(r: &SequencedRecord) -> pb::SequencedRecord {
     pb::SequencedRecord {
         seq_num: r.seq_num,
         timestamp: r.timestamp,
-        headers: r.headers.iter().map(|h| pb::Header { name: h.name.to_vec(), value: h.value.to_vec() }).collect(),
-        body: r.body.to_vec(),
+        headers: r.headers.iter().map(|h| pb::Header { name: h.name.clone(), value: h.value.clone() }).collect(),
+        body: r.body.clone(),
     }
 }
 
