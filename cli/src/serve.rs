@@ -101,7 +101,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
             format!("serve {}", config.grpc),
             config.cluster.lease_config(),
         );
-        Arc::new(LeasedMetadata::new(metadata.clone(), lease))
+        Arc::new(LeasedMetadata::new(metadata.clone(), Some(lease)))
     };
     let gateway =
         Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), api.clone(), Arc::new(SystemClock))?);

@@ -1,8 +1,10 @@
-//! [`MetadataApi`] in process, answered only under the leader lease: what `shale serve`
-//! uses on a store other processes can reach (S3), where a second `serve` on the same
+//! [`MetadataApi`] in process, answered only while this instance may serve: not halted
+//! and, with a lease, holding it. The one place of the lease rule: every call needs the
+//! lease, and a read is answered only if the lease still holds once it is computed. The
+//! metadata role's RPC server (`rpc::server`) answers through it, and so does `shale
+//! serve` on a store other processes can reach (S3), where a second `serve` on the same
 //! bucket would otherwise fence this one and leave it answering reads from a view that
-//! no longer grows. The rule is the metadata role's (`rpc::server`): every call needs
-//! the lease, and a read is answered only if the lease still holds once it is computed.
+//! no longer grows.
 
 use std::sync::Arc;
 
@@ -14,20 +16,33 @@ use crate::{
     PipelinePosition, Position, Result, Retry,
 };
 
-/// A [`Metadata`] behind its [`LeaderLease`].
+/// A [`Metadata`] behind its [`LeaderLease`], if it has one.
 pub struct LeasedMetadata {
     metadata: Arc<Metadata>,
-    lease: Arc<LeaderLease>,
+    lease: Option<Arc<LeaderLease>>,
 }
 
 impl LeasedMetadata {
-    pub fn new(metadata: Arc<Metadata>, lease: Arc<LeaderLease>) -> Self {
+    pub fn new(metadata: Arc<Metadata>, lease: Option<Arc<LeaderLease>>) -> Self {
         Self { metadata, lease }
     }
 
-    /// `value` if the lease still holds now that it is computed.
+    /// Ok while this instance may answer: not halted, and holding its lease if it has one.
+    pub fn check(&self) -> Result<()> {
+        match &self.lease {
+            Some(lease) => lease.check(&self.metadata),
+            None => self.metadata.check_usable(),
+        }
+    }
+
+    /// The instance, for calls the trait does not carry (the tail feed).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// `value` if this instance may still answer now that it is computed.
     fn answer<T>(&self, value: T) -> Result<T> {
-        self.lease.check(&self.metadata)?;
+        self.check()?;
         Ok(value)
     }
 }
@@ -35,12 +50,12 @@ impl LeasedMetadata {
 #[async_trait]
 impl MetadataApi for LeasedMetadata {
     async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>) -> Result<CommitTicket> {
-        self.lease.check(&self.metadata)?;
+        self.check()?;
         self.metadata.sequence(requests, position).await
     }
 
     async fn lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>> {
-        self.lease.check(&self.metadata)?;
+        self.check()?;
         let entries = self.metadata.run_lookup(query).await?;
         self.answer(entries)
     }
@@ -52,7 +67,7 @@ impl MetadataApi for LeasedMetadata {
     }
 
     async fn catalog(&self, call: CatalogCall) -> Result<CatalogReply> {
-        self.lease.check(&self.metadata)?;
+        self.check()?;
         let read = call.retry() == Retry::Read;
         let reply = self.metadata.run_catalog(call).await?;
         // A write that took effect is answered whatever the lease says now.

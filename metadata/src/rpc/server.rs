@@ -13,22 +13,23 @@ use tonic::{Request, Response, Status};
 
 use crate::wire::{commit_call_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
 use crate::wire_catalog::{catalog_call_from_wire, catalog_reply_to_wire};
-use crate::{CommitTicket, LeaderLease, Lookup, Metadata, MetadataError, Retry, MAX_MESSAGE_BYTES};
+use crate::{
+    CommitTicket, LeaderLease, LeasedMetadata, Lookup, Metadata, MetadataApi, MetadataError, MAX_MESSAGE_BYTES,
+};
 
 /// How often an open watch checks that this instance still holds the lease.
 const WATCH_LEASE_CHECK: Duration = Duration::from_millis(100);
 
-/// Serves one [`Metadata`]. With a lease, every call is refused with `not_leader` while
-/// the lease is not held.
+/// Serves one [`Metadata`] through [`LeasedMetadata`]: with a lease, every call is
+/// refused with `not_leader` while the lease is not held.
 #[derive(Clone)]
 pub struct MetadataService {
-    metadata: Arc<Metadata>,
-    lease: Option<Arc<LeaderLease>>,
+    leased: Arc<LeasedMetadata>,
 }
 
 impl MetadataService {
     pub fn new(metadata: Arc<Metadata>, lease: Option<Arc<LeaderLease>>) -> Self {
-        Self { metadata, lease }
+        Self { leased: Arc::new(LeasedMetadata::new(metadata, lease)) }
     }
 
     pub fn into_server(self) -> MetadataServer<Self> {
@@ -37,20 +38,9 @@ impl MetadataService {
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
-    /// The answer to a read, if the lease still holds now that it is computed: a read
-    /// that began under the lease but finished after a takeover could be stale.
-    fn reply<T>(&self, value: T) -> Result<Response<T>, Status> {
-        self.leader()?;
-        Ok(Response::new(value))
-    }
-
     fn leader(&self) -> Result<&Metadata, Status> {
-        match &self.lease {
-            Some(lease) => lease.check(&self.metadata),
-            None => self.metadata.check_usable(),
-        }
-        .map_err(status)?;
-        Ok(&self.metadata)
+        self.leased.check().map_err(status)?;
+        Ok(self.leased.metadata())
     }
 }
 
@@ -107,7 +97,7 @@ impl MetadataRpc for MetadataService {
         tokio::spawn(async move {
             while let Ok(Some(call)) = incoming.message().await {
                 let ticket = match (service.leader(), commit_call_from_wire(call)) {
-                    (Err(_), _) if service.metadata.is_fenced() => Err(MetadataError::Fenced),
+                    (Err(_), _) if service.leased.metadata().is_fenced() => Err(MetadataError::Fenced),
                     (Err(_), _) => Err(MetadataError::NotLeader),
                     (Ok(metadata), Ok((requests, position))) => metadata.sequence(requests, position).await,
                     (Ok(_), Err(e)) => Err(e),
@@ -134,8 +124,8 @@ impl MetadataRpc for MetadataService {
             }
             None => return Err(status(MetadataError::InvalidArgument("lookup without a query".into()))),
         };
-        let entries = self.leader()?.run_lookup(query).await.map_err(status)?;
-        self.reply(pb::EntriesResponse { entries: entries.iter().map(|e| e.encode()).collect() })
+        let entries = self.leased.lookup(query).await.map_err(status)?;
+        Ok(Response::new(pb::EntriesResponse { entries: entries.iter().map(|e| e.encode()).collect() }))
     }
 
     type WatchStream = WatchStream;
@@ -169,13 +159,7 @@ impl MetadataRpc for MetadataService {
 
     async fn catalog(&self, request: Request<pb::CatalogCall>) -> Result<Response<pb::CatalogReply>, Status> {
         let call = catalog_call_from_wire(request.into_inner()).map_err(status)?;
-        let read = call.retry() == Retry::Read;
-        let reply = catalog_reply_to_wire(&self.leader()?.run_catalog(call).await.map_err(status)?);
-        // A write that took effect is answered whatever the lease says now.
-        if read {
-            self.reply(reply)
-        } else {
-            Ok(Response::new(reply))
-        }
+        let reply = self.leased.catalog(call).await.map_err(status)?;
+        Ok(Response::new(catalog_reply_to_wire(&reply)))
     }
 }
