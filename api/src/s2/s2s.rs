@@ -36,13 +36,10 @@ const FLAG_COMPRESSION: u8 = 0b0110_0000;
 
 /// A regular frame carrying `message`, encoded straight into the frame.
 pub fn regular_frame(message: &impl Message) -> Bytes {
-    let len = message.encoded_len() + 1;
-    let mut out = BytesMut::with_capacity(3 + len);
-    out.put_uint(len as u64, 3);
-    out.put_u8(0);
-    // Cannot fail: the buffer has room for the whole message.
-    let _ = message.encode(&mut out);
-    out.freeze()
+    frame_with(0, message.encoded_len(), |out| {
+        // Cannot fail: the buffer has room for the whole message.
+        let _ = message.encode(out);
+    })
 }
 
 /// A terminal frame carrying an error's HTTP status and JSON body.
@@ -55,11 +52,17 @@ pub fn terminal_frame(error: &ApiError) -> Bytes {
 }
 
 fn frame(flag: u8, body: &[u8]) -> Bytes {
-    let len = body.len() + 1;
+    frame_with(flag, body.len(), |out| out.put_slice(body))
+}
+
+/// A frame whose `body_len` bytes of body `write_body` writes in place after the length
+/// prefix and the flag byte.
+fn frame_with(flag: u8, body_len: usize, write_body: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let len = body_len + 1;
     let mut out = BytesMut::with_capacity(3 + len);
     out.put_uint(len as u64, 3);
     out.put_u8(flag);
-    out.put_slice(body);
+    write_body(&mut out);
     out.freeze()
 }
 
@@ -161,15 +164,12 @@ pub fn append_session(service: &Service, basin: String, stream: String, body: Bo
 /// terminal frame on error; the body ends when a bounded read is complete.
 pub async fn read_session(service: &Service, request: ReadSessionRequest) -> Result<Response, ApiError> {
     let follower = service.read_session(request).await?;
-    let frames = follower
-        .run_ahead(READ_AHEAD_FRAMES, |event| match event {
-            FollowEvent::Batch(output) => Some(read_batch_frame(&output.records, Some(output.tail))),
-            FollowEvent::Heartbeat(tail) => Some(read_batch_frame(&[], Some(tail))),
-            FollowEvent::Done => None,
-            FollowEvent::Error(error) => Some(terminal_frame(&error)),
-        })
-        .take_while(|frame| std::future::ready(frame.is_some()))
-        .filter_map(std::future::ready);
+    let frames = follower.run_ahead(READ_AHEAD_FRAMES, |event| match event {
+        FollowEvent::Batch(output) => Some(read_batch_frame(&output.records, Some(output.tail))),
+        FollowEvent::Heartbeat(tail) => Some(read_batch_frame(&[], Some(tail))),
+        FollowEvent::Done => None,
+        FollowEvent::Error(error) => Some(terminal_frame(&error)),
+    });
     Ok(session_response(frames))
 }
 
@@ -197,12 +197,7 @@ pub fn append_ack(ack: AppendAck) -> pb::AppendAck {
 
 /// A regular frame carrying a `ReadBatch` of `records`, encoded in place.
 pub fn read_batch_frame(records: &[SequencedRecord], tail: Option<Position>) -> Bytes {
-    let len = read_batch::encoded_len(records, tail) + 1;
-    let mut out = BytesMut::with_capacity(3 + len);
-    out.put_uint(len as u64, 3);
-    out.put_u8(0);
-    read_batch::encode(records, tail, &mut out);
-    out.freeze()
+    frame_with(0, read_batch::encoded_len(records, tail), |out| read_batch::encode(records, tail, out))
 }
 
 #[cfg(test)]

@@ -132,11 +132,12 @@ impl Follower {
     /// The events as a stream, read ahead of the consumer: a task reads and renders (with
     /// `render`) up to `depth` events while earlier ones are still being sent, so a
     /// catch-up overlaps fetching and encoding the next batches with sending this one.
-    /// The task ends with the follower, or as soon as the consumer is dropped.
+    /// The stream ends where `render` returns `None`, with the follower, or as soon as
+    /// the consumer is dropped.
     pub fn run_ahead<T: Send + 'static>(
         mut self,
         depth: usize,
-        render: impl Fn(FollowEvent) -> T + Send + 'static,
+        render: impl Fn(FollowEvent) -> Option<T> + Send + 'static,
     ) -> tokio_stream::wrappers::ReceiverStream<T> {
         let (ahead, events) = tokio::sync::mpsc::channel(depth);
         tokio::spawn(async move {
@@ -145,8 +146,8 @@ impl Follower {
                     event = self.next() => event,
                     _ = ahead.closed() => return,
                 };
-                let Some(event) = event else { return };
-                if ahead.send(render(event)).await.is_err() {
+                let Some(rendered) = event.and_then(&render) else { return };
+                if ahead.send(rendered).await.is_err() {
                     return;
                 }
             }
