@@ -10,7 +10,7 @@ use anyhow::Context;
 use shale_api::{AppState, Role};
 use shale_gateway::Gateway;
 use shale_metadata::{
-    hold_leadership, run_orphan_collection, HaltReason, LeasedMetadata, Metadata, MetadataApi, MetadataService,
+    hold_leadership, run_collection, HaltReason, LeasedMetadata, Metadata, MetadataApi, MetadataService,
     RemoteMetadata, DEFAULT_DB_PATH,
 };
 use shale_reader::Reader;
@@ -115,7 +115,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
         Some(metadata.gc_stats()),
         Arc::new(SystemClock),
     );
-    let gc = tokio::spawn(run_orphan_collection(metadata.clone(), store.store.clone()));
+    let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state).await?;
     running.metadata = Some(metadata);
     running.background.push(gc);
@@ -206,7 +206,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         }
     };
     let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics), config.connections);
-    let gc = tokio::spawn(run_orphan_collection(metadata.clone(), store.store.clone()));
+    let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
         store = %store.url, "shale serving");
     Ok(Running {

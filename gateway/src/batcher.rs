@@ -250,7 +250,8 @@ impl Batcher {
         }
         let open = std::mem::take(&mut self.open);
         self.last_seal = Some(tokio::time::Instant::now());
-        let segment_id = ulid::Ulid::new().0;
+        // Stamped by the gateway's clock: metadata judges a segment's age by it.
+        let segment_id = ulid::Ulid::from_parts(self.shared.clock.now_ms(), rand::random::<u128>()).0;
         let metrics = &self.shared.metrics;
         metrics.segments_sealed.fetch_add(1, Ordering::Relaxed);
         let blocks: Vec<_> = open

@@ -291,7 +291,7 @@ impl Metadata {
 
     /// Scans keys starting with `prefix`, strictly after `start_after_key` when that sorts
     /// inside the prefix, decoding up to `limit` items.
-    async fn scan_page<T>(
+    pub(crate) async fn scan_page<T>(
         &self,
         prefix: &[u8],
         start_after_key: &[u8],

@@ -9,6 +9,7 @@ use shale_proto::{Command, TimestampingMode};
 use slatedb::config::{PutOptions, Ttl};
 use slatedb::WriteBatch;
 
+use crate::refs::SegmentRefs;
 use crate::wire::{outcomes_from_wire, outcomes_to_wire};
 use crate::{
     keys, AppendAck, BasinRecord, CommitAppend, CommitRequest, CommitTicket, CommitUnit, IndexEntry, Metadata,
@@ -74,9 +75,9 @@ impl Metadata {
             if let Some(position) = position {
                 writer.poison.record(position, request, &outcomes);
             }
-            let blocks = overlay.entries.len() - entries_before;
-            if applied && blocks > 0 {
-                written.push((request.segment_id, blocks, outcomes_to_wire(&outcomes).encode_to_vec()));
+            let refs = SegmentRefs::committed(overlay.entries[entries_before..].iter().map(|(_, _, entry)| entry));
+            if applied && refs.blocks > 0 {
+                written.push((request.segment_id, refs, outcomes_to_wire(&outcomes).encode_to_vec()));
             }
             all_outcomes.push(outcomes);
         }
@@ -158,7 +159,7 @@ impl Metadata {
         &self,
         writer: &mut WriterState,
         overlay: Overlay,
-        written: Vec<(u128, usize, Vec<u8>)>,
+        written: Vec<(u128, SegmentRefs, Vec<u8>)>,
     ) -> Result<Vec<TailUpdate>> {
         let mut batch = WriteBatch::new();
         for ((basin, stream), record) in &overlay.streams {
@@ -170,8 +171,8 @@ impl Metadata {
             batch.put(keys::by_time(*stream_id, entry.last_timestamp, entry.last_seq()), &value);
         }
         let outcome_ttl = PutOptions { ttl: Ttl::ExpireAfterMillis(self.config.outcome_ttl_ms()) };
-        for (segment_id, blocks, stored) in written {
-            batch.put(keys::segment(segment_id), (blocks as u64).to_be_bytes());
+        for (segment_id, refs, stored) in written {
+            batch.put(keys::segment(segment_id), refs.encode());
             batch.put_with_options(keys::commit_outcome(segment_id), stored, &outcome_ttl);
         }
         if overlay.next_stream_id != writer.next_stream_id {
@@ -227,11 +228,15 @@ impl Metadata {
     }
 
     /// Whether a commit made some of the segment's blocks visible (applied, durable or
-    /// about to be: only the writer asks).
+    /// about to be: only the writer asks), including a segment whose blocks have all been
+    /// released since and that awaits deletion.
     pub(crate) async fn segment_committed(&self, segment_id: u128) -> Result<bool> {
-        let key = keys::segment(segment_id);
-        let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
-        Ok(value.is_some())
+        for key in [keys::segment(segment_id), keys::released(segment_id)] {
+            if self.db.get(&key).await.map_err(|e| self.storage_error(e))?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn apply_unit(

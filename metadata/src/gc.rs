@@ -18,7 +18,7 @@
 //! write confirms it is the writer; commits are judged by the writer's clock too, so the
 //! rule never compares two metadata instances' clocks.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use futures::TryStreamExt;
 use shale_storage::object_store::path::Path;
@@ -28,30 +28,6 @@ use crate::{keys, Metadata, MetadataError, Result};
 
 /// Candidates checked per hold of the writer lock.
 const CHECK_BATCH: usize = 128;
-
-/// Totals since start, for `/metrics`.
-#[derive(Debug, Default)]
-pub struct GcStats {
-    pub runs: AtomicU64,
-    pub segments_examined: AtomicU64,
-    pub orphans_deleted: AtomicU64,
-}
-
-impl GcStats {
-    /// Prometheus text for `/metrics`.
-    pub fn render(&self, out: &mut String) {
-        let counters = [
-            ("shale_gc_runs_total", "Orphan collection passes", &self.runs),
-            (
-                "shale_gc_segments_examined_total",
-                "Segment objects listed by orphan collection",
-                &self.segments_examined,
-            ),
-            ("shale_gc_orphans_deleted_total", "Uncommitted segment objects deleted", &self.orphans_deleted),
-        ];
-        shale_storage::render_counters(&counters, out);
-    }
-}
 
 /// What one collection pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -167,7 +143,7 @@ impl Metadata {
         self.write_durably(writer, batch).await
     }
 
-    pub fn gc_stats(&self) -> std::sync::Arc<GcStats> {
+    pub fn gc_stats(&self) -> std::sync::Arc<crate::GcStats> {
         self.gc_stats.clone()
     }
 }
@@ -178,12 +154,18 @@ fn segment_id_of(path: &Path) -> Option<u128> {
     ulid::Ulid::from_string(name).ok().map(|ulid| ulid.0)
 }
 
-/// Runs [`Metadata::collect_orphans`] every `gc_interval` until the instance stops.
-pub async fn run_orphan_collection(metadata: std::sync::Arc<Metadata>, store: std::sync::Arc<dyn ObjectStore>) {
+/// Runs [`Metadata::reclaim`] then [`Metadata::collect_orphans`] every `gc_interval`
+/// until the instance stops.
+pub async fn run_collection(metadata: std::sync::Arc<Metadata>, store: std::sync::Arc<dyn ObjectStore>) {
     let mut ticker = tokio::time::interval(metadata.config.gc_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
+        match metadata.reclaim(store.as_ref()).await {
+            Ok(report) => tracing::debug!(?report, "reclaim pass"),
+            Err(MetadataError::Fenced | MetadataError::Stopped) => return,
+            Err(e) => tracing::warn!(error = %e, "reclaim pass failed"),
+        }
         match metadata.collect_orphans(store.as_ref()).await {
             Ok(report) => tracing::debug!(examined = report.examined, deleted = report.deleted, "orphan collection"),
             Err(MetadataError::Fenced | MetadataError::Stopped) => return,

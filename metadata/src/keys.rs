@@ -6,7 +6,8 @@
 //! | `s/<basin>/<stream>` | stream record (the same format) |
 //! | `i/<stream id u64><last seq u64>` | index entry (binary, [`crate::IndexEntry`]) |
 //! | `t/<stream id u64><last ts u64><last seq u64>` | the same index entry, by time |
-//! | `o/<segment id u128>` | number of blocks the segment holds (for GC) |
+//! | `o/<segment id u128>` | the segment's live references ([`crate::refs::SegmentRefs`]) |
+//! | `z/<segment id u128>` | a segment no entry references any more, awaiting deletion ([`crate::refs::Released`]) |
 //! | `c/<segment id u128>` | the segment's commit outcome (acks), for retried commits; expires |
 //! | `d/<stream id u64>` | deleted stream awaiting GC of its index and blocks |
 //! | `m/next_stream_id` | next internal stream id (u64) |
@@ -63,8 +64,34 @@ pub fn end_of_stream(family: &[u8; 2], stream_id: u64) -> Vec<u8> {
     key
 }
 
+pub const STREAM_PREFIX: &[u8] = b"s/";
+pub const SEGMENT_PREFIX: &[u8] = b"o/";
+pub const RELEASED_PREFIX: &[u8] = b"z/";
+pub const DELETED_STREAM_PREFIX: &[u8] = b"d/";
+
 pub fn segment(segment_id: u128) -> Vec<u8> {
-    [&b"o/"[..], &segment_id.to_be_bytes()].concat()
+    [SEGMENT_PREFIX, &segment_id.to_be_bytes()].concat()
+}
+
+pub fn released(segment_id: u128) -> Vec<u8> {
+    [RELEASED_PREFIX, &segment_id.to_be_bytes()].concat()
+}
+
+/// The segment id of an `o/` or `z/` key.
+pub fn segment_id_of(key: &[u8]) -> Option<u128> {
+    Some(u128::from_be_bytes(key.get(2..)?.try_into().ok()?))
+}
+
+/// The stream id of a `d/` key.
+pub fn deleted_stream_id_of(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(2..)?.try_into().ok()?))
+}
+
+/// `s/<basin>/<stream>` -> (basin, stream). Basin names hold no `/`; stream names may.
+pub fn stream_names_of(key: &[u8]) -> Option<(String, String)> {
+    let rest = std::str::from_utf8(key.strip_prefix(STREAM_PREFIX)?).ok()?;
+    let (basin, stream) = rest.split_once('/')?;
+    Some((basin.to_string(), stream.to_string()))
 }
 
 pub fn commit_outcome(segment_id: u128) -> Vec<u8> {
@@ -105,5 +132,14 @@ mod tests {
         assert_eq!(prefix_end(b"s/a/"), b"s/a0".to_vec());
         assert!(stream("basin", "zzz\u{10ffff}") < prefix_end(&streams_of_basin("basin")));
         assert_eq!(prefix_end(&[0x61, 0xff]), vec![0x62]);
+    }
+
+    #[test]
+    fn keys_decode_to_what_built_them() {
+        assert_eq!(segment_id_of(&segment(u128::MAX - 3)), Some(u128::MAX - 3));
+        assert_eq!(segment_id_of(&released(7)), Some(7));
+        assert_eq!(deleted_stream_id_of(&deleted_stream(42)), Some(42));
+        assert_eq!(stream_names_of(&stream("basin-1", "a/b")), Some(("basin-1".into(), "a/b".into())));
+        assert_eq!(segment_id_of(b"o/short"), None);
     }
 }

@@ -20,7 +20,10 @@
 //! - the leader lease of a standalone metadata process or of `shale serve` on a shared
 //!   store (`leader`; `leased`, the in-process API refused while the lease is not held)
 //!   and orphan collection
-//!   of segments no commit made visible (`gc`).
+//!   of segments no commit made visible (`gc`);
+//! - reclaiming space (`reclaim`): trims, retention, `delete_on_empty` and deletes
+//!   remove index entries; `refs` counts each segment's referenced blocks exactly, and
+//!   released segments are deleted; `gc_stats` reports both collectors.
 //!
 //! Other modules: `keys` (the SlateDB key families), `model` (stored records and
 //! wire-neutral types), `error`.
@@ -34,12 +37,17 @@ mod commit;
 mod commit_tests;
 mod durability;
 mod gc;
+mod gc_stats;
 mod halt;
 mod keys;
 mod leader;
 mod leased;
 mod lookup;
 mod poison;
+mod reclaim;
+#[cfg(test)]
+mod reclaim_tests;
+mod refs;
 mod rpc;
 mod service;
 
@@ -56,10 +64,12 @@ use durability::DurabilityQueue;
 use halt::Halt;
 
 pub use durability::CommitStats;
-pub use gc::{run_orphan_collection, GcReport, GcStats};
+pub use gc::{run_collection, GcReport};
+pub use gc_stats::GcStats;
 pub use halt::HaltReason;
 pub use leader::{hold_leadership, LeaderLease, LeaseConfig};
 pub use leased::LeasedMetadata;
+pub use reclaim::ReclaimReport;
 pub use rpc::MetadataService;
 /// The contract this crate implements, re-exported so in-process callers (the binary,
 /// tests, benchmarks) name one crate.
@@ -84,7 +94,7 @@ pub struct Metadata {
     /// Wakes waiting reads of the streams each durable commit moved.
     tails: Arc<TailWatch>,
     halt: Arc<Halt>,
-    gc_stats: Arc<gc::GcStats>,
+    gc_stats: Arc<GcStats>,
 }
 
 /// What only the writer touches, under the writer lock.
@@ -114,9 +124,16 @@ pub struct MetadataConfig {
     /// exceed `max_commit_age`.
     #[serde(with = "humantime_serde")]
     pub orphan_grace: Duration,
-    /// How often orphan collection runs.
+    /// How often garbage collection runs: reclaiming trimmed, expired and deleted data,
+    /// then orphan collection. A reclaim pass reads every stream record (and the first
+    /// index entry of streams with a retention age or a trim point), so its cost grows
+    /// with the stream count.
     #[serde(with = "humantime_serde")]
     pub gc_interval: Duration,
+    /// How long a segment no index entry references any more is kept before it is
+    /// deleted: reads that looked its entries up just before finish meanwhile.
+    #[serde(with = "humantime_serde")]
+    pub delete_grace: Duration,
     /// Stream records the sequencer keeps in memory (about 200 bytes each). A miss
     /// costs one SlateDB read under the writer lock.
     pub sequencer_streams: u64,
@@ -124,6 +141,16 @@ pub struct MetadataConfig {
     /// doubling to 1 s apart: 5 retries is about 2.5 s). A WAL write that still fails
     /// halts the instance, so a standby takes over instead of every call waiting.
     pub store_retries: u32,
+    /// How often SlateDB's own garbage collector deletes the metadata database's obsolete
+    /// WAL objects, SSTs, manifests and compaction files. Each pass lists those
+    /// directories (a few LIST requests).
+    #[serde(with = "humantime_serde")]
+    pub db_gc_interval: Duration,
+    /// How old an obsolete metadata object must be before SlateDB's collector deletes it;
+    /// longer keeps more garbage, shorter risks deleting what a stalled process still
+    /// reads.
+    #[serde(with = "humantime_serde")]
+    pub db_gc_min_age: Duration,
 }
 
 impl MetadataConfig {
@@ -133,6 +160,24 @@ impl MetadataConfig {
     /// differ by less than `max_commit_age` (see `commit::segment_outcomes`).
     fn outcome_ttl_ms(&self) -> u64 {
         3 * self.max_commit_age.as_millis() as u64
+    }
+
+    /// SlateDB's collector on every directory it manages except WAL fences, which it
+    /// advises never to delete.
+    fn db_gc_options(&self) -> slatedb::config::GarbageCollectorOptions {
+        let directory = Some(slatedb::config::GarbageCollectorDirectoryOptions {
+            interval: Some(self.db_gc_interval),
+            min_age: self.db_gc_min_age,
+            dry_run: false,
+        });
+        slatedb::config::GarbageCollectorOptions {
+            manifest_options: directory,
+            wal_options: directory,
+            wal_fence_options: None,
+            compacted_options: directory,
+            compactions_options: directory,
+            ..Default::default()
+        }
     }
 }
 
@@ -145,8 +190,11 @@ impl Default for MetadataConfig {
             max_commit_age: Duration::from_secs(120),
             orphan_grace: Duration::from_secs(600),
             gc_interval: Duration::from_secs(60),
+            delete_grace: Duration::from_secs(30),
             sequencer_streams: 200_000,
             store_retries: 5,
+            db_gc_interval: Duration::from_secs(60),
+            db_gc_min_age: Duration::from_secs(120),
         }
     }
 }
@@ -178,6 +226,7 @@ impl Metadata {
             // timer flush in between would split a round into two WAL objects uploaded
             // one after the other.
             flush_interval: None,
+            garbage_collector_options: Some(config.db_gc_options()),
             ..slatedb::Settings::default()
         };
         let cache = slatedb::db_cache::foyer::FoyerCache::new_with_opts(slatedb::db_cache::foyer::FoyerCacheOptions {

@@ -12,17 +12,26 @@ impl Metadata {
         self.check_usable()?;
         match query {
             Lookup::From { stream_id, seq, limit } => {
-                self.scan_entries(keys::index(stream_id, seq), keys::end_of_stream(b"i/", stream_id), limit).await
+                let (start, end) = (keys::index(stream_id, seq), keys::end_of_stream(b"i/", stream_id));
+                self.scan_entries(start, end, limit, DurabilityLevel::Remote).await
             }
             Lookup::AtTime { stream_id, timestamp } => {
                 let start = keys::by_time(stream_id, timestamp, 0);
-                self.scan_entries(start, keys::end_of_stream(b"t/", stream_id), 1).await
+                self.scan_entries(start, keys::end_of_stream(b"t/", stream_id), 1, DurabilityLevel::Remote).await
             }
         }
     }
 
-    async fn scan_entries(&self, start: Vec<u8>, end: Vec<u8>, limit: usize) -> Result<Vec<IndexEntry>> {
-        let options = ScanOptions { durability_filter: DurabilityLevel::Remote, ..ScanOptions::default() };
+    /// Up to `limit` index entries between two keys of one family; readers see only
+    /// durable ones, the writer (reclaiming space) the latest.
+    pub(crate) async fn scan_entries(
+        &self,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        limit: usize,
+        durability_filter: DurabilityLevel,
+    ) -> Result<Vec<IndexEntry>> {
+        let options = ScanOptions { durability_filter, ..ScanOptions::default() };
         let mut iter = self.db.scan_with_options(start..end, &options).await.map_err(|e| self.storage_error(e))?;
         let mut entries = Vec::new();
         while entries.len() < limit {

@@ -81,6 +81,13 @@ impl Caches {
         Some(entries[at..].to_vec())
     }
 
+    /// Forgets what is cached about a stream's index from `first_seq` on: an entry there
+    /// named an object that is gone.
+    pub async fn forget(&self, stream_id: u64, first_seq: u64) {
+        self.index.invalidate(&(stream_id, first_seq)).await;
+        self.last_scan.invalidate(&stream_id).await;
+    }
+
     /// The decoded block an entry points at, from cache or by one range GET.
     pub async fn block(&self, entry: &IndexEntry) -> Result<Arc<DecodedBlock>, ReaderError> {
         let key = (entry.segment_id, entry.offset);
@@ -111,9 +118,12 @@ fn block_weight(block: &DecodedBlock) -> u32 {
 async fn fetch_block(store: &dyn ObjectStore, entry: &IndexEntry) -> Result<DecodedBlock, ReaderError> {
     let object = shale_proto::segment::object_path(entry.segment_id);
     let range = entry.offset..entry.offset + u64::from(entry.len);
-    let bytes = store.get_range(&Path::from(object.as_str()), range).await.map_err(|e| {
-        tracing::warn!(%object, error = %e, "segment fetch failed");
-        ReaderError::Fetch { object: object.clone(), reason: shale_storage::describe(&e).to_string() }
+    let bytes = store.get_range(&Path::from(object.as_str()), range).await.map_err(|e| match e {
+        shale_storage::object_store::Error::NotFound { .. } => ReaderError::Gone { object: object.clone() },
+        e => {
+            tracing::warn!(%object, error = %e, "segment fetch failed");
+            ReaderError::Fetch { object: object.clone(), reason: shale_storage::describe(&e).to_string() }
+        }
     })?;
     let block = decode_block(&object, &bytes).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
     if block.records.len() != entry.record_count as usize {
@@ -130,6 +140,7 @@ async fn fetch_block(store: &dyn ObjectStore, entry: &IndexEntry) -> Result<Deco
 fn clone_error(error: &ReaderError) -> ReaderError {
     match error {
         ReaderError::Fetch { object, reason } => ReaderError::Fetch { object: object.clone(), reason: reason.clone() },
+        ReaderError::Gone { object } => ReaderError::Gone { object: object.clone() },
         ReaderError::Segment(e) => ReaderError::Segment(e.clone()),
         other => ReaderError::Fetch { object: String::new(), reason: other.to_string() },
     }

@@ -10,6 +10,10 @@ pub enum ReaderError {
     PastTail { tail: Position },
     #[error("segment fetch failed: object=`{object}`: {reason}")]
     Fetch { object: String, reason: String },
+    /// The object an index entry named is gone: its records were trimmed, expired or
+    /// deleted (or rewritten elsewhere) after the entry was looked up.
+    #[error("segment object gone: object=`{object}`")]
+    Gone { object: String },
     #[error(transparent)]
     Segment(#[from] SegmentError),
     #[error(transparent)]
@@ -22,7 +26,7 @@ impl ReaderError {
         match self {
             ReaderError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             ReaderError::PastTail { .. } => ErrorCode::RangeNotSatisfiable,
-            ReaderError::Fetch { .. } => ErrorCode::Unavailable,
+            ReaderError::Fetch { .. } | ReaderError::Gone { .. } => ErrorCode::Unavailable,
             ReaderError::Segment(_) => ErrorCode::Internal,
             ReaderError::Metadata(e) => e.code(),
         }

@@ -57,6 +57,9 @@ pub struct ReadOutput {
 /// Index entries fetched per metadata scan by a one-off read.
 const ENTRIES_PER_SCAN: usize = 32;
 
+/// Times one read looks the stream up again after finding an entry's object gone.
+const MAX_GONE_RETRIES: u32 = 8;
+
 /// Index entries fetched per scan by a session past its first read: a catch-up session
 /// asks metadata once per this many appends (about 65 bytes each on the wire).
 const SESSION_ENTRIES_PER_SCAN: usize = 1024;
@@ -138,6 +141,7 @@ impl Reader {
         let mut start: Option<(u64, Option<u64>)> = None;
         cursor.reads += 1;
         let mut woken = false;
+        let mut gone_retries = 0;
         loop {
             let info = self.stream_info(&request.basin, &request.stream, cursor, false, woken).await?;
             let tail = info.record.tail();
@@ -148,7 +152,14 @@ impl Reader {
             let seq = seq.max(info.record.trim_point);
             start = Some((seq, min_timestamp));
             let (records, reached_until) =
-                self.collect(&info, seq, min_timestamp, count, bytes, request.until, cursor).await?;
+                match self.collect(&info, seq, min_timestamp, count, bytes, request.until, cursor).await {
+                    Err(ReaderError::Gone { object }) if gone_retries < MAX_GONE_RETRIES => {
+                        gone_retries += 1;
+                        tracing::debug!(%object, seq, "segment gone under a read; looking the stream up again");
+                        continue;
+                    }
+                    other => other?,
+                };
             if !records.is_empty() || reached_until || count == 0 || request.wait.is_zero() {
                 return Ok(ReadOutput { records, tail, reached_until });
             }
@@ -247,6 +258,14 @@ impl Reader {
                     Err(error) if !records.is_empty() => {
                         tracing::warn!(%error, seq = entry.first_seq, "stopping a read before an unreadable block");
                         return Ok((records, false));
+                    }
+                    Err(ReaderError::Gone { object }) => {
+                        // Trimmed, expired or rewritten since the entry was looked up:
+                        // look the stream and its entries up again.
+                        self.caches.forget(stream_id, entry.first_seq).await;
+                        cursor.ahead.clear();
+                        cursor.refresh();
+                        return Err(ReaderError::Gone { object });
                     }
                     Err(error) => return Err(error),
                 };

@@ -61,6 +61,14 @@ pub fn render_counters(counters: &[(&str, &str, &AtomicU64)], out: &mut String) 
     }
 }
 
+/// Prometheus text for gauges held in atomics: `(name, help, value)`.
+pub fn render_gauges(gauges: &[(&str, &str, &AtomicU64)], out: &mut String) {
+    use std::fmt::Write;
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}", value.load(Ordering::Relaxed));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,12 @@
 //! and the directory entry that names it before the write returns, and each directory
 //! the first time it is seen, up to the root. Only the writer of a file pays: reads,
 //! lists and deletes pass through.
+//!
+//! It also gives the directory the conditional update (`PutMode::Update`, S3's
+//! `If-Match`) that `LocalFileSystem` lacks and SlateDB's garbage collector needs: updates
+//! are serialised by one lock, and each compares the current e-tag before it writes. That
+//! is atomic only among writers in this process, which is enough because one process owns
+//! a data directory (`shale serve` holds its lock file).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -17,8 +23,8 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult, Result, UploadPart,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, UploadPart,
 };
 
 /// A local-directory store whose writes are on disk when they return.
@@ -26,6 +32,8 @@ use object_store::{
 pub struct SyncedDir {
     inner: Arc<dyn ObjectStore>,
     syncer: Arc<Syncer>,
+    /// Serialises conditional updates: check the e-tag, then write.
+    updates: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -41,7 +49,7 @@ impl SyncedDir {
     /// `inner` must be a `LocalFileSystem` rooted at `root`.
     pub fn new(inner: Arc<dyn ObjectStore>, root: impl Into<PathBuf>) -> Self {
         let syncer = Syncer { root: root.into(), known_dirs: Mutex::default(), syncs: AtomicU64::new(0) };
-        Self { inner, syncer: Arc::new(syncer) }
+        Self { inner, syncer: Arc::new(syncer), updates: tokio::sync::Mutex::new(()) }
     }
 
     /// fsync calls made so far.
@@ -79,6 +87,10 @@ impl Syncer {
     }
 }
 
+fn precondition(location: &Path, why: &str) -> object_store::Error {
+    object_store::Error::Precondition { path: location.to_string(), source: why.to_string().into() }
+}
+
 fn generic(message: String) -> object_store::Error {
     object_store::Error::Generic { store: "SyncedDir", source: message.into() }
 }
@@ -91,7 +103,25 @@ impl fmt::Display for SyncedDir {
 
 #[async_trait]
 impl ObjectStore for SyncedDir {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, mut opts: PutOptions) -> Result<PutResult> {
+        let _update = match &opts.mode {
+            PutMode::Update(expected) => {
+                let guard = self.updates.lock().await;
+                let current = match self.inner.head(location).await {
+                    Ok(meta) => meta,
+                    Err(object_store::Error::NotFound { .. }) => {
+                        return Err(precondition(location, "the object does not exist"));
+                    }
+                    Err(e) => return Err(e),
+                };
+                if current.e_tag != expected.e_tag {
+                    return Err(precondition(location, "the object changed"));
+                }
+                opts.mode = PutMode::Overwrite;
+                Some(guard)
+            }
+            _ => None,
+        };
         let result = self.inner.put_opts(location, payload, opts).await?;
         self.syncer.sync(location).await?;
         Ok(result)
@@ -182,5 +212,38 @@ mod tests {
         assert_eq!(store.syncs(), 10);
         let bytes = store.get(&Path::from("a/copy")).await.expect("get").bytes().await.expect("bytes");
         assert_eq!(&bytes[..], b"part");
+    }
+
+    /// What SlateDB's garbage collector needs: an update wins only against the version
+    /// it read; of racing updaters from one version, exactly one wins.
+    #[tokio::test]
+    async fn conditional_updates_win_only_against_the_version_they_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let local = LocalFileSystem::new_with_prefix(dir.path()).expect("local store");
+        let store = Arc::new(SyncedDir::new(Arc::new(local), dir.path()));
+        let path = Path::from("gc/boundary");
+        let missing = object_store::UpdateVersion { e_tag: Some("none".into()), version: None };
+        let refused = store.put_opts(&path, PutPayload::from_static(b"0"), PutMode::Update(missing).into()).await;
+        assert!(matches!(refused, Err(object_store::Error::Precondition { .. })), "{refused:?}");
+        let first = store.put(&path, PutPayload::from_static(b"1")).await.expect("put");
+        let version = object_store::UpdateVersion { e_tag: first.e_tag, version: first.version };
+        let racers = (0..8).map(|n| {
+            let (store, path, version) = (store.clone(), path.clone(), version.clone());
+            tokio::spawn(async move {
+                let payload = PutPayload::from(format!("racer {n}"));
+                store.put_opts(&path, payload, PutMode::Update(version).into()).await
+            })
+        });
+        let mut winners = 0;
+        for racer in racers {
+            match racer.await.expect("task") {
+                Ok(_) => winners += 1,
+                Err(object_store::Error::Precondition { .. }) => {}
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+        assert_eq!(winners, 1);
+        let stale = store.put_opts(&path, PutPayload::from_static(b"late"), PutMode::Update(version).into()).await;
+        assert!(matches!(stale, Err(object_store::Error::Precondition { .. })), "{stale:?}");
     }
 }

@@ -13,3 +13,14 @@ mod server;
 pub use moto::Moto;
 pub use node::{Backend, Node, TestStore};
 pub use server::{SseEvent, SseReader, TestServer};
+
+/// Runs each `suite(backend)` function as three tests, in modules `memory`, `file` and
+/// `s3`: the conformance pattern, written once for every test file that uses it.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($($suite:ident),* $(,)?) => {
+        mod memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite($crate::Backend::Memory).await } )* }
+        mod file { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite($crate::Backend::File).await } )* }
+        mod s3 { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite($crate::Backend::S3).await } )* }
+    };
+}

@@ -3,12 +3,12 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use shale_gateway::{Gateway, GatewayConfig};
-use shale_metadata::{Metadata, DEFAULT_DB_PATH};
+use shale_metadata::{Metadata, MetadataConfig, DEFAULT_DB_PATH};
 use shale_reader::{Reader, ReaderConfig};
 use shale_storage::object_store::memory::InMemory;
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::ObjectStore;
-use shale_storage::{FailingStore, InstrumentedStore, StoreCounters, SystemClock};
+use shale_storage::{Clock, FailingStore, InstrumentedStore, StoreCounters, SystemClock};
 
 use crate::Moto;
 
@@ -56,8 +56,13 @@ impl TestStore {
 
     /// Paths of every segment object in the store.
     pub async fn segment_objects(&self) -> Vec<Path> {
+        self.segment_sizes().await.into_iter().map(|(path, _)| path).collect()
+    }
+
+    /// Every segment object in the store with its size in bytes.
+    pub async fn segment_sizes(&self) -> Vec<(Path, u64)> {
         let prefix = Path::from("segments");
-        self.raw.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect().await.unwrap()
+        self.raw.list(Some(&prefix)).map_ok(|meta| (meta.location, meta.size)).try_collect().await.unwrap()
     }
 }
 
@@ -73,12 +78,22 @@ pub struct Node {
 
 impl Node {
     pub async fn start(store: &TestStore, config: GatewayConfig) -> Node {
+        Self::start_with(store, config, Arc::new(SystemClock), &MetadataConfig::default()).await
+    }
+
+    /// [`Self::start`] with a clock every role uses and metadata's settings.
+    pub async fn start_with(
+        store: &TestStore,
+        config: GatewayConfig,
+        clock: Arc<dyn Clock>,
+        metadata_config: &MetadataConfig,
+    ) -> Node {
         let instrumented = InstrumentedStore::new(store.raw.clone());
         let counters = instrumented.counters();
         let faults = Arc::new(FailingStore::new(Arc::new(instrumented)));
         let composed: Arc<dyn ObjectStore> = faults.clone();
-        let clock = Arc::new(SystemClock);
-        let metadata = Arc::new(Metadata::open(composed.clone(), DEFAULT_DB_PATH, clock.clone()).await.unwrap());
+        let metadata = Metadata::open_with(composed.clone(), DEFAULT_DB_PATH, clock.clone(), metadata_config).await;
+        let metadata = Arc::new(metadata.unwrap());
         let gateway = Gateway::start(config, composed.clone(), metadata.clone(), clock).unwrap();
         let reader = Reader::new(&ReaderConfig::default(), composed, metadata.clone());
         Node { metadata, gateway, reader, counters, faults }

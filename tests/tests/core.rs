@@ -460,15 +460,7 @@ async fn suite_reads_stop_at_their_limit_and_deliver_what_is_readable(backend: B
     node.stop().await;
 }
 
-macro_rules! on_every_backend {
-    ($($suite:ident),* $(,)?) => {
-        mod memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite(super::Backend::Memory).await } )* }
-        mod file { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite(super::Backend::File).await } )* }
-        mod s3 { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $suite() { super::$suite(super::Backend::S3).await } )* }
-    };
-}
-
-on_every_backend!(
+shale_tests::on_every_backend!(
     suite_concurrent_appends_share_segments,
     suite_reopen_keeps_acked_and_hides_uncommitted,
     suite_failed_segment_put_fails_exactly_its_appends,

@@ -1,0 +1,289 @@
+//! Reclaiming space: what trims, retention, `delete_on_empty` and deletes make
+//! unreadable is removed from the index, and segment objects nothing references any more
+//! are deleted.
+//!
+//! One pass, every `gc_interval`:
+//! 1. **Streams**: every stream record is visited (a page at a time). Index entries that
+//!    lie wholly below the trim point, or whose last record is older than the stream's
+//!    `retention_policy.age` (by record timestamp), are removed; retention moves the trim
+//!    point past them, so reads start at the first retained record. Records expire a
+//!    whole append at a time: an append expires when its last record does. A stream
+//!    with `delete_on_empty` that holds no readable record and saw no record or creation
+//!    for `min_age` is deleted.
+//! 2. **Deleted streams** (`d/` markers left by stream and basin deletes): their index
+//!    entries are removed, then the marker.
+//! 3. **Released segments** (`z/`): once `delete_grace` has passed since their last block
+//!    was released, the object is deleted, then the marker. Only durable markers are
+//!    acted on, so a fenced instance never deletes what the new writer still references.
+//!
+//! Every removal of index entries decrements the segments' references in the same write
+//! batch (`refs`), under the writer lock, a page of entries at a time.
+
+use std::sync::atomic::Ordering;
+
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
+use slatedb::config::DurabilityLevel;
+use slatedb::WriteBatch;
+
+use crate::refs::{Released, Releases, SegmentRefs};
+use crate::{keys, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord};
+
+/// Stream records read per page of step 1.
+const STREAM_PAGE: usize = 1_000;
+/// Index entries removed per hold of the writer lock.
+const ENTRY_PAGE: usize = 512;
+/// Released segments looked at per pass.
+const RELEASED_PAGE: usize = 10_000;
+
+/// What one reclaim pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimReport {
+    pub entries_removed: u64,
+    pub streams_deleted_on_empty: u64,
+    pub streams_purged: u64,
+    pub segments_released: u64,
+    pub segments_deleted: u64,
+    pub bytes_deleted: u64,
+}
+
+impl Metadata {
+    /// One reclaim pass (see the module docs); `store` holds the segment objects.
+    pub async fn reclaim(&self, store: &dyn ObjectStore) -> Result<ReclaimReport> {
+        self.check_usable()?;
+        let mut report = ReclaimReport::default();
+        self.expire_streams(&mut report).await?;
+        self.purge_deleted_streams(&mut report).await?;
+        self.delete_released(store, &mut report).await?;
+        self.survey_segments().await?;
+        let stats = &self.gc_stats;
+        stats.reclaim_runs.fetch_add(1, Ordering::Relaxed);
+        stats.entries_removed.fetch_add(report.entries_removed, Ordering::Relaxed);
+        stats.streams_deleted_on_empty.fetch_add(report.streams_deleted_on_empty, Ordering::Relaxed);
+        stats.streams_purged.fetch_add(report.streams_purged, Ordering::Relaxed);
+        stats.segments_released.fetch_add(report.segments_released, Ordering::Relaxed);
+        stats.segments_deleted.fetch_add(report.segments_deleted, Ordering::Relaxed);
+        stats.bytes_deleted.fetch_add(report.bytes_deleted, Ordering::Relaxed);
+        Ok(report)
+    }
+
+    /// Step 1: trims, retention and `delete_on_empty`, stream by stream.
+    async fn expire_streams(&self, report: &mut ReclaimReport) -> Result<()> {
+        let mut after = Vec::new();
+        loop {
+            let page = self
+                .scan_page(keys::STREAM_PREFIX, &after, STREAM_PAGE, DurabilityLevel::Memory, |key, value| {
+                    Ok((key.to_vec(), StreamRecord::from_stored(key, value)?))
+                })
+                .await?;
+            for (key, record) in &page.items {
+                if self.stream_has_work(record).await? {
+                    let (basin, stream) = keys::stream_names_of(key).ok_or_else(|| MetadataError::Corrupt {
+                        key: String::from_utf8_lossy(key).into_owned(),
+                        reason: "not a stream key".into(),
+                    })?;
+                    self.expire_stream(&basin, &stream, report).await?;
+                }
+            }
+            match page.items.last() {
+                Some((key, _)) if page.has_more => after = key.clone(),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Whether `record`'s first index entry is trimmed or expired, or the stream is due
+    /// for `delete_on_empty`: a read, without the writer lock.
+    async fn stream_has_work(&self, record: &StreamRecord) -> Result<bool> {
+        let now_ms = self.clock.now_ms();
+        if delete_on_empty_due(record, now_ms) {
+            return Ok(true);
+        }
+        let cutoff = retention_cutoff(record, now_ms);
+        if record.trim_point == 0 && cutoff.is_none() {
+            return Ok(false);
+        }
+        let first = self.first_entries(record.id, 1).await?;
+        Ok(first.first().is_some_and(|entry| {
+            entry.last_seq() < record.trim_point || cutoff.is_some_and(|cutoff| entry.last_timestamp < cutoff)
+        }))
+    }
+
+    /// Removes one stream's trimmed and expired entries, a page per hold of the writer
+    /// lock, then deletes the stream if `delete_on_empty` says so.
+    async fn expire_stream(&self, basin: &str, stream: &str, report: &mut ReclaimReport) -> Result<()> {
+        loop {
+            let writer = self.writer.lock().await;
+            let Some(mut record) = self.latest_stream(&writer, basin, stream).await? else {
+                return Ok(());
+            };
+            let now_ms = self.clock.now_ms();
+            if delete_on_empty_due(&record, now_ms) {
+                let mut batch = WriteBatch::new();
+                batch.delete(keys::stream(basin, stream));
+                batch.put(keys::deleted_stream(record.id), []);
+                writer.streams.invalidate(&(basin.to_string(), stream.to_string()));
+                tracing::info!(basin, stream, "stream deleted: empty past delete_on_empty.min_age");
+                report.streams_deleted_on_empty += 1;
+                return self.write_durably(writer, batch).await;
+            }
+            let cutoff = retention_cutoff(&record, now_ms);
+            let entries = self.first_entries(record.id, ENTRY_PAGE).await?;
+            let mut batch = WriteBatch::new();
+            let mut releases = Releases::default();
+            for entry in &entries {
+                let expired = cutoff.is_some_and(|cutoff| entry.last_timestamp < cutoff);
+                if entry.last_seq() >= record.trim_point && !expired {
+                    break;
+                }
+                Self::remove_entry(&mut batch, &mut releases, record.id, entry);
+                record.trim_point = record.trim_point.max(entry.end_seq());
+            }
+            if releases.is_empty() {
+                return self.settle(writer).await;
+            }
+            let more = releases.entries as usize == ENTRY_PAGE;
+            batch.put(keys::stream(basin, stream), record.to_stored());
+            writer.streams.insert((basin.to_string(), stream.to_string()), record);
+            report.entries_removed += releases.entries;
+            report.segments_released += self.release(&mut batch, &releases).await?;
+            self.write_durably(writer, batch).await?;
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Step 2: the index entries of deleted streams, then their markers.
+    async fn purge_deleted_streams(&self, report: &mut ReclaimReport) -> Result<()> {
+        let deleted = self
+            .scan_page(keys::DELETED_STREAM_PREFIX, &[], STREAM_PAGE, DurabilityLevel::Memory, |key, _| {
+                keys::deleted_stream_id_of(key).ok_or_else(|| MetadataError::Corrupt {
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    reason: "not a deleted-stream key".into(),
+                })
+            })
+            .await?;
+        for stream_id in deleted.items {
+            loop {
+                let writer = self.writer.lock().await;
+                let entries = self.first_entries(stream_id, ENTRY_PAGE).await?;
+                let mut batch = WriteBatch::new();
+                let mut releases = Releases::default();
+                for entry in &entries {
+                    Self::remove_entry(&mut batch, &mut releases, stream_id, entry);
+                }
+                let done = entries.len() < ENTRY_PAGE;
+                if done {
+                    batch.delete(keys::deleted_stream(stream_id));
+                    report.streams_purged += 1;
+                }
+                report.entries_removed += releases.entries;
+                report.segments_released += self.release(&mut batch, &releases).await?;
+                self.write_durably(writer, batch).await?;
+                if done {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 3: deletes segment objects released at least `delete_grace` ago. Only
+    /// durable markers count: a release still in memory may never become durable.
+    async fn delete_released(&self, store: &dyn ObjectStore, report: &mut ReclaimReport) -> Result<()> {
+        let now_ms = self.clock.now_ms();
+        let grace_ms = self.config.delete_grace.as_millis() as u64;
+        let released =
+            self.scan_page(keys::RELEASED_PREFIX, &[], RELEASED_PAGE, DurabilityLevel::Remote, released_of).await?;
+        let mut deleted = Vec::new();
+        for (segment_id, released) in released.items {
+            if now_ms.saturating_sub(released.at_ms) < grace_ms {
+                continue;
+            }
+            let path = Path::from(shale_proto::segment::object_path(segment_id));
+            match store.delete(&path).await {
+                Ok(()) | Err(shale_storage::object_store::Error::NotFound { .. }) => {
+                    tracing::debug!(object = %path, bytes = released.bytes, "deleted released segment");
+                    report.segments_deleted += 1;
+                    report.bytes_deleted += released.bytes;
+                    deleted.push(segment_id);
+                }
+                Err(e) => tracing::warn!(object = %path, error = %e, "cannot delete released segment"),
+            }
+        }
+        if deleted.is_empty() {
+            return Ok(());
+        }
+        let writer = self.writer.lock().await;
+        let mut batch = WriteBatch::new();
+        for segment_id in deleted {
+            batch.delete(keys::released(segment_id));
+        }
+        self.write_durably(writer, batch).await
+    }
+
+    /// Refreshes the space gauges from the `o/` and `z/` keys.
+    async fn survey_segments(&self) -> Result<()> {
+        let (mut segments, mut live, mut dead) = (0u64, 0u64, 0u64);
+        let mut after = Vec::new();
+        loop {
+            let page = self
+                .scan_page(keys::SEGMENT_PREFIX, &after, RELEASED_PAGE, DurabilityLevel::Memory, |key, value| {
+                    Ok((key.to_vec(), SegmentRefs::decode(key, value)?))
+                })
+                .await?;
+            for (_, refs) in &page.items {
+                segments += 1;
+                live += refs.live_bytes;
+                dead += refs.committed_bytes.saturating_sub(refs.live_bytes);
+            }
+            match page.items.last() {
+                Some((key, _)) if page.has_more => after = key.clone(),
+                _ => break,
+            }
+        }
+        let released =
+            self.scan_page(keys::RELEASED_PREFIX, &[], usize::MAX, DurabilityLevel::Memory, released_of).await?;
+        let stats = &self.gc_stats;
+        stats.live_segments.store(segments, Ordering::Relaxed);
+        stats.live_bytes.store(live, Ordering::Relaxed);
+        stats.dead_bytes_in_live_segments.store(dead, Ordering::Relaxed);
+        stats.released_segments.store(released.items.len() as u64, Ordering::Relaxed);
+        stats.released_bytes.store(released.items.iter().map(|(_, r)| r.bytes).sum(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The first `limit` index entries of a stream, latest view (the writer's).
+    async fn first_entries(&self, stream_id: u64, limit: usize) -> Result<Vec<crate::IndexEntry>> {
+        let (start, end) = (keys::index(stream_id, 0), keys::end_of_stream(b"i/", stream_id));
+        self.scan_entries(start, end, limit, DurabilityLevel::Memory).await
+    }
+}
+
+fn released_of(key: &[u8], value: &[u8]) -> Result<(u128, Released)> {
+    let segment_id = keys::segment_id_of(key).ok_or_else(|| MetadataError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason: "not a segment key".into(),
+    })?;
+    Ok((segment_id, Released::decode(key, value)?))
+}
+
+/// Records with a timestamp below this have outlived the stream's retention age.
+fn retention_cutoff(record: &StreamRecord, now_ms: u64) -> Option<u64> {
+    match record.config.retention_policy {
+        Some(RetentionPolicy::Age(secs)) => Some(now_ms.saturating_sub(secs.saturating_mul(1000))),
+        Some(RetentionPolicy::Infinite) | None => None,
+    }
+}
+
+/// Whether a stream with `delete_on_empty` has no readable record and has seen neither
+/// a record nor its creation for `min_age`.
+fn delete_on_empty_due(record: &StreamRecord, now_ms: u64) -> bool {
+    let Some(rule) = record.config.delete_on_empty else { return false };
+    if rule.min_age_secs == 0 || record.trim_point < record.next_seq {
+        return false;
+    }
+    let last_activity = record.created_at_ms.max(record.last_timestamp);
+    now_ms.saturating_sub(last_activity) >= rule.min_age_secs.saturating_mul(1000)
+}

@@ -1,0 +1,175 @@
+//! Reclaiming space with an injected clock: retention, trims, deletes and
+//! `delete_on_empty` remove exactly the entries they make unreadable, a segment is
+//! deleted only when nothing references it and only after `delete_grace`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shale_proto::Command;
+use shale_storage::object_store::memory::InMemory;
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use shale_storage::ManualClock;
+
+use crate::{
+    BasinConfig, CommitAppend, CommitRequest, CommitUnit, DeleteOnEmpty, Metadata, MetadataApi, MetadataConfig,
+    RetentionPolicy, StreamConfig,
+};
+
+const T0: u64 = 1_800_000_000_000;
+const BASIN: &str = "basin-one";
+
+struct Fixture {
+    metadata: Metadata,
+    clock: Arc<ManualClock>,
+    store: Arc<dyn ObjectStore>,
+}
+
+async fn open(streams: &[(&str, StreamConfig)]) -> Fixture {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let config = MetadataConfig { delete_grace: Duration::from_secs(30), ..MetadataConfig::default() };
+    let metadata = Metadata::open_with(store.clone(), "metadata", clock.clone(), &config).await.unwrap();
+    metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    for (stream, config) in streams {
+        metadata.create_stream(BASIN, stream, config.clone()).await.unwrap();
+    }
+    Fixture { metadata, clock, store }
+}
+
+fn retained_for(secs: u64) -> StreamConfig {
+    StreamConfig { retention_policy: Some(RetentionPolicy::Age(secs)), ..StreamConfig::default() }
+}
+
+fn append(stream: &str, records: usize, commands: Vec<Command>, arrival: u64) -> CommitAppend {
+    CommitAppend {
+        basin: BASIN.into(),
+        stream: stream.into(),
+        offset: 0,
+        len: 100,
+        arrival,
+        client_timestamps: vec![None; records],
+        commands,
+        match_seq_num: None,
+        fencing_token: None,
+        metered_bytes: 10,
+    }
+}
+
+impl Fixture {
+    /// Uploads a segment object and commits one single-record append per stream in it.
+    async fn commit(&self, n: u128, streams: &[&str]) -> Path {
+        let now = self.clock.now_ms();
+        let segment_id = ulid::Ulid::from_parts(now, n).0;
+        let path = Path::from(shale_proto::segment::object_path(segment_id));
+        self.store.put(&path, PutPayload::from_static(b"segment")).await.unwrap();
+        let units = streams.iter().map(|s| CommitUnit { appends: vec![append(s, 1, vec![], now)] }).collect();
+        let outcomes = self.metadata.commit(CommitRequest { segment_id, units }).await.unwrap();
+        assert!(outcomes.iter().all(|o| o.is_ok()), "{outcomes:?}");
+        path
+    }
+
+    async fn exists(&self, path: &Path) -> bool {
+        self.store.head(path).await.is_ok()
+    }
+
+    async fn first_seq(&self, stream: &str) -> Option<u64> {
+        let id = self.metadata.stream(BASIN, stream).await.unwrap().record.id;
+        self.metadata.entries_from(id, 0, 1).await.unwrap().first().map(|e| e.first_seq)
+    }
+
+    fn advance(&self, secs: u64) {
+        self.clock.advance(Duration::from_secs(secs));
+    }
+}
+
+use shale_storage::Clock;
+
+#[tokio::test]
+async fn retention_expires_appends_and_a_shared_segment_waits_for_its_last_stream() {
+    let f = open(&[("short", retained_for(60)), ("kept", StreamConfig::default())]).await;
+    let shared = f.commit(1, &["short", "kept"]).await;
+    f.advance(30);
+    let own = f.commit(2, &["short"]).await;
+    f.advance(31);
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.entries_removed, report.segments_released), (1, 0), "{report:?}");
+    let record = f.metadata.stream(BASIN, "short").await.unwrap().record;
+    assert_eq!(record.trim_point, 1, "reads start at the first retained record");
+    assert_eq!(f.first_seq("short").await, Some(1));
+    assert_eq!(f.first_seq("kept").await, Some(0), "a stream without retention keeps its records");
+
+    f.advance(30);
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.entries_removed, report.segments_released, report.segments_deleted), (1, 1, 0));
+    assert!(f.exists(&own).await, "kept for delete_grace after its last reference went");
+    f.advance(30);
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.segments_deleted, report.bytes_deleted), (1, 100));
+    assert!(!f.exists(&own).await);
+    assert!(f.exists(&shared).await, "still referenced by `kept`");
+
+    f.metadata.delete_stream(BASIN, "kept").await.unwrap();
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.streams_purged, report.entries_removed, report.segments_released), (1, 1, 1));
+    f.advance(30);
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert!(!f.exists(&shared).await, "released by the delete, then deleted");
+    let stats = f.metadata.gc_stats();
+    assert_eq!(stats.live_segments.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(stats.segments_deleted.load(std::sync::atomic::Ordering::Relaxed), 2);
+    f.metadata.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_trim_command_frees_the_entries_below_it_and_nothing_else() {
+    let f = open(&[("s", StreamConfig::default())]).await;
+    let mut segments = Vec::new();
+    for n in 0..3 {
+        segments.push(f.commit(n, &["s"]).await);
+    }
+    // Seq 3 is a trim command record that trims below 2.
+    let segment_id = ulid::Ulid::from_parts(f.clock.now_ms(), 9).0;
+    let trim = append("s", 1, vec![Command::Trim(2)], f.clock.now_ms());
+    let request = CommitRequest { segment_id, units: vec![CommitUnit { appends: vec![trim] }] };
+    assert!(f.metadata.commit(request).await.unwrap()[0].is_ok());
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.entries_removed, report.segments_released), (2, 2));
+    assert_eq!(f.first_seq("s").await, Some(2));
+    f.advance(31);
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert!(!f.exists(&segments[0]).await && !f.exists(&segments[1]).await);
+    assert!(f.exists(&segments[2]).await);
+    let again = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!(again, crate::ReclaimReport::default(), "a second pass finds nothing to do");
+    f.metadata.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_basin_delete_frees_every_stream_and_delete_on_empty_deletes_an_expired_stream() {
+    let on_empty = StreamConfig {
+        retention_policy: Some(RetentionPolicy::Age(10)),
+        delete_on_empty: Some(DeleteOnEmpty { min_age_secs: 20 }),
+        ..StreamConfig::default()
+    };
+    let f = open(&[("a", StreamConfig::default()), ("b", StreamConfig::default()), ("gone", on_empty)]).await;
+    let both = f.commit(1, &["a", "b"]).await;
+    let lone = f.commit(2, &["gone"]).await;
+    f.advance(11);
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.entries_removed, report.streams_deleted_on_empty), (1, 0), "expired, not yet min_age");
+    f.advance(10);
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!(report.streams_deleted_on_empty, 1, "{report:?}");
+    assert!(f.metadata.stream(BASIN, "gone").await.is_err());
+
+    f.metadata.delete_basin(BASIN).await.unwrap();
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.entries_removed, report.segments_released), (2, 1), "{report:?}");
+    f.advance(31);
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert!(!f.exists(&both).await && !f.exists(&lone).await);
+    let orphans = f.metadata.collect_orphans(f.store.as_ref()).await.unwrap();
+    assert_eq!(orphans.deleted, 0);
+    f.metadata.close().await.unwrap();
+}

@@ -1,0 +1,159 @@
+//! Reference accounting of segment objects.
+//!
+//! `o/<segment>` holds [`SegmentRefs`]: how many of the segment's blocks an index entry
+//! still names, their bytes, and the bytes its commit made visible. A commit writes it
+//! once per segment; whatever removes index entries (trim, retention, deletes,
+//! compaction) decrements it in the same write batch, under the writer lock, so the count
+//! is exact. When the last block goes, `o/` is replaced by `z/<segment>` ([`Released`]):
+//! nothing can reference the object again, and it is deleted after `delete_grace`, which
+//! gives reads that looked its entries up just before time to finish.
+
+use std::collections::HashMap;
+
+use slatedb::WriteBatch;
+
+use crate::{keys, IndexEntry, Metadata, MetadataError, Result};
+
+/// The live part of one committed segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SegmentRefs {
+    /// Blocks an index entry names.
+    pub blocks: u64,
+    /// Bytes of those blocks.
+    pub live_bytes: u64,
+    /// Bytes of every block the commit made visible: what deleting the object frees.
+    pub committed_bytes: u64,
+}
+
+impl SegmentRefs {
+    pub fn committed<'a>(entries: impl Iterator<Item = &'a IndexEntry>) -> Self {
+        let (blocks, bytes) = entries.fold((0, 0), |(blocks, bytes), entry| (blocks + 1, bytes + u64::from(entry.len)));
+        Self { blocks, live_bytes: bytes, committed_bytes: bytes }
+    }
+
+    pub fn encode(&self) -> [u8; 24] {
+        let mut out = [0u8; 24];
+        out[..8].copy_from_slice(&self.blocks.to_be_bytes());
+        out[8..16].copy_from_slice(&self.live_bytes.to_be_bytes());
+        out[16..].copy_from_slice(&self.committed_bytes.to_be_bytes());
+        out
+    }
+
+    /// Values written before byte accounting hold only the block count (8 bytes).
+    pub fn decode(key: &[u8], value: &[u8]) -> Result<Self> {
+        let word = |n: usize| value.get(n * 8..n * 8 + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+        match (value.len(), word(0), word(1), word(2)) {
+            (8, Some(blocks), _, _) => Ok(Self { blocks, live_bytes: 0, committed_bytes: 0 }),
+            (24, Some(blocks), Some(live_bytes), Some(committed_bytes)) => {
+                Ok(Self { blocks, live_bytes, committed_bytes })
+            }
+            _ => Err(corrupt(key, "expected 8 or 24 bytes of segment references")),
+        }
+    }
+}
+
+/// A segment no index entry names any more: when that happened and what deleting it frees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Released {
+    pub at_ms: u64,
+    pub bytes: u64,
+}
+
+impl Released {
+    pub fn encode(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.at_ms.to_be_bytes());
+        out[8..].copy_from_slice(&self.bytes.to_be_bytes());
+        out
+    }
+
+    pub fn decode(key: &[u8], value: &[u8]) -> Result<Self> {
+        let at_ms = value.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+        let bytes = value.get(8..16).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+        match (value.len(), at_ms, bytes) {
+            (16, Some(at_ms), Some(bytes)) => Ok(Self { at_ms, bytes }),
+            _ => Err(corrupt(key, "expected 16 bytes of a released segment")),
+        }
+    }
+}
+
+/// Index entries being removed, summed per segment.
+#[derive(Debug, Default)]
+pub(crate) struct Releases {
+    by_segment: HashMap<u128, (u64, u64)>,
+    pub entries: u64,
+}
+
+impl Releases {
+    pub fn add(&mut self, entry: &IndexEntry) {
+        let slot = self.by_segment.entry(entry.segment_id).or_default();
+        slot.0 += 1;
+        slot.1 += u64::from(entry.len);
+        self.entries += 1;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+}
+
+impl Metadata {
+    /// Adds to `batch` the removal of `entry` of stream `stream_id` from both index
+    /// families, and counts it in `releases`.
+    pub(crate) fn remove_entry(batch: &mut WriteBatch, releases: &mut Releases, stream_id: u64, entry: &IndexEntry) {
+        batch.delete(keys::index(stream_id, entry.last_seq()));
+        batch.delete(keys::by_time(stream_id, entry.last_timestamp, entry.last_seq()));
+        releases.add(entry);
+    }
+
+    /// Adds to `batch` the decremented references of every segment in `releases`
+    /// (latest values: call under the writer lock, and apply `batch` before the next
+    /// call reads them). Returns how many segments lost their last reference.
+    pub(crate) async fn release(&self, batch: &mut WriteBatch, releases: &Releases) -> Result<u64> {
+        let now_ms = self.clock.now_ms();
+        let mut released = 0;
+        for (&segment_id, &(blocks, bytes)) in &releases.by_segment {
+            let key = keys::segment(segment_id);
+            let Some(value) = self.db.get(&key).await.map_err(|e| self.storage_error(e))? else {
+                tracing::warn!(segment = %ulid::Ulid(segment_id), "index entries name a segment without references");
+                continue;
+            };
+            let refs = SegmentRefs::decode(&key, &value)?;
+            debug_assert!(refs.blocks >= blocks, "a segment releases no more blocks than it holds");
+            let left = SegmentRefs {
+                blocks: refs.blocks.saturating_sub(blocks),
+                live_bytes: refs.live_bytes.saturating_sub(bytes),
+                committed_bytes: refs.committed_bytes,
+            };
+            if left.blocks == 0 {
+                batch.delete(&key);
+                batch.put(keys::released(segment_id), Released { at_ms: now_ms, bytes: refs.committed_bytes }.encode());
+                released += 1;
+            } else {
+                batch.put(&key, left.encode());
+            }
+        }
+        Ok(released)
+    }
+}
+
+fn corrupt(key: &[u8], reason: &str) -> MetadataError {
+    MetadataError::Corrupt { key: String::from_utf8_lossy(key).into_owned(), reason: reason.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_round_trip_and_old_values_decode() {
+        let refs = SegmentRefs { blocks: 3, live_bytes: 300, committed_bytes: 900 };
+        assert_eq!(SegmentRefs::decode(b"o/x", &refs.encode()).unwrap(), refs);
+        let old = SegmentRefs::decode(b"o/x", &7u64.to_be_bytes()).unwrap();
+        assert_eq!(old, SegmentRefs { blocks: 7, live_bytes: 0, committed_bytes: 0 });
+        assert!(SegmentRefs::decode(b"o/x", &[1, 2, 3]).is_err());
+        let released = Released { at_ms: 5, bytes: 6 };
+        assert_eq!(Released::decode(b"z/x", &released.encode()).unwrap(), released);
+        assert!(Released::decode(b"z/x", &[0; 8]).is_err());
+    }
+}

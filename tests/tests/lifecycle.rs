@@ -1,0 +1,235 @@
+//! The data lifecycle on every backend (memory://, file://, the local S3 server):
+//! retention with an injected clock, a trim command, a stream delete and a basin delete,
+//! then garbage collection. Afterwards the store holds exactly the segments live records
+//! need, and every live record reads back exactly.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shale_gateway::{AppendInput, GatewayConfig};
+use shale_metadata::{BasinConfig, MetadataApi, MetadataConfig, MetadataError, RetentionPolicy, StreamConfig};
+use shale_proto::segment::object_path;
+use shale_proto::{Header, Record};
+use shale_reader::{ReadLimits, ReadRequest, ReadStart};
+use shale_storage::{Clock, ManualClock, SystemClock};
+use shale_tests::{Backend, Node};
+
+const BASIN: &str = "life-basin";
+const DOOMED_BASIN: &str = "gone-basin";
+const RECORD_BYTES: usize = 1024;
+
+fn body(stream: &str, append: u64, i: u64) -> Bytes {
+    let mut text = format!("{stream}/{append}/{i}/").into_bytes();
+    text.resize(RECORD_BYTES, b'.');
+    Bytes::from(text)
+}
+
+fn three_records(basin: &str, stream: &str, append: u64) -> AppendInput {
+    AppendInput {
+        basin: basin.into(),
+        stream: stream.into(),
+        records: (0..3).map(|i| Record { body: body(stream, append, i), ..Default::default() }).collect(),
+        ..Default::default()
+    }
+}
+
+fn trim_to(stream: &str, seq: u64) -> AppendInput {
+    let command = Record {
+        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
+        body: Bytes::copy_from_slice(&seq.to_be_bytes()),
+        ..Default::default()
+    };
+    AppendInput { basin: BASIN.into(), stream: stream.into(), records: vec![command], ..Default::default() }
+}
+
+/// Every readable record of a stream, reading from seq 0 (reads start at the trim
+/// point): (seq, body).
+async fn read_everything(node: &Node, stream: &str) -> Vec<(u64, Bytes)> {
+    let mut records: Vec<(u64, Bytes)> = Vec::new();
+    loop {
+        let start = records.last().map_or(0, |(seq, _)| seq + 1);
+        let request = ReadRequest {
+            basin: BASIN.into(),
+            stream: stream.into(),
+            start: ReadStart::SeqNum(start),
+            limits: ReadLimits::default(),
+            until: None,
+            clamp: false,
+            wait: Duration::ZERO,
+        };
+        let output = node.reader.read(&request).await.unwrap();
+        if output.records.is_empty() {
+            return records;
+        }
+        records.extend(output.records.into_iter().map(|r| (r.seq_num, r.body)));
+    }
+}
+
+async fn suite_gc_leaves_exactly_what_live_records_need(backend: Backend) {
+    let store = backend.store().await;
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let config = MetadataConfig { delete_grace: Duration::from_secs(30), ..MetadataConfig::default() };
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &config).await;
+    let metadata = node.metadata.clone();
+    metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    metadata.create_basin(DOOMED_BASIN, BasinConfig::default()).await.unwrap();
+    let expiring = StreamConfig { retention_policy: Some(RetentionPolicy::Age(600)), ..StreamConfig::default() };
+    metadata.create_stream(BASIN, "expiring", expiring).await.unwrap();
+    for stream in ["trimmed", "dropped", "kept"] {
+        metadata.create_stream(BASIN, stream, StreamConfig::default()).await.unwrap();
+    }
+    metadata.create_stream(DOOMED_BASIN, "x", StreamConfig::default()).await.unwrap();
+    let streams = [(BASIN, "expiring"), (BASIN, "trimmed"), (BASIN, "dropped"), (BASIN, "kept"), (DOOMED_BASIN, "x")];
+
+    // Five appends per stream one at a time (a segment each), then one append per
+    // stream at once (sharing segments).
+    for n in 0..5 {
+        for (basin, stream) in streams {
+            node.gateway.append(three_records(basin, stream, n)).await.unwrap();
+        }
+    }
+    let together = streams.map(|(basin, stream)| node.gateway.append(three_records(basin, stream, 5)));
+    for ack in futures::future::join_all(together).await {
+        ack.unwrap();
+    }
+    clock.advance(Duration::from_secs(601));
+    for n in 6..8 {
+        node.gateway.append(three_records(BASIN, "expiring", n)).await.unwrap();
+    }
+    node.gateway.append(trim_to("trimmed", 9)).await.unwrap();
+    metadata.delete_stream(BASIN, "dropped").await.unwrap();
+    metadata.delete_basin(DOOMED_BASIN).await.unwrap();
+    let before = store.segment_objects().await.len();
+
+    let first = metadata.reclaim(store.raw.as_ref()).await.unwrap();
+    assert_eq!(first.segments_deleted, 0, "nothing is deleted before delete_grace");
+    clock.advance(Duration::from_secs(31));
+    let second = metadata.reclaim(store.raw.as_ref()).await.unwrap();
+    assert!(second.segments_deleted > 0, "{first:?} {second:?}");
+
+    // What the live records need: the segments their index entries name.
+    let mut needed = BTreeSet::new();
+    let mut live_bytes = 0u64;
+    for stream in ["expiring", "trimmed", "kept"] {
+        let id = metadata.stream(BASIN, stream).await.unwrap().record.id;
+        for entry in metadata.entries_from(id, 0, 10_000).await.unwrap() {
+            needed.insert(object_path(entry.segment_id));
+            live_bytes += u64::from(entry.len);
+        }
+    }
+    let on_store = store.segment_sizes().await;
+    let held: BTreeSet<String> = on_store.iter().map(|(path, _)| path.to_string()).collect();
+    assert_eq!(held, needed, "the store holds exactly the segments live records name (before: {before})");
+    let stored_bytes: u64 = on_store.iter().map(|(_, size)| size).sum();
+    let bound = live_bytes * 3 / 2 + 1024 * on_store.len() as u64;
+    assert!(stored_bytes <= bound, "stored {stored_bytes} bytes for {live_bytes} live bytes");
+    let stats = metadata.gc_stats();
+    assert_eq!(stats.live_segments.load(std::sync::atomic::Ordering::Relaxed), on_store.len() as u64);
+
+    // Every live record, exactly; the rest is gone.
+    let expect = |stream: &str, appends: std::ops::Range<u64>| -> Vec<(u64, Bytes)> {
+        appends.flat_map(|n| (0..3).map(move |i| (n * 3 + i, body(stream, n, i)))).collect()
+    };
+    let kept = read_everything(&node, "kept").await;
+    assert_eq!(kept, expect("kept", 0..6));
+    let expiring = read_everything(&node, "expiring").await;
+    assert_eq!(expiring, expect("expiring", 6..8), "reads start at the first retained record");
+    let trimmed = read_everything(&node, "trimmed").await;
+    assert_eq!(trimmed.first().map(|(seq, _)| *seq), Some(9));
+    assert_eq!(&trimmed[..9], &expect("trimmed", 3..6)[..]);
+    assert_eq!(trimmed.len(), 10, "the nine records from 9 and the trim command record");
+    assert!(matches!(metadata.stream(BASIN, "dropped").await, Err(MetadataError::StreamNotFound { .. })));
+    assert!(matches!(metadata.basin(DOOMED_BASIN).await, Err(MetadataError::BasinNotFound(_))));
+
+    // A restart finds the same state, and further passes delete nothing live.
+    node.stop().await;
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &config).await;
+    clock.advance(Duration::from_secs(31));
+    let idle = node.metadata.reclaim(store.raw.as_ref()).await.unwrap();
+    assert_eq!((idle.entries_removed, idle.segments_deleted), (0, 0), "{idle:?}");
+    assert_eq!(read_everything(&node, "kept").await, kept);
+    assert_eq!(store.segment_objects().await.len(), held.len());
+    node.stop().await;
+}
+
+shale_tests::on_every_backend!(suite_gc_leaves_exactly_what_live_records_need);
+
+/// Files under `dir/sub`, recursively.
+fn files_under(dir: &std::path::Path, sub: &str) -> usize {
+    fn walk(path: &std::path::Path) -> usize {
+        match std::fs::read_dir(path) {
+            Ok(entries) => entries.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum(),
+            Err(_) => 0,
+        }
+    }
+    walk(&dir.join(sub))
+}
+
+/// Polls `done` every 100 ms until it holds, or fails after `limit`.
+async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what} did not happen within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `shale serve` on a local directory, left alone: a deleted stream's segments and
+/// SlateDB's obsolete WAL objects are deleted by its background passes (the file store
+/// gives SlateDB's collector the conditional update it needs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_on_a_directory_deletes_what_is_garbage() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let server = shale_tests::TestServer::start_with(|config| {
+        config.store = Some(format!("file://{}", dir.path().display()));
+        config.metadata.gc_interval = Duration::from_millis(200);
+        config.metadata.delete_grace = Duration::ZERO;
+        config.metadata.db_gc_interval = Duration::from_millis(200);
+        config.metadata.db_gc_min_age = Duration::ZERO;
+        config.metadata.l0_sst_size_bytes = 4096;
+    })
+    .await;
+    let client = &server.client;
+    let created = client.post(server.url("/v1/basins")).json(&json!({ "basin": BASIN })).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    for stream in ["doomed", "kept"] {
+        let r = client.post(server.url("/v1/streams")).header("s2-basin", BASIN).json(&json!({ "stream": stream }));
+        assert_eq!(r.send().await.unwrap().status(), 201);
+        let body = json!({ "records": [{ "body": "x".repeat(2000) }] });
+        for _ in 0..20 {
+            let path = format!("/v1/streams/{stream}/records");
+            let r = client.post(server.url(&path)).header("s2-basin", BASIN).json(&body).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        }
+    }
+    let segments_before = files_under(dir.path(), "segments");
+    assert!(segments_before >= 40, "{segments_before}");
+    let deleted = client.delete(server.url("/v1/streams/doomed")).header("s2-basin", BASIN).send().await.unwrap();
+    assert_eq!(deleted.status(), 202);
+    eventually(Duration::from_secs(30), "deleting the stream's segments", || {
+        files_under(dir.path(), "segments") <= segments_before - 20
+    })
+    .await;
+    let wal_peak = files_under(dir.path(), "metadata/wal");
+    eventually(Duration::from_secs(30), "collecting SlateDB's WAL", || {
+        files_under(dir.path(), "metadata/wal") < wal_peak
+    })
+    .await;
+    // Each level-0 flush (4 KiB here) writes a manifest; old ones are deleted only with a
+    // conditional update of SlateDB's boundary file (without it, six stay here).
+    eventually(Duration::from_secs(30), "collecting SlateDB's manifests", || {
+        files_under(dir.path(), "metadata/manifest") <= 2
+    })
+    .await;
+    let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("shale_reclaim_segments_deleted_total 2"), "{metrics}");
+    let read = client.get(server.url("/v1/streams/kept/records?seq_num=0")).header("s2-basin", BASIN).send().await;
+    let records = read.unwrap().json::<serde_json::Value>().await.unwrap();
+    assert_eq!(records["records"].as_array().map(Vec::len), Some(20), "the other stream reads back whole");
+    server.stop().await;
+}
