@@ -27,7 +27,7 @@ mod service;
 use std::sync::Arc;
 
 use shale_gateway::Gateway;
-use shale_metadata::{GcStats, MetadataApi};
+use shale_metadata::MetadataApi;
 use shale_reader::Reader;
 use shale_storage::{Clock, StoreCounters};
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
@@ -64,6 +64,9 @@ impl Role {
     }
 }
 
+/// Appends Prometheus text for `/metrics`.
+pub type MetricsHook = Arc<dyn Fn(&mut String) + Send + Sync>;
+
 /// What a process serving the client API is made of: the metadata (in process or
 /// remote), the roles it runs, and what `/metrics` reports.
 #[derive(Clone)]
@@ -73,8 +76,9 @@ pub struct AppState {
     pub gateway: Option<Arc<Gateway>>,
     pub reader: Option<Arc<Reader>>,
     pub store_counters: Arc<StoreCounters>,
-    /// Orphan collection totals, where this process runs it.
-    pub gc_stats: Option<Arc<GcStats>>,
+    /// What this process's background jobs (garbage collection, compaction) report on
+    /// `/metrics`, where it runs them.
+    pub background_metrics: Option<MetricsHook>,
     pub clock: Arc<dyn Clock>,
     /// Requests served over both transports.
     requests: Arc<layers::RequestMetrics>,
@@ -87,11 +91,11 @@ impl AppState {
         gateway: Option<Arc<Gateway>>,
         reader: Option<Arc<Reader>>,
         store_counters: Arc<StoreCounters>,
-        gc_stats: Option<Arc<GcStats>>,
+        background_metrics: Option<MetricsHook>,
         clock: Arc<dyn Clock>,
     ) -> Self {
         let requests = Arc::default();
-        Self { role, metadata, gateway, reader, store_counters, gc_stats, clock, requests }
+        Self { role, metadata, gateway, reader, store_counters, background_metrics, clock, requests }
     }
 
     /// The service both APIs call.

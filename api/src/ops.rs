@@ -34,8 +34,8 @@ pub async fn metrics(State(http): State<Http>) -> Response {
     if let Some(reader) = &state.reader {
         reader.cache_stats().render(&mut out);
     }
-    if let Some(gc) = &state.gc_stats {
-        gc.render(&mut out);
+    if let Some(render) = &state.background_metrics {
+        render(&mut out);
     }
     state.store_counters.render(&mut out);
     ([("content-type", "text/plain; version=0.0.4")], out).into_response()

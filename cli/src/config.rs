@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
+use shale_compactor::CompactorConfig;
 use shale_gateway::GatewayConfig;
 use shale_metadata::{LeaseConfig, MetadataConfig, RemoteConfig};
 use shale_reader::ReaderConfig;
@@ -126,6 +127,9 @@ pub struct ServeConfig {
     pub gateway: GatewayConfig,
     pub reader: ReaderConfig,
     pub metadata: MetadataConfig,
+    /// Compaction, in `shale serve`, `shale metadata` (unless turned off there because
+    /// `shale compactor` processes do it) and `shale compactor`.
+    pub compactor: CompactorConfig,
     pub cluster: ClusterConfig,
     /// Limits of the HTTP listeners.
     pub connections: shale_api::ConnectionLimits,
@@ -147,6 +151,7 @@ impl Default for ServeConfig {
             gateway: GatewayConfig::default(),
             reader: ReaderConfig::default(),
             metadata: MetadataConfig::default(),
+            compactor: CompactorConfig::default(),
             cluster: ClusterConfig::default(),
             connections: shale_api::ConnectionLimits::default(),
             takeover: false,

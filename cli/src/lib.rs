@@ -1,6 +1,6 @@
 //! The `shale` binary's library: command-line parsing, configuration, the server
 //! commands (`serve`: metadata, gateway and reader in one process behind the HTTP and
-//! gRPC APIs; `metadata`, `gateway`, `reader`: one role each) and the client commands
+//! gRPC APIs; `metadata`, `gateway`, `reader`, `compactor`: one role each) and the client commands
 //! (`basins`, `streams`, `append`, `read`, `tail`) that talk gRPC to a server.
 
 mod client;
@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 use shale_api::Role;
 
 pub use config::ServeConfig;
-pub use serve::{serve, serve_metadata, serve_role, Running};
+pub use serve::{serve, serve_compactor, serve_metadata, serve_role, Running};
 
 #[derive(Debug, Parser)]
 #[command(name = "shale", version, about = "A diskless, object-store-native log of streams")]
@@ -36,6 +36,9 @@ pub enum Command {
     Gateway(config::RoleArgs),
     /// Run a reader alone: reads, check-tail and live reads, against --metadata.
     Reader(config::RoleArgs),
+    /// Run compaction alone against --metadata (turn it off on the metadata role with
+    /// `[compactor] enabled = false`); several split the streams by `[compactor] shard`.
+    Compactor(config::RoleArgs),
     /// Manage basins.
     #[command(subcommand)]
     Basins(client::BasinsCommand),
@@ -59,6 +62,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             exit(run_server(&args.serve, Server::Role(Role::Gateway, args.metadata.clone())).await)
         }
         Command::Reader(args) => exit(run_server(&args.serve, Server::Role(Role::Reader, args.metadata.clone())).await),
+        Command::Compactor(args) => exit(run_server(&args.serve, Server::Compactor(args.metadata.clone())).await),
         Command::Basins(command) => client::report(client::basins(connection, command).await),
         Command::Streams(command) => client::report(client::streams(connection, command).await),
         Command::Append(args) => client::report(client::append(connection, args).await),
@@ -82,6 +86,7 @@ enum Server {
     AllInOne,
     Metadata(Option<String>),
     Role(Role, Vec<String>),
+    Compactor(Vec<String>),
 }
 
 async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<()> {
@@ -90,6 +95,7 @@ async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<
         Server::AllInOne => serve(config).await?,
         Server::Metadata(advertise) => serve_metadata(config, advertise).await?,
         Server::Role(role, metadata) => serve_role(config, role, metadata).await?,
+        Server::Compactor(metadata) => serve_compactor(config, metadata).await?,
     };
     let halted = tokio::select! {
         _ = serve::wait_for_signal() => None,

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use shale_api::{AppState, Role};
+use shale_api::{AppState, MetricsHook, Role};
+use shale_compactor::{run_compactor, Compactor, CompactorStats};
 use shale_gateway::Gateway;
 use shale_metadata::{
     hold_leadership, run_collection, HaltReason, LeasedMetadata, Metadata, MetadataApi, MetadataService,
@@ -106,23 +107,83 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let gateway =
         Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), api.clone(), Arc::new(SystemClock))?);
     let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), api.clone()));
+    let (compactor, compaction) = start_compactor(&config, api.clone(), &store);
+    let gc_stats = metadata.gc_stats();
+    let background: MetricsHook = Arc::new(move |out: &mut String| {
+        gc_stats.render(out);
+        compaction.render(out);
+    });
     let state = AppState::new(
         Role::AllInOne,
         api,
         Some(gateway.clone()),
         Some(reader),
         store.counters.clone(),
-        Some(metadata.gc_stats()),
+        Some(background),
         Arc::new(SystemClock),
     );
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state).await?;
     running.metadata = Some(metadata);
     running.background.push(gc);
+    running.background.extend(compactor);
     running.lock = lock;
     tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
         "shale serving");
     Ok(running)
+}
+
+/// Starts compaction against `metadata` when `[compactor] enabled`; its stats either way.
+fn start_compactor(
+    config: &ServeConfig,
+    metadata: Arc<dyn MetadataApi>,
+    store: &Store,
+) -> (Option<JoinHandle<()>>, Arc<CompactorStats>) {
+    let compactor = Compactor::new(config.compactor.clone(), metadata, store.store.clone(), Arc::new(SystemClock));
+    let stats = compactor.stats();
+    if !config.compactor.enabled {
+        return (None, stats);
+    }
+    let task = tokio::spawn(run_compactor(Arc::new(compactor), std::future::pending()));
+    (Some(task), stats)
+}
+
+/// `shale compactor`: compaction alone, against remote metadata, with `/health`, `/ready`
+/// and `/metrics` on HTTP. Several split the streams between them by `[compactor] shard`
+/// and `shards`.
+pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
+    let store = open_store(&config)?;
+    let metadata: Arc<dyn MetadataApi> = Arc::new(RemoteMetadata::new(
+        metadata_addrs.clone(),
+        Some(store.store.clone()),
+        config.cluster.remote_config(),
+    )?);
+    let mut config = config;
+    config.compactor.enabled = true;
+    let (task, stats) = start_compactor(&config, metadata, &store);
+    let http_listener = bind(config.http).await?;
+    let http_addr = http_listener.local_addr()?;
+    let counters = store.counters.clone();
+    let metrics = move || {
+        let mut out = String::new();
+        stats.render(&mut out);
+        counters.render(&mut out);
+        out
+    };
+    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(|| Ok(()), metrics), config.connections);
+    tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
+        shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, "shale serving");
+    Ok(Running {
+        http_addr,
+        // A compactor serves no gRPC; its one listener is the HTTP one.
+        grpc_addr: http_addr,
+        metadata: None,
+        gateway: None,
+        stop: vec![stop_http],
+        servers: vec![http],
+        background: task.into_iter().collect(),
+        lock: None,
+    })
 }
 
 /// `shale gateway` or `shale reader`: one client-facing role against remote metadata.
@@ -190,6 +251,8 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
             }
         }
     };
+    let leased: Arc<dyn MetadataApi> = Arc::new(LeasedMetadata::new(metadata.clone(), Some(lease.clone())));
+    let (compactor, compaction) = start_compactor(&config, leased, &store);
     let metrics = {
         let (lease, gc, counters) = (lease.clone(), metadata.gc_stats(), store.counters.clone());
         let commits = metadata.commit_stats();
@@ -200,6 +263,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
                 u8::from(lease.is_held())
             );
             gc.render(&mut out);
+            compaction.render(&mut out);
             commits.render(&mut out);
             counters.render(&mut out);
             out
@@ -216,7 +280,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         gateway: None,
         stop: vec![stop_http, stop_grpc],
         servers: vec![http, grpc],
-        background: vec![gc],
+        background: std::iter::once(gc).chain(compactor).collect(),
         lock: None,
     })
 }

@@ -3,7 +3,9 @@
 //! carries it whole, so adding an operation adds a variant here, its wire form in
 //! `wire.rs` and its logic in the server, and no transport code.
 
-use crate::{BasinConfig, BasinPatch, BasinRecord, MetadataError, Result, StreamConfig, StreamInfo, StreamPatch};
+use crate::{
+    BasinConfig, BasinPatch, BasinRecord, IndexEntry, MetadataError, Result, StreamConfig, StreamInfo, StreamPatch,
+};
 
 /// One page of a listing, and whether more follow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +83,45 @@ pub enum CatalogCall {
         basin: String,
         stream: String,
     },
+    /// What a compactor should rewrite next (see [`CompactionPlan`]).
+    PlanCompaction {
+        shard: u32,
+        shards: u32,
+        min_age_ms: u64,
+        max_bytes: u64,
+    },
+    /// Swaps entries for their rewritten form in the compacted object `segment_id`.
+    CommitCompaction {
+        segment_id: u128,
+        replacements: Vec<Replacement>,
+    },
+}
+
+/// A stream's consecutive index entries for a compactor to rewrite.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactionRun {
+    pub basin: String,
+    pub stream: String,
+    pub stream_id: u64,
+    pub entries: Vec<IndexEntry>,
+}
+
+/// The runs of one compaction, in stream key order, and how much is waiting.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactionPlan {
+    pub runs: Vec<CompactionRun>,
+    /// Eligible bytes in the shard, whether or not `runs` hold them all.
+    pub pending_bytes: u64,
+    /// When the oldest eligible entry's segment was sealed (ms; 0: nothing eligible).
+    pub oldest_sealed_ms: u64,
+}
+
+/// Old entries of one stream and the one entry that replaces them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replacement {
+    pub stream_id: u64,
+    pub old: Vec<IndexEntry>,
+    pub new: IndexEntry,
 }
 
 /// What may be done again after an attempt that was sent and not answered.
@@ -108,6 +149,8 @@ impl CatalogCall {
             CatalogCall::ReconfigureStream { .. } => "reconfigure_stream",
             CatalogCall::ListStreams { .. } => "list_streams",
             CatalogCall::DeleteStream { .. } => "delete_stream",
+            CatalogCall::PlanCompaction { .. } => "plan_compaction",
+            CatalogCall::CommitCompaction { .. } => "commit_compaction",
         }
     }
 
@@ -118,7 +161,8 @@ impl CatalogCall {
             CatalogCall::GetBasin { .. }
             | CatalogCall::ListBasins { .. }
             | CatalogCall::GetStream { .. }
-            | CatalogCall::ListStreams { .. } => Retry::Read,
+            | CatalogCall::ListStreams { .. }
+            | CatalogCall::PlanCompaction { .. } => Retry::Read,
             CatalogCall::CreateBasin { request_token, .. } | CatalogCall::CreateStream { request_token, .. } => {
                 if request_token.is_some() {
                     Retry::Idempotent
@@ -128,6 +172,8 @@ impl CatalogCall {
             }
             CatalogCall::ReconfigureBasin { .. } | CatalogCall::ReconfigureStream { .. } => Retry::Idempotent,
             CatalogCall::DeleteBasin { .. } | CatalogCall::DeleteStream { .. } => Retry::Once,
+            // A commit applied twice accepts nothing the second time.
+            CatalogCall::CommitCompaction { .. } => Retry::Idempotent,
         }
     }
 }
@@ -147,6 +193,9 @@ pub enum CatalogReply {
     Basins(ListPage<BasinRecord>),
     Streams(ListPage<StreamSummary>),
     Done,
+    CompactionPlan(CompactionPlan),
+    /// How many replacements a compaction commit applied.
+    CompactionAccepted(u32),
 }
 
 impl CatalogReply {
@@ -175,6 +224,20 @@ impl CatalogReply {
         match self {
             CatalogReply::Streams(page) => Ok(page),
             other => Err(unexpected("a stream page", &other)),
+        }
+    }
+
+    pub fn into_compaction_plan(self) -> Result<CompactionPlan> {
+        match self {
+            CatalogReply::CompactionPlan(plan) => Ok(plan),
+            other => Err(unexpected("a compaction plan", &other)),
+        }
+    }
+
+    pub fn into_compaction_accepted(self) -> Result<u32> {
+        match self {
+            CatalogReply::CompactionAccepted(accepted) => Ok(accepted),
+            other => Err(unexpected("a compaction outcome", &other)),
         }
     }
 

@@ -27,7 +27,9 @@ pub mod wire;
 pub mod wire_catalog;
 
 pub use api::MetadataApi;
-pub use catalog::{CatalogCall, CatalogReply, ListPage, Lookup, Retry, StreamSummary};
+pub use catalog::{
+    CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ListPage, Lookup, Replacement, Retry, StreamSummary,
+};
 pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, UnitOutcome};
 pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};

@@ -46,7 +46,7 @@ fn append_to_wire(append: &CommitAppend) -> pb::CommitAppend {
 }
 
 /// A 16-byte big-endian id (segment ULIDs, pipeline ids).
-fn id_from_wire(bytes: &[u8], what: &str) -> Result<u128, MetadataError> {
+pub(crate) fn id_from_wire(bytes: &[u8], what: &str) -> Result<u128, MetadataError> {
     let id: [u8; 16] =
         bytes.try_into().map_err(|_| MetadataError::InvalidArgument(format!("{what} must be 16 bytes")))?;
     Ok(u128::from_be_bytes(id))

@@ -3,8 +3,12 @@
 use shale_proto::metadata_rpc as pb;
 
 use crate::records;
+use crate::wire::id_from_wire;
 use crate::wire::malformed;
-use crate::{CatalogCall, CatalogReply, ListPage, Result, StreamInfo, StreamSummary};
+use crate::{
+    CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement, Result, StreamInfo,
+    StreamSummary,
+};
 
 pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
     use pb::catalog_call::Call;
@@ -46,6 +50,25 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
             Call::ListStreams(list(basin, prefix, start_after, *limit))
         }
         CatalogCall::DeleteStream { basin, stream } => Call::DeleteStream(stream_ref(basin, stream)),
+        CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes } => {
+            Call::PlanCompaction(pb::PlanCompaction {
+                shard: *shard,
+                shards: *shards,
+                min_age_ms: *min_age_ms,
+                max_bytes: *max_bytes,
+            })
+        }
+        CatalogCall::CommitCompaction { segment_id, replacements } => Call::CommitCompaction(pb::CommitCompaction {
+            segment_id: segment_id.to_be_bytes().to_vec(),
+            replacements: replacements
+                .iter()
+                .map(|r| pb::Replacement {
+                    stream_id: r.stream_id,
+                    old_entries: r.old.iter().map(IndexEntry::encode).collect(),
+                    new_entry: r.new.encode(),
+                })
+                .collect(),
+        }),
     };
     pb::CatalogCall { call: Some(call) }
 }
@@ -86,7 +109,35 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             limit: r.limit as usize,
         },
         Call::DeleteStream(r) => CatalogCall::DeleteStream { basin: r.basin, stream: r.stream },
+        Call::PlanCompaction(r) => CatalogCall::PlanCompaction {
+            shard: r.shard,
+            shards: r.shards,
+            min_age_ms: r.min_age_ms,
+            max_bytes: r.max_bytes,
+        },
+        Call::CommitCompaction(r) => CatalogCall::CommitCompaction {
+            segment_id: id_from_wire(&r.segment_id, "segment id")?,
+            replacements: r
+                .replacements
+                .into_iter()
+                .map(|r| {
+                    Ok(Replacement {
+                        stream_id: r.stream_id,
+                        old: entries_from_wire(&r.old_entries)?,
+                        new: entry(&r.new_entry)?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        },
     })
+}
+
+fn entry(bytes: &[u8]) -> Result<IndexEntry> {
+    IndexEntry::decode(bytes).ok_or_else(|| malformed("index entry"))
+}
+
+fn entries_from_wire(entries: &[Vec<u8>]) -> Result<Vec<IndexEntry>> {
+    entries.iter().map(|bytes| entry(bytes)).collect()
 }
 
 pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
@@ -115,6 +166,26 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
             false,
         ),
         CatalogReply::Done => (Reply::Done(pb::Empty {}), false),
+        CatalogReply::CompactionPlan(plan) => (
+            Reply::CompactionPlan(pb::CompactionPlan {
+                runs: plan
+                    .runs
+                    .iter()
+                    .map(|run| pb::CompactionRun {
+                        basin: run.basin.clone(),
+                        stream: run.stream.clone(),
+                        stream_id: run.stream_id,
+                        entries: run.entries.iter().map(IndexEntry::encode).collect(),
+                    })
+                    .collect(),
+                pending_bytes: plan.pending_bytes,
+                oldest_sealed_ms: plan.oldest_sealed_ms,
+            }),
+            false,
+        ),
+        CatalogReply::CompactionAccepted(accepted) => {
+            (Reply::CompactionOutcome(pb::CompactionOutcome { accepted: *accepted }), false)
+        }
     };
     pb::CatalogReply { reply: Some(reply), created }
 }
@@ -148,5 +219,78 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             has_more: page.has_more,
         }),
         Reply::Done(_) => CatalogReply::Done,
+        Reply::CompactionPlan(plan) => CatalogReply::CompactionPlan(CompactionPlan {
+            runs: plan
+                .runs
+                .into_iter()
+                .map(|run| {
+                    Ok(CompactionRun {
+                        basin: run.basin,
+                        stream: run.stream,
+                        stream_id: run.stream_id,
+                        entries: entries_from_wire(&run.entries)?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+            pending_bytes: plan.pending_bytes,
+            oldest_sealed_ms: plan.oldest_sealed_ms,
+        }),
+        Reply::CompactionOutcome(outcome) => CatalogReply::CompactionAccepted(outcome.accepted),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BasinConfig, StreamConfig};
+    use shale_proto::{TimestampPolicy, TimestampingMode};
+
+    fn entry(first_seq: u64) -> IndexEntry {
+        IndexEntry {
+            segment_id: 7,
+            offset: 10,
+            len: 20,
+            first_seq,
+            record_count: 2,
+            first_timestamp: 1,
+            last_timestamp: 2,
+            timestamp_floor: 0,
+            timestamp_policy: TimestampPolicy { mode: TimestampingMode::ClientRequire, uncapped: true },
+            arrival_cap: None,
+        }
+    }
+
+    #[test]
+    fn every_call_and_reply_round_trips() {
+        let calls = [
+            CatalogCall::CreateBasin {
+                basin: "b".into(),
+                config: BasinConfig::default(),
+                request_token: Some("t".into()),
+            },
+            CatalogCall::CreateStream {
+                basin: "b".into(),
+                stream: "s".into(),
+                config: StreamConfig::default(),
+                request_token: None,
+            },
+            CatalogCall::PlanCompaction { shard: 1, shards: 3, min_age_ms: 60_000, max_bytes: 1 << 26 },
+            CatalogCall::CommitCompaction {
+                segment_id: u128::MAX - 1,
+                replacements: vec![Replacement { stream_id: 4, old: vec![entry(0), entry(2)], new: entry(0) }],
+            },
+        ];
+        for call in calls {
+            assert_eq!(catalog_call_from_wire(catalog_call_to_wire(&call)).unwrap(), call);
+        }
+        let plan = CompactionPlan {
+            runs: vec![CompactionRun { basin: "b".into(), stream: "s".into(), stream_id: 4, entries: vec![entry(0)] }],
+            pending_bytes: 99,
+            oldest_sealed_ms: 5,
+        };
+        let call = CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 0, max_bytes: 1 };
+        for reply in [CatalogReply::CompactionPlan(plan), CatalogReply::CompactionAccepted(3), CatalogReply::Done] {
+            assert_eq!(catalog_reply_from_wire(&call, catalog_reply_to_wire(&reply)).unwrap(), reply);
+        }
+    }
 }

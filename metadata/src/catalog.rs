@@ -52,6 +52,12 @@ impl Metadata {
                 self.delete_stream(&basin, &stream).await?;
                 CatalogReply::Done
             }
+            CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes } => {
+                CatalogReply::CompactionPlan(self.plan_compaction(shard, shards, min_age_ms, max_bytes).await?)
+            }
+            CatalogCall::CommitCompaction { segment_id, replacements } => {
+                CatalogReply::CompactionAccepted(self.commit_compaction(segment_id, replacements).await?)
+            }
         })
     }
 

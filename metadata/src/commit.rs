@@ -204,7 +204,7 @@ impl Metadata {
     /// Why a segment may not be committed by its age, if so: sealed longer ago than
     /// `max_commit_age` (orphan collection may already be deleting it), or stamped more
     /// than `max_commit_age` ahead of this clock (the gateway's clock is wrong).
-    fn refuse_by_age(&self, segment_id: u128) -> Option<MetadataError> {
+    pub(crate) fn refuse_by_age(&self, segment_id: u128) -> Option<MetadataError> {
         let now = self.clock.now_ms();
         let sealed = ulid::Ulid(segment_id).timestamp_ms();
         let bound = self.config.max_commit_age.as_millis() as u64;

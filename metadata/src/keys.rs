@@ -10,6 +10,7 @@
 //! | `z/<segment id u128>` | a segment no entry references any more, awaiting deletion ([`crate::refs::Released`]) |
 //! | `c/<segment id u128>` | the segment's commit outcome (acks), for retried commits; expires |
 //! | `d/<stream id u64>` | deleted stream awaiting GC of its index and blocks |
+//! | `k/<stream id u64>` | the stream's compaction cursor: entries below it are compacted (u64) |
 //! | `m/next_stream_id` | next internal stream id (u64) |
 //! | `m/writer` | id of the instance that last confirmed it is the writer |
 //! | `m/gc_cursor` | the last segment key orphan collection settled |
@@ -96,6 +97,10 @@ pub fn stream_names_of(key: &[u8]) -> Option<(String, String)> {
 
 pub fn commit_outcome(segment_id: u128) -> Vec<u8> {
     [&b"c/"[..], &segment_id.to_be_bytes()].concat()
+}
+
+pub fn compaction_cursor(stream_id: u64) -> Vec<u8> {
+    [&b"k/"[..], &stream_id.to_be_bytes()].concat()
 }
 
 pub fn deleted_stream(stream_id: u64) -> Vec<u8> {

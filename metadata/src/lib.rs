@@ -23,7 +23,9 @@
 //!   of segments no commit made visible (`gc`);
 //! - reclaiming space (`reclaim`): trims, retention, `delete_on_empty` and deletes
 //!   remove index entries; `refs` counts each segment's referenced blocks exactly, and
-//!   released segments are deleted; `gc_stats` reports both collectors.
+//!   released segments are deleted; `gc_stats` reports both collectors;
+//! - compaction bookkeeping (`compaction`): plans for compactors and the atomic swap of
+//!   rewritten index entries.
 //!
 //! Other modules: `keys` (the SlateDB key families), `model` (stored records and
 //! wire-neutral types), `error`.
@@ -35,6 +37,7 @@ mod catalog;
 mod commit;
 #[cfg(test)]
 mod commit_tests;
+mod compaction;
 mod durability;
 mod gc;
 mod gc_stats;

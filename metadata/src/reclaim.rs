@@ -176,6 +176,7 @@ impl Metadata {
                 let done = entries.len() < ENTRY_PAGE;
                 if done {
                     batch.delete(keys::deleted_stream(stream_id));
+                    batch.delete(keys::compaction_cursor(stream_id));
                     report.streams_purged += 1;
                 }
                 report.entries_removed += releases.entries;

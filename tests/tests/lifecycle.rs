@@ -156,8 +156,6 @@ async fn suite_gc_leaves_exactly_what_live_records_need(backend: Backend) {
     node.stop().await;
 }
 
-shale_tests::on_every_backend!(suite_gc_leaves_exactly_what_live_records_need);
-
 /// Files under `dir/sub`, recursively.
 fn files_under(dir: &std::path::Path, sub: &str) -> usize {
     fn walk(path: &std::path::Path) -> usize {
@@ -233,3 +231,156 @@ async fn an_idle_server_on_a_directory_deletes_what_is_garbage() {
     assert_eq!(records["records"].as_array().map(Vec::len), Some(20), "the other stream reads back whole");
     server.stop().await;
 }
+
+const COMPACTED_STREAMS: usize = 8;
+
+fn small_records(stream: &str, append: u64) -> AppendInput {
+    AppendInput {
+        basin: BASIN.into(),
+        stream: stream.into(),
+        records: (0..4)
+            .map(|i| {
+                let mut text = format!("{stream}/{append}/{i}/").into_bytes();
+                text.resize(200, b'-');
+                Record { body: Bytes::from(text), ..Default::default() }
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// One round: an append of four records to every stream at once (one mixed segment).
+async fn append_round(node: &Node, round: u64) {
+    let appends = (0..COMPACTED_STREAMS).map(|s| node.gateway.append(small_records(&format!("c{s}"), round)));
+    for ack in futures::future::join_all(appends).await {
+        ack.unwrap();
+    }
+}
+
+/// Checks a stream from 0 to its tail: dense, in order, each body the one appended.
+async fn check_stream(reader: &shale_reader::Reader, stream: &str) -> u64 {
+    let mut next = 0u64;
+    loop {
+        let request = ReadRequest {
+            basin: BASIN.into(),
+            stream: stream.into(),
+            start: ReadStart::SeqNum(next),
+            limits: ReadLimits::default(),
+            until: None,
+            clamp: false,
+            wait: Duration::ZERO,
+        };
+        let output = reader.read(&request).await.unwrap();
+        if output.records.is_empty() {
+            assert_eq!(output.tail.seq_num, next, "{stream}: a read stopped before the tail");
+            return next;
+        }
+        for record in output.records {
+            assert_eq!(record.seq_num, next, "{stream}: a gap or a duplicate");
+            let expected = format!("{stream}/{}/{}/", next / 4, next % 4);
+            assert!(record.body.starts_with(expected.as_bytes()), "{stream} at {next}");
+            next += 1;
+        }
+    }
+}
+
+/// GET requests a cold reader makes to read `stream` from 0 up to `end`.
+async fn cold_read_gets(node: &Node, store: &shale_tests::TestStore, stream: &str) -> u64 {
+    let instrumented = shale_storage::InstrumentedStore::new(store.raw.clone());
+    let counters = instrumented.counters();
+    let reader = shale_reader::Reader::new(&Default::default(), Arc::new(instrumented), node.metadata.clone());
+    check_stream(&reader, stream).await;
+    counters.gets()
+}
+
+/// Compaction while appends and reads go on: every record read back exactly once in
+/// order before, during and after; a cold read of compacted history costs a few GETs
+/// where it cost one per append; the old mixed segments are deleted once released.
+async fn suite_compaction_keeps_every_record_once_under_appends_and_reads(backend: Backend) {
+    let store = backend.store().await;
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let config = MetadataConfig { delete_grace: Duration::from_secs(30), ..MetadataConfig::default() };
+    let node = Arc::new(Node::start_with(&store, GatewayConfig::default(), clock.clone(), &config).await);
+    node.metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    for s in 0..COMPACTED_STREAMS {
+        node.metadata.create_stream(BASIN, &format!("c{s}"), StreamConfig::default()).await.unwrap();
+    }
+    for round in 0..25 {
+        append_round(&node, round).await;
+    }
+    let mixed_segments = store.segment_objects().await.len();
+    let gets_before = cold_read_gets(&node, &store, "c0").await;
+    assert!(gets_before >= 25, "one GET per append before compaction: {gets_before}");
+    clock.advance(Duration::from_secs(61));
+
+    let compactor_config = shale_compactor::CompactorConfig {
+        object_bytes: 64 * 1024,
+        min_object_bytes: 0,
+        block_bytes: 16 * 1024,
+        ..Default::default()
+    };
+    let composed: Arc<dyn shale_storage::object_store::ObjectStore> = node.faults.clone();
+    let compactor = shale_compactor::Compactor::new(compactor_config, node.metadata.clone(), composed, clock.clone());
+    // Appends and reads go on while it runs.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let appender = {
+        let (node, stopped) = (node.clone(), stopped.clone());
+        tokio::spawn(async move {
+            let mut round = 25;
+            while !*stopped.borrow() {
+                append_round(&node, round).await;
+                round += 1;
+            }
+        })
+    };
+    let reader = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let mut checks = 0u64;
+            while !*stopped.borrow() {
+                for s in 0..COMPACTED_STREAMS {
+                    check_stream(&node.reader, &format!("c{s}")).await;
+                }
+                checks += 1;
+            }
+            checks
+        })
+    };
+    let mut objects = 0;
+    loop {
+        let report = compactor.run_once().await.unwrap();
+        if report.objects_written == 0 {
+            break;
+        }
+        objects += report.objects_written;
+        assert_eq!(report.entries_dropped, 0);
+    }
+    stop.send(true).unwrap();
+    appender.await.unwrap();
+    assert!(reader.await.unwrap() > 0, "reads ran during compaction");
+    assert!(objects >= 2, "{objects} compacted objects");
+
+    // Compaction released the mixed segments; they go once delete_grace has passed.
+    let early = node.metadata.reclaim(store.raw.as_ref()).await.unwrap();
+    assert_eq!(early.segments_deleted, 0);
+    clock.advance(Duration::from_secs(31));
+    let reclaimed = node.metadata.reclaim(store.raw.as_ref()).await.unwrap();
+    assert!(reclaimed.segments_deleted as usize >= mixed_segments, "{reclaimed:?}, {mixed_segments} mixed segments");
+    for s in 0..COMPACTED_STREAMS {
+        check_stream(&node.reader, &format!("c{s}")).await;
+    }
+    let gets_after = cold_read_gets(&node, &store, "c0").await;
+    let young = node.metadata.stream(BASIN, "c0").await.unwrap().record.next_seq / 4 - 25;
+    // 25 appends of ~850 bytes in 16 KiB blocks: two blocks, plus one GET per young append.
+    assert!(
+        gets_after <= 2 + young,
+        "{gets_after} GETs after compaction ({young} young appends), {gets_before} before"
+    );
+    let node = Arc::into_inner(node).expect("tasks ended");
+    node.stop().await;
+}
+
+shale_tests::on_every_backend!(
+    suite_gc_leaves_exactly_what_live_records_need,
+    suite_compaction_keeps_every_record_once_under_appends_and_reads,
+);

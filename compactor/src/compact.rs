@@ -1,0 +1,212 @@
+//! One compaction pass: plan, fetch, merge, upload, swap.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use shale_metadata_contract::{CatalogCall, CompactionRun, IndexEntry, MetadataApi, MetadataError, Replacement};
+use shale_proto::segment::object_path;
+use shale_proto::SegmentBuilder;
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use shale_storage::Clock;
+
+use crate::merge::{merge_run, MERGED_POLICY};
+use crate::{CompactorConfig, CompactorError, CompactorStats};
+
+/// What one pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Bytes eligible at the plan.
+    pub pending_bytes: u64,
+    /// 0 when the pass waited for more data or found none.
+    pub objects_written: u64,
+    pub bytes_written: u64,
+    /// Merged entries swapped in (each replaces one or more old entries).
+    pub entries_written: u64,
+    /// Merged entries not swapped in: a trim or delete changed their stream meanwhile, or
+    /// their blocks were gone.
+    pub entries_dropped: u64,
+}
+
+/// Rewrites small segments into large ones sorted by stream (see the crate docs).
+pub struct Compactor {
+    metadata: Arc<dyn MetadataApi>,
+    store: Arc<dyn ObjectStore>,
+    clock: Arc<dyn Clock>,
+    config: CompactorConfig,
+    stats: Arc<CompactorStats>,
+}
+
+impl Compactor {
+    pub fn new(
+        config: CompactorConfig,
+        metadata: Arc<dyn MetadataApi>,
+        store: Arc<dyn ObjectStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { metadata, store, clock, config, stats: Arc::default() }
+    }
+
+    pub fn stats(&self) -> Arc<CompactorStats> {
+        self.stats.clone()
+    }
+
+    /// One pass: compacts up to `object_bytes` if enough is eligible (or it waited long
+    /// enough), else does nothing.
+    pub async fn run_once(&self) -> Result<CompactionReport, CompactorError> {
+        let config = &self.config;
+        let call = CatalogCall::PlanCompaction {
+            shard: config.shard,
+            shards: config.shards,
+            min_age_ms: config.min_age.as_millis() as u64,
+            max_bytes: config.object_bytes,
+        };
+        let plan = self.metadata.catalog(call).await?.into_compaction_plan()?;
+        let now = self.clock.now_ms();
+        let lag_ms = if plan.oldest_sealed_ms == 0 { 0 } else { now.saturating_sub(plan.oldest_sealed_ms) };
+        self.stats.pending_bytes.store(plan.pending_bytes, Ordering::Relaxed);
+        self.stats.lag_seconds.store(lag_ms / 1000, Ordering::Relaxed);
+        let mut report = CompactionReport { pending_bytes: plan.pending_bytes, ..CompactionReport::default() };
+        let planned: u64 = plan.runs.iter().flat_map(|run| &run.entries).map(|e| u64::from(e.len)).sum();
+        let waited_enough = lag_ms >= config.max_wait.as_millis() as u64 + config.min_age.as_millis() as u64;
+        if planned == 0 || (planned < config.min_object_bytes && !waited_enough) {
+            return Ok(report);
+        }
+        let blocks = self.fetch(&plan.runs).await?;
+        let mut builder = SegmentBuilder::new();
+        let mut replacements = Vec::new();
+        for run in &plan.runs {
+            let Some(inputs) = run
+                .entries
+                .iter()
+                .map(|e| blocks.get(&(e.segment_id, e.offset)).map(|b| (*e, b.clone())))
+                .collect::<Option<Vec<_>>>()
+            else {
+                report.entries_dropped += 1;
+                continue;
+            };
+            let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
+            for merged in merge_run(&inputs, config.block_bytes)? {
+                let info = builder.push_block(stream_key.clone(), merged.record_count, merged.block);
+                let first = merged.old[0];
+                let new = IndexEntry {
+                    segment_id: 0,
+                    offset: info.offset,
+                    len: info.len,
+                    first_seq: first.first_seq,
+                    record_count: merged.record_count,
+                    first_timestamp: merged.first_timestamp,
+                    last_timestamp: merged.last_timestamp,
+                    timestamp_floor: merged.timestamp_floor,
+                    timestamp_policy: MERGED_POLICY,
+                    arrival_cap: None,
+                };
+                replacements.push(Replacement { stream_id: run.stream_id, old: merged.old, new });
+            }
+        }
+        if replacements.is_empty() {
+            return Ok(report);
+        }
+        // Stamped just before the upload: metadata refuses commits of objects older than
+        // its max_commit_age, which is what lets orphan collection delete unclaimed ones.
+        let segment_id = ulid::Ulid::from_parts(self.clock.now_ms(), rand::random::<u128>()).0;
+        for replacement in &mut replacements {
+            replacement.new.segment_id = segment_id;
+        }
+        let path = Path::from(object_path(segment_id));
+        let payload = PutPayload::from_iter(builder.finish_parts());
+        let size = payload.content_length() as u64;
+        self.store.put(&path, payload).await.map_err(|e| store_error(&path, &e))?;
+        let proposed = replacements.len() as u64;
+        let call = CatalogCall::CommitCompaction { segment_id, replacements };
+        let accepted = u64::from(self.metadata.catalog(call).await?.into_compaction_accepted()?).min(proposed);
+        report.entries_dropped += proposed - accepted;
+        self.stats.entries_dropped.fetch_add(proposed - accepted, Ordering::Relaxed);
+        if accepted == 0 {
+            // Nothing names the object: delete it now rather than leave it to orphan collection.
+            let _ = self.store.delete(&path).await;
+            return Ok(report);
+        }
+        report.objects_written = 1;
+        report.bytes_written = size;
+        report.entries_written = accepted;
+        let stats = &self.stats;
+        stats.passes.fetch_add(1, Ordering::Relaxed);
+        stats.objects_written.fetch_add(1, Ordering::Relaxed);
+        stats.bytes_written.fetch_add(size, Ordering::Relaxed);
+        stats.entries_written.fetch_add(accepted, Ordering::Relaxed);
+        tracing::info!(object = %path, bytes = size, proposed, accepted, "compacted");
+        Ok(report)
+    }
+
+    /// The blocks of every planned entry, keyed by (segment, offset): one `get_ranges`
+    /// per segment (adjacent ranges coalesce into one request). A segment gone since the
+    /// plan (trimmed, deleted) leaves its entries out.
+    async fn fetch(&self, runs: &[CompactionRun]) -> Result<HashMap<(u128, u64), Bytes>, CompactorError> {
+        let mut by_segment: HashMap<u128, Vec<Range<u64>>> = HashMap::new();
+        for entry in runs.iter().flat_map(|run| &run.entries) {
+            by_segment.entry(entry.segment_id).or_default().push(entry.offset..entry.offset + u64::from(entry.len));
+        }
+        let mut blocks = HashMap::new();
+        for (segment_id, mut ranges) in by_segment {
+            ranges.sort_by_key(|range| range.start);
+            let path = Path::from(object_path(segment_id));
+            let fetched = match self.store.get_ranges(&path, &ranges).await {
+                Ok(fetched) => fetched,
+                Err(shale_storage::object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(store_error(&path, &e)),
+            };
+            self.stats.get_requests.fetch_add(coalesced_requests(&ranges), Ordering::Relaxed);
+            for (range, bytes) in ranges.into_iter().zip(fetched) {
+                self.stats.bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                blocks.insert((segment_id, range.start), bytes);
+            }
+        }
+        Ok(blocks)
+    }
+}
+
+/// Requests `get_ranges` makes for sorted ranges: object_store merges ranges less than
+/// 1 MiB apart into one.
+fn coalesced_requests(ranges: &[Range<u64>]) -> u64 {
+    const COALESCE: u64 = 1024 * 1024;
+    let mut requests = 0;
+    let mut end: Option<u64> = None;
+    for range in ranges {
+        if end.is_none_or(|end| range.start > end + COALESCE) {
+            requests += 1;
+        }
+        end = Some(end.map_or(range.end, |end| end.max(range.end)));
+    }
+    requests
+}
+
+fn store_error(path: &Path, error: &shale_storage::object_store::Error) -> CompactorError {
+    tracing::warn!(object = %path, %error, "compaction store request failed");
+    CompactorError::Store { object: path.to_string(), reason: shale_storage::describe(error).to_string() }
+}
+
+/// Runs passes until `shutdown` resolves: at once again after a pass that wrote an object
+/// (there may be more), else after `interval`. Stops for good when metadata says this
+/// instance or its peer is fenced or stopped.
+pub async fn run_compactor(compactor: Arc<Compactor>, shutdown: impl std::future::Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    loop {
+        let pause = match compactor.run_once().await {
+            Ok(report) if report.objects_written > 0 => std::time::Duration::ZERO,
+            Ok(_) => compactor.config.interval,
+            Err(CompactorError::Metadata(MetadataError::Fenced | MetadataError::Stopped)) => return,
+            Err(error) => {
+                tracing::warn!(%error, "compaction pass failed");
+                compactor.config.interval
+            }
+        };
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}

@@ -1,0 +1,47 @@
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Compaction knobs; each says what it costs.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactorConfig {
+    /// Whether this process compacts at all.
+    pub enabled: bool,
+    /// Time between passes when the last one found nothing to do.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// Entries are compacted once their segment was sealed this long ago: recent data
+    /// stays where live readers find it in their caches.
+    #[serde(with = "humantime_serde")]
+    pub min_age: Duration,
+    /// The most bytes one compacted object holds (also the memory one pass needs).
+    pub object_bytes: u64,
+    /// A pass waits until this many bytes are eligible, so objects at rest stay large;
+    /// past `max_wait` it compacts whatever is eligible.
+    pub min_object_bytes: u64,
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// Consecutive entries of a stream are merged into blocks of about this size: one
+    /// range GET per block when reading history.
+    pub block_bytes: u64,
+    /// This compactor handles streams whose id modulo `shards` is `shard`.
+    pub shard: u32,
+    pub shards: u32,
+}
+
+impl Default for CompactorConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: Duration::from_secs(30),
+            min_age: Duration::from_secs(60),
+            object_bytes: 64 * 1024 * 1024,
+            min_object_bytes: 8 * 1024 * 1024,
+            max_wait: Duration::from_secs(600),
+            block_bytes: 1024 * 1024,
+            shard: 0,
+            shards: 1,
+        }
+    }
+}

@@ -1,0 +1,14 @@
+use shale_metadata_contract::MetadataError;
+use shale_proto::SegmentError;
+
+/// Everything a compaction pass can fail with. A failed pass leaves the index as it was;
+/// an object it uploaded and never committed is an orphan that collection deletes.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactorError {
+    #[error("compaction store request failed: object=`{object}`: {reason}")]
+    Store { object: String, reason: String },
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+}

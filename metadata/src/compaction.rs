@@ -1,0 +1,177 @@
+//! Compaction bookkeeping: what a compactor should rewrite, and the atomic swap of
+//! rewritten entries. The rewriting itself (reading blocks, writing the large object)
+//! is the compactor's (`shale-compactor`), which calls these through [`crate::MetadataApi`]
+//! like any other role, so compactors can run anywhere and split the streams by shard.
+//!
+//! Each stream has a compaction cursor (`k/<stream id>`): entries below it are already
+//! in compacted objects and are never rewritten again. A plan offers, per stream in the
+//! shard, the consecutive durable entries from the cursor (or the trim point) whose
+//! segments were sealed at least `min_age` ago. A commit replaces each stream's old
+//! entries with one new entry only if every old entry is still in the index exactly as
+//! planned (a trim, retention or delete in between drops that replacement), in one
+//! write batch that also moves the cursor, writes the new object's references and
+//! releases the old objects' (`refs`).
+
+use slatedb::config::DurabilityLevel;
+use slatedb::WriteBatch;
+
+use crate::refs::{Releases, SegmentRefs};
+use crate::{
+    keys, CompactionPlan, CompactionRun, IndexEntry, Metadata, MetadataError, Replacement, Result, Stored, StreamRecord,
+};
+
+/// Stream records read per page while planning.
+const STREAM_PAGE: usize = 1_000;
+/// Entries of one stream offered per plan at most.
+const MAX_RUN_ENTRIES: usize = 4_096;
+
+impl Metadata {
+    /// The next runs to compact in `shard` of `shards` (stream id modulo `shards`), up to
+    /// about `max_bytes` of entries, and how much is eligible in all.
+    pub(crate) async fn plan_compaction(
+        &self,
+        shard: u32,
+        shards: u32,
+        min_age_ms: u64,
+        max_bytes: u64,
+    ) -> Result<CompactionPlan> {
+        self.check_usable()?;
+        if shards == 0 || shard >= shards {
+            return Err(MetadataError::InvalidArgument(format!("compaction shard {shard} of {shards}")));
+        }
+        let sealed_before = self.clock.now_ms().saturating_sub(min_age_ms);
+        let mut plan = CompactionPlan::default();
+        let mut planned_bytes = 0u64;
+        let mut after = Vec::new();
+        loop {
+            let page = self
+                .scan_page(keys::STREAM_PREFIX, &after, STREAM_PAGE, DurabilityLevel::Remote, |key, value| {
+                    Ok((key.to_vec(), StreamRecord::from_stored(key, value)?))
+                })
+                .await?;
+            for (key, record) in &page.items {
+                if record.id % u64::from(shards) != u64::from(shard) {
+                    continue;
+                }
+                let start = self.compaction_cursor(record.id).await?.max(record.trim_point);
+                if start >= record.next_seq {
+                    continue;
+                }
+                let (end_key, from_key) = (keys::end_of_stream(b"i/", record.id), keys::index(record.id, start));
+                let entries = self.scan_entries(from_key, end_key, MAX_RUN_ENTRIES, DurabilityLevel::Remote).await?;
+                let eligible: Vec<IndexEntry> = entries
+                    .into_iter()
+                    .take_while(|entry| ulid::Ulid(entry.segment_id).timestamp_ms() <= sealed_before)
+                    .collect();
+                let Some(first) = eligible.first() else { continue };
+                let sealed = ulid::Ulid(first.segment_id).timestamp_ms();
+                plan.oldest_sealed_ms =
+                    if plan.oldest_sealed_ms == 0 { sealed } else { plan.oldest_sealed_ms.min(sealed) };
+                plan.pending_bytes += eligible.iter().map(|e| u64::from(e.len)).sum::<u64>();
+                let mut taken = Vec::new();
+                for entry in eligible {
+                    if planned_bytes >= max_bytes {
+                        break;
+                    }
+                    planned_bytes += u64::from(entry.len);
+                    taken.push(entry);
+                }
+                if taken.is_empty() {
+                    continue;
+                }
+                let (basin, stream) = keys::stream_names_of(key).ok_or_else(|| MetadataError::Corrupt {
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    reason: "not a stream key".into(),
+                })?;
+                plan.runs.push(CompactionRun { basin, stream, stream_id: record.id, entries: taken });
+            }
+            match page.items.last() {
+                Some((key, _)) if page.has_more => after = key.clone(),
+                _ => return Ok(plan),
+            }
+        }
+    }
+
+    /// Swaps each replacement's old entries for its new entry in compacted object
+    /// `segment_id`; returns how many replacements were applied. Applied again (a retry),
+    /// it changes nothing and answers with the object's referenced blocks.
+    pub(crate) async fn commit_compaction(&self, segment_id: u128, replacements: Vec<Replacement>) -> Result<u32> {
+        self.check_usable()?;
+        let writer = self.writer.lock().await;
+        if let Some(error) = self.refuse_by_age(segment_id) {
+            self.settle(writer).await?;
+            return Err(error);
+        }
+        if let Some(value) = self.db.get(keys::segment(segment_id)).await.map_err(|e| self.storage_error(e))? {
+            let refs = SegmentRefs::decode(&keys::segment(segment_id), &value)?;
+            self.settle(writer).await?;
+            return Ok(u32::try_from(refs.blocks).unwrap_or(u32::MAX));
+        }
+        let mut batch = WriteBatch::new();
+        let mut releases = Releases::default();
+        let mut accepted = Vec::new();
+        for replacement in &replacements {
+            if !self.still_indexed(replacement).await? {
+                tracing::info!(
+                    stream_id = replacement.stream_id,
+                    "compaction replacement dropped: its entries changed"
+                );
+                continue;
+            }
+            let id = replacement.stream_id;
+            for old in &replacement.old {
+                Self::remove_entry(&mut batch, &mut releases, id, old);
+            }
+            let new = &replacement.new;
+            let value = new.encode();
+            batch.put(keys::index(id, new.last_seq()), &value);
+            batch.put(keys::by_time(id, new.last_timestamp, new.last_seq()), &value);
+            let cursor = self.compaction_cursor_latest(id).await?.max(new.end_seq());
+            batch.put(keys::compaction_cursor(id), cursor.to_be_bytes());
+            accepted.push(*new);
+        }
+        if accepted.is_empty() {
+            self.settle(writer).await?;
+            return Ok(0);
+        }
+        batch.put(keys::segment(segment_id), SegmentRefs::committed(accepted.iter()).encode());
+        self.release(&mut batch, &releases).await?;
+        self.write_durably(writer, batch).await?;
+        Ok(u32::try_from(accepted.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Whether a replacement still applies: its old entries are in the index exactly as
+    /// planned, and the new entry covers exactly their records.
+    async fn still_indexed(&self, replacement: &Replacement) -> Result<bool> {
+        let (Some(first), Some(last)) = (replacement.old.first(), replacement.old.last()) else {
+            return Ok(false);
+        };
+        let new = &replacement.new;
+        let contiguous = replacement.old.windows(2).all(|pair| pair[0].end_seq() == pair[1].first_seq);
+        if !contiguous || new.first_seq != first.first_seq || new.end_seq() != last.end_seq() {
+            return Err(MetadataError::InvalidArgument(
+                "a compaction replacement must cover its old entries exactly".into(),
+            ));
+        }
+        for old in &replacement.old {
+            let key = keys::index(replacement.stream_id, old.last_seq());
+            let current = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
+            if current.as_deref() != Some(old.encode().as_slice()) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn compaction_cursor(&self, stream_id: u64) -> Result<u64> {
+        let key = keys::compaction_cursor(stream_id);
+        let value = self.db.get_with_options(&key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
+        value.map_or(Ok(0), |bytes| crate::decode_u64(&key, &bytes))
+    }
+
+    async fn compaction_cursor_latest(&self, stream_id: u64) -> Result<u64> {
+        let key = keys::compaction_cursor(stream_id);
+        let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
+        value.map_or(Ok(0), |bytes| crate::decode_u64(&key, &bytes))
+    }
+}
