@@ -13,9 +13,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use common::cluster::Cluster;
 use common::terminate;
@@ -27,6 +29,8 @@ use shale_tests::history::{check, AppendOutcome, Clock, Event, Op};
 const BASIN: &str = "history-basin";
 const STREAMS: usize = 3;
 const CLIENTS: usize = 6;
+/// Acked appends a run needs before its history is checked.
+const MIN_ACKED: u64 = 60;
 const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
 
 struct Endpoints {
@@ -184,9 +188,10 @@ async fn run_and_check(toml: &str, victim: Victim) -> u64 {
 
     let clock = Arc::new(Clock::default());
     let stop = Arc::new(AtomicBool::new(false));
+    let acked_so_far = Arc::new(AtomicU64::new(0));
     let clients: Vec<_> = (0..CLIENTS)
         .map(|c| {
-            let (at, clock, stop) = (at.clone(), clock.clone(), stop.clone());
+            let (at, clock, stop, acked_so_far) = (at.clone(), clock.clone(), stop.clone(), acked_so_far.clone());
             tokio::spawn(async move {
                 let http = client();
                 let mut rng = StdRng::seed_from_u64(seed.wrapping_add(c as u64));
@@ -195,6 +200,9 @@ async fn run_and_check(toml: &str, victim: Victim) -> u64 {
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     if let Some(event) = operate(&http, &at, &clock, &mut rng, c, n, &mut last_tail).await {
+                        if matches!(event.1.op, Op::Append { outcome: AppendOutcome::Acked { .. }, .. }) {
+                            acked_so_far.fetch_add(1, Ordering::Relaxed);
+                        }
                         events.push(event);
                     }
                 }
@@ -223,7 +231,13 @@ async fn run_and_check(toml: &str, victim: Victim) -> u64 {
             victim.wait().unwrap();
         }
     }
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Run on until enough appends were acked after the kill to mean something (a loaded
+    // machine takes longer), within a bound.
+    let (at_kill, deadline) = (acked_so_far.load(Ordering::Relaxed), Instant::now() + Duration::from_secs(90));
+    while acked_so_far.load(Ordering::Relaxed) < (at_kill + 40).max(MIN_ACKED) {
+        assert!(Instant::now() < deadline, "too few appends acked within 90 s after the kill");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     stop.store(true, Ordering::Relaxed);
 
     let mut histories: Vec<Vec<Event>> = (0..STREAMS).map(|_| Vec::new()).collect();
@@ -260,7 +274,7 @@ async fn run_and_check(toml: &str, victim: Victim) -> u64 {
         "checked {ops} operations on {STREAMS} streams: {acked} appends acked, {refused} refused, {unknown} unknown; \
          {faults} store faults injected (surviving processes)"
     );
-    assert!(acked > 50, "the run made too few appends to mean anything: {acked}");
+    assert!(acked >= MIN_ACKED, "the run made too few appends to mean anything: {acked}");
     cluster.stop_all();
     assert!(terminate(leader).success());
     faults

@@ -63,6 +63,7 @@ impl Compactor {
             shards: config.shards,
             min_age_ms: config.min_age.as_millis() as u64,
             max_bytes: config.object_bytes,
+            remerge_below: config.block_bytes / 2,
         };
         let plan = self.metadata.catalog(call).await?.into_compaction_plan()?;
         let now = self.clock.now_ms();

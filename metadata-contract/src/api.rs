@@ -32,6 +32,11 @@ pub trait MetadataApi: Send + Sync + 'static {
     /// Basin and stream management (see [`CatalogCall`]).
     async fn catalog(&self, call: CatalogCall) -> Result<CatalogReply>;
 
+    /// Drops any entry kept locally for the stream's records from `first_seq`: a reader
+    /// found the object it names gone (compacted, trimmed), so the next lookup asks the
+    /// index. Implementations that keep nothing do nothing.
+    fn forget_entry(&self, _stream_id: u64, _first_seq: u64) {}
+
     /// Up to `limit` index entries from the one holding `seq`.
     async fn entries_from(&self, stream_id: u64, seq: u64, limit: usize) -> Result<Vec<IndexEntry>> {
         self.lookup(Lookup::From { stream_id, seq, limit }).await

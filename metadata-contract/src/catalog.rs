@@ -89,6 +89,9 @@ pub enum CatalogCall {
         shards: u32,
         min_age_ms: u64,
         max_bytes: u64,
+        /// A stream's last compacted entry smaller than this is merged again with the
+        /// entries after it.
+        remerge_below: u64,
     },
     /// Swaps entries for their rewritten form in the compacted object `segment_id`.
     CommitCompaction {

@@ -50,12 +50,13 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
             Call::ListStreams(list(basin, prefix, start_after, *limit))
         }
         CatalogCall::DeleteStream { basin, stream } => Call::DeleteStream(stream_ref(basin, stream)),
-        CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes } => {
+        CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes, remerge_below } => {
             Call::PlanCompaction(pb::PlanCompaction {
                 shard: *shard,
                 shards: *shards,
                 min_age_ms: *min_age_ms,
                 max_bytes: *max_bytes,
+                remerge_below: *remerge_below,
             })
         }
         CatalogCall::CommitCompaction { segment_id, replacements } => Call::CommitCompaction(pb::CommitCompaction {
@@ -114,6 +115,7 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             shards: r.shards,
             min_age_ms: r.min_age_ms,
             max_bytes: r.max_bytes,
+            remerge_below: r.remerge_below,
         },
         Call::CommitCompaction(r) => CatalogCall::CommitCompaction {
             segment_id: id_from_wire(&r.segment_id, "segment id")?,
@@ -274,7 +276,13 @@ mod tests {
                 config: StreamConfig::default(),
                 request_token: None,
             },
-            CatalogCall::PlanCompaction { shard: 1, shards: 3, min_age_ms: 60_000, max_bytes: 1 << 26 },
+            CatalogCall::PlanCompaction {
+                shard: 1,
+                shards: 3,
+                min_age_ms: 60_000,
+                max_bytes: 1 << 26,
+                remerge_below: 9,
+            },
             CatalogCall::CommitCompaction {
                 segment_id: u128::MAX - 1,
                 replacements: vec![Replacement { stream_id: 4, old: vec![entry(0), entry(2)], new: entry(0) }],
@@ -288,7 +296,7 @@ mod tests {
             pending_bytes: 99,
             oldest_sealed_ms: 5,
         };
-        let call = CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 0, max_bytes: 1 };
+        let call = CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 0, max_bytes: 1, remerge_below: 0 };
         for reply in [CatalogReply::CompactionPlan(plan), CatalogReply::CompactionAccepted(3), CatalogReply::Done] {
             assert_eq!(catalog_reply_from_wire(&call, catalog_reply_to_wire(&reply)).unwrap(), reply);
         }

@@ -52,8 +52,9 @@ impl Metadata {
                 self.delete_stream(&basin, &stream).await?;
                 CatalogReply::Done
             }
-            CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes } => {
-                CatalogReply::CompactionPlan(self.plan_compaction(shard, shards, min_age_ms, max_bytes).await?)
+            CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes, remerge_below } => {
+                let plan = self.plan_compaction(shard, shards, min_age_ms, max_bytes, remerge_below).await?;
+                CatalogReply::CompactionPlan(plan)
             }
             CatalogCall::CommitCompaction { segment_id, replacements } => {
                 CatalogReply::CompactionAccepted(self.commit_compaction(segment_id, replacements).await?)

@@ -34,6 +34,7 @@ impl Metadata {
         shards: u32,
         min_age_ms: u64,
         max_bytes: u64,
+        remerge_below: u64,
     ) -> Result<CompactionPlan> {
         self.check_usable()?;
         if shards == 0 || shard >= shards {
@@ -53,7 +54,8 @@ impl Metadata {
                 if record.id % u64::from(shards) != u64::from(shard) {
                     continue;
                 }
-                let start = self.compaction_cursor(record.id).await?.max(record.trim_point);
+                let cursor = self.compaction_cursor(record.id).await?;
+                let start = cursor.max(record.trim_point);
                 if start >= record.next_seq {
                     continue;
                 }
@@ -68,7 +70,8 @@ impl Metadata {
                 plan.oldest_sealed_ms =
                     if plan.oldest_sealed_ms == 0 { sealed } else { plan.oldest_sealed_ms.min(sealed) };
                 plan.pending_bytes += eligible.iter().map(|e| u64::from(e.len)).sum::<u64>();
-                let mut taken = Vec::new();
+                let mut taken = self.remerged_entry(record, cursor, remerge_below).await?;
+                planned_bytes += taken.iter().map(|e| u64::from(e.len)).sum::<u64>();
                 for entry in eligible {
                     if planned_bytes >= max_bytes {
                         break;
@@ -90,6 +93,21 @@ impl Metadata {
                 _ => return Ok(plan),
             }
         }
+    }
+
+    /// The stream's last compacted entry, when it is smaller than `remerge_below` and
+    /// wholly above the trim point: merged again with the entries that follow it.
+    async fn remerged_entry(&self, record: &StreamRecord, cursor: u64, remerge_below: u64) -> Result<Vec<IndexEntry>> {
+        if cursor == 0 || cursor <= record.trim_point {
+            return Ok(Vec::new());
+        }
+        let (from, end) = (keys::index(record.id, cursor - 1), keys::end_of_stream(b"i/", record.id));
+        let last = self.scan_entries(from, end, 1, DurabilityLevel::Remote).await?;
+        Ok(last
+            .into_iter()
+            .filter(|entry| entry.end_seq() == cursor && u64::from(entry.len) < remerge_below)
+            .filter(|entry| entry.first_seq >= record.trim_point)
+            .collect())
     }
 
     /// Swaps each replacement's old entries for its new entry in compacted object

@@ -263,6 +263,7 @@ impl Reader {
                         // Trimmed, expired or rewritten since the entry was looked up:
                         // look the stream and its entries up again.
                         self.caches.forget(stream_id, entry.first_seq).await;
+                        self.metadata.forget_entry(stream_id, entry.first_seq);
                         cursor.ahead.clear();
                         cursor.refresh();
                         return Err(ReaderError::Gone { object });

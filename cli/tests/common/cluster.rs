@@ -78,6 +78,15 @@ impl Cluster {
         }
     }
 
+    /// Starts `shale compactor` against every metadata address known so far; returns it
+    /// and its HTTP base URL (metrics).
+    pub fn start_compactor(&self) -> (Child, String) {
+        let metadata = self.metadata.join(",");
+        let args = ["compactor", "--store", &self.store_url, "--metadata", &metadata, "--http", "127.0.0.1:0"];
+        let (child, http, _) = spawn(self.dir.path(), &args, &self.env);
+        (child, http)
+    }
+
     pub async fn segment_objects(&self) -> HashSet<Path> {
         use futures::TryStreamExt;
         self.store.list(Some(&Path::from("segments"))).map_ok(|m| m.location).try_collect().await.unwrap()

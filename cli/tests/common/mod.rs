@@ -36,8 +36,9 @@ pub fn spawn(dir: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> (C
         if !plain.contains("shale serving") {
             continue;
         }
-        if let (Some(http), Some(grpc)) = (field("http="), field("grpc=")) {
-            break (http, grpc);
+        // Every server logs its HTTP address; all but the compactor a gRPC one too.
+        if let Some(http) = field("http=") {
+            break (http, field("grpc=").unwrap_or_default());
         }
     };
     // Keep draining the log so the child never blocks on a full pipe.

@@ -355,6 +355,10 @@ impl MetadataApi for RemoteMetadata {
         }))
     }
 
+    fn forget_entry(&self, stream_id: u64, first_seq: u64) {
+        self.inner.recent.invalidate(&(stream_id, first_seq));
+    }
+
     async fn lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>> {
         let wire = match query {
             Lookup::From { stream_id, seq, limit: limit_ } => {
