@@ -133,6 +133,13 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     Ok(running)
 }
 
+/// The metadata client of a role process: whichever of `addrs` (or the leader record in
+/// the store) holds the lease.
+fn remote_metadata(config: &ServeConfig, store: &Store, addrs: &[String]) -> anyhow::Result<Arc<dyn MetadataApi>> {
+    let client = RemoteMetadata::new(addrs.to_vec(), Some(store.store.clone()), config.cluster.remote_config())?;
+    Ok(Arc::new(client))
+}
+
 /// Starts compaction against `metadata` when `[compactor] enabled`; its stats either way.
 fn start_compactor(
     config: &ServeConfig,
@@ -153,11 +160,7 @@ fn start_compactor(
 /// and `shards`.
 pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
     let store = open_store(&config)?;
-    let metadata: Arc<dyn MetadataApi> = Arc::new(RemoteMetadata::new(
-        metadata_addrs.clone(),
-        Some(store.store.clone()),
-        config.cluster.remote_config(),
-    )?);
+    let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let mut config = config;
     config.compactor.enabled = true;
     let (task, stats) = start_compactor(&config, metadata, &store);
@@ -189,11 +192,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
 /// `shale gateway` or `shale reader`: one client-facing role against remote metadata.
 pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
     let store = open_store(&config)?;
-    let metadata: Arc<dyn MetadataApi> = Arc::new(RemoteMetadata::new(
-        metadata_addrs.clone(),
-        Some(store.store.clone()),
-        config.cluster.remote_config(),
-    )?);
+    let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let (gateway, reader) = match role {
         Role::Gateway => {
             let gateway =

@@ -182,6 +182,23 @@ async fn block_cache_hits(client: &reqwest::Client, reader: &str) -> u64 {
     metric(client, reader, "shale_cache_block_hits_total").await.unwrap()
 }
 
+/// Kills `leader` with -9 and starts a new metadata process, returned with its HTTP
+/// base URL once it holds the lease.
+async fn replace_metadata(
+    cluster: &Cluster,
+    client: &reqwest::Client,
+    mut leader: std::process::Child,
+) -> (std::process::Child, String) {
+    leader.kill().unwrap();
+    leader.wait().unwrap();
+    let (next, _, next_http) = cluster.start_metadata();
+    wait_until("the new metadata holds the lease", Duration::from_secs(30), || async {
+        metric(client, &next_http, "shale_metadata_leader").await == Some(1)
+    })
+    .await;
+    (next, next_http)
+}
+
 const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,14 +262,7 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover_and_crash() {
 
     // Then the new leader crashes (kill -9, mid-commit) and a third one starts: commits
     // that were in flight are retried there, and none is applied twice.
-    let mut second = second;
-    second.kill().unwrap();
-    second.wait().unwrap();
-    let (third, _, third_http) = cluster.start_metadata();
-    wait_until("the third metadata holds the lease", Duration::from_secs(30), || async {
-        metric(&client, &third_http, "shale_metadata_leader").await == Some(1)
-    })
-    .await;
+    let (third, _) = replace_metadata(&cluster, &client, second).await;
     let at_crash = gateway_acks(&client, &gateways).await;
     wait_until("500 acks after the crash", Duration::from_secs(60), || async {
         gateway_acks(&client, &gateways).await >= at_crash + 500
@@ -413,14 +423,7 @@ async fn compaction_and_collection_lose_nothing_through_kill_9() {
     // Metadata killed with -9 while collection runs every 200 ms and commits swap entries;
     // a new one carries on from the durable state.
     let deleted_before = metric(&client, &metadata_http, "shale_reclaim_segments_deleted_total").await.unwrap_or(0);
-    let mut metadata = metadata;
-    metadata.kill().unwrap();
-    metadata.wait().unwrap();
-    let (metadata, _, metadata_http) = cluster.start_metadata();
-    wait_until("the new metadata holds the lease", Duration::from_secs(30), || async {
-        metric(&client, &metadata_http, "shale_metadata_leader").await == Some(1)
-    })
-    .await;
+    let (metadata, metadata_http) = replace_metadata(&cluster, &client, metadata).await;
     let at_restart = gateway_acks(&client, &gateways).await;
     wait_until("appends and compaction after the restart", Duration::from_secs(60), || async {
         gateway_acks(&client, &gateways).await >= at_restart + 300

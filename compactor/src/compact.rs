@@ -16,6 +16,10 @@ use shale_storage::Clock;
 use crate::merge::{merge_run, MERGED_POLICY};
 use crate::{CompactorConfig, CompactorError, CompactorStats};
 
+/// Source objects read at once: at store latency a pass waits about one round trip per
+/// this many objects.
+const FETCH_CONCURRENCY: usize = 16;
+
 /// What one pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompactionReport {
@@ -147,25 +151,31 @@ impl Compactor {
     /// per segment (adjacent ranges coalesce into one request). A segment gone since the
     /// plan (trimmed, deleted) leaves its entries out.
     async fn fetch(&self, runs: &[CompactionRun]) -> Result<HashMap<(u128, u64), Bytes>, CompactorError> {
+        use futures::{StreamExt, TryStreamExt};
         let mut by_segment: HashMap<u128, Vec<Range<u64>>> = HashMap::new();
         for entry in runs.iter().flat_map(|run| &run.entries) {
             by_segment.entry(entry.segment_id).or_default().push(entry.offset..entry.offset + u64::from(entry.len));
         }
-        let mut blocks = HashMap::new();
-        for (segment_id, mut ranges) in by_segment {
+        let fetches = futures::stream::iter(by_segment).map(|(segment_id, mut ranges)| async move {
             ranges.sort_by_key(|range| range.start);
             let path = Path::from(object_path(segment_id));
-            let fetched = match self.store.get_ranges(&path, &ranges).await {
-                Ok(fetched) => fetched,
-                Err(shale_storage::object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(store_error(&path, &e)),
-            };
-            self.stats.get_requests.fetch_add(coalesced_requests(&ranges), Ordering::Relaxed);
-            for (range, bytes) in ranges.into_iter().zip(fetched) {
-                self.stats.bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                blocks.insert((segment_id, range.start), bytes);
+            match self.store.get_ranges(&path, &ranges).await {
+                Ok(fetched) => {
+                    self.stats.get_requests.fetch_add(coalesced_requests(&ranges), Ordering::Relaxed);
+                    Ok(ranges
+                        .into_iter()
+                        .zip(fetched)
+                        .map(|(range, bytes)| ((segment_id, range.start), bytes))
+                        .collect())
+                }
+                Err(shale_storage::object_store::Error::NotFound { .. }) => Ok(Vec::new()),
+                Err(e) => Err(store_error(&path, &e)),
             }
-        }
+        });
+        let fetched: Vec<Vec<((u128, u64), Bytes)>> = fetches.buffer_unordered(FETCH_CONCURRENCY).try_collect().await?;
+        let blocks: HashMap<(u128, u64), Bytes> = fetched.into_iter().flatten().collect();
+        let bytes: u64 = blocks.values().map(|b| b.len() as u64).sum();
+        self.stats.bytes_read.fetch_add(bytes, Ordering::Relaxed);
         Ok(blocks)
     }
 }

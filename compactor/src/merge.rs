@@ -32,10 +32,12 @@ struct Pending {
 }
 
 /// Merges consecutive entries of one stream (each with its block's bytes) into blocks of
-/// about `block_bytes`, never splitting an entry.
+/// about `block_bytes`, never splitting an entry; a remainder under half a block joins the
+/// block before it, so a run is read with as few GETs as its size allows.
 pub(crate) fn merge_run(entries: &[(IndexEntry, Bytes)], block_bytes: u64) -> Result<Vec<MergedBlock>, CompactorError> {
     let mut merged = Vec::new();
     let mut pending = Pending::default();
+    let mut remaining: u64 = entries.iter().map(|(entry, _)| u64::from(entry.len)).sum();
     for (entry, raw) in entries {
         let object = object_path(entry.segment_id);
         let decoded = decode_block(&object, raw).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
@@ -54,7 +56,8 @@ pub(crate) fn merge_run(entries: &[(IndexEntry, Bytes)], block_bytes: u64) -> Re
         }));
         pending.old.push(*entry);
         pending.bytes += u64::from(entry.len);
-        if pending.bytes >= block_bytes {
+        remaining -= u64::from(entry.len);
+        if pending.bytes >= block_bytes && remaining >= block_bytes / 2 {
             merged.push(finish(std::mem::take(&mut pending)));
         }
     }
@@ -123,10 +126,12 @@ mod tests {
             let mut resolver = entry.resolver(decoded.arrival);
             expected.extend(decoded.records.iter().map(|r| (resolver.next(r.timestamp), r.body.clone())));
         }
-        // Blocks of about two entries: [0, 2) + [2, 4), then [4, 5).
+        // Blocks of about two entries: [0, 2) closes with more than half a block left,
+        // then [2, 4) + [4, 5): the small remainder joins the block before it.
         let two_entries = u64::from(inputs[0].0.len) + 1;
         let merged = merge_run(&inputs, two_entries).unwrap();
         assert_eq!(merged.iter().map(|m| m.old.len()).collect::<Vec<_>>(), vec![2, 1]);
+
         let mut replayed = Vec::new();
         for block in &merged {
             let new = IndexEntry {
@@ -143,5 +148,21 @@ mod tests {
         assert_eq!(replayed, expected);
         assert_eq!(expected.iter().map(|(ts, _)| *ts).collect::<Vec<_>>(), vec![100, 100, 150, 200, 300]);
         assert_eq!((merged[0].first_timestamp, merged[0].last_timestamp, merged[0].timestamp_floor), (100, 200, 50));
+    }
+
+    /// Four equal entries in blocks of three: the fourth, under half a block, joins the
+    /// block before it instead of costing a GET of its own.
+    #[test]
+    fn a_small_remainder_joins_the_block_before_it() {
+        let policy = TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: false };
+        let block = encode_block(100, &[Record { timestamp: None, headers: vec![], body: Bytes::from_static(b"x") }]);
+        let len = u32::try_from(block.len()).unwrap();
+        let inputs: Vec<(IndexEntry, Bytes)> =
+            (0..4).map(|i| (IndexEntry { len, ..entry(i, 1, len, policy, 0) }, block.clone())).collect();
+        let sizes = |block_bytes| -> Vec<usize> {
+            merge_run(&inputs, block_bytes).unwrap().iter().map(|m| m.old.len()).collect()
+        };
+        assert_eq!(sizes(3 * u64::from(len)), vec![4]);
+        assert_eq!(sizes(2 * u64::from(len)), vec![2, 2]);
     }
 }

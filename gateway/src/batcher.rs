@@ -81,6 +81,7 @@ impl Gateway {
             open: OpenSegment::default(),
             in_flight: 0,
             last_seal: None,
+            last_segment_id: 0,
             sealed: sealed_tx,
         };
         let batcher = tokio::spawn(batcher.run(units_rx, done_rx, shutdown_rx));
@@ -163,6 +164,8 @@ struct Batcher {
     /// Sealed segments not yet committed.
     in_flight: usize,
     last_seal: Option<tokio::time::Instant>,
+    /// The last segment id given out: ids increase in seal order (see `next_segment_id`).
+    last_segment_id: u128,
     sealed: mpsc::UnboundedSender<Sealed>,
 }
 
@@ -243,6 +246,15 @@ impl Batcher {
         self.open.units.push(unit);
     }
 
+    /// A ULID stamped by the gateway's clock (metadata judges a segment's age by it),
+    /// greater than the previous one even within one millisecond, so one gateway's
+    /// segments sort in seal order (compaction takes the oldest segments first).
+    fn next_segment_id(&mut self) -> u128 {
+        let fresh = ulid::Ulid::from_parts(self.shared.clock.now_ms(), rand::random::<u128>()).0;
+        self.last_segment_id = fresh.max(self.last_segment_id.saturating_add(1));
+        self.last_segment_id
+    }
+
     /// Seals the open segment (if any) and hands it to the upload and commit pipeline.
     fn seal(&mut self) {
         if self.open.units.is_empty() || self.in_flight >= self.shared.config.max_inflight_segments {
@@ -250,8 +262,7 @@ impl Batcher {
         }
         let open = std::mem::take(&mut self.open);
         self.last_seal = Some(tokio::time::Instant::now());
-        // Stamped by the gateway's clock: metadata judges a segment's age by it.
-        let segment_id = ulid::Ulid::from_parts(self.shared.clock.now_ms(), rand::random::<u128>()).0;
+        let segment_id = self.next_segment_id();
         let metrics = &self.shared.metrics;
         metrics.segments_sealed.fetch_add(1, Ordering::Relaxed);
         let blocks: Vec<_> = open

@@ -17,9 +17,12 @@
 //!    acted on, so a fenced instance never deletes what the new writer still references.
 //!
 //! Every removal of index entries decrements the segments' references in the same write
-//! batch (`refs`), under the writer lock, a page of entries at a time.
+//! batch (`refs`), under the writer lock, a page of entries at a time. Steps 1 and 2
+//! apply their batches one after another and wait for durability once, at the end.
 
 use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
 
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
@@ -33,6 +36,9 @@ use crate::{keys, Metadata, MetadataError, Result, RetentionPolicy, Stored, Stre
 const STREAM_PAGE: usize = 1_000;
 /// Index entries removed per hold of the writer lock.
 const ENTRY_PAGE: usize = 512;
+/// Object deletions in flight at once: at store latency a pass waits about one round
+/// trip per this many released segments.
+const DELETE_CONCURRENCY: usize = 16;
 /// Released segments looked at per pass.
 const RELEASED_PAGE: usize = 10_000;
 
@@ -54,6 +60,9 @@ impl Metadata {
         let mut report = ReclaimReport::default();
         self.expire_streams(&mut report).await?;
         self.purge_deleted_streams(&mut report).await?;
+        // Steps 1 and 2 applied their batches without waiting for each: one WAL flush
+        // makes them all durable (a crash before it loses only work the next pass redoes).
+        self.settle(self.writer.lock().await).await?;
         self.delete_released(store, &mut report).await?;
         self.survey_segments().await?;
         let stats = &self.gc_stats;
@@ -125,7 +134,7 @@ impl Metadata {
                 writer.streams.invalidate(&(basin.to_string(), stream.to_string()));
                 tracing::info!(basin, stream, "stream deleted: empty past delete_on_empty.min_age");
                 report.streams_deleted_on_empty += 1;
-                return self.write_durably(writer, batch).await;
+                return self.apply(batch).await;
             }
             let cutoff = retention_cutoff(&record, now_ms);
             let entries = self.first_entries(record.id, ENTRY_PAGE).await?;
@@ -140,14 +149,14 @@ impl Metadata {
                 record.trim_point = record.trim_point.max(entry.end_seq());
             }
             if releases.is_empty() {
-                return self.settle(writer).await;
+                return Ok(());
             }
             let more = releases.entries as usize == ENTRY_PAGE;
             batch.put(keys::stream(basin, stream), record.to_stored());
             writer.streams.insert((basin.to_string(), stream.to_string()), record);
             report.entries_removed += releases.entries;
             report.segments_released += self.release(&mut batch, &releases).await?;
-            self.write_durably(writer, batch).await?;
+            self.apply(batch).await?;
             if !more {
                 return Ok(());
             }
@@ -181,7 +190,7 @@ impl Metadata {
                 }
                 report.entries_removed += releases.entries;
                 report.segments_released += self.release(&mut batch, &releases).await?;
-                self.write_durably(writer, batch).await?;
+                self.apply(batch).await?;
                 if done {
                     break;
                 }
@@ -197,28 +206,30 @@ impl Metadata {
         let grace_ms = self.config.delete_grace.as_millis() as u64;
         let released =
             self.scan_page(keys::RELEASED_PREFIX, &[], RELEASED_PAGE, DurabilityLevel::Remote, released_of).await?;
-        let mut deleted = Vec::new();
-        for (segment_id, released) in released.items {
-            if now_ms.saturating_sub(released.at_ms) < grace_ms {
-                continue;
-            }
+        let due = released.items.into_iter().filter(|(_, released)| now_ms.saturating_sub(released.at_ms) >= grace_ms);
+        let deletions = futures::stream::iter(due).map(|(segment_id, released)| async move {
             let path = Path::from(shale_proto::segment::object_path(segment_id));
             match store.delete(&path).await {
                 Ok(()) | Err(shale_storage::object_store::Error::NotFound { .. }) => {
                     tracing::debug!(object = %path, bytes = released.bytes, "deleted released segment");
-                    report.segments_deleted += 1;
-                    report.bytes_deleted += released.bytes;
-                    deleted.push(segment_id);
+                    Some((segment_id, released.bytes))
                 }
-                Err(e) => tracing::warn!(object = %path, error = %e, "cannot delete released segment"),
+                Err(e) => {
+                    tracing::warn!(object = %path, error = %e, "cannot delete released segment");
+                    None
+                }
             }
-        }
+        });
+        let deleted: Vec<(u128, u64)> =
+            deletions.buffer_unordered(DELETE_CONCURRENCY).filter_map(|done| async move { done }).collect().await;
+        report.segments_deleted += deleted.len() as u64;
+        report.bytes_deleted += deleted.iter().map(|(_, bytes)| bytes).sum::<u64>();
         if deleted.is_empty() {
             return Ok(());
         }
         let writer = self.writer.lock().await;
         let mut batch = WriteBatch::new();
-        for segment_id in deleted {
+        for (segment_id, _) in deleted {
             batch.delete(keys::released(segment_id));
         }
         self.write_durably(writer, batch).await

@@ -384,3 +384,75 @@ shale_tests::on_every_backend!(
     suite_gc_leaves_exactly_what_live_records_need,
     suite_compaction_keeps_every_record_once_under_appends_and_reads,
 );
+
+/// Forwards everything to metadata but refuses compaction commits, as if the compactor
+/// died between its upload and its commit.
+struct CommitsRefused(Arc<shale_metadata::Metadata>);
+
+#[async_trait::async_trait]
+impl MetadataApi for CommitsRefused {
+    async fn sequence(
+        &self,
+        requests: Vec<shale_metadata::CommitRequest>,
+        position: Option<shale_metadata::PipelinePosition>,
+    ) -> shale_metadata::Result<shale_metadata::CommitTicket> {
+        self.0.sequence(requests, position).await
+    }
+
+    async fn lookup(&self, query: shale_metadata::Lookup) -> shale_metadata::Result<Vec<shale_metadata::IndexEntry>> {
+        self.0.lookup(query).await
+    }
+
+    fn subscribe_tail(
+        &self,
+        basin: &str,
+        stream: &str,
+    ) -> tokio::sync::watch::Receiver<Option<shale_metadata::Position>> {
+        self.0.subscribe_tail(basin, stream)
+    }
+
+    async fn catalog(&self, call: shale_metadata::CatalogCall) -> shale_metadata::Result<shale_metadata::CatalogReply> {
+        match call {
+            shale_metadata::CatalogCall::CommitCompaction { .. } => Err(MetadataError::Unavailable("refused".into())),
+            call => self.0.catalog(call).await,
+        }
+    }
+}
+
+/// A compacted object whose commit never happened is referenced by nothing: the index
+/// still names the old segments, every record reads back, and orphan collection deletes
+/// the object once it is past `orphan_grace`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_object_never_committed_is_collected_as_an_orphan() {
+    let store = Backend::File.store().await;
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
+    node.metadata.create_basin(BASIN, BasinConfig::default()).await.unwrap();
+    for s in 0..COMPACTED_STREAMS {
+        node.metadata.create_stream(BASIN, &format!("c{s}"), StreamConfig::default()).await.unwrap();
+    }
+    for round in 0..5 {
+        append_round(&node, round).await;
+    }
+    let committed: BTreeSet<String> = store.segment_objects().await.iter().map(|p| p.to_string()).collect();
+    clock.advance(Duration::from_secs(61));
+    let config = shale_compactor::CompactorConfig { min_object_bytes: 0, ..Default::default() };
+    let refusing = Arc::new(CommitsRefused(node.metadata.clone()));
+    let compactor = shale_compactor::Compactor::new(config, refusing, store.raw.clone(), clock.clone());
+    assert!(compactor.run_once().await.is_err(), "the commit is refused");
+    let now: BTreeSet<String> = store.segment_objects().await.iter().map(|p| p.to_string()).collect();
+    let orphans: Vec<&String> = now.difference(&committed).collect();
+    assert_eq!(orphans.len(), 1, "the compacted object was uploaded");
+    for s in 0..COMPACTED_STREAMS {
+        check_stream(&node.reader, &format!("c{s}")).await;
+    }
+    clock.advance(Duration::from_secs(601));
+    let report = node.metadata.collect_orphans(store.raw.as_ref()).await.unwrap();
+    assert_eq!(report.deleted, 1, "{report:?}");
+    let after: BTreeSet<String> = store.segment_objects().await.iter().map(|p| p.to_string()).collect();
+    assert_eq!(after, committed, "only the orphan went; every committed segment stays");
+    for s in 0..COMPACTED_STREAMS {
+        check_stream(&node.reader, &format!("c{s}")).await;
+    }
+    node.stop().await;
+}
