@@ -175,7 +175,7 @@ impl Metadata {
             .await?;
         for stream_id in deleted.items {
             loop {
-                let writer = self.writer.lock().await;
+                let _writer = self.writer.lock().await;
                 let entries = self.first_entries(stream_id, ENTRY_PAGE).await?;
                 let mut batch = WriteBatch::new();
                 let mut releases = Releases::default();

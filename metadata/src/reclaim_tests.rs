@@ -173,3 +173,64 @@ async fn a_basin_delete_frees_every_stream_and_delete_on_empty_deletes_an_expire
     assert_eq!(orphans.deleted, 0);
     f.metadata.close().await.unwrap();
 }
+
+/// A compaction commit swaps a stream's entries only if they are still indexed exactly as
+/// planned: a stream trimmed and reclaimed in between keeps its state, the other stream's
+/// entries are swapped, the old segments are released and a repeated commit changes nothing.
+#[tokio::test]
+async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
+    use crate::{CatalogCall, Replacement};
+    let f = open(&[("moved", StreamConfig::default()), ("trimmed", StreamConfig::default())]).await;
+    let first = f.commit(1, &["moved", "trimmed"]).await;
+    let second = f.commit(2, &["moved", "trimmed"]).await;
+    f.advance(61);
+    let call =
+        CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 60_000, max_bytes: 1 << 20, remerge_below: 0 };
+    let plan = f.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap();
+    assert_eq!(plan.runs.len(), 2);
+    assert_eq!(plan.pending_bytes, 400);
+
+    // `trimmed` loses its first record between the plan and the commit.
+    let segment_id = ulid::Ulid::from_parts(f.clock.now_ms(), 3).0;
+    let trim = append("trimmed", 1, vec![Command::Trim(1)], f.clock.now_ms());
+    let request = CommitRequest { segment_id, units: vec![CommitUnit { appends: vec![trim] }] };
+    assert!(f.metadata.commit(request).await.unwrap()[0].is_ok());
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+
+    let compacted = ulid::Ulid::from_parts(f.clock.now_ms(), 4).0;
+    let replacements: Vec<Replacement> = plan
+        .runs
+        .iter()
+        .map(|run| {
+            let (first, last) = (run.entries[0], run.entries[run.entries.len() - 1]);
+            let new = crate::IndexEntry {
+                segment_id: compacted,
+                offset: 0,
+                len: 150,
+                record_count: u32::try_from(last.end_seq() - first.first_seq).unwrap(),
+                last_timestamp: last.last_timestamp,
+                ..first
+            };
+            Replacement { stream_id: run.stream_id, old: run.entries.clone(), new }
+        })
+        .collect();
+    let call = CatalogCall::CommitCompaction { segment_id: compacted, replacements };
+    let accepted = f.metadata.catalog(call.clone()).await.unwrap().into_compaction_accepted().unwrap();
+    assert_eq!(accepted, 1, "only the unchanged stream is swapped");
+    let moved_id = f.metadata.stream(BASIN, "moved").await.unwrap().record.id;
+    let entries = f.metadata.entries_from(moved_id, 0, 10).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!((entries[0].segment_id, entries[0].record_count), (compacted, 2));
+    assert_eq!(f.first_seq("trimmed").await, Some(1), "the trimmed stream keeps its own entries");
+    let again = f.metadata.catalog(call).await.unwrap().into_compaction_accepted().unwrap();
+    assert_eq!(again, 1, "a repeated commit answers what the first applied and changes nothing");
+    assert_eq!(f.metadata.entries_from(moved_id, 0, 10).await.unwrap(), entries);
+
+    // The first segment lost both its blocks (one trimmed, one swapped); the second still
+    // holds `trimmed`'s record 1.
+    f.advance(31);
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert!(!f.exists(&first).await);
+    assert!(f.exists(&second).await);
+    f.metadata.close().await.unwrap();
+}
