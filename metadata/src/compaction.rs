@@ -70,8 +70,7 @@ impl Metadata {
                 plan.oldest_sealed_ms =
                     if plan.oldest_sealed_ms == 0 { sealed } else { plan.oldest_sealed_ms.min(sealed) };
                 plan.pending_bytes += eligible.iter().map(|e| u64::from(e.len)).sum::<u64>();
-                let mut taken = self.remerged_entry(record, cursor, remerge_below).await?;
-                planned_bytes += taken.iter().map(|e| u64::from(e.len)).sum::<u64>();
+                let mut taken = Vec::new();
                 for entry in eligible {
                     if planned_bytes >= max_bytes {
                         break;
@@ -82,6 +81,11 @@ impl Metadata {
                 if taken.is_empty() {
                     continue;
                 }
+                // Only with new entries: a run of the re-merged entry alone would rewrite
+                // it for nothing.
+                let remerged = self.remerged_entry(record, cursor, remerge_below).await?;
+                planned_bytes += remerged.iter().map(|e| u64::from(e.len)).sum::<u64>();
+                taken.splice(0..0, remerged);
                 let (basin, stream) = keys::stream_names_of(key).ok_or_else(|| MetadataError::Corrupt {
                     key: String::from_utf8_lossy(key).into_owned(),
                     reason: "not a stream key".into(),
@@ -120,10 +124,13 @@ impl Metadata {
             self.settle(writer).await?;
             return Err(error);
         }
-        if let Some(value) = self.db.get(keys::segment(segment_id)).await.map_err(|e| self.storage_error(e))? {
-            let refs = SegmentRefs::decode(&keys::segment(segment_id), &value)?;
+        if self.segment_committed(segment_id).await? {
+            // Applied before (its references may since have gone to zero): nothing again.
+            let key = keys::segment(segment_id);
+            let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
+            let blocks = value.map(|v| SegmentRefs::decode(&key, &v)).transpose()?.map_or(0, |refs| refs.blocks);
             self.settle(writer).await?;
-            return Ok(u32::try_from(refs.blocks).unwrap_or(u32::MAX));
+            return Ok(u32::try_from(blocks).unwrap_or(u32::MAX));
         }
         let mut batch = WriteBatch::new();
         let mut releases = Releases::default();
