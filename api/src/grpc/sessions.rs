@@ -26,33 +26,25 @@ pub fn append_session(
     Ok(Box::pin(acks))
 }
 
+/// Messages rendered ahead of the client while it receives earlier ones.
+const READ_AHEAD_MESSAGES: usize = 16;
+
 /// History then the live tail, heartbeats while idle; ends when a bounded read is done,
 /// on error, or when the client goes away.
 pub async fn read_session(
     service: &Service,
     request: ReadSessionRequest,
 ) -> Result<EventStream<pb::ReadSessionResponse>, ApiError> {
-    let mut follower = service.read_session(request).await?;
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        while let Some(event) = follower.next().await {
-            let message = match event {
-                FollowEvent::Batch(output) => Ok(pb::ReadSessionResponse {
-                    event: Some(pb::read_session_response::Event::Batch(convert::read_response(
-                        &output.records,
-                        output.tail,
-                    ))),
-                }),
-                FollowEvent::Heartbeat(tail) => Ok(pb::ReadSessionResponse {
-                    event: Some(pb::read_session_response::Event::Heartbeat(convert::position(tail))),
-                }),
-                FollowEvent::Done => break,
-                FollowEvent::Error(error) => Err(Status::from(error)),
-            };
-            if tx.send(message).await.is_err() {
-                break;
-            }
-        }
+    let follower = service.read_session(request).await?;
+    let messages = follower.run_ahead(READ_AHEAD_MESSAGES, |event| match event {
+        FollowEvent::Batch(output, _) => Some(Ok(pb::ReadSessionResponse {
+            event: Some(pb::read_session_response::Event::Batch(convert::read_response(&output.records, output.tail))),
+        })),
+        FollowEvent::Heartbeat(tail) => Some(Ok(pb::ReadSessionResponse {
+            event: Some(pb::read_session_response::Event::Heartbeat(convert::position(tail))),
+        })),
+        FollowEvent::Done => None,
+        FollowEvent::Error(error) => Some(Err(Status::from(error))),
     });
-    Ok(Box::pin(ReceiverStream::new(rx)))
+    Ok(Box::pin(messages))
 }

@@ -165,7 +165,7 @@ pub fn append_session(service: &Service, basin: String, stream: String, body: Bo
 pub async fn read_session(service: &Service, request: ReadSessionRequest) -> Result<Response, ApiError> {
     let follower = service.read_session(request).await?;
     let frames = follower.run_ahead(READ_AHEAD_FRAMES, |event| match event {
-        FollowEvent::Batch(output) => Some(read_batch_frame(&output.records, Some(output.tail))),
+        FollowEvent::Batch(output, _) => Some(read_batch_frame(&output.records, Some(output.tail))),
         FollowEvent::Heartbeat(tail) => Some(read_batch_frame(&[], Some(tail))),
         FollowEvent::Done => None,
         FollowEvent::Error(error) => Some(terminal_frame(&error)),

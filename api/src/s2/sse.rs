@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::stream::{self, Stream};
+use futures::{Stream, StreamExt};
 use serde_json::json;
 use shale_reader::ReadStart;
 use shale_storage::Clock;
@@ -38,29 +38,24 @@ fn bad_event_id(id: &str) -> ApiError {
     ApiError::bad(format!("Last-Event-ID `{id}` is not `<seq_num>,<count>,<bytes>`"))
 }
 
+/// Events rendered ahead of the client while it receives earlier ones, as S2S sessions do.
+const READ_AHEAD_EVENTS: usize = 4;
+
 fn events(follower: Follower, format: Format, clock: Arc<dyn Clock>) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold(follower, move |mut follower| {
-        let clock = clock.clone();
-        async move {
-            let event = match follower.next().await? {
-                FollowEvent::Batch(output) => {
-                    let batch = ReadBatchJson::new(&output.records, Some(output.tail), format);
-                    let id = format!(
-                        "{},{},{}",
-                        follower.next_seq().unwrap_or_default(),
-                        follower.sent_records,
-                        follower.sent_bytes
-                    );
-                    Event::default().event("batch").id(id).data(serde_json::to_string(&batch).unwrap_or_default())
-                }
-                FollowEvent::Heartbeat(_) => {
-                    let now = clock.now_ms();
-                    Event::default().event("ping").data(json!({ "timestamp": now }).to_string())
-                }
-                FollowEvent::Done => Event::default().data("[DONE]"),
-                FollowEvent::Error(error) => Event::default().event("error").data(error.body().to_string()),
-            };
-            Some((Ok(event), follower))
-        }
-    })
+    let events = follower.run_ahead(READ_AHEAD_EVENTS, move |event| {
+        Some(match event {
+            FollowEvent::Batch(output, resume) => {
+                let batch = ReadBatchJson::new(&output.records, Some(output.tail), format);
+                let id = format!("{},{},{}", resume.next_seq, resume.sent_records, resume.sent_bytes);
+                Event::default().event("batch").id(id).data(serde_json::to_string(&batch).unwrap_or_default())
+            }
+            FollowEvent::Heartbeat(_) => {
+                let now = clock.now_ms();
+                Event::default().event("ping").data(json!({ "timestamp": now }).to_string())
+            }
+            FollowEvent::Done => Event::default().data("[DONE]"),
+            FollowEvent::Error(error) => Event::default().event("error").data(error.body().to_string()),
+        })
+    });
+    events.map(Ok)
 }

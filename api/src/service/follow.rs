@@ -14,12 +14,22 @@ use crate::ApiError;
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
 
 pub enum FollowEvent {
-    Batch(ReadOutput),
+    /// Records, and where a session resumed after them would start.
+    Batch(ReadOutput, Resume),
     /// Nothing new within [`HEARTBEAT`]; the tail as last seen.
     Heartbeat(Position),
     /// A bounded read (`count`, `bytes` or `until`) is complete.
     Done,
     Error(ApiError),
+}
+
+/// Where a session stands after a batch: the next sequence number and the records and
+/// metered bytes sent so far (SSE's `Last-Event-ID`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resume {
+    pub next_seq: u64,
+    pub sent_records: u64,
+    pub sent_bytes: u64,
 }
 
 pub struct Follower {
@@ -103,7 +113,9 @@ impl Follower {
                 self.sent_bytes += output.records.iter().map(|r| r.metered_bytes()).sum::<u64>();
                 self.request.start = ReadStart::SeqNum(last + 1);
                 self.caught_up_since = None;
-                FollowEvent::Batch(output)
+                let resume =
+                    Resume { next_seq: last + 1, sent_records: self.sent_records, sent_bytes: self.sent_bytes };
+                FollowEvent::Batch(output, resume)
             }
             Ok(output) if output.reached_until && self.bounded => {
                 self.finished = true;
