@@ -12,7 +12,7 @@
 //! write batch that also moves the cursor, writes the new object's references and
 //! releases the old objects' (`refs`).
 
-use slatedb::config::DurabilityLevel;
+use slatedb::config::{DurabilityLevel, ReadOptions};
 use slatedb::WriteBatch;
 
 use crate::refs::{Releases, SegmentRefs};
@@ -54,7 +54,11 @@ impl Metadata {
                 if record.id % u64::from(shards) != u64::from(shard) {
                     continue;
                 }
-                let cursor = self.compaction_cursor(record.id).await?;
+                // A stream with nothing past its trim point costs no cursor read.
+                if record.trim_point >= record.next_seq {
+                    continue;
+                }
+                let cursor = self.compaction_cursor(record.id, &Self::durable_read()).await?;
                 let start = cursor.max(record.trim_point);
                 if start >= record.next_seq {
                     continue;
@@ -151,7 +155,7 @@ impl Metadata {
             let value = new.encode();
             batch.put(keys::index(id, new.last_seq()), &value);
             batch.put(keys::by_time(id, new.last_timestamp, new.last_seq()), &value);
-            let cursor = self.compaction_cursor_latest(id).await?.max(new.end_seq());
+            let cursor = self.compaction_cursor(id, &ReadOptions::default()).await?.max(new.end_seq());
             batch.put(keys::compaction_cursor(id), cursor.to_be_bytes());
             accepted.push(*new);
         }
@@ -188,15 +192,10 @@ impl Metadata {
         Ok(true)
     }
 
-    async fn compaction_cursor(&self, stream_id: u64) -> Result<u64> {
+    /// The stream's compaction cursor: durable for plans, latest for the writer.
+    async fn compaction_cursor(&self, stream_id: u64, options: &ReadOptions) -> Result<u64> {
         let key = keys::compaction_cursor(stream_id);
-        let value = self.db.get_with_options(&key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
-        value.map_or(Ok(0), |bytes| crate::decode_u64(&key, &bytes))
-    }
-
-    async fn compaction_cursor_latest(&self, stream_id: u64) -> Result<u64> {
-        let key = keys::compaction_cursor(stream_id);
-        let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
+        let value = self.db.get_with_options(&key, options).await.map_err(|e| self.storage_error(e))?;
         value.map_or(Ok(0), |bytes| crate::decode_u64(&key, &bytes))
     }
 }
