@@ -14,6 +14,20 @@ pub use moto::Moto;
 pub use node::{Backend, Node, TestStore};
 pub use server::{SseEvent, SseReader, TestServer};
 
+/// A one-off read of `basin/stream` from `start`: default limits, no `until`, no clamp,
+/// no wait (tests set other fields with struct update syntax).
+pub fn read_request(basin: &str, stream: &str, start: shale_reader::ReadStart) -> shale_reader::ReadRequest {
+    shale_reader::ReadRequest {
+        basin: basin.into(),
+        stream: stream.into(),
+        start,
+        limits: shale_reader::ReadLimits::default(),
+        until: None,
+        clamp: false,
+        wait: std::time::Duration::ZERO,
+    }
+}
+
 /// Runs each `suite(backend)` function as three tests, in modules `memory`, `file` and
 /// `s3`: the conformance pattern, written once for every test file that uses it.
 #[macro_export]

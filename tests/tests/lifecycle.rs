@@ -14,7 +14,7 @@ use shale_gateway::{AppendInput, GatewayConfig};
 use shale_metadata::{BasinConfig, MetadataApi, MetadataConfig, MetadataError, RetentionPolicy, StreamConfig};
 use shale_proto::segment::object_path;
 use shale_proto::{Header, Record};
-use shale_reader::{ReadLimits, ReadRequest, ReadStart};
+use shale_reader::ReadStart;
 use shale_storage::{Clock, ManualClock, SystemClock};
 use shale_tests::{Backend, Node};
 
@@ -52,15 +52,7 @@ async fn read_everything(node: &Node, stream: &str) -> Vec<(u64, Bytes)> {
     let mut records: Vec<(u64, Bytes)> = Vec::new();
     loop {
         let start = records.last().map_or(0, |(seq, _)| seq + 1);
-        let request = ReadRequest {
-            basin: BASIN.into(),
-            stream: stream.into(),
-            start: ReadStart::SeqNum(start),
-            limits: ReadLimits::default(),
-            until: None,
-            clamp: false,
-            wait: Duration::ZERO,
-        };
+        let request = shale_tests::read_request(BASIN, stream, ReadStart::SeqNum(start));
         let output = node.reader.read(&request).await.unwrap();
         if output.records.is_empty() {
             return records;
@@ -231,8 +223,20 @@ async fn an_idle_server_on_a_directory_deletes_what_is_garbage() {
         files_under(dir.path(), "metadata/manifest") <= 2
     })
     .await;
-    let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("shale_reclaim_segments_deleted_total 2"), "{metrics}");
+    // The pass that deleted the files counts them when it ends: all twenty of the
+    // deleted stream's segments (one per append), none of the other stream's.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let deleted = metrics.lines().find_map(|l| l.strip_prefix("shale_reclaim_segments_deleted_total "));
+        match deleted.map(str::trim) {
+            Some("20") => break,
+            Some("0") | None => {}
+            other => panic!("{other:?} segments deleted, expected 20"),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the deletions were never counted: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let read = client.get(server.url("/v1/streams/kept/records?seq_num=0")).header("s2-basin", BASIN).send().await;
     let records = read.unwrap().json::<serde_json::Value>().await.unwrap();
     assert_eq!(records["records"].as_array().map(Vec::len), Some(20), "the other stream reads back whole");
@@ -268,15 +272,7 @@ async fn append_round(node: &Node, round: u64) {
 async fn check_stream(reader: &shale_reader::Reader, stream: &str) -> u64 {
     let mut next = 0u64;
     loop {
-        let request = ReadRequest {
-            basin: BASIN.into(),
-            stream: stream.into(),
-            start: ReadStart::SeqNum(next),
-            limits: ReadLimits::default(),
-            until: None,
-            clamp: false,
-            wait: Duration::ZERO,
-        };
+        let request = shale_tests::read_request(BASIN, stream, ReadStart::SeqNum(next));
         let output = reader.read(&request).await.unwrap();
         if output.records.is_empty() {
             assert_eq!(output.tail.seq_num, next, "{stream}: a read stopped before the tail");

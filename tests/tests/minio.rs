@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_config::BehaviorVersion;
 use aws_sdk_s3::config::Credentials;
@@ -14,7 +13,7 @@ use bytes::Bytes;
 use shale_gateway::{AppendInput, GatewayConfig};
 use shale_metadata::{BasinConfig, MetadataApi, MetadataError, StreamConfig};
 use shale_proto::Record;
-use shale_reader::{ReadLimits, ReadRequest, ReadStart};
+use shale_reader::ReadStart;
 use shale_storage::object_store::aws::AmazonS3Builder;
 use shale_storage::object_store::ObjectStore;
 use shale_tests::{Node, TestStore};
@@ -77,15 +76,7 @@ async fn appends_reads_reopen_and_fencing_on_minio() {
         Err(MetadataError::Fenced) => {}
         other => panic!("the first metadata must be fenced, got {other:?}"),
     }
-    let request = ReadRequest {
-        basin: "minio-basin".into(),
-        stream: "s".into(),
-        start: ReadStart::SeqNum(0),
-        limits: ReadLimits::default(),
-        until: None,
-        clamp: false,
-        wait: Duration::ZERO,
-    };
+    let request = shale_tests::read_request("minio-basin", "s", ReadStart::SeqNum(0));
     let output = second.reader.read(&request).await.unwrap();
     let bodies: Vec<_> = output.records.iter().map(|r| String::from_utf8(r.body.to_vec()).unwrap()).collect();
     assert_eq!(bodies, (0..10).map(|i| format!("r{i}")).collect::<Vec<_>>());

@@ -17,7 +17,7 @@ use shale_metadata::{
     DEFAULT_DB_PATH,
 };
 use shale_proto::Record;
-use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig};
+use shale_reader::{ReadStart, Reader, ReaderConfig};
 use shale_storage::object_store::ObjectStore;
 use shale_storage::{DelayedStore, SystemClock};
 use shale_tests::{Backend, Node};
@@ -46,15 +46,7 @@ async fn wait_until(what: &str, condition: impl Fn() -> bool) {
 async fn read_bodies(reader: &Reader, stream: &str) -> Vec<String> {
     let mut bodies = Vec::new();
     loop {
-        let request = ReadRequest {
-            basin: BASIN.into(),
-            stream: stream.into(),
-            start: ReadStart::SeqNum(bodies.len() as u64),
-            limits: ReadLimits::default(),
-            until: None,
-            clamp: false,
-            wait: Duration::ZERO,
-        };
+        let request = shale_tests::read_request(BASIN, stream, ReadStart::SeqNum(bodies.len() as u64));
         let output = reader.read(&request).await.unwrap();
         if output.records.is_empty() {
             return bodies;

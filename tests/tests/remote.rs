@@ -15,7 +15,7 @@ use shale_metadata::{
     RemoteConfig, RemoteMetadata, StreamConfig, DEFAULT_DB_PATH,
 };
 use shale_proto::Record;
-use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig, ReaderError};
+use shale_reader::{ReadRequest, ReadStart, Reader, ReaderConfig, ReaderError};
 use shale_storage::object_store::ObjectStore;
 use shale_storage::SystemClock;
 use shale_tests::Backend;
@@ -75,15 +75,7 @@ fn input(stream: &str, body: &str) -> AppendInput {
 }
 
 fn read_from(stream: &str, seq: u64, wait: Duration) -> ReadRequest {
-    ReadRequest {
-        basin: BASIN.into(),
-        stream: stream.into(),
-        start: ReadStart::SeqNum(seq),
-        limits: ReadLimits::default(),
-        until: None,
-        clamp: false,
-        wait,
-    }
+    ReadRequest { wait, ..shale_tests::read_request(BASIN, stream, ReadStart::SeqNum(seq)) }
 }
 
 async fn read_bodies(reader: &Reader, stream: &str) -> Vec<String> {
