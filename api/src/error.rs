@@ -31,6 +31,12 @@ pub enum ApiError {
     /// Too much is being handled at once; retry shortly.
     #[error("overloaded: {0}")]
     Overloaded(String),
+    /// No token, or one that is unknown, revoked or expired.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The token does not permit the call; the message names what is missing.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// Refused by the HTTP stack before any handler ran (unknown method, body too large,
     /// a path that is not UTF-8): its own status, S2's JSON body.
     #[error("{message}")]
@@ -59,6 +65,8 @@ impl ApiError {
             ApiError::WrongRole { .. } => ErrorCode::WrongRole,
             ApiError::Timeout(_) => ErrorCode::RequestTimeout,
             ApiError::Overloaded(_) => ErrorCode::Overloaded,
+            ApiError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            ApiError::PermissionDenied(_) => ErrorCode::PermissionDenied,
             ApiError::Rejected { status: 404, .. } => ErrorCode::NotFound,
             ApiError::Rejected { status: 400..=499, .. } => ErrorCode::InvalidArgument,
             ApiError::Rejected { .. } => ErrorCode::Internal,

@@ -14,8 +14,10 @@
 //! - `layers`: the tower layers both transports share; `listener`: HTTP serving with
 //!   connection limits;
 //! - `ops`: `/health`, `/ready`, `/metrics`;
+//! - `auth`: access tokens, scopes and the layer that authenticates each request;
 //! - `error`: [`ApiError`].
 
+pub mod auth;
 mod error;
 mod grpc;
 mod layers;
@@ -80,6 +82,8 @@ pub struct AppState {
     /// `/metrics`, where it runs them.
     pub background_metrics: Option<MetricsHook>,
     pub clock: Arc<dyn Clock>,
+    /// Who may call; off unless [`Self::with_auth`] configures a root token.
+    pub auth: Arc<auth::Authenticator>,
     /// Requests served over both transports.
     requests: Arc<layers::RequestMetrics>,
 }
@@ -95,12 +99,26 @@ impl AppState {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let requests = Arc::default();
-        Self { role, metadata, gateway, reader, store_counters, background_metrics, clock, requests }
+        let auth = Arc::new(auth::Authenticator::new(&auth::AuthConfig::default(), metadata.clone(), clock.clone()));
+        Self { role, metadata, gateway, reader, store_counters, background_metrics, clock, auth, requests }
+    }
+
+    /// Access control as `config` sets it up.
+    pub fn with_auth(mut self, config: &auth::AuthConfig) -> Self {
+        self.auth = Arc::new(auth::Authenticator::new(config, self.metadata.clone(), self.clock.clone()));
+        self
     }
 
     /// The service both APIs call.
     pub fn service(&self) -> Service {
-        Service::new(self.role, self.metadata.clone(), self.gateway.clone(), self.reader.clone(), self.clock.clone())
+        Service::new(
+            self.role,
+            self.metadata.clone(),
+            self.gateway.clone(),
+            self.reader.clone(),
+            self.clock.clone(),
+            self.auth.clone(),
+        )
     }
 
     pub(crate) fn request_ids(&self) -> layers::RequestIds {
@@ -139,9 +157,11 @@ pub fn router(state: AppState) -> Router {
     let ids = state.request_ids();
     let requests = state.requests.clone();
     let body_budget = Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_BYTES));
+    let auth = auth::authenticate_http(state.auth.clone());
     let http = Http(Arc::new(HttpParts { service: state.service(), state, body_budget }));
     s2::router(http)
         .layer(axum::middleware::from_fn_with_state(REQUEST_TIMEOUT, layers::time_limit))
+        .layer(auth)
         .layer(axum::middleware::from_fn(layers::header_limits))
         .layer(axum::middleware::from_fn(layers::json_errors))
         .layer(layers::CountRequests(requests))

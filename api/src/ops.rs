@@ -24,10 +24,15 @@ pub async fn ready(State(http): State<Http>) -> Response {
     }
 }
 
-pub async fn metrics(State(http): State<Http>) -> Response {
+/// Prometheus text; with access control on, the caller needs `account-metrics`.
+pub async fn metrics(State(http): State<Http>, access: crate::auth::Access) -> Response {
+    if let Err(e) = http.service.for_caller(access).allow_metrics() {
+        return e.into_response();
+    }
     let state = &http.state;
     let mut out = String::new();
     state.requests.render(&mut out);
+    state.auth.render(&mut out);
     if let Some(gateway) = &state.gateway {
         gateway.metrics().render(&mut out);
     }

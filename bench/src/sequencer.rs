@@ -68,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
         "grpc" => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let address = listener.local_addr()?.to_string();
-            let service = MetadataService::new(metadata.clone(), None).into_server();
+            let service = MetadataService::new(metadata.clone(), None).into_server(None);
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
             (0..args.gateways.max(1))

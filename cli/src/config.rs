@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use shale_compactor::CompactorConfig;
 use shale_gateway::GatewayConfig;
-use shale_metadata::{LeaseConfig, MetadataConfig, RemoteConfig};
+use shale_metadata::{ClusterToken, LeaseConfig, MetadataConfig, RemoteConfig};
 use shale_reader::ReaderConfig;
 
 #[derive(Debug, clap::Args)]
@@ -104,6 +104,69 @@ impl ClusterConfig {
     }
 }
 
+/// `[auth]`: access control. With a root token, every API call needs a token (S2's
+/// `Authorization: Bearer`), and metadata's internal API needs the cluster token.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthSettings {
+    /// File holding the root token (`SHALE_ROOT_TOKEN` takes precedence). Every process
+    /// serving the client API needs the same one.
+    pub root_token_file: Option<PathBuf>,
+    /// File holding the token gateways, readers and compactors present to metadata, and
+    /// metadata requires (`SHALE_CLUSTER_TOKEN` takes precedence); default: the root token.
+    pub cluster_token_file: Option<PathBuf>,
+    /// How long a process trusts a token it looked up: a revoked token stops working on
+    /// every process within this long.
+    #[serde(with = "humantime_serde")]
+    pub revocation_bound: Duration,
+    /// Resolved from the environment or the files at load.
+    #[serde(skip)]
+    pub root_token: Option<ClusterToken>,
+    #[serde(skip)]
+    pub cluster_token: Option<ClusterToken>,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            root_token_file: None,
+            cluster_token_file: None,
+            revocation_bound: shale_api::auth::DEFAULT_REVOCATION_BOUND,
+            root_token: None,
+            cluster_token: None,
+        }
+    }
+}
+
+impl AuthSettings {
+    /// Reads the tokens: the environment variable, else the file (trimmed).
+    fn resolve(&mut self) -> anyhow::Result<()> {
+        self.root_token = secret("SHALE_ROOT_TOKEN", self.root_token_file.as_deref())?;
+        self.cluster_token =
+            secret("SHALE_CLUSTER_TOKEN", self.cluster_token_file.as_deref())?.or_else(|| self.root_token.clone());
+        Ok(())
+    }
+
+    /// What the client API checks.
+    pub fn api_config(&self) -> shale_api::auth::AuthConfig {
+        shale_api::auth::AuthConfig {
+            root_token: self.root_token.as_ref().map(|t| t.0.clone()),
+            revocation_bound: self.revocation_bound,
+        }
+    }
+}
+
+fn secret(env: &str, file: Option<&std::path::Path>) -> anyhow::Result<Option<ClusterToken>> {
+    let value = match (std::env::var(env).ok(), file) {
+        (Some(value), _) => value,
+        (None, Some(path)) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        (None, None) => return Ok(None),
+    };
+    let value = value.trim();
+    anyhow::ensure!(!value.is_empty(), "{env} (or its file) is empty");
+    Ok(Some(ClusterToken(value.to_string())))
+}
+
 /// Everything the server commands need.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -133,6 +196,7 @@ pub struct ServeConfig {
     pub cluster: ClusterConfig,
     /// Limits of the HTTP listeners.
     pub connections: shale_api::ConnectionLimits,
+    pub auth: AuthSettings,
     /// `--takeover` (a command-line choice, not a setting).
     #[serde(skip)]
     pub takeover: bool,
@@ -154,6 +218,7 @@ impl Default for ServeConfig {
             compactor: CompactorConfig::default(),
             cluster: ClusterConfig::default(),
             connections: shale_api::ConnectionLimits::default(),
+            auth: AuthSettings::default(),
             takeover: false,
         }
     }
@@ -184,8 +249,14 @@ impl ServeConfig {
             config.store_delay = delay;
         }
         config.takeover = args.takeover;
+        config.auth.resolve()?;
         config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
         Ok(config)
+    }
+
+    /// The metadata client's settings: the cluster's timing and token.
+    pub fn remote_config(&self) -> RemoteConfig {
+        RemoteConfig { token: self.auth.cluster_token.clone(), ..self.cluster.remote_config() }
     }
 
     /// The store URL: `--store`, or the data directory on the local filesystem.

@@ -121,7 +121,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
         store.counters.clone(),
         Some(background),
         Arc::new(SystemClock),
-    );
+    )
+    .with_auth(&config.auth.api_config());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state).await?;
     running.metadata = Some(metadata);
@@ -136,7 +137,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
 /// The metadata client of a role process: whichever of `addrs` (or the leader record in
 /// the store) holds the lease.
 fn remote_metadata(config: &ServeConfig, store: &Store, addrs: &[String]) -> anyhow::Result<Arc<dyn MetadataApi>> {
-    let client = RemoteMetadata::new(addrs.to_vec(), Some(store.store.clone()), config.cluster.remote_config())?;
+    let client = RemoteMetadata::new(addrs.to_vec(), Some(store.store.clone()), config.remote_config())?;
     Ok(Arc::new(client))
 }
 
@@ -203,7 +204,8 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
         Role::AllInOne => anyhow::bail!("use `serve` for all roles in one process"),
     };
     let state =
-        AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock));
+        AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock))
+            .with_auth(&config.auth.api_config());
     let running = client_api(&config, state).await?;
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
         metadata = ?metadata_addrs, "shale serving");
@@ -222,7 +224,11 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let advertise = advertise.unwrap_or_else(|| grpc_addr.to_string());
     let lease =
         hold_leadership(metadata.clone(), store.store.clone(), advertise.clone(), config.cluster.lease_config());
-    let service = MetadataService::new(metadata.clone(), Some(lease.clone())).into_server();
+    let service =
+        MetadataService::new(metadata.clone(), Some(lease.clone())).into_server(config.auth.cluster_token.as_ref());
+    if config.auth.cluster_token.is_none() {
+        tracing::warn!("no cluster token (SHALE_CLUSTER_TOKEN, [auth] cluster_token_file or a root token): metadata accepts calls from anyone");
+    }
     let limits = config.connections;
 
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
@@ -303,6 +309,11 @@ fn spawn_http(
 
 /// Binds and serves the client API (HTTP and `shale.v1` gRPC) for `state`.
 async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Running> {
+    if state.auth.is_on() {
+        tracing::info!(revocation_bound = ?config.auth.revocation_bound, "access control on: every call needs a token");
+    } else {
+        tracing::warn!("access control is off (no SHALE_ROOT_TOKEN or [auth] root_token_file): anyone who reaches the ports can do anything");
+    }
     let http_listener = bind(config.http).await?;
     let grpc_listener = bind(config.grpc).await?;
     let http_addr = http_listener.local_addr()?;

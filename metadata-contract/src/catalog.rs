@@ -98,6 +98,32 @@ pub enum CatalogCall {
         segment_id: u128,
         replacements: Vec<Replacement>,
     },
+    /// Stores a new access token; its id must be unused.
+    IssueAccessToken {
+        record: AccessTokenRecord,
+    },
+    /// The token whose secret hashes to `secret_hash`, if any.
+    AccessTokenBySecret {
+        secret_hash: Vec<u8>,
+    },
+    ListAccessTokens {
+        prefix: String,
+        start_after: String,
+        limit: usize,
+    },
+    /// Removes the token; its secret stops working.
+    RevokeAccessToken {
+        id: String,
+    },
+}
+
+/// An access token as metadata keeps it: the id, the SHA-256 of the secret (never the
+/// secret itself) and what it permits, encoded by the client API (opaque here).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessTokenRecord {
+    pub id: String,
+    pub secret_hash: Vec<u8>,
+    pub info: Vec<u8>,
 }
 
 /// A stream's consecutive index entries for a compactor to rewrite.
@@ -154,6 +180,10 @@ impl CatalogCall {
             CatalogCall::DeleteStream { .. } => "delete_stream",
             CatalogCall::PlanCompaction { .. } => "plan_compaction",
             CatalogCall::CommitCompaction { .. } => "commit_compaction",
+            CatalogCall::IssueAccessToken { .. } => "issue_access_token",
+            CatalogCall::AccessTokenBySecret { .. } => "access_token_by_secret",
+            CatalogCall::ListAccessTokens { .. } => "list_access_tokens",
+            CatalogCall::RevokeAccessToken { .. } => "revoke_access_token",
         }
     }
 
@@ -165,7 +195,9 @@ impl CatalogCall {
             | CatalogCall::ListBasins { .. }
             | CatalogCall::GetStream { .. }
             | CatalogCall::ListStreams { .. }
-            | CatalogCall::PlanCompaction { .. } => Retry::Read,
+            | CatalogCall::PlanCompaction { .. }
+            | CatalogCall::AccessTokenBySecret { .. }
+            | CatalogCall::ListAccessTokens { .. } => Retry::Read,
             CatalogCall::CreateBasin { request_token, .. } | CatalogCall::CreateStream { request_token, .. } => {
                 if request_token.is_some() {
                     Retry::Idempotent
@@ -174,7 +206,11 @@ impl CatalogCall {
                 }
             }
             CatalogCall::ReconfigureBasin { .. } | CatalogCall::ReconfigureStream { .. } => Retry::Idempotent,
-            CatalogCall::DeleteBasin { .. } | CatalogCall::DeleteStream { .. } => Retry::Once,
+            // A revoke or issue sent twice could answer "not found" or "exists" for its own success.
+            CatalogCall::DeleteBasin { .. }
+            | CatalogCall::DeleteStream { .. }
+            | CatalogCall::IssueAccessToken { .. }
+            | CatalogCall::RevokeAccessToken { .. } => Retry::Once,
             // A commit applied twice accepts nothing the second time.
             CatalogCall::CommitCompaction { .. } => Retry::Idempotent,
         }
@@ -199,6 +235,8 @@ pub enum CatalogReply {
     CompactionPlan(CompactionPlan),
     /// How many replacements a compaction commit applied.
     CompactionAccepted(u32),
+    AccessToken(Option<AccessTokenRecord>),
+    AccessTokens(ListPage<AccessTokenRecord>),
 }
 
 impl CatalogReply {
@@ -241,6 +279,20 @@ impl CatalogReply {
         match self {
             CatalogReply::CompactionAccepted(accepted) => Ok(accepted),
             other => Err(unexpected("a compaction outcome", &other)),
+        }
+    }
+
+    pub fn into_access_token(self) -> Result<Option<AccessTokenRecord>> {
+        match self {
+            CatalogReply::AccessToken(token) => Ok(token),
+            other => Err(unexpected("an access token", &other)),
+        }
+    }
+
+    pub fn into_access_tokens(self) -> Result<ListPage<AccessTokenRecord>> {
+        match self {
+            CatalogReply::AccessTokens(page) => Ok(page),
+            other => Err(unexpected("an access token page", &other)),
         }
     }
 

@@ -16,6 +16,10 @@ pub enum MetadataError {
     StreamNotFound { basin: String, stream: String },
     #[error("stream `{stream}` already exists in basin `{basin}`")]
     StreamExists { basin: String, stream: String },
+    #[error("access token `{0}` already exists")]
+    AccessTokenExists(String),
+    #[error("access token `{0}` not found")]
+    AccessTokenNotFound(String),
     #[error("sequence number mismatch: expected {expected}, tail is {actual}")]
     SeqNumMismatch { expected: u64, actual: u64 },
     #[error("fencing token mismatch: stream's token is `{actual}`")]
@@ -49,7 +53,10 @@ impl MetadataError {
     pub fn code(&self) -> ErrorCode {
         match self {
             MetadataError::BasinNotFound(_) | MetadataError::StreamNotFound { .. } => ErrorCode::NotFound,
-            MetadataError::BasinExists(_) | MetadataError::StreamExists { .. } => ErrorCode::AlreadyExists,
+            MetadataError::BasinExists(_)
+            | MetadataError::StreamExists { .. }
+            | MetadataError::AccessTokenExists(_) => ErrorCode::AlreadyExists,
+            MetadataError::AccessTokenNotFound(_) => ErrorCode::AccessTokenNotFound,
             MetadataError::SeqNumMismatch { .. } => ErrorCode::SeqNumMismatch,
             MetadataError::FencingTokenMismatch { .. } => ErrorCode::FencingTokenMismatch,
             MetadataError::InvalidArgument(_) => ErrorCode::InvalidArgument,

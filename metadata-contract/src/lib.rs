@@ -28,7 +28,8 @@ pub mod wire_catalog;
 
 pub use api::MetadataApi;
 pub use catalog::{
-    CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ListPage, Lookup, Replacement, Retry, StreamSummary,
+    AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ListPage, Lookup, Replacement, Retry,
+    StreamSummary,
 };
 pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, UnitOutcome};
 pub use error::{MetadataError, Result};
@@ -38,5 +39,5 @@ pub use model::{
     StreamConfig, StreamInfo, StreamPatch, StreamRecord, TimestampingConfig,
 };
 pub use records::Stored;
-pub use rpc::{RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};
+pub use rpc::{ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};
 pub use tails::{TailUpdate, TailWatch};

@@ -59,6 +59,22 @@ impl Stored for BasinRecord {
     }
 }
 
+/// Access tokens were stored in the protobuf format from the start.
+impl Stored for crate::AccessTokenRecord {
+    fn to_stored(&self) -> Vec<u8> {
+        encode_stored(crate::wire_catalog::token_to_wire(self))
+    }
+
+    fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
+        match bytes.split_first() {
+            Some((&FORMAT_V1, message)) => pb::AccessTokenRecord::decode(message)
+                .map(crate::wire_catalog::token_from_wire)
+                .map_err(|e| corrupt(key, e)),
+            _ => Err(corrupt(key, "not an access token record")),
+        }
+    }
+}
+
 impl Stored for StreamRecord {
     fn to_stored(&self) -> Vec<u8> {
         encode_stored(stream_record_to_wire(self))

@@ -235,6 +235,14 @@ pub fn error_to_wire(error: &MetadataError) -> pb::Error {
             (wire.basin, wire.stream) = (basin.clone(), stream.clone());
             "stream_not_found"
         }
+        MetadataError::AccessTokenExists(id) => {
+            wire.basin = id.clone();
+            "access_token_exists"
+        }
+        MetadataError::AccessTokenNotFound(id) => {
+            wire.basin = id.clone();
+            "access_token_not_found"
+        }
         MetadataError::StreamExists { basin, stream } => {
             (wire.basin, wire.stream) = (basin.clone(), stream.clone());
             "stream_exists"
@@ -288,6 +296,9 @@ pub fn error_from_wire(wire: pb::Error) -> MetadataError {
         "basin_not_found" => MetadataError::BasinNotFound(wire.basin),
         "basin_exists" => MetadataError::BasinExists(wire.basin),
         "stream_not_found" => MetadataError::StreamNotFound { basin: wire.basin, stream: wire.stream },
+        // The token id travels in the `basin` field.
+        "access_token_exists" => MetadataError::AccessTokenExists(wire.basin),
+        "access_token_not_found" => MetadataError::AccessTokenNotFound(wire.basin),
         "stream_exists" => MetadataError::StreamExists { basin: wire.basin, stream: wire.stream },
         "seq_num_mismatch" => MetadataError::SeqNumMismatch { expected: wire.expected, actual: wire.actual },
         "fencing_token_mismatch" => MetadataError::FencingTokenMismatch { actual: wire.actual_token },
@@ -314,6 +325,8 @@ mod tests {
             MetadataError::BasinExists("b".into()),
             MetadataError::StreamNotFound { basin: "b".into(), stream: "s".into() },
             MetadataError::StreamExists { basin: "b".into(), stream: "s".into() },
+            MetadataError::AccessTokenExists("t".into()),
+            MetadataError::AccessTokenNotFound("t".into()),
             MetadataError::SeqNumMismatch { expected: 3, actual: 7 },
             MetadataError::FencingTokenMismatch { actual: "tok".into() },
             MetadataError::InvalidArgument("bad".into()),

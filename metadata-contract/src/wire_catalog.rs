@@ -6,8 +6,8 @@ use crate::records;
 use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
-    CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement, Result, StreamInfo,
-    StreamSummary,
+    AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement,
+    Result, StreamInfo, StreamSummary,
 };
 
 pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
@@ -70,6 +70,14 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
                 })
                 .collect(),
         }),
+        CatalogCall::IssueAccessToken { record } => Call::IssueAccessToken(token_to_wire(record)),
+        CatalogCall::AccessTokenBySecret { secret_hash } => {
+            Call::AccessTokenBySecret(pb::AccessTokenSecret { secret_hash: secret_hash.clone() })
+        }
+        CatalogCall::ListAccessTokens { prefix, start_after, limit } => {
+            Call::ListAccessTokens(list("", prefix, start_after, *limit))
+        }
+        CatalogCall::RevokeAccessToken { id } => Call::RevokeAccessToken(pb::AccessTokenRef { id: id.clone() }),
     };
     pb::CatalogCall { call: Some(call) }
 }
@@ -131,7 +139,21 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
                 })
                 .collect::<Result<_>>()?,
         },
+        Call::IssueAccessToken(r) => CatalogCall::IssueAccessToken { record: token_from_wire(r) },
+        Call::AccessTokenBySecret(r) => CatalogCall::AccessTokenBySecret { secret_hash: r.secret_hash },
+        Call::ListAccessTokens(r) => {
+            CatalogCall::ListAccessTokens { prefix: r.prefix, start_after: r.start_after, limit: r.limit as usize }
+        }
+        Call::RevokeAccessToken(r) => CatalogCall::RevokeAccessToken { id: r.id },
     })
+}
+
+pub(crate) fn token_to_wire(record: &AccessTokenRecord) -> pb::AccessTokenRecord {
+    pb::AccessTokenRecord { id: record.id.clone(), secret_hash: record.secret_hash.clone(), info: record.info.clone() }
+}
+
+pub(crate) fn token_from_wire(record: pb::AccessTokenRecord) -> AccessTokenRecord {
+    AccessTokenRecord { id: record.id, secret_hash: record.secret_hash, info: record.info }
 }
 
 fn entry(bytes: &[u8]) -> Result<IndexEntry> {
@@ -188,6 +210,16 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
         CatalogReply::CompactionAccepted(accepted) => {
             (Reply::CompactionOutcome(pb::CompactionOutcome { accepted: *accepted }), false)
         }
+        CatalogReply::AccessToken(token) => {
+            (Reply::AccessToken(pb::AccessTokenFound { token: token.as_ref().map(token_to_wire) }), false)
+        }
+        CatalogReply::AccessTokens(page) => (
+            Reply::AccessTokens(pb::AccessTokenPage {
+                tokens: page.items.iter().map(token_to_wire).collect(),
+                has_more: page.has_more,
+            }),
+            false,
+        ),
     };
     pb::CatalogReply { reply: Some(reply), created }
 }
@@ -238,6 +270,11 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             oldest_sealed_ms: plan.oldest_sealed_ms,
         }),
         Reply::CompactionOutcome(outcome) => CatalogReply::CompactionAccepted(outcome.accepted),
+        Reply::AccessToken(found) => CatalogReply::AccessToken(found.token.map(token_from_wire)),
+        Reply::AccessTokens(page) => CatalogReply::AccessTokens(ListPage {
+            items: page.tokens.into_iter().map(token_from_wire).collect(),
+            has_more: page.has_more,
+        }),
     })
 }
 
@@ -260,6 +297,10 @@ mod tests {
             timestamp_policy: TimestampPolicy { mode: TimestampingMode::ClientRequire, uncapped: true },
             arrival_cap: None,
         }
+    }
+
+    fn token() -> AccessTokenRecord {
+        AccessTokenRecord { id: "reader".into(), secret_hash: vec![9; 32], info: b"{}".to_vec() }
     }
 
     #[test]
@@ -287,6 +328,10 @@ mod tests {
                 segment_id: u128::MAX - 1,
                 replacements: vec![Replacement { stream_id: 4, old: vec![entry(0), entry(2)], new: entry(0) }],
             },
+            CatalogCall::IssueAccessToken { record: token() },
+            CatalogCall::AccessTokenBySecret { secret_hash: vec![1; 32] },
+            CatalogCall::ListAccessTokens { prefix: "p".into(), start_after: "a".into(), limit: 7 },
+            CatalogCall::RevokeAccessToken { id: "t".into() },
         ];
         for call in calls {
             assert_eq!(catalog_call_from_wire(catalog_call_to_wire(&call)).unwrap(), call);
@@ -297,7 +342,15 @@ mod tests {
             oldest_sealed_ms: 5,
         };
         let call = CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 0, max_bytes: 1, remerge_below: 0 };
-        for reply in [CatalogReply::CompactionPlan(plan), CatalogReply::CompactionAccepted(3), CatalogReply::Done] {
+        let replies = [
+            CatalogReply::CompactionPlan(plan),
+            CatalogReply::CompactionAccepted(3),
+            CatalogReply::Done,
+            CatalogReply::AccessToken(Some(token())),
+            CatalogReply::AccessToken(None),
+            CatalogReply::AccessTokens(ListPage { items: vec![token()], has_more: true }),
+        ];
+        for reply in replies {
             assert_eq!(catalog_reply_from_wire(&call, catalog_reply_to_wire(&reply)).unwrap(), reply);
         }
     }

@@ -59,6 +59,20 @@ impl Metadata {
             CatalogCall::CommitCompaction { segment_id, replacements } => {
                 CatalogReply::CompactionAccepted(self.commit_compaction(segment_id, replacements).await?)
             }
+            CatalogCall::IssueAccessToken { record } => {
+                self.issue_access_token(record).await?;
+                CatalogReply::Done
+            }
+            CatalogCall::AccessTokenBySecret { secret_hash } => {
+                CatalogReply::AccessToken(self.access_token_by_secret(&secret_hash).await?)
+            }
+            CatalogCall::ListAccessTokens { prefix, start_after, limit } => {
+                CatalogReply::AccessTokens(self.list_access_tokens(&prefix, &start_after, limit).await?)
+            }
+            CatalogCall::RevokeAccessToken { id } => {
+                self.revoke_access_token(&id).await?;
+                CatalogReply::Done
+            }
         })
     }
 

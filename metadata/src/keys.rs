@@ -11,6 +11,8 @@
 //! | `c/<segment id u128>` | the segment's commit outcome (acks), for retried commits; expires |
 //! | `d/<stream id u64>` | deleted stream awaiting GC of its index and blocks |
 //! | `k/<stream id u64>` | the stream's compaction cursor: entries below it are compacted (u64) |
+//! | `a/<token id>` | access token record ([`crate::AccessTokenRecord`]: id, secret hash, scope) |
+//! | `h/<secret hash>` | the id of the access token whose secret hashes to this (SHA-256) |
 //! | `m/next_stream_id` | next internal stream id (u64) |
 //! | `m/writer` | id of the instance that last confirmed it is the writer |
 //! | `m/gc_cursor` | the last segment key orphan collection settled |
@@ -63,6 +65,16 @@ pub fn end_of_stream(family: &[u8; 2], stream_id: u64) -> Vec<u8> {
         None => key.extend_from_slice(&[0xff; 9]),
     }
     key
+}
+
+pub const ACCESS_TOKEN_PREFIX: &[u8] = b"a/";
+
+pub fn access_token(id: &str) -> Vec<u8> {
+    [ACCESS_TOKEN_PREFIX, id.as_bytes()].concat()
+}
+
+pub fn access_token_secret(secret_hash: &[u8]) -> Vec<u8> {
+    [b"h/", secret_hash].concat()
 }
 
 pub const STREAM_PREFIX: &[u8] = b"s/";

@@ -53,6 +53,7 @@ mod reclaim_tests;
 mod refs;
 mod rpc;
 mod service;
+mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;

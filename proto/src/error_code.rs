@@ -36,6 +36,12 @@ pub enum ErrorCode {
     /// This process runs a role that does not serve the call (e.g. an append sent to a
     /// reader).
     WrongRole,
+    /// No credentials, or ones no token matches (unknown, revoked, expired).
+    Unauthenticated,
+    /// The token does not permit the operation on the resource.
+    PermissionDenied,
+    /// No access token has the id.
+    AccessTokenNotFound,
 }
 
 impl ErrorCode {
@@ -57,6 +63,9 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
             ErrorCode::WrongRole => "wrong_role",
+            ErrorCode::Unauthenticated => "authn",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::AccessTokenNotFound => "access_token_not_found",
         }
     }
 
@@ -73,6 +82,9 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => 408,
             ErrorCode::Internal => 500,
             ErrorCode::WrongRole => 421,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::PermissionDenied => 403,
+            ErrorCode::AccessTokenNotFound => 404,
         }
     }
 
@@ -90,6 +102,9 @@ impl ErrorCode {
             ErrorCode::Indefinite | ErrorCode::RequestTimeout => 4,
             ErrorCode::Internal => 13,
             ErrorCode::WrongRole => 12,
+            ErrorCode::Unauthenticated => 16,
+            ErrorCode::PermissionDenied => 7,
+            ErrorCode::AccessTokenNotFound => 5,
         }
     }
 }

@@ -39,7 +39,7 @@ impl Served {
         );
         let address = listener.local_addr().unwrap().to_string();
         let lease = lease.map(|config| hold_leadership(metadata.clone(), store, address, config));
-        let service = MetadataService::new(metadata.clone(), lease).into_server();
+        let service = MetadataService::new(metadata.clone(), lease).into_server(None);
         let server = tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(service)

@@ -4,11 +4,13 @@
 
 mod convert;
 mod sessions;
+mod tokens;
 
 use std::pin::Pin;
 
 use futures::Stream;
 use shale_proto::grpc as pb;
+use shale_proto::grpc::access_tokens_server::AccessTokensServer;
 use shale_proto::grpc::basins_server::{Basins, BasinsServer};
 use shale_proto::grpc::records_server::{Records, RecordsServer};
 use shale_proto::grpc::streams_server::{Streams, StreamsServer};
@@ -39,12 +41,14 @@ pub async fn serve_grpc(
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_grpc().make_span_with(layers::request_span))
         .layer(layers::CountRequests(state.requests.clone()))
-        .map_response(layers::correct_grpc_status);
+        .map_response(layers::correct_grpc_status)
+        .layer(crate::auth::authenticate_grpc(state.auth.clone()));
     let service = GrpcService { service: state.service() };
     crate::listener::grpc_server(limits)
         .layer(layers)
         .add_service(BasinsServer::new(service.clone()))
         .add_service(StreamsServer::new(service.clone()))
+        .add_service(AccessTokensServer::new(service.clone()))
         .add_service(RecordsServer::new(service))
         .add_service(reflection)
         .serve_with_incoming_shutdown(crate::listener::capped_incoming(listener, limits), shutdown)
@@ -54,6 +58,18 @@ pub async fn serve_grpc(
 #[derive(Clone)]
 struct GrpcService {
     service: Service,
+}
+
+impl GrpcService {
+    /// The service acting for the caller the auth layer found.
+    fn caller<T>(&self, request: &Request<T>) -> std::result::Result<Service, Status> {
+        let access = request
+            .extensions()
+            .get::<crate::auth::Access>()
+            .cloned()
+            .ok_or_else(|| Status::from(ApiError::Unauthenticated("the request was not authenticated".into())))?;
+        Ok(self.service.for_caller(access))
+    }
 }
 
 fn ok<T>(value: T) -> Result<T> {
@@ -71,22 +87,24 @@ fn list_query(prefix: String, start_after: String, limit: u32) -> ListQuery {
 #[tonic::async_trait]
 impl Basins for GrpcService {
     async fn list_basins(&self, request: Request<pb::ListBasinsRequest>) -> Result<pb::ListBasinsResponse> {
+        let service = self.caller(&request)?;
         let r = request.into_inner();
-        let page = self.service.list_basins(&list_query(r.prefix, r.start_after, r.limit)).await.map_err(err)?;
+        let page = service.list_basins(&list_query(r.prefix, r.start_after, r.limit)).await.map_err(err)?;
         let basins =
             page.items.into_iter().map(|b| pb::BasinInfo { name: b.name, created_at: b.created_at_ms }).collect();
         ok(pb::ListBasinsResponse { basins, has_more: page.has_more })
     }
 
     async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<pb::BasinInfo> {
+        let service = self.caller(&request)?;
         let r = request.into_inner();
-        let (record, _) =
-            self.service.create_basin(&r.basin, convert::basin_config(r.config), None).await.map_err(err)?;
+        let (record, _) = service.create_basin(&r.basin, convert::basin_config(r.config), None).await.map_err(err)?;
         ok(pb::BasinInfo { name: record.name, created_at: record.created_at_ms })
     }
 
     async fn delete_basin(&self, request: Request<pb::DeleteBasinRequest>) -> Result<pb::DeleteBasinResponse> {
-        self.service.delete_basin(&request.into_inner().basin).await.map_err(err)?;
+        let service = self.caller(&request)?;
+        service.delete_basin(&request.into_inner().basin).await.map_err(err)?;
         ok(pb::DeleteBasinResponse {})
     }
 }
@@ -94,24 +112,27 @@ impl Basins for GrpcService {
 #[tonic::async_trait]
 impl Streams for GrpcService {
     async fn list_streams(&self, request: Request<pb::ListStreamsRequest>) -> Result<pb::ListStreamsResponse> {
+        let service = self.caller(&request)?;
         let r = request.into_inner();
         let query = list_query(r.prefix, r.start_after, r.limit);
-        let page = self.service.list_streams(&r.basin, &query).await.map_err(err)?;
+        let page = service.list_streams(&r.basin, &query).await.map_err(err)?;
         let streams =
             page.items.into_iter().map(|s| pb::StreamInfo { name: s.name, created_at: s.created_at_ms }).collect();
         ok(pb::ListStreamsResponse { streams, has_more: page.has_more })
     }
 
     async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<pb::StreamInfo> {
+        let service = self.caller(&request)?;
         let r = request.into_inner();
         let config = convert::stream_config(r.config)?;
-        let (info, _) = self.service.create_stream(&r.basin, &r.stream, config, None).await.map_err(err)?;
+        let (info, _) = service.create_stream(&r.basin, &r.stream, config, None).await.map_err(err)?;
         ok(pb::StreamInfo { name: info.name, created_at: info.record.created_at_ms })
     }
 
     async fn delete_stream(&self, request: Request<pb::DeleteStreamRequest>) -> Result<pb::DeleteStreamResponse> {
+        let service = self.caller(&request)?;
         let r = request.into_inner();
-        self.service.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
+        service.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::DeleteStreamResponse {})
     }
 }
@@ -119,7 +140,8 @@ impl Streams for GrpcService {
 #[tonic::async_trait]
 impl Records for GrpcService {
     async fn append(&self, request: Request<pb::AppendRequest>) -> Result<pb::AppendAck> {
-        let ack = self.service.append(convert::append_input(request.into_inner())).await.map_err(err)?;
+        let service = self.caller(&request)?;
+        let ack = service.append(convert::append_input(request.into_inner())).await.map_err(err)?;
         ok(convert::ack(ack))
     }
 
@@ -129,26 +151,30 @@ impl Records for GrpcService {
         &self,
         request: Request<Streaming<pb::AppendRequest>>,
     ) -> Result<Self::AppendSessionStream> {
-        ok(sessions::append_session(&self.service, request.into_inner())?)
+        let service = self.caller(&request)?;
+        ok(sessions::append_session(&service, request.into_inner())?)
     }
 
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<pb::ReadResponse> {
+        let service = self.caller(&request)?;
         let read = convert::read_request(request.into_inner());
-        let output = self.service.read(&read).await.map_err(err)?;
+        let output = service.read(&read).await.map_err(err)?;
         ok(convert::read_response(&output.records, output.tail))
     }
 
     type ReadSessionStream = EventStream<pb::ReadSessionResponse>;
 
     async fn read_session(&self, request: Request<pb::ReadRequest>) -> Result<Self::ReadSessionStream> {
+        let service = self.caller(&request)?;
         let read = convert::read_request(request.into_inner());
         let session = ReadSessionRequest { read, idle_limit: None, resumed_after: (0, 0) };
-        ok(sessions::read_session(&self.service, session).await?)
+        ok(sessions::read_session(&service, session).await?)
     }
 
     async fn check_tail(&self, request: Request<pb::CheckTailRequest>) -> Result<pb::CheckTailResponse> {
+        let service = self.caller(&request)?;
         let r = request.into_inner();
-        let tail = self.service.check_tail(&r.basin, &r.stream).await.map_err(err)?;
+        let tail = service.check_tail(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::CheckTailResponse { tail: Some(convert::position(tail)) })
     }
 }

@@ -12,6 +12,7 @@ use shale_metadata::BasinRecord;
 use super::config::{BasinConfigJson, BasinPatchJson};
 use super::query::Query;
 use super::wire::{config_body, request_token, rfc3339};
+use crate::auth::Access;
 use crate::{ApiError, Http};
 
 fn basin_info(record: &BasinRecord) -> serde_json::Value {
@@ -26,9 +27,9 @@ fn created(created: bool) -> StatusCode {
     }
 }
 
-pub async fn list(State(http): State<Http>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(State(http): State<Http>, access: Access, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
-    let page = http.service.list_basins(&query).await?;
+    let page = http.service.for_caller(access).list_basins(&query).await?;
     let basins: Vec<_> = page.items.iter().map(basin_info).collect();
     Ok(Json(json!({ "basins": basins, "has_more": page.has_more })).into_response())
 }
@@ -45,11 +46,16 @@ struct CreateBasinRequest {
     scope: Option<String>,
 }
 
-pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn create(
+    State(http): State<Http>,
+    access: Access,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let request: CreateBasinRequest = config_body(&body)?;
     let token = request_token(&headers)?;
     let config = request.config.unwrap_or_default().into_config()?;
-    let (record, is_new) = http.service.create_basin(&request.basin, config, token).await?;
+    let (record, is_new) = http.service.for_caller(access).create_basin(&request.basin, config, token).await?;
     Ok((created(is_new), Json(basin_info(&record))).into_response())
 }
 
@@ -63,30 +69,40 @@ struct EnsureBasinRequest {
     scope: Option<String>,
 }
 
-pub async fn ensure(State(http): State<Http>, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn ensure(
+    State(http): State<Http>,
+    access: Access,
+    Path(basin): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let request: Option<EnsureBasinRequest> = config_body(&body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default().into_config()?;
-    let (record, is_new) = http.service.ensure_basin(&basin, config).await?;
+    let (record, is_new) = http.service.for_caller(access).ensure_basin(&basin, config).await?;
     Ok((created(is_new), Json(basin_info(&record))).into_response())
 }
 
-pub async fn get_config(State(http): State<Http>, Path(basin): Path<String>) -> Result<Response, ApiError> {
-    let config = http.service.basin_config(&basin).await?;
+pub async fn get_config(
+    State(http): State<Http>,
+    access: Access,
+    Path(basin): Path<String>,
+) -> Result<Response, ApiError> {
+    let config = http.service.for_caller(access).basin_config(&basin).await?;
     Ok(Json(BasinConfigJson::from_config(&config)).into_response())
 }
 
 pub async fn reconfigure(
     State(http): State<Http>,
+    access: Access,
     Path(basin): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     // S2's `BasinReconfiguration`: merged into the current config at metadata.
     let patch = config_body::<Option<BasinPatchJson>>(&body)?.unwrap_or_default().into_patch()?;
-    let config = http.service.reconfigure_basin(&basin, patch).await?;
+    let config = http.service.for_caller(access).reconfigure_basin(&basin, patch).await?;
     Ok(Json(BasinConfigJson::from_config(&config)).into_response())
 }
 
-pub async fn delete(State(http): State<Http>, Path(basin): Path<String>) -> Result<Response, ApiError> {
-    http.service.delete_basin(&basin).await?;
+pub async fn delete(State(http): State<Http>, access: Access, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    http.service.for_caller(access).delete_basin(&basin).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }

@@ -2,10 +2,11 @@
 //! and from the service's calls. Nothing here decides an S2 rule; it parses, calls
 //! [`crate::service::Service`], and renders.
 //!
-//! - `basins`, `streams`, `records` (append, read, check tail): the endpoints;
+//! - `basins`, `streams`, `access_tokens`, `records` (append, read, check tail): the endpoints;
 //! - `sse`: reads as server-sent events; `s2s`: S2's session framing and protobuf
 //!   messages; `read_batch`: S2's `ReadBatch` encoded straight from records; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
 
+mod access_tokens;
 mod basins;
 mod config;
 pub mod fuzz;
@@ -34,6 +35,8 @@ pub fn router(http: Http) -> Router {
             get(basins::get_config).put(basins::ensure).patch(basins::reconfigure).delete(basins::delete),
         )
         .route("/v1/streams", get(streams::list).post(streams::create))
+        .route("/v1/access-tokens", get(access_tokens::list).post(access_tokens::issue))
+        .route("/v1/access-tokens/{id}", axum::routing::delete(access_tokens::revoke))
         .route("/v1/streams/{*stream}", any(records::dispatch))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))

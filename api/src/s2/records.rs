@@ -18,7 +18,8 @@ use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 use super::query::{percent_decode, Query};
 use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
 use super::{s2s, sse, streams};
-use crate::service::ReadSessionRequest;
+use crate::auth::Access;
+use crate::service::{ReadSessionRequest, Service};
 use crate::{ApiError, Http};
 
 /// Largest request body read whole: S2's largest append (1 MiB metered) as JSON with
@@ -63,6 +64,7 @@ fn too_large(len: usize) -> ApiError {
 
 pub async fn dispatch(State(http): State<Http>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
+    let service = http.service.for_caller(Access::of(&parts.extensions)?);
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let rest = uri.path().strip_prefix("/v1/streams/").unwrap_or_default();
     let (raw_stream, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
@@ -71,23 +73,23 @@ pub async fn dispatch(State(http): State<Http>, request: Request) -> Result<Resp
     let query = uri.query();
     let session = content_type(&headers).is_some_and(|t| t.starts_with(s2s::CONTENT_TYPE));
     match (endpoint, method) {
-        ("records", Method::POST) if session => s2s::append_session(&http.service, basin, stream, body),
+        ("records", Method::POST) if session => s2s::append_session(&service, basin, stream, body),
         ("records", Method::GET) if session => {
             let params = read_params(basin, stream, &headers, query)?;
-            s2s::read_session(&http.service, params.session()).await
+            s2s::read_session(&service, params.session()).await
         }
         (endpoint, method) => {
             let (body, _permit) = read_body(&http, &headers, body).await?;
             match (endpoint, method) {
-                ("", Method::GET) => streams::get_config(&http, &basin, &stream).await,
-                ("", Method::PUT) => streams::ensure(&http, &basin, &stream, &body).await,
-                ("", Method::PATCH) => streams::reconfigure(&http, &basin, &stream, &body).await,
-                ("", Method::DELETE) => streams::delete(&http, &basin, &stream).await,
-                ("records", Method::POST) => append(&http, basin, stream, &headers, &body).await,
-                ("records", Method::GET) => read(&http, basin, stream, &headers, query).await,
+                ("", Method::GET) => streams::get_config(&service, &basin, &stream).await,
+                ("", Method::PUT) => streams::ensure(&service, &basin, &stream, &body).await,
+                ("", Method::PATCH) => streams::reconfigure(&service, &basin, &stream, &body).await,
+                ("", Method::DELETE) => streams::delete(&service, &basin, &stream).await,
+                ("records", Method::POST) => append(&service, basin, stream, &headers, &body).await,
+                ("records", Method::GET) => read(&service, basin, stream, &headers, query).await,
                 ("records/tail", Method::GET) => {
                     Query::parse(query, &[])?;
-                    let tail = http.service.check_tail(&basin, &stream).await?;
+                    let tail = service.check_tail(&basin, &stream).await?;
                     Ok(Json(json!({ "tail": PositionJson::from(tail) })).into_response())
                 }
                 (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
@@ -111,7 +113,7 @@ fn protobuf_response(message: &impl prost::Message) -> Response {
 }
 
 async fn append(
-    http: &Http,
+    service: &Service,
     basin: String,
     stream: String,
     headers: &HeaderMap,
@@ -127,7 +129,7 @@ async fn append(
         let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
         AppendInput { basin, stream, records, match_seq_num: input.match_seq_num, fencing_token: input.fencing_token }
     };
-    let ack = http.service.append(input).await?;
+    let ack = service.append(input).await?;
     if accepts(headers, PROTOBUF) {
         return Ok(protobuf_response(&s2s::append_ack(ack)));
     }
@@ -182,7 +184,7 @@ pub fn read_params(
 }
 
 async fn read(
-    http: &Http,
+    service: &Service,
     basin: String,
     stream: String,
     headers: &HeaderMap,
@@ -190,9 +192,9 @@ async fn read(
 ) -> Result<Response, ApiError> {
     let params = read_params(basin, stream, headers, query)?;
     if accepts(headers, "text/event-stream") {
-        return sse::read_session(&http.service, params, headers).await;
+        return sse::read_session(service, params, headers).await;
     }
-    let output = http.service.read(&params.request).await?;
+    let output = service.read(&params.request).await?;
     if accepts(headers, PROTOBUF) {
         let body = super::read_batch::to_bytes(&output.records, Some(output.tail));
         return Ok(([("content-type", PROTOBUF)], body).into_response());

@@ -12,6 +12,8 @@ use serde_json::json;
 use super::config::StreamConfigJson;
 use super::query::Query;
 use super::wire::{basin_header, config_body, request_token, rfc3339};
+use crate::auth::Access;
+use crate::service::Service;
 use crate::{ApiError, Http};
 
 fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
@@ -20,10 +22,15 @@ fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
     (status, Json(body)).into_response()
 }
 
-pub async fn list(State(http): State<Http>, headers: HeaderMap, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(
+    State(http): State<Http>,
+    access: Access,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
-    let page = http.service.list_streams(&basin, &query).await?;
+    let page = http.service.for_caller(access).list_streams(&basin, &query).await?;
     let streams: Vec<_> = page
         .items
         .iter()
@@ -40,12 +47,17 @@ struct CreateStreamRequest {
     config: Option<StreamConfigJson>,
 }
 
-pub async fn create(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub async fn create(
+    State(http): State<Http>,
+    access: Access,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let request: CreateStreamRequest = config_body(&body)?;
     let token = request_token(&headers)?;
     let config = request.config.unwrap_or_default().into_config();
-    let (info, created) = http.service.create_stream(&basin, &request.stream, config, token).await?;
+    let (info, created) = http.service.for_caller(access).create_stream(&basin, &request.stream, config, token).await?;
     Ok(stream_info(&info.name, info.record.created_at_ms, created))
 }
 
@@ -56,26 +68,26 @@ struct EnsureStreamRequest {
     config: Option<StreamConfigJson>,
 }
 
-pub async fn ensure(http: &Http, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
+pub async fn ensure(service: &Service, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     let request: Option<EnsureStreamRequest> = config_body(body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default().into_config();
-    let (info, created) = http.service.ensure_stream(basin, stream, config).await?;
+    let (info, created) = service.ensure_stream(basin, stream, config).await?;
     Ok(stream_info(&info.name, info.record.created_at_ms, created))
 }
 
-pub async fn get_config(http: &Http, basin: &str, stream: &str) -> Result<Response, ApiError> {
-    let config = http.service.stream_config(basin, stream).await?;
+pub async fn get_config(service: &Service, basin: &str, stream: &str) -> Result<Response, ApiError> {
+    let config = service.stream_config(basin, stream).await?;
     Ok(Json(StreamConfigJson::from_config(&config)).into_response())
 }
 
-pub async fn reconfigure(http: &Http, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
+pub async fn reconfigure(service: &Service, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     // S2's `StreamReconfiguration`: merged into the current config at metadata.
     let patch = config_body::<Option<StreamConfigJson>>(body)?.unwrap_or_default().into_patch();
-    let config = http.service.reconfigure_stream(basin, stream, patch).await?;
+    let config = service.reconfigure_stream(basin, stream, patch).await?;
     Ok(Json(StreamConfigJson::from_config(&config)).into_response())
 }
 
-pub async fn delete(http: &Http, basin: &str, stream: &str) -> Result<Response, ApiError> {
-    http.service.delete_stream(basin, stream).await?;
+pub async fn delete(service: &Service, basin: &str, stream: &str) -> Result<Response, ApiError> {
+    service.delete_stream(basin, stream).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }

@@ -6,6 +6,7 @@ use shale_metadata::{
 };
 
 use super::{valid_basin, valid_stream, Service};
+use crate::auth::{Operation, Target};
 use crate::ApiError;
 
 /// Largest page S2 returns, and what an unset or zero `limit` means.
@@ -21,7 +22,7 @@ pub struct ListQuery {
 }
 
 impl ListQuery {
-    fn limit(&self) -> Result<usize, ApiError> {
+    pub(super) fn limit(&self) -> Result<usize, ApiError> {
         match self.limit {
             None | Some(0) => Ok(MAX_LIST_LIMIT),
             Some(n) if n <= MAX_LIST_LIMIT => Ok(n),
@@ -32,8 +33,11 @@ impl ListQuery {
 
 impl Service {
     pub async fn list_basins(&self, query: &ListQuery) -> Result<ListPage<BasinRecord>, ApiError> {
+        self.allow(Operation::ListBasins, Target::Account)?;
         let limit = query.limit()?;
-        Ok(self.metadata.list_basins(&query.prefix, &query.start_after, limit).await?)
+        let mut page = self.metadata.list_basins(&query.prefix, &query.start_after, limit).await?;
+        page.items.retain(|basin| self.access.sees_basin(&basin.name));
+        Ok(page)
     }
 
     /// Creates a basin; with a `request_token`, a retry of the same create answers the
@@ -45,12 +49,14 @@ impl Service {
         request_token: Option<&str>,
     ) -> Result<(BasinRecord, bool), ApiError> {
         valid_basin(basin)?;
+        self.allow(Operation::CreateBasin, Target::Basin(basin))?;
         Ok(self.catalog()?.create_basin_idempotent(basin, config, request_token).await?)
     }
 
     /// S2's PUT: creates the basin, or answers the existing one with `false`.
     pub async fn ensure_basin(&self, basin: &str, config: BasinConfig) -> Result<(BasinRecord, bool), ApiError> {
         valid_basin(basin)?;
+        self.allow(Operation::CreateBasin, Target::Basin(basin))?;
         let catalog = self.catalog()?;
         match catalog.create_basin(basin, config).await {
             Ok(record) => Ok((record, true)),
@@ -61,27 +67,41 @@ impl Service {
 
     pub async fn basin_config(&self, basin: &str) -> Result<BasinConfig, ApiError> {
         valid_basin(basin)?;
+        self.allow(Operation::GetBasinConfig, Target::Basin(basin))?;
         Ok(self.catalog()?.basin(basin).await?.config)
     }
 
     /// Merges `patch` into the basin's config at metadata; answers the new config.
     pub async fn reconfigure_basin(&self, basin: &str, patch: BasinPatch) -> Result<BasinConfig, ApiError> {
         valid_basin(basin)?;
+        self.allow(Operation::ReconfigureBasin, Target::Basin(basin))?;
         Ok(self.catalog()?.reconfigure_basin(basin, patch).await?.config)
     }
 
     pub async fn delete_basin(&self, basin: &str) -> Result<(), ApiError> {
         valid_basin(basin)?;
+        self.allow(Operation::DeleteBasin, Target::Basin(basin))?;
         Ok(self.catalog()?.delete_basin(basin).await?)
     }
 
     /// Streams of an existing basin (a missing basin is `not_found`, as in S2).
     pub async fn list_streams(&self, basin: &str, query: &ListQuery) -> Result<ListPage<StreamSummary>, ApiError> {
         valid_basin(basin)?;
+        self.allow(Operation::ListStreams, Target::Basin(basin))?;
         let limit = query.limit()?;
         let catalog = self.catalog()?;
         catalog.basin(basin).await?;
-        Ok(catalog.list_streams(basin, &query.prefix, &query.start_after, limit).await?)
+        let prefix = self.access.full_stream_name(&query.prefix);
+        let start_after = match query.start_after.as_str() {
+            "" => String::new(),
+            name => self.access.full_stream_name(name).into_owned(),
+        };
+        let mut page = catalog.list_streams(basin, &prefix, &start_after, limit).await?;
+        page.items.retain(|stream| self.access.sees_stream(&stream.name));
+        for stream in &mut page.items {
+            stream.name = self.access.shown_stream_name(std::mem::take(&mut stream.name));
+        }
+        Ok(page)
     }
 
     /// Creates a stream; with a `request_token`, a retry of the same create answers the
@@ -94,7 +114,9 @@ impl Service {
         request_token: Option<&str>,
     ) -> Result<(StreamInfo, bool), ApiError> {
         valid_stream(basin, stream)?;
-        Ok(self.catalog()?.create_stream_idempotent(basin, stream, config, request_token).await?)
+        let stream = self.allow_stream(Operation::CreateStream, basin, stream)?;
+        let (info, created) = self.catalog()?.create_stream_idempotent(basin, &stream, config, request_token).await?;
+        Ok((self.shown(info), created))
     }
 
     /// S2's PUT: creates the stream, or answers the existing one with `false`.
@@ -105,17 +127,19 @@ impl Service {
         config: StreamConfig,
     ) -> Result<(StreamInfo, bool), ApiError> {
         valid_stream(basin, stream)?;
+        let stream = self.allow_stream(Operation::CreateStream, basin, stream)?;
         let catalog = self.catalog()?;
-        match catalog.create_stream(basin, stream, config).await {
-            Ok(info) => Ok((info, true)),
-            Err(MetadataError::StreamExists { .. }) => Ok((catalog.stream(basin, stream).await?, false)),
+        match catalog.create_stream(basin, &stream, config).await {
+            Ok(info) => Ok((self.shown(info), true)),
+            Err(MetadataError::StreamExists { .. }) => Ok((self.shown(catalog.stream(basin, &stream).await?), false)),
             Err(e) => Err(e.into()),
         }
     }
 
     pub async fn stream_config(&self, basin: &str, stream: &str) -> Result<StreamConfig, ApiError> {
         valid_stream(basin, stream)?;
-        Ok(self.catalog()?.stream(basin, stream).await?.record.config)
+        let stream = self.allow_stream(Operation::GetStreamConfig, basin, stream)?;
+        Ok(self.catalog()?.stream(basin, &stream).await?.record.config)
     }
 
     /// Merges `patch` into the stream's config at metadata; answers the new config.
@@ -126,11 +150,19 @@ impl Service {
         patch: StreamPatch,
     ) -> Result<StreamConfig, ApiError> {
         valid_stream(basin, stream)?;
-        Ok(self.catalog()?.reconfigure_stream(basin, stream, patch).await?.record.config)
+        let stream = self.allow_stream(Operation::ReconfigureStream, basin, stream)?;
+        Ok(self.catalog()?.reconfigure_stream(basin, &stream, patch).await?.record.config)
     }
 
     pub async fn delete_stream(&self, basin: &str, stream: &str) -> Result<(), ApiError> {
         valid_stream(basin, stream)?;
-        Ok(self.catalog()?.delete_stream(basin, stream).await?)
+        let stream = self.allow_stream(Operation::DeleteStream, basin, stream)?;
+        Ok(self.catalog()?.delete_stream(basin, &stream).await?)
+    }
+
+    /// A stream's info with its name as the caller sees it.
+    fn shown(&self, mut info: StreamInfo) -> StreamInfo {
+        info.name = self.access.shown_stream_name(info.name);
+        info
     }
 }

@@ -6,12 +6,17 @@
 //! - `catalog`: basins and streams;
 //! - `records`: append, append sessions, reads, read sessions, check tail;
 //! - `follow`: a read session that follows the tail (history, live records, heartbeats);
-//! - `append_pipeline`: pipelined appends of one session, acked in order.
+//! - `append_pipeline`: pipelined appends of one session, acked in order;
+//! - `tokens`: access tokens (issue, list, revoke).
+//!
+//! Every call first checks the caller's [`Access`] (`crate::auth`): one check per call,
+//! whatever the transport.
 
 mod append_pipeline;
 mod catalog;
 mod follow;
 mod records;
+mod tokens;
 
 use std::sync::Arc;
 
@@ -20,6 +25,7 @@ use shale_metadata::MetadataApi;
 use shale_reader::Reader;
 use shale_storage::Clock;
 
+use crate::auth::{Access, Authenticator, Operation, Target};
 use crate::{ApiError, Role};
 
 pub use append_pipeline::MAX_PENDING as MAX_PENDING_APPENDS;
@@ -27,7 +33,8 @@ pub use catalog::ListQuery;
 pub use follow::{FollowEvent, Follower};
 pub use records::ReadSessionRequest;
 
-/// The client API of one process, whatever transport asks.
+/// The client API of one process, whatever transport asks, on behalf of one caller:
+/// every call checks the caller's [`Access`] before it does anything.
 #[derive(Clone)]
 pub struct Service {
     role: Role,
@@ -35,6 +42,9 @@ pub struct Service {
     gateway: Option<Arc<Gateway>>,
     reader: Option<Arc<Reader>>,
     clock: Arc<dyn Clock>,
+    auth: Arc<Authenticator>,
+    /// Who is calling; [`Access::Open`] until [`Self::for_caller`] says otherwise.
+    access: Access,
 }
 
 impl Service {
@@ -44,8 +54,31 @@ impl Service {
         gateway: Option<Arc<Gateway>>,
         reader: Option<Arc<Reader>>,
         clock: Arc<dyn Clock>,
+        auth: Arc<Authenticator>,
     ) -> Self {
-        Self { role, metadata, gateway, reader, clock }
+        Self { role, metadata, gateway, reader, clock, auth, access: Access::Open }
+    }
+
+    /// The same service acting for `access`.
+    pub fn for_caller(&self, access: Access) -> Self {
+        Self { access, ..self.clone() }
+    }
+
+    /// Refuses unless the caller may run `op` on `target`.
+    fn allow(&self, op: Operation, target: Target<'_>) -> Result<(), ApiError> {
+        self.access.check(op, target)
+    }
+
+    /// The caller's full name for a stream (auto-prefixed), once it may run `op` on it.
+    fn allow_stream<'a>(
+        &self,
+        op: Operation,
+        basin: &str,
+        stream: &'a str,
+    ) -> Result<std::borrow::Cow<'a, str>, ApiError> {
+        let stream = self.access.full_stream_name(stream);
+        self.allow(op, Target::Stream { basin, stream: &stream })?;
+        Ok(stream)
     }
 
     pub fn role(&self) -> Role {

@@ -7,11 +7,13 @@ use std::time::Duration;
 use futures::Stream;
 use shale_gateway::AppendInput;
 use shale_metadata::{AppendAck, MetadataError, Position};
+use shale_proto::Command;
 use shale_reader::{ReadCursor, ReadOutput, ReadRequest, ReaderError};
 use tokio::sync::mpsc;
 
 use super::follow::Follower;
 use super::{append_pipeline, valid_stream, Service};
+use crate::auth::Operation;
 use crate::ApiError;
 
 /// Longest `wait` S2 allows, in seconds.
@@ -34,8 +36,34 @@ pub struct ReadSessionRequest {
 impl Service {
     pub async fn append(&self, input: AppendInput) -> Result<AppendAck, ApiError> {
         let gateway = self.gateway()?;
-        valid_stream(&input.basin, &input.stream)?;
+        let input = self.authorize_append(input)?;
         Ok(gateway.append(input).await?)
+    }
+
+    /// Checks that the caller may append these records (command records need `trim` or
+    /// `fence`, others `append`) and gives the input the stream's full name.
+    fn authorize_append(&self, mut input: AppendInput) -> Result<AppendInput, ApiError> {
+        valid_stream(&input.basin, &input.stream)?;
+        let mut operations = std::collections::BTreeSet::new();
+        for record in &input.records {
+            operations.insert(match record.command() {
+                Ok(Some(Command::Trim(_))) => Operation::Trim,
+                Ok(Some(Command::Fence(_))) => Operation::Fence,
+                // A malformed command is refused by the gateway, after this check.
+                Ok(None) | Err(_) => Operation::Append,
+            });
+        }
+        if operations.is_empty() {
+            operations.insert(Operation::Append);
+        }
+        let mut stream = None;
+        for op in operations {
+            stream = Some(self.allow_stream(op, &input.basin, &input.stream)?.into_owned());
+        }
+        if let Some(stream) = stream {
+            input.stream = stream;
+        }
+        Ok(input)
     }
 
     /// Starts an append session: inputs are submitted as they arrive and acked in order
@@ -45,7 +73,10 @@ impl Service {
     where
         S: Stream<Item = Result<AppendInput, ApiError>> + Unpin + Send + 'static,
     {
+        use futures::StreamExt;
         let gateway = self.gateway()?.clone();
+        let service = self.clone();
+        let inputs = inputs.map(move |input| input.and_then(|input| service.authorize_append(input)));
         tokio::spawn(async move { append_pipeline::run(&gateway, inputs, acks).await });
         Ok(())
     }
@@ -54,15 +85,27 @@ impl Service {
     pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ApiError> {
         let reader = self.reader()?;
         validate_read(request)?;
-        let mut cursor = self.open_read(request).await?;
-        Ok(reader.read_with(request, &mut cursor).await?)
+        let request = self.authorize_read(request)?;
+        let mut cursor = self.open_read(&request).await?;
+        Ok(reader.read_with(&request, &mut cursor).await?)
+    }
+
+    /// Checks that the caller may read the stream; the request with its full name.
+    fn authorize_read<'a>(&self, request: &'a ReadRequest) -> Result<std::borrow::Cow<'a, ReadRequest>, ApiError> {
+        valid_stream(&request.basin, &request.stream)?;
+        let stream = self.allow_stream(Operation::Read, &request.basin, &request.stream)?;
+        Ok(match stream {
+            std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(request),
+            std::borrow::Cow::Owned(stream) => std::borrow::Cow::Owned(ReadRequest { stream, ..request.clone() }),
+        })
     }
 
     /// Opens a read session; a start past the tail is refused here, before any event,
     /// unless the request clamps.
-    pub async fn read_session(&self, request: ReadSessionRequest) -> Result<Follower, ApiError> {
+    pub async fn read_session(&self, mut request: ReadSessionRequest) -> Result<Follower, ApiError> {
         let reader = self.reader()?.clone();
         validate_read(&request.read)?;
+        request.read = self.authorize_read(&request.read)?.into_owned();
         let cursor = self.open_read(&request.read).await?;
         Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor).await
     }
@@ -70,7 +113,8 @@ impl Service {
     pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ApiError> {
         let reader = self.reader()?;
         valid_stream(basin, stream)?;
-        Ok(reader.check_tail(basin, stream).await?)
+        let stream = self.allow_stream(Operation::CheckTail, basin, stream)?;
+        Ok(reader.check_tail(basin, &stream).await?)
     }
 
     /// Opens a read cursor on the stream (its one metadata lookup), creating the stream

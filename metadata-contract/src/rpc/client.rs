@@ -24,6 +24,7 @@ use shale_storage::object_store::ObjectStore;
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Status;
 
@@ -41,7 +42,7 @@ use crate::{
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Client timeouts.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RemoteConfig {
     /// Connecting to one address.
     pub connect_timeout: Duration,
@@ -49,6 +50,9 @@ pub struct RemoteConfig {
     pub call_timeout: Duration,
     /// All attempts of one call, across failovers.
     pub failover_timeout: Duration,
+    /// The cluster token sent with every call (`authorization: Bearer`), when metadata
+    /// requires one.
+    pub token: Option<ClusterToken>,
 }
 
 impl Default for RemoteConfig {
@@ -57,7 +61,34 @@ impl Default for RemoteConfig {
             connect_timeout: Duration::from_secs(1),
             call_timeout: Duration::from_secs(10),
             failover_timeout: Duration::from_secs(30),
+            token: None,
         }
+    }
+}
+
+/// The secret roles present to metadata; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterToken(pub String);
+
+impl std::fmt::Debug for ClusterToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterToken(..)")
+    }
+}
+
+/// The metadata client: every call carries the cluster token, if there is one.
+pub(crate) type Client = MetadataClient<InterceptedService<Channel, SendToken>>;
+
+/// Adds `authorization: Bearer <cluster token>` to each call.
+#[derive(Clone)]
+pub(crate) struct SendToken(Option<tonic::metadata::AsciiMetadataValue>);
+
+impl tonic::service::Interceptor for SendToken {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
     }
 }
 
@@ -75,7 +106,7 @@ pub(crate) struct Inner {
     store: Option<Arc<dyn ObjectStore>>,
     pub(crate) config: RemoteConfig,
     /// The connected address and its client.
-    current: Mutex<Option<(String, MetadataClient<Channel>)>>,
+    current: Mutex<Option<(String, Client)>>,
     /// The configured address to try first on the next reconnect.
     next: AtomicUsize,
     /// Waiting reads, woken by the live instance's watch stream.
@@ -144,7 +175,7 @@ fn with_scheme(address: &str) -> String {
 impl Inner {
     /// The connected client, connecting if needed: to the leader record's address, then
     /// to the configured ones from the one after the last abandoned.
-    pub(crate) async fn connected(&self) -> Option<(String, MetadataClient<Channel>)> {
+    pub(crate) async fn connected(&self) -> Option<(String, Client)> {
         let mut current = self.current.lock().await;
         if let Some(connected) = current.as_ref() {
             return Some(connected.clone());
@@ -164,7 +195,8 @@ impl Inner {
                 .keep_alive_timeout(Duration::from_secs(5));
             match endpoint.connect().await {
                 Ok(channel) => {
-                    let client = MetadataClient::new(channel)
+                    let token = self.config.token.as_ref().and_then(|t| format!("Bearer {}", t.0).parse().ok());
+                    let client = MetadataClient::with_interceptor(channel, SendToken(token))
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
                     tracing::info!(%address, "connected to metadata");
@@ -215,7 +247,7 @@ impl Inner {
 
     async fn call<T, F, Fut>(&self, what: &'static str, retry: Retry, op: F) -> Result<T>
     where
-        F: Fn(MetadataClient<Channel>) -> Fut,
+        F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         self.calls.fetch_add(1, Ordering::Relaxed);
@@ -269,7 +301,7 @@ impl Inner {
     async fn send<Req, T, F, Fut>(&self, what: &'static str, retry: Retry, request: Req, op: F) -> Result<T>
     where
         Req: Clone,
-        F: Fn(MetadataClient<Channel>, Req) -> Fut,
+        F: Fn(Client, Req) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         self.call(what, retry, |client| op(client, request.clone())).await

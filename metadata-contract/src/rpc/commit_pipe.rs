@@ -86,7 +86,7 @@ fn give_up_on_expired(inner: &Inner, unanswered: &mut VecDeque<Unanswered>, fail
 /// resolves answers in order, until the stream breaks.
 async fn pump(
     inner: &Inner,
-    mut client: pb::metadata_client::MetadataClient<tonic::transport::Channel>,
+    mut client: super::client::Client,
     unanswered: &mut VecDeque<Unanswered>,
     calls: &mut mpsc::UnboundedReceiver<Call>,
 ) -> Broken {

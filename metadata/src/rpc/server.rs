@@ -9,12 +9,14 @@ use prost::Message;
 use shale_proto::metadata_rpc as pb;
 use shale_proto::metadata_rpc::metadata_server::{Metadata as MetadataRpc, MetadataServer};
 use tokio::sync::{broadcast, mpsc};
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 use crate::wire::{commit_call_from_wire, error_to_wire, outcomes_to_wire, tail_to_wire};
 use crate::wire_catalog::{catalog_call_from_wire, catalog_reply_to_wire};
 use crate::{
-    CommitTicket, LeaderLease, LeasedMetadata, Lookup, Metadata, MetadataApi, MetadataError, MAX_MESSAGE_BYTES,
+    ClusterToken, CommitTicket, LeaderLease, LeasedMetadata, Lookup, Metadata, MetadataApi, MetadataError,
+    MAX_MESSAGE_BYTES,
 };
 
 /// How often an open watch checks that this instance still holds the lease.
@@ -32,15 +34,34 @@ impl MetadataService {
         Self { leased: Arc::new(LeasedMetadata::new(metadata, lease)) }
     }
 
-    pub fn into_server(self) -> MetadataServer<Self> {
-        MetadataServer::new(self)
+    /// The gRPC service; with a cluster token, calls without it are refused
+    /// `UNAUTHENTICATED` before they reach metadata.
+    pub fn into_server(self, token: Option<&ClusterToken>) -> InterceptedService<MetadataServer<Self>, RequireToken> {
+        let server = MetadataServer::new(self)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let expected = token.map(|t| format!("Bearer {}", t.0).into_bytes());
+        InterceptedService::new(server, RequireToken(expected.map(Arc::from)))
     }
 
     fn leader(&self) -> Result<&Metadata, Status> {
         self.leased.check().map_err(status)?;
         Ok(self.leased.metadata())
+    }
+}
+
+/// Refuses calls that do not carry the cluster token.
+#[derive(Clone)]
+pub struct RequireToken(Option<Arc<[u8]>>);
+
+impl tonic::service::Interceptor for RequireToken {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(expected) = &self.0 else { return Ok(request) };
+        match request.metadata().get("authorization") {
+            Some(value) if value.as_bytes() == &expected[..] => Ok(request),
+            Some(_) => Err(Status::unauthenticated("wrong cluster token")),
+            None => Err(Status::unauthenticated("metadata needs the cluster token (authorization: Bearer ...)")),
+        }
     }
 }
 

@@ -1,0 +1,102 @@
+//! The tower layer both transports share: resolves the request's `Authorization` header
+//! to an [`Access`] placed in the request's extensions, or answers `authn` (HTTP 401 with
+//! S2's JSON body, gRPC `UNAUTHENTICATED`) without calling the handler. `/health` and
+//! `/ready` stay open. Refusals for lack of permission are counted on the way out.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::http::{Request, Response};
+use axum::response::IntoResponse;
+use tower::Layer;
+
+use super::tokens::Authenticator;
+use crate::ApiError;
+
+/// Paths anyone may call.
+const OPEN_PATHS: [&str; 2] = ["/health", "/ready"];
+
+/// Authenticates every request; `refuse` renders a refusal for the transport.
+pub struct Authenticate<R> {
+    auth: Arc<Authenticator>,
+    refuse: fn(ApiError) -> Response<R>,
+}
+
+impl<R> Clone for Authenticate<R> {
+    fn clone(&self) -> Self {
+        Self { auth: self.auth.clone(), refuse: self.refuse }
+    }
+}
+
+/// For the HTTP API: refusals in S2's JSON shape.
+pub fn authenticate_http(auth: Arc<Authenticator>) -> Authenticate<axum::body::Body> {
+    Authenticate { auth, refuse: |error| error.into_response() }
+}
+
+/// For gRPC: refusals as a gRPC status.
+pub fn authenticate_grpc<R: Default>(auth: Arc<Authenticator>) -> Authenticate<R> {
+    Authenticate { auth, refuse: |error| tonic::Status::from(error).into_http() }
+}
+
+impl<S, R> Layer<S> for Authenticate<R> {
+    type Service = Authenticated<S, R>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Authenticated { inner, auth: self.clone() }
+    }
+}
+
+pub struct Authenticated<S, R> {
+    inner: S,
+    auth: Authenticate<R>,
+}
+
+impl<S: Clone, R> Clone for Authenticated<S, R> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone(), auth: self.auth.clone() }
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, R> tower::Service<Request<B>> for Authenticated<S, R>
+where
+    S: tower::Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+    R: 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Response<R>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        if OPEN_PATHS.contains(&request.uri().path()) {
+            return Box::pin(self.inner.call(request));
+        }
+        // The clone that was made ready is the one that serves this request.
+        let ready = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, ready);
+        let Authenticate { auth, refuse } = self.auth.clone();
+        Box::pin(async move {
+            let header = request.headers().get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes());
+            let access = match auth.authenticate(header).await {
+                Ok(access) => access,
+                Err(error) => return Ok(refuse(error)),
+            };
+            request.extensions_mut().insert(access);
+            let response = inner.call(request).await?;
+            let grpc_denied = response.headers().get("grpc-status").is_some_and(|v| v.as_bytes() == b"7");
+            if response.status() == 403 || grpc_denied {
+                auth.count_denied();
+            }
+            Ok(response)
+        })
+    }
+}

@@ -1,0 +1,20 @@
+//! Access control: who is calling, and whether they may. S2's access tokens (scopes of
+//! operations over basins, streams and tokens, with expiry and stream auto-prefixing)
+//! stored hashed in metadata, a root token from the configuration, and the checks every
+//! service call makes, whatever transport it came on.
+//!
+//! - `scope`: S2's token model and JSON;
+//! - `tokens`: [`Authenticator`]: the root token, issuing, listing and revoking, and
+//!   resolving a presented secret (cached for [`AuthConfig::revocation_bound`]);
+//! - `access`: [`Access`], what one request may do, and its checks;
+//! - `layer`: the tower layer that resolves `Authorization: Bearer` on HTTP and gRPC.
+
+mod access;
+mod layer;
+mod scope;
+mod tokens;
+
+pub use access::{Access, Target};
+pub use layer::{authenticate_grpc, authenticate_http, Authenticate};
+pub use scope::{OpGroups, Operation, ReadWrite, ResourceSet, Scope, TokenInfo};
+pub use tokens::{AuthConfig, Authenticator, IssuedToken, DEFAULT_REVOCATION_BOUND};

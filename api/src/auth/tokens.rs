@@ -1,0 +1,255 @@
+//! [`Authenticator`]: the root token, access tokens issued, listed and revoked through
+//! metadata (stored as the SHA-256 of their secret), and the resolution of a presented
+//! secret to an [`Access`], cached for [`AuthConfig::revocation_bound`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use shale_metadata::{AccessTokenRecord, CatalogCall, ListPage, MetadataApi};
+use shale_storage::Clock;
+
+use super::access::{Access, Target};
+use super::scope::{Operation, ResourceSet, TokenInfo};
+use crate::ApiError;
+
+/// How access control is set up in one process.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    /// With a root token every call needs a token; without one, access control is off.
+    pub root_token: Option<String>,
+    /// How long a process trusts what it learned about a token: a revoked token stops
+    /// working on every process within this long.
+    pub revocation_bound: Duration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { root_token: None, revocation_bound: DEFAULT_REVOCATION_BOUND }
+    }
+}
+
+pub const DEFAULT_REVOCATION_BOUND: Duration = Duration::from_secs(5);
+
+/// Longest access token id (S2's limit).
+const MAX_TOKEN_ID_BYTES: usize = 96;
+/// Random bytes in a secret.
+const SECRET_BYTES: usize = 30;
+
+type SecretHash = [u8; 32];
+
+fn hash(secret: &str) -> SecretHash {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// A token just issued: the secret is shown once, never stored.
+#[derive(Debug)]
+pub struct IssuedToken {
+    pub secret: String,
+}
+
+/// Resolves secrets to callers, and issues, lists and revokes tokens.
+pub struct Authenticator {
+    root: Option<SecretHash>,
+    metadata: Arc<dyn MetadataApi>,
+    clock: Arc<dyn Clock>,
+    /// What each presented secret resolved to (`None`: no such token), for the
+    /// revocation bound.
+    known: moka::future::Cache<SecretHash, Option<Arc<TokenInfo>>>,
+    failures: Failures,
+}
+
+/// Refused requests, by reason.
+#[derive(Default)]
+struct Failures {
+    missing: AtomicU64,
+    unknown: AtomicU64,
+    expired: AtomicU64,
+    denied: AtomicU64,
+}
+
+impl Authenticator {
+    pub fn new(config: &AuthConfig, metadata: Arc<dyn MetadataApi>, clock: Arc<dyn Clock>) -> Self {
+        let known = moka::future::Cache::builder().max_capacity(100_000).time_to_live(config.revocation_bound).build();
+        let root = config.root_token.as_deref().map(hash);
+        Self { root, metadata, clock, known, failures: Failures::default() }
+    }
+
+    /// Whether calls need a token.
+    pub fn is_on(&self) -> bool {
+        self.root.is_some()
+    }
+
+    /// The caller behind an `Authorization` header value: `Bearer <secret>`.
+    pub async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Access, ApiError> {
+        let Some(root) = &self.root else { return Ok(Access::Open) };
+        let Some(secret) = authorization.and_then(bearer) else {
+            self.failures.missing.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::Unauthenticated("missing access token: send `Authorization: Bearer <token>`".into()));
+        };
+        let presented = hash(secret);
+        if presented == *root {
+            return Ok(Access::Root);
+        }
+        let info = match self.known.get(&presented).await {
+            Some(info) => info,
+            None => {
+                let call = CatalogCall::AccessTokenBySecret { secret_hash: presented.to_vec() };
+                let record = self.metadata.catalog(call).await?.into_access_token()?;
+                let info = record.and_then(|r| serde_json::from_slice::<TokenInfo>(&r.info).ok()).map(Arc::new);
+                self.known.insert(presented, info.clone()).await;
+                info
+            }
+        };
+        let Some(info) = info else {
+            self.failures.unknown.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::Unauthenticated("unknown or revoked access token".into()));
+        };
+        if let Some(expires_at) = info.expires_at.as_deref() {
+            if expiry_ms(expires_at).is_ok_and(|at| at <= self.clock.now_ms()) {
+                self.failures.expired.fetch_add(1, Ordering::Relaxed);
+                return Err(ApiError::Unauthenticated(format!("access token `{}` expired at {expires_at}", info.id)));
+            }
+        }
+        Ok(Access::Token(info))
+    }
+
+    /// Counts a request refused for lack of permission.
+    pub fn count_denied(&self) {
+        self.failures.denied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Issues a token on behalf of `issuer`: its scope and expiry may not exceed the
+    /// issuer's. Returns the secret, which is not kept.
+    pub async fn issue(&self, issuer: &Access, mut info: TokenInfo) -> Result<IssuedToken, ApiError> {
+        validate_id(&info.id)?;
+        issuer.check(Operation::IssueAccessToken, Target::AccessToken(&info.id))?;
+        if info.scope.operations().is_empty() {
+            return Err(ApiError::bad("the scope must permit at least one operation (`ops` or `op_groups`)"));
+        }
+        if info.auto_prefix_streams && !matches!(info.scope.streams, ResourceSet::Prefix(_)) {
+            return Err(ApiError::bad("auto_prefix_streams needs a stream scope that is a prefix"));
+        }
+        let requested_expiry = info.expires_at.as_deref().map(expiry_ms).transpose()?;
+        if let Some(issuer) = issuer.token() {
+            if !issuer.scope.covers(&info.scope) {
+                return Err(ApiError::PermissionDenied(format!(
+                    "access token `{}` may not issue a token with a wider scope than its own",
+                    issuer.id
+                )));
+            }
+            if let Some(limit) = issuer.expires_at.as_deref() {
+                let limit_ms = expiry_ms(limit)?;
+                match requested_expiry {
+                    None => info.expires_at = Some(limit.to_string()),
+                    Some(at) if at > limit_ms => {
+                        return Err(ApiError::bad(format!(
+                            "expires_at must not be later than the issuing token's expiry ({limit})"
+                        )))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let mut random = [0u8; SECRET_BYTES];
+        rand::rng().fill_bytes(&mut random);
+        let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
+        let encoded = serde_json::to_vec(&info).map_err(|e| ApiError::bad(format!("access token info: {e}")))?;
+        let record = AccessTokenRecord { id: info.id.clone(), secret_hash: hash(&secret).to_vec(), info: encoded };
+        self.metadata.catalog(CatalogCall::IssueAccessToken { record }).await?.into_done()?;
+        tracing::info!(id = %info.id, "access token issued");
+        Ok(IssuedToken { secret })
+    }
+
+    /// Tokens the caller may see, by id.
+    pub async fn list(
+        &self,
+        caller: &Access,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<ListPage<TokenInfo>, ApiError> {
+        caller.check(Operation::ListAccessTokens, Target::Account)?;
+        let call = CatalogCall::ListAccessTokens { prefix: prefix.into(), start_after: start_after.into(), limit };
+        let page = self.metadata.catalog(call).await?.into_access_tokens()?;
+        let items = page
+            .items
+            .iter()
+            .filter(|record| caller.sees_token(&record.id))
+            .filter_map(|record| serde_json::from_slice::<TokenInfo>(&record.info).ok())
+            .collect();
+        Ok(ListPage { items, has_more: page.has_more })
+    }
+
+    /// Revokes a token: at once on this process, within the revocation bound elsewhere.
+    pub async fn revoke(&self, caller: &Access, id: &str) -> Result<(), ApiError> {
+        validate_id(id)?;
+        caller.check(Operation::RevokeAccessToken, Target::AccessToken(id))?;
+        self.metadata.catalog(CatalogCall::RevokeAccessToken { id: id.into() }).await?.into_done()?;
+        self.known.invalidate_all();
+        tracing::info!(%id, "access token revoked");
+        Ok(())
+    }
+
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        let f = &self.failures;
+        let _ = writeln!(out, "# HELP shale_auth_failures_total requests refused by access control, by reason");
+        let _ = writeln!(out, "# TYPE shale_auth_failures_total counter");
+        for (reason, count) in
+            [("missing", &f.missing), ("unknown", &f.unknown), ("expired", &f.expired), ("denied", &f.denied)]
+        {
+            let _ = writeln!(out, "shale_auth_failures_total{{reason=\"{reason}\"}} {}", count.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// The secret of `Bearer <secret>` (the scheme in any case).
+fn bearer(value: &[u8]) -> Option<&str> {
+    let value = std::str::from_utf8(value).ok()?.trim();
+    let (scheme, secret) = value.split_once(' ')?;
+    let secret = secret.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then_some(secret)
+}
+
+/// S2's rules for a token id.
+fn validate_id(id: &str) -> Result<(), ApiError> {
+    if id.is_empty() || id.len() > MAX_TOKEN_ID_BYTES {
+        return Err(ApiError::bad(format!("access token id must be 1 to {MAX_TOKEN_ID_BYTES} bytes")));
+    }
+    if id == "." || id == ".." || id.contains('\0') {
+        return Err(ApiError::bad("access token id must not be `.`, `..` or contain NUL"));
+    }
+    Ok(())
+}
+
+/// An RFC 3339 time as milliseconds since the epoch.
+fn expiry_ms(rfc3339: &str) -> Result<u64, ApiError> {
+    let at = time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| ApiError::bad(format!("expires_at `{rfc3339}` is not an RFC 3339 time: {e}")))?;
+    Ok(u64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_values_are_parsed_strictly() {
+        assert_eq!(bearer(b"Bearer abc"), Some("abc"));
+        assert_eq!(bearer(b"bearer  abc "), Some("abc"));
+        assert_eq!(bearer(b"Basic abc"), None);
+        assert_eq!(bearer(b"Bearer "), None);
+        assert_eq!(bearer(b"abc"), None);
+    }
+
+    #[test]
+    fn expiry_times_parse_with_any_offset() {
+        assert_eq!(expiry_ms("1970-01-01T00:00:01Z").ok(), Some(1000));
+        assert_eq!(expiry_ms("1970-01-01T01:00:01+01:00").ok(), Some(1000));
+        assert!(expiry_ms("tomorrow").is_err());
+    }
+}

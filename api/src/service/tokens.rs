@@ -1,0 +1,32 @@
+//! Access tokens (S2's `/v1/access-tokens`): issue, list, revoke, for the caller's
+//! [`crate::auth::Access`]; and the permission `/metrics` needs.
+
+use shale_metadata::ListPage;
+
+use super::{ListQuery, Service};
+use crate::auth::{IssuedToken, Operation, Target, TokenInfo};
+use crate::ApiError;
+
+impl Service {
+    /// Issues a token no wider than the caller's; answers its secret.
+    pub async fn issue_access_token(&self, info: TokenInfo) -> Result<IssuedToken, ApiError> {
+        self.catalog()?;
+        self.auth.issue(&self.access, info).await
+    }
+
+    pub async fn list_access_tokens(&self, query: &ListQuery) -> Result<ListPage<TokenInfo>, ApiError> {
+        self.catalog()?;
+        let limit = query.limit()?;
+        self.auth.list(&self.access, &query.prefix, &query.start_after, limit).await
+    }
+
+    pub async fn revoke_access_token(&self, id: &str) -> Result<(), ApiError> {
+        self.catalog()?;
+        self.auth.revoke(&self.access, id).await
+    }
+
+    /// Refuses unless the caller may read this process's metrics.
+    pub fn allow_metrics(&self) -> Result<(), ApiError> {
+        self.allow(Operation::AccountMetrics, Target::Account)
+    }
+}
