@@ -14,6 +14,7 @@
 //! - `layers`: the tower layers both transports share; `listener`: HTTP serving with
 //!   connection limits;
 //! - `ops`: `/health`, `/ready`, `/metrics`;
+//! - `tls`: TLS on the listeners;
 //! - `auth`: access tokens, scopes and the layer that authenticates each request;
 //! - `error`: [`ApiError`].
 
@@ -25,6 +26,7 @@ mod listener;
 mod ops;
 mod s2;
 mod service;
+mod tls;
 
 use std::sync::Arc;
 
@@ -44,6 +46,8 @@ pub use ops::ops_router;
 /// Entry points for the fuzz targets in `fuzz/`: each parser of client bytes.
 pub use s2::fuzz;
 pub use service::Service;
+pub use tls::acceptor as tls_acceptor;
+pub use tokio_rustls::TlsAcceptor;
 
 /// Which calls this process serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,6 +17,9 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+
+use crate::tls::Conn;
 
 /// Connection limits of the client-facing listeners (`[connections]` in the config).
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -55,6 +58,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -94,10 +98,14 @@ pub async fn serve(
         };
         let stream = CappedStream::new(stream, slot, limits.header_read_timeout);
         let service = TowerToHyperService::new(router.clone());
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
-        let connection = graceful.watch(connection);
+        let (builder, watcher, tls) = (builder.clone(), graceful.watcher(), tls.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            let conn = match Conn::open(stream, tls.as_ref()).await {
+                Ok(conn) => conn,
+                Err(e) => return tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+            };
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(conn), service);
+            if let Err(e) = watcher.watch(connection.into_owned()).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
@@ -130,20 +138,43 @@ pub fn grpc_server(limits: ConnectionLimits) -> tonic::transport::Server {
 pub fn capped_incoming(
     listener: TcpListener,
     limits: ConnectionLimits,
-) -> impl futures::Stream<Item = std::io::Result<CappedStream>> {
-    use tokio_stream::StreamExt;
+    tls: Option<TlsAcceptor>,
+) -> impl futures::Stream<Item = std::io::Result<Conn>> {
+    // Handshakes run in their own tasks, so a slow client never holds up the next accept.
+    let (opened, incoming) = tokio::sync::mpsc::channel(64);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
-    tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |accepted| {
-        let stream = match accepted {
-            Ok(stream) => stream,
-            Err(e) => return Some(Err(e)),
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(max = limits.max_connections, "gRPC connection refused: too many open connections");
-            return None;
-        };
-        Some(Ok(CappedStream::new(stream, slot, limits.header_read_timeout)))
-    })
+    tokio::spawn(async move {
+        loop {
+            // Stops (and frees the port) once the server drops the incoming stream.
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = opened.closed() => return,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                tracing::warn!(max = limits.max_connections, "gRPC connection refused: too many open connections");
+                continue;
+            };
+            let stream = CappedStream::new(stream, slot, limits.header_read_timeout);
+            let (sender, tls) = (opened.clone(), tls.clone());
+            tokio::spawn(async move {
+                match Conn::open(stream, tls.as_ref()).await {
+                    Ok(conn) => {
+                        let _ = sender.send(Ok::<_, std::io::Error>(conn)).await;
+                    }
+                    Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(incoming)
 }
 
 /// A connection holding one of the listener's slots until it closes, failed with

@@ -2,7 +2,7 @@
 //!
 //! Exit codes a script can rely on: 0 success, 2 invalid arguments, 3 not found,
 //! 4 already exists, 5 append condition failed (sequence number or fencing token),
-//! 6 server unavailable or overloaded, 1 anything else.
+//! 6 server unavailable or overloaded, 7 no valid token or not permitted, 1 anything else.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -16,13 +16,20 @@ use shale_proto::grpc::records_client::RecordsClient;
 use shale_proto::grpc::streams_client::StreamsClient;
 use tokio::io::AsyncBufReadExt;
 use tokio_stream::StreamExt;
-use tonic::transport::Channel;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 #[derive(Debug, Args)]
 pub struct Connection {
     /// gRPC address of a Shale server.
     #[arg(long, env = "SHALE_SERVER", default_value = "http://127.0.0.1:50051", global = true)]
     pub server: String,
+    /// Access token, when the server has access control on.
+    #[arg(long, env = "SHALE_ACCESS_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// CA certificate (PEM) the server's certificate chains to, for `https://` servers.
+    #[arg(long, env = "SHALE_CA_FILE", global = true)]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -113,6 +120,7 @@ impl From<tonic::Status> for Failure {
             tonic::Code::AlreadyExists => 4,
             tonic::Code::FailedPrecondition => 5,
             tonic::Code::Unavailable | tonic::Code::ResourceExhausted => 6,
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => 7,
             _ => 1,
         };
         let details = String::from_utf8_lossy(status.details()).into_owned();
@@ -147,11 +155,44 @@ pub fn report(result: Result<(), Failure>) -> ExitCode {
     }
 }
 
-async fn channel(connection: &Connection) -> Result<Channel, Failure> {
-    Ok(Channel::from_shared(connection.server.clone())
-        .map_err(|e| Failure(format!("bad --server: {e}"), 2))?
-        .connect()
-        .await?)
+/// A connection to the server whose calls carry the access token, if one was given.
+type Transport = InterceptedService<Channel, Bearer>;
+
+#[derive(Clone)]
+struct Bearer(Option<tonic::metadata::AsciiMetadataValue>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+async fn channel(connection: &Connection) -> Result<Transport, Failure> {
+    let token = match &connection.token {
+        Some(token) => Some(
+            format!("Bearer {token}")
+                .parse()
+                .map_err(|_| Failure("the access token is not printable ASCII".into(), 2))?,
+        ),
+        None => None,
+    };
+    let mut endpoint =
+        Channel::from_shared(connection.server.clone()).map_err(|e| Failure(format!("bad --server: {e}"), 2))?;
+    match &connection.ca_file {
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| Failure(format!("reading {}: {e}", path.display()), 2))?;
+            endpoint = endpoint.tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))?;
+        }
+        None if connection.server.starts_with("https://") => {
+            return Err(Failure("an https:// server needs --ca-file (SHALE_CA_FILE)".into(), 2));
+        }
+        None => {}
+    }
+    let channel = endpoint.connect().await?;
+    Ok(InterceptedService::new(channel, Bearer(token)))
 }
 
 fn split_target(target: &str) -> Result<(String, String), Failure> {

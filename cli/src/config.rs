@@ -32,6 +32,16 @@ pub struct ServeArgs {
     /// Added latency per object-store request, e.g. `30ms` (benchmarks at S3-like latency).
     #[arg(long, env = "SHALE_STORE_DELAY", value_parser = humantime::parse_duration)]
     pub store_delay: Option<Duration>,
+    /// Certificate chain (PEM) for TLS on this process's listeners (with --tls-key).
+    #[arg(long, env = "SHALE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, env = "SHALE_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificate (PEM) that metadata's certificate chains to: roles reach metadata
+    /// over TLS.
+    #[arg(long, env = "SHALE_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
     /// `shale serve` on a local directory another server holds: ask it to stop (it
     /// drains and closes), then take over. Without it, such a start is refused.
     #[arg(long)]
@@ -167,6 +177,34 @@ fn secret(env: &str, file: Option<&std::path::Path>) -> anyhow::Result<Option<Cl
     Ok(Some(ClusterToken(value.to_string())))
 }
 
+/// `[tls]`: TLS on every listener of the process (`cert` and `key`), and the CA that
+/// metadata's certificate chains to, for roles that call it (`ca`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsSettings {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub ca: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    /// The listeners' acceptor, when a certificate is configured.
+    pub fn acceptor(&self) -> anyhow::Result<Option<shale_api::TlsAcceptor>> {
+        match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Ok(Some(shale_api::tls_acceptor(cert, key).map_err(anyhow::Error::msg)?)),
+            (None, None) => Ok(None),
+            _ => anyhow::bail!("TLS needs both a certificate (--tls-cert) and its key (--tls-key)"),
+        }
+    }
+
+    fn ca_pem(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        self.ca
+            .as_ref()
+            .map(|path| std::fs::read(path).with_context(|| format!("reading {}", path.display())))
+            .transpose()
+    }
+}
+
 /// Everything the server commands need.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -197,6 +235,7 @@ pub struct ServeConfig {
     /// Limits of the HTTP listeners.
     pub connections: shale_api::ConnectionLimits,
     pub auth: AuthSettings,
+    pub tls: TlsSettings,
     /// `--takeover` (a command-line choice, not a setting).
     #[serde(skip)]
     pub takeover: bool,
@@ -219,6 +258,7 @@ impl Default for ServeConfig {
             cluster: ClusterConfig::default(),
             connections: shale_api::ConnectionLimits::default(),
             auth: AuthSettings::default(),
+            tls: TlsSettings::default(),
             takeover: false,
         }
     }
@@ -248,6 +288,15 @@ impl ServeConfig {
         if let Some(delay) = args.store_delay {
             config.store_delay = delay;
         }
+        for (flag, setting) in [
+            (&args.tls_cert, &mut config.tls.cert),
+            (&args.tls_key, &mut config.tls.key),
+            (&args.tls_ca, &mut config.tls.ca),
+        ] {
+            if flag.is_some() {
+                setting.clone_from(flag);
+            }
+        }
         config.takeover = args.takeover;
         config.auth.resolve()?;
         config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
@@ -255,8 +304,12 @@ impl ServeConfig {
     }
 
     /// The metadata client's settings: the cluster's timing and token.
-    pub fn remote_config(&self) -> RemoteConfig {
-        RemoteConfig { token: self.auth.cluster_token.clone(), ..self.cluster.remote_config() }
+    pub fn remote_config(&self) -> anyhow::Result<RemoteConfig> {
+        Ok(RemoteConfig {
+            token: self.auth.cluster_token.clone(),
+            ca_pem: self.tls.ca_pem()?,
+            ..self.cluster.remote_config()
+        })
     }
 
     /// The store URL: `--store`, or the data directory on the local filesystem.

@@ -137,7 +137,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
 /// The metadata client of a role process: whichever of `addrs` (or the leader record in
 /// the store) holds the lease.
 fn remote_metadata(config: &ServeConfig, store: &Store, addrs: &[String]) -> anyhow::Result<Arc<dyn MetadataApi>> {
-    let client = RemoteMetadata::new(addrs.to_vec(), Some(store.store.clone()), config.remote_config())?;
+    let client = RemoteMetadata::new(addrs.to_vec(), Some(store.store.clone()), config.remote_config()?)?;
     Ok(Arc::new(client))
 }
 
@@ -174,7 +174,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         counters.render(&mut out);
         out
     };
-    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(|| Ok(()), metrics), config.connections);
+    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(|| Ok(()), metrics), &config)?;
     tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
         shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, "shale serving");
     Ok(Running {
@@ -229,7 +229,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     if config.auth.cluster_token.is_none() {
         tracing::warn!("no cluster token (SHALE_CLUSTER_TOKEN, [auth] cluster_token_file or a root token): metadata accepts calls from anyone");
     }
-    let limits = config.connections;
+    let (limits, tls) = (config.connections, config.tls.acceptor()?);
 
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let grpc = tokio::spawn(async move {
@@ -238,7 +238,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         };
         let result = shale_api::grpc_server(limits)
             .add_service(service)
-            .serve_with_incoming_shutdown(shale_api::capped_incoming(grpc_listener, limits), stopped)
+            .serve_with_incoming_shutdown(shale_api::capped_incoming(grpc_listener, limits, tls), stopped)
             .await;
         if let Err(e) = result {
             tracing::error!(error = %e, "metadata grpc server failed");
@@ -274,7 +274,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
             out
         }
     };
-    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics), config.connections);
+    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics), &config)?;
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
         store = %store.url, "shale serving");
@@ -290,21 +290,23 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     })
 }
 
+/// Serves `router` on `listener` with the process's connection limits and TLS.
 fn spawn_http(
     listener: TcpListener,
     router: shale_api::Router,
-    limits: shale_api::ConnectionLimits,
-) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    config: &ServeConfig,
+) -> anyhow::Result<(oneshot::Sender<()>, JoinHandle<()>)> {
+    let (limits, tls) = (config.connections, config.tls.acceptor()?);
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let stopped = async {
             let _ = stopped.await;
         };
-        if let Err(e) = shale_api::serve(listener, router, limits, stopped).await {
+        if let Err(e) = shale_api::serve(listener, router, limits, tls, stopped).await {
             tracing::error!(error = %e, "http server failed");
         }
     });
-    (stop, server)
+    Ok((stop, server))
 }
 
 /// Binds and serves the client API (HTTP and `shale.v1` gRPC) for `state`.
@@ -318,15 +320,15 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
     let grpc_listener = bind(config.grpc).await?;
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
-    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), config.connections);
+    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), config)?;
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let gateway = state.gateway.clone();
-    let limits = config.connections;
+    let (limits, tls) = (config.connections, config.tls.acceptor()?);
     let grpc = tokio::spawn(async move {
         let stopped = async {
             let _ = grpc_stopped.await;
         };
-        if let Err(e) = shale_api::serve_grpc(grpc_listener, state, limits, stopped).await {
+        if let Err(e) = shale_api::serve_grpc(grpc_listener, state, limits, tls, stopped).await {
             tracing::error!(error = %e, "grpc server failed");
         }
     });

@@ -9,6 +9,7 @@ pub mod history;
 mod moto;
 mod node;
 mod server;
+pub mod tls;
 
 pub use moto::Moto;
 pub use node::{Backend, Node, TestStore};

@@ -273,7 +273,7 @@ async fn serve_role(state: shale_api::AppState) -> String {
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         let limits = shale_api::ConnectionLimits::default();
-        shale_api::serve_grpc(listener, state, limits, std::future::pending()).await.unwrap();
+        shale_api::serve_grpc(listener, state, limits, None, std::future::pending()).await.unwrap();
     });
     url
 }

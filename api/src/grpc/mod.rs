@@ -30,6 +30,7 @@ pub async fn serve_grpc(
     listener: tokio::net::TcpListener,
     state: AppState,
     limits: crate::ConnectionLimits,
+    tls: Option<crate::TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::result::Result<(), tonic::transport::Error> {
     let reflection = tonic_reflection::server::Builder::configure()
@@ -51,7 +52,7 @@ pub async fn serve_grpc(
         .add_service(AccessTokensServer::new(service.clone()))
         .add_service(RecordsServer::new(service))
         .add_service(reflection)
-        .serve_with_incoming_shutdown(crate::listener::capped_incoming(listener, limits), shutdown)
+        .serve_with_incoming_shutdown(crate::listener::capped_incoming(listener, limits, tls), shutdown)
         .await
 }
 

@@ -20,6 +20,8 @@ pub struct Cluster {
     pub metadata: Vec<String>,
     pub gateways: Vec<(Child, String)>,
     pub readers: Vec<(Child, String)>,
+    /// The gateways' gRPC base URLs, in start order.
+    pub gateway_grpc: Vec<String>,
 }
 
 static BUCKETS: AtomicU64 = AtomicU64::new(0);
@@ -42,6 +44,7 @@ impl Cluster {
             metadata: Vec::new(),
             gateways: Vec::new(),
             readers: Vec::new(),
+            gateway_grpc: Vec::new(),
         }
     }
 
@@ -69,9 +72,12 @@ impl Cluster {
                     "--grpc",
                     "127.0.0.1:0",
                 ];
-                let (child, http, _grpc) = spawn(self.dir.path(), &args, &self.env);
+                let (child, http, grpc) = spawn(self.dir.path(), &args, &self.env);
                 match role {
-                    "gateway" => self.gateways.push((child, http)),
+                    "gateway" => {
+                        self.gateways.push((child, http));
+                        self.gateway_grpc.push(grpc);
+                    }
                     _ => self.readers.push((child, http)),
                 }
             }

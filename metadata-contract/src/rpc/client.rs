@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot, watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::Status;
 
 use super::commit_pipe::{self, Call};
@@ -53,6 +53,9 @@ pub struct RemoteConfig {
     /// The cluster token sent with every call (`authorization: Bearer`), when metadata
     /// requires one.
     pub token: Option<ClusterToken>,
+    /// With a CA certificate (PEM), metadata is reached over TLS and its certificate must
+    /// chain to this CA; addresses without a scheme become `https://`.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 impl Default for RemoteConfig {
@@ -62,6 +65,7 @@ impl Default for RemoteConfig {
             call_timeout: Duration::from_secs(10),
             failover_timeout: Duration::from_secs(30),
             token: None,
+            ca_pem: None,
         }
     }
 }
@@ -135,7 +139,8 @@ impl RemoteMetadata {
         if addresses.is_empty() {
             return Err(MetadataError::InvalidArgument("at least one metadata address is needed".into()));
         }
-        let addresses = addresses.iter().map(|a| with_scheme(a)).collect::<Vec<_>>();
+        let tls = config.ca_pem.is_some();
+        let addresses = addresses.iter().map(|a| with_scheme(a, tls)).collect::<Vec<_>>();
         for address in &addresses {
             Endpoint::from_shared(address.clone())
                 .map_err(|e| MetadataError::InvalidArgument(format!("bad metadata address `{address}`: {e}")))?;
@@ -164,9 +169,11 @@ impl RemoteMetadata {
     }
 }
 
-fn with_scheme(address: &str) -> String {
+fn with_scheme(address: &str, tls: bool) -> String {
     if address.starts_with("http://") || address.starts_with("https://") {
         address.to_string()
+    } else if tls {
+        format!("https://{address}")
     } else {
         format!("http://{address}")
     }
@@ -187,7 +194,17 @@ impl Inner {
         let candidates: Vec<String> =
             leader.clone().into_iter().chain(configured.filter(|a| Some(a) != leader.as_ref())).collect();
         for address in candidates {
-            let Ok(endpoint) = Endpoint::from_shared(address.clone()) else { continue };
+            let Ok(mut endpoint) = Endpoint::from_shared(address.clone()) else { continue };
+            if let Some(ca) = &self.config.ca_pem {
+                let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+                match endpoint.tls_config(tls) {
+                    Ok(with_tls) => endpoint = with_tls,
+                    Err(e) => {
+                        tracing::warn!(%address, error = %e, "cannot set up TLS to metadata");
+                        continue;
+                    }
+                }
+            }
             let endpoint = endpoint
                 .connect_timeout(self.config.connect_timeout)
                 .tcp_nodelay(true)
@@ -214,7 +231,7 @@ impl Inner {
     async fn leader_record_address(&self) -> Option<String> {
         let store = self.store.as_ref()?;
         match read_record(store.as_ref(), &Path::from(LEADER_RECORD)).await {
-            Ok(record) => record.map(|r| with_scheme(&r.address)),
+            Ok(record) => record.map(|r| with_scheme(&r.address, self.config.ca_pem.is_some())),
             Err(e) => {
                 tracing::debug!(error = %e, "cannot read the leader record");
                 None
