@@ -48,8 +48,9 @@ pub async fn metrics(State(http): State<Http>, access: crate::auth::Access) -> R
 
 /// `/health`, `/ready` and `/metrics` alone, for a process without the client API (the
 /// metadata role): `ready` says whether it serves, `metrics` renders Prometheus text.
+/// With access control on in `auth`, `/metrics` needs a token with `account-metrics`.
 /// Every other path answers `wrong_role`, naming the roles that serve clients.
-pub fn ops_router<R, M>(ready: R, metrics: M) -> axum::Router
+pub fn ops_router<R, M>(ready: R, metrics: M, auth: std::sync::Arc<crate::auth::Authenticator>) -> axum::Router
 where
     R: Fn() -> Result<(), String> + Clone + Send + Sync + 'static,
     M: Fn() -> String + Clone + Send + Sync + 'static,
@@ -68,7 +69,13 @@ where
         )
         .route(
             "/metrics",
-            get(move || async move { ([("content-type", "text/plain; version=0.0.4")], metrics()).into_response() }),
+            get(move |access: crate::auth::Access| async move {
+                use crate::auth::{Operation, Target};
+                if let Err(e) = access.check(Operation::AccountMetrics, Target::Account) {
+                    return e.into_response();
+                }
+                ([("content-type", "text/plain; version=0.0.4")], metrics()).into_response()
+            }),
         )
         .fallback(|| async {
             ApiError::WrongRole {
@@ -77,6 +84,7 @@ where
                 use_role: "gateway (appends, management) or reader (reads)",
             }
         })
+        .layer(crate::auth::authenticate_http(auth))
 }
 
 pub async fn not_found(uri: Uri) -> ApiError {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use shale_api::auth::Authenticator;
 use shale_api::{AppState, MetricsHook, Role};
 use shale_compactor::{run_compactor, Compactor, CompactorStats};
 use shale_gateway::Gateway;
@@ -164,7 +165,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
     let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let mut config = config;
     config.compactor.enabled = true;
-    let (task, stats) = start_compactor(&config, metadata, &store);
+    let (task, stats) = start_compactor(&config, metadata.clone(), &store);
     let http_listener = bind(config.http).await?;
     let http_addr = http_listener.local_addr()?;
     let counters = store.counters.clone();
@@ -174,7 +175,8 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         counters.render(&mut out);
         out
     };
-    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(|| Ok(()), metrics), &config)?;
+    let auth = Arc::new(Authenticator::new(&config.auth.api_config(), metadata.clone(), Arc::new(SystemClock)));
+    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(|| Ok(()), metrics, auth), &config)?;
     tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
         shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, "shale serving");
     Ok(Running {
@@ -257,7 +259,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         }
     };
     let leased: Arc<dyn MetadataApi> = Arc::new(LeasedMetadata::new(metadata.clone(), Some(lease.clone())));
-    let (compactor, compaction) = start_compactor(&config, leased, &store);
+    let (compactor, compaction) = start_compactor(&config, leased.clone(), &store);
     let metrics = {
         let (lease, gc, counters) = (lease.clone(), metadata.gc_stats(), store.counters.clone());
         let commits = metadata.commit_stats();
@@ -274,7 +276,8 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
             out
         }
     };
-    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics), &config)?;
+    let auth = Arc::new(Authenticator::new(&config.auth.api_config(), leased.clone(), Arc::new(SystemClock)));
+    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics, auth), &config)?;
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
         store = %store.url, "shale serving");

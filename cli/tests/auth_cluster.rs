@@ -1,7 +1,7 @@
 //! Access control across separate processes on the local S3 server: `shale metadata`,
 //! two gateways and a reader started with a root token. A token revoked through one
 //! gateway stops working on the other gateway and on the reader within the documented
-//! bound, and metadata refuses internal calls without the cluster token.
+//! bound, and metadata refuses internal calls (and `/metrics`) without a token.
 
 #![allow(clippy::unwrap_used)]
 
@@ -24,7 +24,7 @@ const BOUND: Duration = Duration::from_secs(2);
 async fn a_revoked_token_stops_working_on_every_process_within_the_bound() {
     let mut cluster = Cluster::new("[auth]\nrevocation_bound = \"2s\"\n").await;
     cluster.env.push(("SHALE_ROOT_TOKEN", ROOT.to_string()));
-    let (metadata, metadata_grpc, _) = cluster.start_metadata();
+    let (metadata, metadata_grpc, metadata_http) = cluster.start_metadata();
     cluster.metadata.push(metadata_grpc.clone());
     cluster.start_roles(2, 1);
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
@@ -93,6 +93,12 @@ async fn a_revoked_token_stops_working_on_every_process_within_the_bound() {
     let limit = BOUND + Duration::from_millis(500);
     assert!(gateway_refused.is_some_and(|t| t <= limit), "other gateway refused after {gateway_refused:?}");
     assert!(reader_refused.is_some_and(|t| t <= limit), "reader refused after {reader_refused:?}");
+
+    // Metadata's metrics need a token too; health stays open.
+    let metrics = format!("{metadata_http}/metrics");
+    assert_eq!(client.get(&metrics).send().await.unwrap().status(), 401);
+    assert_eq!(client.get(&metrics).bearer_auth(ROOT).send().await.unwrap().status(), 200);
+    assert_eq!(client.get(format!("{metadata_http}/health")).send().await.unwrap().status(), 200);
 
     // Metadata's internal API: refused without the cluster token, served with it.
     let mut raw = pb::metadata_client::MetadataClient::connect(format!("http://{metadata_grpc}")).await.unwrap();

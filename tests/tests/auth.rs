@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::time::{Duration, Instant};
+
 use futures::StreamExt;
 use serde_json::{json, Value};
 use shale_metadata::ClusterToken;
@@ -16,9 +18,13 @@ use tonic::Code;
 
 const ROOT: &str = "root-secret-for-tests";
 
+/// How long a process trusts a token lookup in these tests.
+const BOUND: Duration = Duration::from_millis(300);
+
 async fn server() -> TestServer {
     TestServer::start_with(|config| {
         config.auth.root_token = Some(ClusterToken(ROOT.into()));
+        config.auth.revocation_bound = BOUND;
     })
     .await
 }
@@ -288,10 +294,24 @@ async fn grpc_answers_unauthenticated_and_permission_denied() {
     let mut session = records.read_session(with_token(read("team-a-x"), &reader)).await.unwrap().into_inner();
     let first = session.next().await.unwrap().unwrap();
     assert!(matches!(first.event, Some(pb::read_session_response::Event::Batch(b)) if b.records.len() == 2));
-    drop(session);
     let revoke = pb::RevokeAccessTokenRequest { id: "grpc-reader".into() };
     tokens.revoke_access_token(with_token(revoke, ROOT)).await.unwrap();
+    let revoked_at = Instant::now();
     assert_eq!(records.read(with_token(read("team-a-x"), &reader)).await.unwrap_err().code(), Code::Unauthenticated);
+    // The session opened before the revocation ends within the bound (heartbeats may come first).
+    let ended = tokio::time::timeout(BOUND * 10, async {
+        loop {
+            match session.next().await {
+                Some(Ok(_heartbeat)) => continue,
+                Some(Err(status)) => break status,
+                None => panic!("the session ended without an error"),
+            }
+        }
+    })
+    .await
+    .expect("the session outlived its revoked token");
+    assert_eq!(ended.code(), Code::Unauthenticated, "{ended:?}");
+    assert!(revoked_at.elapsed() < BOUND * 3, "ended {:?} after the revocation", revoked_at.elapsed());
     server.stop().await;
 }
 

@@ -15,7 +15,23 @@ pub enum Access {
     /// The root token: everything is permitted.
     Root,
     /// An issued token: what its scope permits.
-    Token(Arc<TokenInfo>),
+    Token(Arc<Grant>),
+}
+
+/// An issued token as presented: what it permits, and the hash of the secret it was
+/// presented with (to check it again during a long session).
+#[derive(Debug)]
+pub struct Grant {
+    pub info: TokenInfo,
+    pub(super) secret_hash: [u8; 32],
+}
+
+impl std::ops::Deref for Grant {
+    type Target = TokenInfo;
+
+    fn deref(&self) -> &TokenInfo {
+        &self.info
+    }
 }
 
 /// What an operation acts on.
@@ -109,7 +125,7 @@ impl Access {
         self.sees(|token| token.scope.access_tokens.matches(id))
     }
 
-    fn sees(&self, test: impl Fn(&TokenInfo) -> bool) -> bool {
+    fn sees(&self, test: impl Fn(&Grant) -> bool) -> bool {
         match self {
             Access::Open | Access::Root => true,
             Access::Token(token) => test(token),
@@ -119,7 +135,7 @@ impl Access {
     /// The token, for a caller that holds one.
     pub fn token(&self) -> Option<&TokenInfo> {
         match self {
-            Access::Token(token) => Some(token),
+            Access::Token(grant) => Some(&grant.info),
             _ => None,
         }
     }
@@ -152,7 +168,7 @@ mod tests {
     use super::*;
 
     fn token(json: serde_json::Value) -> Access {
-        Access::Token(Arc::new(serde_json::from_value(json).unwrap()))
+        Access::Token(Arc::new(Grant { info: serde_json::from_value(json).unwrap(), secret_hash: [0; 32] }))
     }
 
     #[test]

@@ -166,7 +166,7 @@ impl Scope {
             return true;
         }
         let (level, writes) = op.group();
-        let groups = self.op_groups.clone().unwrap_or_default();
+        let Some(groups) = &self.op_groups else { return false };
         let group = match level {
             Level::Account => groups.account,
             Level::Basin => groups.basin,

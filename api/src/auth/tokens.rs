@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use shale_metadata::{AccessTokenRecord, CatalogCall, ListPage, MetadataApi};
 use shale_storage::Clock;
 
-use super::access::{Access, Target};
+use super::access::{Access, Grant, Target};
 use super::scope::{Operation, ResourceSet, TokenInfo};
 use crate::ApiError;
 
@@ -60,6 +60,7 @@ pub struct Authenticator {
     /// revocation bound.
     known: moka::future::Cache<SecretHash, Option<Arc<TokenInfo>>>,
     failures: Failures,
+    revocation_bound: Duration,
 }
 
 /// Refused requests, by reason.
@@ -75,7 +76,7 @@ impl Authenticator {
     pub fn new(config: &AuthConfig, metadata: Arc<dyn MetadataApi>, clock: Arc<dyn Clock>) -> Self {
         let known = moka::future::Cache::builder().max_capacity(100_000).time_to_live(config.revocation_bound).build();
         let root = config.root_token.as_deref().map(hash);
-        Self { root, metadata, clock, known, failures: Failures::default() }
+        Self { root, metadata, clock, known, failures: Failures::default(), revocation_bound: config.revocation_bound }
     }
 
     /// Whether calls need a token.
@@ -94,6 +95,13 @@ impl Authenticator {
         if presented == *root {
             return Ok(Access::Root);
         }
+        let info = self.resolve(presented).await?;
+        Ok(Access::Token(Arc::new(Grant { info, secret_hash: presented })))
+    }
+
+    /// The live token whose secret hashes to `presented`: known (as of at most the
+    /// revocation bound ago) and not expired.
+    async fn resolve(&self, presented: SecretHash) -> Result<TokenInfo, ApiError> {
         let info = match self.known.get(&presented).await {
             Some(info) => info,
             None => {
@@ -114,7 +122,21 @@ impl Authenticator {
                 return Err(ApiError::Unauthenticated(format!("access token `{}` expired at {expires_at}", info.id)));
             }
         }
-        Ok(Access::Token(info))
+        Ok(TokenInfo::clone(&info))
+    }
+
+    /// Whether a caller that was let in is still: its token not revoked (as of the
+    /// revocation bound) nor expired. For sessions that outlive a request.
+    pub async fn recheck(&self, access: &Access) -> Result<(), ApiError> {
+        match access {
+            Access::Open | Access::Root => Ok(()),
+            Access::Token(grant) => self.resolve(grant.secret_hash).await.map(|_| ()),
+        }
+    }
+
+    /// How long a looked-up token is trusted.
+    pub fn revocation_bound(&self) -> Duration {
+        self.revocation_bound
     }
 
     /// Counts a request refused for lack of permission.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use shale_metadata::Position;
 use shale_reader::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader, ReaderError};
 
+use crate::auth::SessionGuard;
 use crate::ApiError;
 
 /// Longest quiet spell before a heartbeat.
@@ -46,6 +47,8 @@ pub struct Follower {
     pub sent_records: u64,
     pub sent_bytes: u64,
     finished: bool,
+    /// Ends the session when the caller's token is revoked or expires.
+    guard: SessionGuard,
 }
 
 impl Follower {
@@ -58,6 +61,7 @@ impl Follower {
         idle_limit: Option<Duration>,
         (sent_records, sent_bytes): (u64, u64),
         mut cursor: ReadCursor,
+        guard: SessionGuard,
     ) -> Result<Self, ApiError> {
         if let ReadStart::SeqNum(seq) = request.start {
             let tail = reader.tail_with(&request.basin, &request.stream, &mut cursor).await?;
@@ -76,6 +80,7 @@ impl Follower {
             sent_records,
             sent_bytes,
             finished: false,
+            guard,
         })
     }
 
@@ -94,6 +99,11 @@ impl Follower {
         if self.finished {
             return None;
         }
+        // At least once per heartbeat, so an idle session ends too.
+        if let Err(error) = self.guard.check().await {
+            self.finished = true;
+            return Some(FollowEvent::Error(error));
+        }
         let Some(limits) = self.remaining() else {
             self.finished = true;
             return Some(FollowEvent::Done);
@@ -104,6 +114,9 @@ impl Follower {
         if let Some(limit) = self.idle_limit {
             let idle = self.caught_up_since.map(|since| since.elapsed()).unwrap_or_default();
             request.wait = HEARTBEAT.min(limit.saturating_sub(idle));
+        }
+        if let Some(check) = self.guard.until_next_check() {
+            request.wait = request.wait.min(check);
         }
         let started = tokio::time::Instant::now();
         let event = match self.reader.read_with(&request, &mut self.cursor).await {

@@ -64,6 +64,11 @@ impl Service {
         Self { access, ..self.clone() }
     }
 
+    /// What keeps a session's caller checked while it runs.
+    fn session_guard(&self) -> crate::auth::SessionGuard {
+        crate::auth::SessionGuard::new(self.auth.clone(), self.access.clone())
+    }
+
     /// Refuses unless the caller may run `op` on `target`.
     fn allow(&self, op: Operation, target: Target<'_>) -> Result<(), ApiError> {
         self.access.check(op, target)

@@ -2,6 +2,7 @@
 //! check tail. S2's read rules live here: the limits, create-on-read, and the past-tail
 //! check, each resolved from the one metadata lookup a read open makes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
@@ -76,7 +77,14 @@ impl Service {
         use futures::StreamExt;
         let gateway = self.gateway()?.clone();
         let service = self.clone();
-        let inputs = inputs.map(move |input| input.and_then(|input| service.authorize_append(input)));
+        let guard = Arc::new(tokio::sync::Mutex::new(self.session_guard()));
+        let inputs = Box::pin(inputs.then(move |input| {
+            let (service, guard) = (service.clone(), guard.clone());
+            async move {
+                guard.lock().await.check().await?;
+                service.authorize_append(input?)
+            }
+        }));
         tokio::spawn(async move { append_pipeline::run(&gateway, inputs, acks).await });
         Ok(())
     }
@@ -107,7 +115,8 @@ impl Service {
         validate_read(&request.read)?;
         request.read = self.authorize_read(&request.read)?.into_owned();
         let cursor = self.open_read(&request.read).await?;
-        Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor).await
+        let guard = self.session_guard();
+        Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor, guard).await
     }
 
     pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ApiError> {
