@@ -361,3 +361,19 @@ async fn s2_sdk_issues_a_token_and_uses_it_over_s2s() {
     assert!(stream.check_tail().await.is_err());
     server.stop().await;
 }
+
+/// Without a root token nothing changes for clients, and issuing a token is refused
+/// rather than giving one that would never be checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_root_token_access_control_is_off() {
+    let server = TestServer::start().await;
+    let (status, _) = call(&server, None, reqwest::Method::GET, "/v1/basins", None, None).await;
+    assert_eq!(status, 200);
+    let (status, _) = call(&server, Some("anything"), reqwest::Method::GET, "/v1/basins", None, None).await;
+    assert_eq!(status, 200, "S2 clients always send a token; it is ignored");
+    let (status, body) = issue(&server, "anything", read_only_team_a()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("access control is off"), "{body}");
+    assert_eq!(server.client.get(server.url("/metrics")).send().await.unwrap().status(), 200);
+    server.stop().await;
+}

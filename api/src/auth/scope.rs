@@ -5,10 +5,21 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-/// Every operation a token may be granted (S2's `Operation`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Operation {
+/// Declares [`Operation`] and the list of all of them from one list of names.
+macro_rules! operations {
+    ($($op:ident),* $(,)?) => {
+        /// Every operation a token may be granted (S2's `Operation`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Operation {
+            $($op),*
+        }
+
+        const ALL_OPERATIONS: &[Operation] = &[$(Operation::$op),*];
+    };
+}
+
+operations!(
     ListBasins,
     CreateBasin,
     DeleteBasin,
@@ -30,7 +41,7 @@ pub enum Operation {
     AccountMetrics,
     BasinMetrics,
     StreamMetrics,
-}
+);
 
 /// The level of an operation group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,33 +200,6 @@ impl Scope {
             && self.access_tokens.covers(&other.access_tokens)
     }
 }
-
-const ALL_OPERATIONS: [Operation; 21] = {
-    use Operation::*;
-    [
-        ListBasins,
-        CreateBasin,
-        DeleteBasin,
-        ReconfigureBasin,
-        GetBasinConfig,
-        IssueAccessToken,
-        RevokeAccessToken,
-        ListAccessTokens,
-        ListStreams,
-        CreateStream,
-        DeleteStream,
-        GetStreamConfig,
-        ReconfigureStream,
-        CheckTail,
-        Append,
-        Read,
-        Trim,
-        Fence,
-        AccountMetrics,
-        BasinMetrics,
-        StreamMetrics,
-    ]
-};
 
 /// A token as it is issued and listed (S2's `AccessTokenInfo`), and as metadata stores it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -147,6 +147,11 @@ impl Authenticator {
     /// Issues a token on behalf of `issuer`: its scope and expiry may not exceed the
     /// issuer's. Returns the secret, which is not kept.
     pub async fn issue(&self, issuer: &Access, mut info: TokenInfo) -> Result<IssuedToken, ApiError> {
+        if !self.is_on() {
+            return Err(ApiError::bad(
+                "access control is off (no root token configured): a token issued now would not be checked",
+            ));
+        }
         validate_id(&info.id)?;
         issuer.check(Operation::IssueAccessToken, Target::AccessToken(&info.id))?;
         if info.scope.operations().is_empty() {
