@@ -88,6 +88,17 @@ impl ApiError {
         match (self.metadata(), self) {
             (Some(MetadataError::SeqNumMismatch { actual, .. }), _) => json!({ "seq_num_mismatch": actual }),
             (Some(MetadataError::FencingTokenMismatch { actual }), _) => json!({ "fencing_token_mismatch": actual }),
+            // An atomic append across streams (a Shale extension): which stream, and why.
+            (Some(MetadataError::AtomicMember { stream, error }), _) => {
+                let mut body =
+                    json!({ "code": self.code().as_str(), "message": self.client_message(), "stream": stream });
+                match error.as_ref() {
+                    MetadataError::SeqNumMismatch { actual, .. } => body["seq_num_mismatch"] = json!(actual),
+                    MetadataError::FencingTokenMismatch { actual } => body["fencing_token_mismatch"] = json!(actual),
+                    _ => {}
+                }
+                body
+            }
             (_, ApiError::Reader(ReaderError::PastTail { tail })) => {
                 json!({ "tail": { "seq_num": tail.seq_num, "timestamp": tail.timestamp } })
             }

@@ -30,6 +30,9 @@ pub enum MetadataError {
     EarlierAppendFailed { basin: String, stream: String },
     #[error("another member of the atomic group failed: {0}")]
     AtomicGroupFailed(String),
+    /// One stream of an atomic append across streams failed (so none was applied).
+    #[error("stream `{stream}`: {error}")]
+    AtomicMember { stream: String, error: Box<MetadataError> },
     #[error("metadata instance was fenced by a newer one")]
     Fenced,
     #[error("commit outcome unknown: {0}")]
@@ -69,6 +72,7 @@ impl MetadataError {
             | MetadataError::Unavailable(_)
             | MetadataError::NotLeader => ErrorCode::Unavailable,
             MetadataError::Corrupt { .. } => ErrorCode::Internal,
+            MetadataError::AtomicMember { error, .. } => error.code(),
         }
     }
 

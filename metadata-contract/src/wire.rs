@@ -221,6 +221,12 @@ pub fn malformed(what: &str) -> MetadataError {
 }
 
 pub fn error_to_wire(error: &MetadataError) -> pb::Error {
+    if let MetadataError::AtomicMember { stream, error } = error {
+        let mut wire = error_to_wire(error);
+        wire.kind = format!("{ATOMIC_MEMBER}{}", wire.kind);
+        wire.member_stream = stream.clone();
+        return wire;
+    }
     let mut wire = pb::Error { message: error.to_string(), ..pb::Error::default() };
     wire.kind = match error {
         MetadataError::BasinNotFound(basin) => {
@@ -286,12 +292,21 @@ pub fn error_to_wire(error: &MetadataError) -> pb::Error {
             (wire.basin, wire.message) = (key.clone(), reason.clone());
             "corrupt"
         }
+        MetadataError::AtomicMember { .. } => "unreachable: handled above",
     }
     .to_string();
     wire
 }
 
-pub fn error_from_wire(wire: pb::Error) -> MetadataError {
+/// The kind prefix of an atomic append's member error.
+const ATOMIC_MEMBER: &str = "atomic/";
+
+pub fn error_from_wire(mut wire: pb::Error) -> MetadataError {
+    if let Some(kind) = wire.kind.strip_prefix(ATOMIC_MEMBER) {
+        let stream = std::mem::take(&mut wire.member_stream);
+        wire.kind = kind.to_string();
+        return MetadataError::AtomicMember { stream, error: Box::new(error_from_wire(wire)) };
+    }
     match wire.kind.as_str() {
         "basin_not_found" => MetadataError::BasinNotFound(wire.basin),
         "basin_exists" => MetadataError::BasinExists(wire.basin),
@@ -331,6 +346,10 @@ mod tests {
             MetadataError::FencingTokenMismatch { actual: "tok".into() },
             MetadataError::InvalidArgument("bad".into()),
             MetadataError::AtomicGroupFailed("other".into()),
+            MetadataError::AtomicMember {
+                stream: "s".into(),
+                error: Box::new(MetadataError::SeqNumMismatch { expected: 1, actual: 2 }),
+            },
             MetadataError::EarlierAppendFailed { basin: "b".into(), stream: "s".into() },
             MetadataError::Fenced,
             MetadataError::NotLeader,

@@ -248,13 +248,29 @@ impl Metadata {
         tentative: &mut Overlay,
     ) -> Result<Vec<AppendAck>> {
         let mut acks = Vec::with_capacity(unit.appends.len());
+        // In an atomic append across streams, a refusal names the stream it is about
+        // (failures of metadata itself stay as they are).
+        let member = |append: &CommitAppend, error: MetadataError| match (&error, unit.appends.len()) {
+            (
+                MetadataError::SeqNumMismatch { .. }
+                | MetadataError::FencingTokenMismatch { .. }
+                | MetadataError::StreamNotFound { .. }
+                | MetadataError::BasinNotFound(_)
+                | MetadataError::InvalidArgument(_),
+                2..,
+            ) => MetadataError::AtomicMember { stream: append.stream.clone(), error: Box::new(error) },
+            _ => error,
+        };
         for append in &unit.appends {
             let key = (append.basin.clone(), append.stream.clone());
             let mut record = match tentative.streams.get(&key).or_else(|| committed.streams.get(&key)) {
                 Some(record) => record.clone(),
-                None => self.load_or_create(append, writer, committed, tentative).await?,
+                None => {
+                    self.load_or_create(append, writer, committed, tentative).await.map_err(|e| member(append, e))?
+                }
             };
-            let (ack, entry) = apply_append(segment_id, append, &mut record, self.clock.now_ms())?;
+            let (ack, entry) =
+                apply_append(segment_id, append, &mut record, self.clock.now_ms()).map_err(|e| member(append, e))?;
             tentative.entries.push((key.clone(), record.id, entry));
             tentative.streams.insert(key, record);
             acks.push(ack);

@@ -172,6 +172,21 @@ impl Records for GrpcService {
         ok(sessions::read_session(&service, session).await?)
     }
 
+    async fn append_atomic(&self, request: Request<pb::AppendAtomicRequest>) -> Result<pb::AppendAtomicResponse> {
+        let service = self.caller(&request)?;
+        let r = request.into_inner();
+        let mut inputs = Vec::with_capacity(r.appends.len());
+        for mut append in r.appends {
+            if !append.basin.is_empty() && append.basin != r.basin {
+                return Err(err(ApiError::bad("every append of an atomic append must be to the request's basin")));
+            }
+            append.basin.clone_from(&r.basin);
+            inputs.push(convert::append_input(append));
+        }
+        let acks = service.append_atomic(inputs).await.map_err(err)?;
+        ok(pb::AppendAtomicResponse { acks: acks.into_iter().map(convert::ack).collect() })
+    }
+
     async fn check_tail(&self, request: Request<pb::CheckTailRequest>) -> Result<pb::CheckTailResponse> {
         let service = self.caller(&request)?;
         let r = request.into_inner();

@@ -35,6 +35,7 @@ pub fn router(http: Http) -> Router {
             get(basins::get_config).put(basins::ensure).patch(basins::reconfigure).delete(basins::delete),
         )
         .route("/v1/streams", get(streams::list).post(streams::create))
+        .route("/v1/records", axum::routing::post(records::append_atomic))
         .route("/v1/access-tokens", get(access_tokens::list).post(access_tokens::issue))
         .route("/v1/access-tokens/{id}", axum::routing::delete(access_tokens::revoke))
         .route("/v1/streams/{*stream}", any(records::dispatch))

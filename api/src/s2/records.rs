@@ -201,3 +201,49 @@ async fn read(
     }
     Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
 }
+
+/// One stream's part of an atomic append (`POST /v1/records`, a Shale extension).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamAppendJson {
+    stream: String,
+    records: Vec<super::wire::AppendRecordJson>,
+    #[serde(default)]
+    match_seq_num: Option<u64>,
+    #[serde(default)]
+    fencing_token: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AtomicAppendJson {
+    appends: Vec<StreamAppendJson>,
+}
+
+/// `POST /v1/records` (basin in `s2-basin`): appends to several streams, all or none;
+/// answers one ack per stream, in the order given.
+pub async fn append_atomic(State(http): State<Http>, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let service = http.service.for_caller(Access::of(&parts.extensions)?);
+    let basin = basin_header(&parts.headers)?;
+    let format = Format::from_headers(&parts.headers)?;
+    let (body, _permit) = read_body(&http, &parts.headers, body).await?;
+    let request: AtomicAppendJson = json_body(&body)?;
+    let inputs = request
+        .appends
+        .into_iter()
+        .map(|append| {
+            let records = append.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
+            Ok(AppendInput {
+                basin: basin.clone(),
+                stream: append.stream,
+                records,
+                match_seq_num: append.match_seq_num,
+                fencing_token: append.fencing_token,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let acks = service.append_atomic(inputs).await?;
+    let acks: Vec<AppendAckJson> = acks.into_iter().map(AppendAckJson::from).collect();
+    Ok(Json(json!({ "acks": acks })).into_response())
+}

@@ -17,6 +17,9 @@ use super::{append_pipeline, valid_stream, Service};
 use crate::auth::Operation;
 use crate::ApiError;
 
+/// Most streams one atomic append may name.
+pub const MAX_ATOMIC_STREAMS: usize = 100;
+
 /// Longest `wait` S2 allows, in seconds.
 const MAX_WAIT_SECS: u64 = 60;
 /// Most records and bytes one read answers (S2's limits).
@@ -39,6 +42,21 @@ impl Service {
         let gateway = self.gateway()?;
         let input = self.authorize_append(input)?;
         Ok(gateway.append(input).await?)
+    }
+
+    /// Appends to several streams of one basin atomically: every stream advances or none
+    /// does; a refusal names the stream and the condition that failed.
+    pub async fn append_atomic(&self, inputs: Vec<AppendInput>) -> Result<Vec<AppendAck>, ApiError> {
+        let gateway = self.gateway()?;
+        if inputs.is_empty() || inputs.len() > MAX_ATOMIC_STREAMS {
+            return Err(ApiError::bad(format!("an atomic append names 1 to {MAX_ATOMIC_STREAMS} streams")));
+        }
+        let mut streams = std::collections::HashSet::new();
+        if let Some(repeated) = inputs.iter().find(|input| !streams.insert((&input.basin, &input.stream))) {
+            return Err(ApiError::bad(format!("stream `{}` appears twice in one atomic append", repeated.stream)));
+        }
+        let inputs = inputs.into_iter().map(|input| self.authorize_append(input)).collect::<Result<Vec<_>, _>>()?;
+        Ok(gateway.append_atomic(inputs).await?)
     }
 
     /// Checks that the caller may append these records (command records need `trim` or
