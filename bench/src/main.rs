@@ -83,6 +83,10 @@ pub struct Args {
     /// Write the figures as JSON here too.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Access token sent with every request (`Authorization: Bearer`), for a server with
+    /// access control on; it needs the workload's operations and `account-metrics`.
+    #[arg(long, env = "SHALE_BENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 fn is_loopback(url: &str) -> bool {
@@ -123,7 +127,11 @@ async fn main() -> anyhow::Result<()> {
     }
     let read_base = args.read_url.as_deref().map(|u| u.trim_end_matches('/').to_string()).unwrap_or(base.clone());
     let extra_metrics = args.metrics_url.iter().map(|u| u.trim_end_matches('/').to_string()).collect();
-    let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = &args.token {
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
+    }
+    let http = reqwest::Client::builder().pool_max_idle_per_host(256).default_headers(headers).build()?;
     let client = Client { http, base, read_base, extra_metrics };
     client.ensure_basin().await?;
     if args.workload == "throughput" && !args.streams_exist {

@@ -85,6 +85,11 @@ impl Access {
         }
     }
 
+    /// Whether every call is allowed as it is (access control off, or the root token).
+    pub fn permits_everything(&self) -> bool {
+        matches!(self, Access::Open | Access::Root)
+    }
+
     /// The prefix added to stream names this caller gives, when its token auto-prefixes.
     fn stream_prefix(&self) -> Option<&str> {
         match self {
