@@ -224,10 +224,14 @@ async fn suite_conditions_and_atomic_groups(backend: Backend) {
     let mut bad_b = input("b", &["b1"]);
     bad_b.match_seq_num = Some(9);
     let result = node.gateway.append_atomic(vec![input("a", &["group"]), bad_b]).await;
-    assert!(
-        matches!(result, Err(GatewayError::Metadata(MetadataError::SeqNumMismatch { actual: 0, .. }))),
-        "{result:?}"
-    );
+    // The refusal names the member that failed.
+    match result {
+        Err(GatewayError::Metadata(MetadataError::AtomicMember { stream, error })) => {
+            assert_eq!(stream, "b");
+            assert!(matches!(*error, MetadataError::SeqNumMismatch { actual: 0, .. }), "{error:?}");
+        }
+        other => panic!("expected b's sequence number mismatch, got {other:?}"),
+    }
     assert_eq!(node.reader.check_tail(BASIN, "a").await.unwrap(), tail_a);
     assert_eq!(node.reader.check_tail(BASIN, "b").await.unwrap().seq_num, 0);
     // And a good group commits both.
