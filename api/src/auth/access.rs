@@ -24,6 +24,8 @@ pub enum Access {
 pub struct Grant {
     pub info: TokenInfo,
     pub(super) secret_hash: [u8; 32],
+    /// `info.expires_at` in ms since the epoch.
+    pub(super) expires_at_ms: Option<u64>,
 }
 
 impl std::ops::Deref for Grant {
@@ -173,7 +175,11 @@ mod tests {
     use super::*;
 
     fn token(json: serde_json::Value) -> Access {
-        Access::Token(Arc::new(Grant { info: serde_json::from_value(json).unwrap(), secret_hash: [0; 32] }))
+        Access::Token(Arc::new(Grant {
+            info: serde_json::from_value(json).unwrap(),
+            secret_hash: [0; 32],
+            expires_at_ms: None,
+        }))
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub struct Authenticator {
     clock: Arc<dyn Clock>,
     /// What each presented secret resolved to (`None`: no such token), for the
     /// revocation bound.
-    known: moka::future::Cache<SecretHash, Option<Arc<TokenInfo>>>,
+    known: moka::future::Cache<SecretHash, Option<Arc<Grant>>>,
     failures: Failures,
     revocation_bound: Duration,
 }
@@ -95,34 +95,32 @@ impl Authenticator {
         if presented == *root {
             return Ok(Access::Root);
         }
-        let info = self.resolve(presented).await?;
-        Ok(Access::Token(Arc::new(Grant { info, secret_hash: presented })))
+        Ok(Access::Token(self.resolve(presented).await?))
     }
 
     /// The live token whose secret hashes to `presented`: known (as of at most the
     /// revocation bound ago) and not expired.
-    async fn resolve(&self, presented: SecretHash) -> Result<TokenInfo, ApiError> {
-        let info = match self.known.get(&presented).await {
-            Some(info) => info,
+    async fn resolve(&self, presented: SecretHash) -> Result<Arc<Grant>, ApiError> {
+        let grant = match self.known.get(&presented).await {
+            Some(grant) => grant,
             None => {
                 let call = CatalogCall::AccessTokenBySecret { secret_hash: presented.to_vec() };
                 let record = self.metadata.catalog(call).await?.into_access_token()?;
-                let info = record.and_then(|r| serde_json::from_slice::<TokenInfo>(&r.info).ok()).map(Arc::new);
-                self.known.insert(presented, info.clone()).await;
-                info
+                let grant = record.and_then(|record| grant(record, presented)).map(Arc::new);
+                self.known.insert(presented, grant.clone()).await;
+                grant
             }
         };
-        let Some(info) = info else {
+        let Some(grant) = grant else {
             self.failures.unknown.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::Unauthenticated("unknown or revoked access token".into()));
         };
-        if let Some(expires_at) = info.expires_at.as_deref() {
-            if expiry_ms(expires_at).is_ok_and(|at| at <= self.clock.now_ms()) {
-                self.failures.expired.fetch_add(1, Ordering::Relaxed);
-                return Err(ApiError::Unauthenticated(format!("access token `{}` expired at {expires_at}", info.id)));
-            }
+        if grant.expires_at_ms.is_some_and(|at| at <= self.clock.now_ms()) {
+            self.failures.expired.fetch_add(1, Ordering::Relaxed);
+            let at = grant.expires_at.as_deref().unwrap_or_default();
+            return Err(ApiError::Unauthenticated(format!("access token `{}` expired at {at}", grant.id)));
         }
-        Ok(TokenInfo::clone(&info))
+        Ok(grant)
     }
 
     /// Whether a caller that was let in is still: its token not revoked (as of the
@@ -232,6 +230,26 @@ impl Authenticator {
             let _ = writeln!(out, "shale_auth_failures_total{{reason=\"{reason}\"}} {}", count.load(Ordering::Relaxed));
         }
     }
+}
+
+/// A stored token as a caller's grant; `None` (and a warning) when its record does not
+/// decode, so a damaged record lets nobody in.
+fn grant(record: AccessTokenRecord, secret_hash: SecretHash) -> Option<Grant> {
+    let info = match serde_json::from_slice::<TokenInfo>(&record.info) {
+        Ok(info) => info,
+        Err(e) => {
+            tracing::warn!(id = %record.id, error = %e, "access token record does not decode; refusing it");
+            return None;
+        }
+    };
+    let expires_at_ms = match info.expires_at.as_deref().map(expiry_ms).transpose() {
+        Ok(at) => at,
+        Err(e) => {
+            tracing::warn!(id = %record.id, error = %e, "access token expiry does not parse; refusing it");
+            return None;
+        }
+    };
+    Some(Grant { info, secret_hash, expires_at_ms })
 }
 
 /// The secret of `Bearer <secret>` (the scheme in any case).
