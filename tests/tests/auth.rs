@@ -290,7 +290,8 @@ async fn grpc_answers_unauthenticated_and_permission_denied() {
         records: vec![pb::AppendRecord { body: b"x".to_vec().into(), ..Default::default() }],
         ..Default::default()
     };
-    assert_eq!(records.append(with_token(append, &reader)).await.unwrap_err().code(), Code::PermissionDenied);
+    assert_eq!(records.append(with_token(append.clone(), &reader)).await.unwrap_err().code(), Code::PermissionDenied);
+
     let mut session = records.read_session(with_token(read("team-a-x"), &reader)).await.unwrap().into_inner();
     let first = session.next().await.unwrap().unwrap();
     assert!(matches!(first.event, Some(pb::read_session_response::Event::Batch(b)) if b.records.len() == 2));
@@ -312,6 +313,42 @@ async fn grpc_answers_unauthenticated_and_permission_denied() {
     .expect("the session outlived its revoked token");
     assert_eq!(ended.code(), Code::Unauthenticated, "{ended:?}");
     assert!(revoked_at.elapsed() < BOUND * 3, "ended {:?} after the revocation", revoked_at.elapsed());
+
+    // An append session outlives its request: once its token is revoked, the next append
+    // after the bound is refused.
+    let writer_info = pb::AccessTokenInfo {
+        id: "grpc-writer".into(),
+        scope: Some(pb::AccessTokenScope {
+            basins: Some(pb::ResourceSet { matching: Some(pb::resource_set::Matching::Exact("team-a-x".into())) }),
+            streams: Some(pb::ResourceSet { matching: Some(pb::resource_set::Matching::Prefix(String::new())) }),
+            ops: vec!["append".into()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let writer = tokens.issue_access_token(with_token(writer_info, ROOT)).await.unwrap().into_inner().access_token;
+    let (inputs, outgoing) = tokio::sync::mpsc::channel(4);
+    let mut acks = records
+        .append_session(with_token(tokio_stream::wrappers::ReceiverStream::new(outgoing), &writer))
+        .await
+        .unwrap()
+        .into_inner();
+    inputs.send(append.clone()).await.unwrap();
+    assert_eq!(acks.next().await.unwrap().unwrap().end.unwrap().seq_num, 3);
+    let revoke = pb::RevokeAccessTokenRequest { id: "grpc-writer".into() };
+    tokens.revoke_access_token(with_token(revoke, ROOT)).await.unwrap();
+    let revoked_at = Instant::now();
+    let refused = loop {
+        inputs.send(append.clone()).await.unwrap();
+        match acks.next().await.unwrap() {
+            Ok(_) => {
+                assert!(revoked_at.elapsed() < BOUND * 3, "appends still accepted {:?} after", revoked_at.elapsed())
+            }
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(revoked_at.elapsed() < BOUND * 3);
     server.stop().await;
 }
 
