@@ -309,8 +309,7 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
         .unwrap();
     assert_eq!(b64_case.status(), 400, "bad base64");
 
-    for query in ["seq_num=abc", "count=-1", "bogus=1", "seq_num=1&timestamp=2", "wait=61", "count=1001", "clamp=maybe"]
-    {
+    for query in ["seq_num=abc", "count=-1", "bogus=1", "seq_num=1&timestamp=2", "wait=61", "clamp=maybe"] {
         let (status, body) = call(&server, "GET", &format!("/v1/streams/s/records?{query}"), None).await;
         assert_eq!(status, 400, "{query}: {body}");
         assert!(body["message"].is_string(), "{query}: {body}");
@@ -319,6 +318,31 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
 
     assert_eq!(tail(&server, "s").await, 1, "no bad request changed the stream");
+    server.stop().await;
+}
+
+/// As S2 does: a unary read asking for more than 1,000 records or 1 MiB is clamped to
+/// that, not refused; in a session, `count` and `bytes` bound the whole session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_limits_are_clamped_per_call_and_bound_whole_sessions() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+    let bodies: Vec<String> = (0..1000).map(|i| format!("r{i}")).collect();
+    let bodies: Vec<&str> = bodies.iter().map(String::as_str).collect();
+    append(&server, "s", &bodies).await;
+    append(&server, "s", &bodies[..500]).await;
+
+    let (status, body) = call(&server, "GET", "/v1/streams/s/records?seq_num=0&count=2000", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["records"].as_array().unwrap().len(), 1000, "clamped to S2's 1,000 per call");
+    let (status, body) = call(&server, "GET", "/v1/streams/s/records?seq_num=0&bytes=100000000", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!body["records"].as_array().unwrap().is_empty());
+
+    let (records, done) = sse_to_the_end(&server, "/v1/streams/s/records?seq_num=0&count=1200").await;
+    assert_eq!((records, done), (1200, true), "a session reads its whole count");
+    let (records, _) = sse_to_the_end(&server, "/v1/streams/s/records?seq_num=0&count=5000&wait=0").await;
+    assert_eq!(records, 1500, "and ends at the tail when it asks for more than there is (wait=0)");
     server.stop().await;
 }
 
