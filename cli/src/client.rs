@@ -141,17 +141,28 @@ impl From<tonic::transport::Error> for Failure {
 
 impl From<std::io::Error> for Failure {
     fn from(error: std::io::Error) -> Self {
-        Failure(error.to_string(), 1)
+        Failure(error.to_string(), if error.kind() == std::io::ErrorKind::BrokenPipe { 0 } else { 1 })
     }
 }
 
 pub fn report(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`shale read ... | head`): done, quietly.
+        Err(Failure(_, 0)) => ExitCode::SUCCESS,
         Err(Failure(message, code)) => {
             eprintln!("shale: error: {message}");
             ExitCode::from(code)
         }
+    }
+}
+
+/// `host:port` as a URL: `https://` when a CA is given, else `http://`.
+fn with_scheme(server: &str, tls: bool) -> String {
+    match (server.contains("://"), tls) {
+        (true, _) => server.to_string(),
+        (false, true) => format!("https://{server}"),
+        (false, false) => format!("http://{server}"),
     }
 }
 
@@ -179,19 +190,22 @@ async fn channel(connection: &Connection) -> Result<Transport, Failure> {
         ),
         None => None,
     };
-    let mut endpoint =
-        Channel::from_shared(connection.server.clone()).map_err(|e| Failure(format!("bad --server: {e}"), 2))?;
+    let server = with_scheme(&connection.server, connection.ca_file.is_some());
+    let mut endpoint = Channel::from_shared(server.clone()).map_err(|e| Failure(format!("bad --server: {e}"), 2))?;
     match &connection.ca_file {
         Some(path) => {
             let pem = std::fs::read(path).map_err(|e| Failure(format!("reading {}: {e}", path.display()), 2))?;
             endpoint = endpoint.tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))?;
         }
-        None if connection.server.starts_with("https://") => {
+        None if server.starts_with("https://") => {
             return Err(Failure("an https:// server needs --ca-file (SHALE_CA_FILE)".into(), 2));
         }
         None => {}
     }
-    let channel = endpoint.connect().await?;
+    let channel = endpoint.connect().await.map_err(|e| {
+        let cause = std::error::Error::source(&e).map(|c| c.to_string()).unwrap_or_else(|| e.to_string());
+        Failure(format!("cannot connect to {server}: {cause}"), 6)
+    })?;
     Ok(InterceptedService::new(channel, Bearer(token)))
 }
 

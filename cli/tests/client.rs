@@ -140,3 +140,37 @@ print(ack.end.seq_num, batch.records[0].body.decode())
     assert_eq!(String::from_utf8(result.stdout).unwrap().trim(), "1 from python");
     assert!(terminate(server).success());
 }
+
+/// `shale read | head` ends quietly with 0 when the reader of its output goes away; a
+/// server address without a scheme is accepted; a failed connection names the address.
+#[test]
+fn closed_output_addresses_without_scheme_and_connection_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    let bare = grpc.trim_start_matches("http://").to_string();
+    assert!(run(&["basins", "create", "pipe-basin"], &bare, None).status.success(), "host:port works as --server");
+    assert!(run(&["streams", "create", "pipe-basin/s"], &bare, None).status.success());
+    let input: String = (0..20_000).map(|i| format!("line {i} {}\n", "x".repeat(40))).collect();
+    assert!(run(&["append", "pipe-basin/s"], &grpc, Some(input.as_bytes())).status.success());
+
+    let mut child = shale()
+        .args(["read", "pipe-basin/s"])
+        .env("SHALE_SERVER", &grpc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first, "line 0 ".to_string() + &"x".repeat(40) + "\n");
+    // The pipe's read end is dropped here; the rest of the output has nowhere to go.
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    let refused = run(&["basins", "list"], "127.0.0.1:1", None);
+    assert_eq!(refused.status.code(), Some(6));
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("127.0.0.1:1"), "{message}");
+    terminate(server);
+}

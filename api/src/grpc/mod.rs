@@ -37,6 +37,11 @@ pub async fn serve_grpc(
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .expect("the generated descriptor set is valid");
+    // Older clients (grpcio's reflection, older grpcurl) speak v1alpha.
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .expect("the generated descriptor set is valid");
     let layers = tower::ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(state.request_ids()))
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -52,6 +57,7 @@ pub async fn serve_grpc(
         .add_service(AccessTokensServer::new(service.clone()))
         .add_service(RecordsServer::new(service))
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .serve_with_incoming_shutdown(crate::listener::capped_incoming(listener, limits, tls), shutdown)
         .await
 }
