@@ -45,10 +45,20 @@ impl MakeRequestId for RequestIds {
     }
 }
 
-/// The span each request runs in.
+/// The span each request runs in: its id, method, path and (S2's `s2-basin` header)
+/// basin. The trace layer logs one line per request in it at info, with the status and
+/// the time to the answer's headers.
 pub fn request_span<B>(request: &Request<B>) -> tracing::Span {
-    let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
-    tracing::debug_span!("request", id, method = %request.method(), path = %request.uri().path())
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let (id, basin) = (header("x-request-id"), header("s2-basin"));
+    tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path(), basin)
+}
+
+/// The per-request line: status and latency, at info.
+pub fn request_logged() -> tower_http::trace::DefaultOnResponse {
+    tower_http::trace::DefaultOnResponse::new()
+        .level(tracing::Level::INFO)
+        .latency_unit(tower_http::LatencyUnit::Micros)
 }
 
 /// Requests served, by outcome, and their latency to the answer's headers.

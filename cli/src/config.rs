@@ -239,6 +239,9 @@ pub struct ServeConfig {
     /// `--takeover` (a command-line choice, not a setting).
     #[serde(skip)]
     pub takeover: bool,
+    /// Where the settings came from (the TOML file, or the defaults), for the start line.
+    #[serde(skip)]
+    pub source: String,
 }
 
 impl Default for ServeConfig {
@@ -260,6 +263,7 @@ impl Default for ServeConfig {
             auth: AuthSettings::default(),
             tls: TlsSettings::default(),
             takeover: false,
+            source: "defaults".to_string(),
         }
     }
 }
@@ -298,6 +302,9 @@ impl ServeConfig {
             }
         }
         config.takeover = args.takeover;
+        if let Some(path) = &args.config {
+            config.source = path.display().to_string();
+        }
         config.auth.resolve()?;
         config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
         Ok(config)

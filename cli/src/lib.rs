@@ -23,6 +23,18 @@ pub struct Cli {
     pub command: Command,
     #[command(flatten)]
     pub connection: client::Connection,
+    /// How server logs are written to stderr.
+    #[arg(long, env = "SHALE_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+}
+
+/// Server log formats.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,10 +10,20 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHALE_LOG").unwrap_or_else(|_| "info,slatedb=warn".into()),
-        )
-        .init();
-    shale::run(shale::Cli::parse()).await
+    let cli = shale::Cli::parse();
+    init_logs(cli.log_format);
+    shale::run(cli).await
+}
+
+/// Logs go to stderr (stdout is for client commands' output), filtered by `SHALE_LOG`,
+/// as text (colored only on a terminal) or one JSON object per line.
+fn init_logs(format: shale::LogFormat) {
+    use std::io::IsTerminal;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("SHALE_LOG").unwrap_or_else(|_| "info,slatedb=warn".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        shale::LogFormat::Json => builder.json().init(),
+        shale::LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }

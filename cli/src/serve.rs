@@ -131,7 +131,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     running.background.extend(compactor);
     running.lock = lock;
     tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
-        "shale serving");
+        version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(running)
 }
 
@@ -178,7 +178,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
     let auth = Arc::new(Authenticator::new(&config.auth.api_config(), metadata.clone(), Arc::new(SystemClock)));
     let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(|| Ok(()), metrics, auth), &config)?;
     tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
-        shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, "shale serving");
+        shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(Running {
         http_addr,
         // A compactor serves no gRPC; its one listener is the HTTP one.
@@ -210,7 +210,7 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
             .with_auth(&config.auth.api_config());
     let running = client_api(&config, state).await?;
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
-        metadata = ?metadata_addrs, "shale serving");
+        metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(running)
 }
 
@@ -280,7 +280,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics, auth), &config)?;
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
-        store = %store.url, "shale serving");
+        store = %store.url, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(Running {
         http_addr,
         grpc_addr,

@@ -182,3 +182,56 @@ async fn a_serve_fenced_on_a_shared_store_stops_answering_and_exits() {
     assert!(!status.success(), "a fenced server exits non-zero: {status}");
     assert!(terminate(second).success());
 }
+
+/// Server logs go to stderr (stdout stays empty), without color codes when stderr is not
+/// a terminal; the start line names the version and the config source, and each request
+/// gets one line at info with its route, basin, status and latency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_go_to_stderr_with_one_line_per_request() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = shale()
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env("SHALE_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            if lines_tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let next_matching = |pattern: &str| -> String {
+        loop {
+            let line = lines.recv_timeout(Duration::from_secs(20)).expect("the log line in time");
+            assert!(!line.contains('\u{1b}'), "no color codes when not on a terminal: {line:?}");
+            if line.contains(pattern) {
+                return line;
+            }
+        }
+    };
+    let serving = next_matching("shale serving");
+    assert!(serving.contains("version=") && serving.contains("config=defaults"), "{serving}");
+    let http = serving.split("http=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let client = reqwest::Client::new();
+    let created =
+        client.post(format!("http://{http}/v1/basins")).json(&json!({ "basin": "logged-basin" })).send().await.unwrap();
+    assert_eq!(created.status(), 201);
+    let line = next_matching("finished processing request");
+    assert!(line.contains("path=/v1/basins") && line.contains("status=201") && line.contains("latency="), "{line}");
+    let mut stdout = child.stdout.take().unwrap();
+    let status = terminate(child);
+    assert!(status.success());
+    let mut printed = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut printed).unwrap();
+    assert_eq!(printed, "", "nothing on stdout");
+}

@@ -45,7 +45,7 @@ pub async fn serve_grpc(
     let layers = tower::ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(state.request_ids()))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_grpc().make_span_with(layers::request_span))
+        .layer(TraceLayer::new_for_grpc().make_span_with(layers::request_span).on_response(layers::request_logged()))
         .layer(layers::CountRequests(state.requests.clone()))
         .map_response(layers::correct_grpc_status)
         .layer(crate::auth::authenticate_grpc(state.auth.clone()));

@@ -22,12 +22,12 @@ pub fn spawn(dir: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> (C
         .env("SHALE_LOG", "info")
         .env("NO_COLOR", "1")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
+    let logs = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(logs).lines();
     let (addr, grpc) = loop {
         let line = lines.next().expect("shale exited before listening").unwrap();
         let plain: String = strip_ansi(&line);
