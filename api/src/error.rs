@@ -85,21 +85,20 @@ impl ApiError {
     /// The JSON body: S2's condition and range shapes where S2 defines them, else
     /// `{"code", "message"}`.
     pub fn body(&self) -> serde_json::Value {
-        match (self.metadata(), self) {
-            (Some(MetadataError::SeqNumMismatch { actual, .. }), _) => json!({ "seq_num_mismatch": actual }),
-            (Some(MetadataError::FencingTokenMismatch { actual }), _) => json!({ "fencing_token_mismatch": actual }),
-            // An atomic append across streams (a Shale extension): which stream, and why.
-            (Some(MetadataError::AtomicMember { stream, error }), _) => {
-                let mut body =
-                    json!({ "code": self.code().as_str(), "message": self.client_message(), "stream": stream });
-                match error.as_ref() {
-                    MetadataError::SeqNumMismatch { actual, .. } => body["seq_num_mismatch"] = json!(actual),
-                    MetadataError::FencingTokenMismatch { actual } => body["fencing_token_mismatch"] = json!(actual),
-                    _ => {}
-                }
-                body
+        let metadata = self.metadata();
+        // An atomic append across streams (a Shale extension): which stream, and why.
+        if let Some(MetadataError::AtomicMember { stream, error }) = metadata {
+            let mut body = json!({ "code": self.code().as_str(), "message": self.client_message(), "stream": stream });
+            if let Some((key, value)) = condition(error) {
+                body[key] = value;
             }
-            (_, ApiError::Reader(ReaderError::PastTail { tail })) => {
+            return body;
+        }
+        if let Some((key, value)) = metadata.and_then(condition) {
+            return json!({ key: value });
+        }
+        match self {
+            ApiError::Reader(ReaderError::PastTail { tail }) => {
                 json!({ "tail": { "seq_num": tail.seq_num, "timestamp": tail.timestamp } })
             }
             _ => json!({ "code": self.code().as_str(), "message": self.client_message() }),
@@ -116,6 +115,15 @@ impl ApiError {
             }
             _ => self.to_string(),
         }
+    }
+}
+
+/// S2's shape of a failed append condition: the field and the stream's actual value.
+fn condition(error: &MetadataError) -> Option<(&'static str, serde_json::Value)> {
+    match error {
+        MetadataError::SeqNumMismatch { actual, .. } => Some(("seq_num_mismatch", json!(actual))),
+        MetadataError::FencingTokenMismatch { actual } => Some(("fencing_token_mismatch", json!(actual))),
+        _ => None,
     }
 }
 

@@ -151,6 +151,18 @@ impl std::ops::Deref for Http {
     }
 }
 
+/// The service acting for the request's caller (the [`auth::Access`] the auth layer
+/// found): what an HTTP handler calls.
+pub(crate) struct Caller(pub Service);
+
+impl axum::extract::FromRequestParts<Http> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, http: &Http) -> Result<Self, ApiError> {
+        Ok(Caller(http.service.for_caller(auth::Access::of(&parts.extensions)?)))
+    }
+}
+
 /// Request-body bytes a process buffers and parses at once: eight bodies of the largest
 /// size. Parsing JSON can take several times a body's size in memory, so this is what
 /// bounds the memory request bodies can take.

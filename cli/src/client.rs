@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
+use shale_metadata::BearerToken;
 use shale_proto::grpc as pb;
 use shale_proto::grpc::basins_client::BasinsClient;
 use shale_proto::grpc::records_client::RecordsClient;
@@ -167,29 +168,11 @@ fn with_scheme(server: &str, tls: bool) -> String {
 }
 
 /// A connection to the server whose calls carry the access token, if one was given.
-type Transport = InterceptedService<Channel, Bearer>;
-
-#[derive(Clone)]
-struct Bearer(Option<tonic::metadata::AsciiMetadataValue>);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(value) = &self.0 {
-            request.metadata_mut().insert("authorization", value.clone());
-        }
-        Ok(request)
-    }
-}
+type Transport = InterceptedService<Channel, BearerToken>;
 
 async fn channel(connection: &Connection) -> Result<Transport, Failure> {
-    let token = match &connection.token {
-        Some(token) => Some(
-            format!("Bearer {token}")
-                .parse()
-                .map_err(|_| Failure("the access token is not printable ASCII".into(), 2))?,
-        ),
-        None => None,
-    };
+    let token = BearerToken::new(connection.token.as_deref())
+        .map_err(|_| Failure("the access token is not printable ASCII".into(), 2))?;
     let server = with_scheme(&connection.server, connection.ca_file.is_some());
     let mut endpoint = Channel::from_shared(server.clone()).map_err(|e| Failure(format!("bad --server: {e}"), 2))?;
     match &connection.ca_file {
@@ -206,7 +189,7 @@ async fn channel(connection: &Connection) -> Result<Transport, Failure> {
         let cause = std::error::Error::source(&e).map(|c| c.to_string()).unwrap_or_else(|| e.to_string());
         Failure(format!("cannot connect to {server}: {cause}"), 6)
     })?;
-    Ok(InterceptedService::new(channel, Bearer(token)))
+    Ok(InterceptedService::new(channel, token))
 }
 
 fn split_target(target: &str) -> Result<(String, String), Failure> {

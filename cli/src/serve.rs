@@ -176,7 +176,8 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         out
     };
     let auth = Arc::new(Authenticator::new(&config.auth.api_config(), metadata.clone(), Arc::new(SystemClock)));
-    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(|| Ok(()), metrics, auth), &config)?;
+    let router = shale_api::ops_router(|| Ok(()), metrics, auth);
+    let (stop_http, http) = spawn_http(http_listener, router, config.connections, config.tls.acceptor()?);
     tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
         shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(Running {
@@ -232,6 +233,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         tracing::warn!("no cluster token (SHALE_CLUSTER_TOKEN, [auth] cluster_token_file or a root token): metadata accepts calls from anyone");
     }
     let (limits, tls) = (config.connections, config.tls.acceptor()?);
+    let http_tls = tls.clone();
 
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let grpc = tokio::spawn(async move {
@@ -277,7 +279,8 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         }
     };
     let auth = Arc::new(Authenticator::new(&config.auth.api_config(), leased.clone(), Arc::new(SystemClock)));
-    let (stop_http, http) = spawn_http(http_listener, shale_api::ops_router(ready, metrics, auth), &config)?;
+    let router = shale_api::ops_router(ready, metrics, auth);
+    let (stop_http, http) = spawn_http(http_listener, router, config.connections, http_tls);
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
         store = %store.url, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
@@ -297,9 +300,9 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
 fn spawn_http(
     listener: TcpListener,
     router: shale_api::Router,
-    config: &ServeConfig,
-) -> anyhow::Result<(oneshot::Sender<()>, JoinHandle<()>)> {
-    let (limits, tls) = (config.connections, config.tls.acceptor()?);
+    limits: shale_api::ConnectionLimits,
+    tls: Option<shale_api::TlsAcceptor>,
+) -> (oneshot::Sender<()>, JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let stopped = async {
@@ -309,7 +312,7 @@ fn spawn_http(
             tracing::error!(error = %e, "http server failed");
         }
     });
-    Ok((stop, server))
+    (stop, server)
 }
 
 /// Binds and serves the client API (HTTP and `shale.v1` gRPC) for `state`.
@@ -323,10 +326,10 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
     let grpc_listener = bind(config.grpc).await?;
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
-    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), config)?;
+    let (limits, tls) = (config.connections, config.tls.acceptor()?);
+    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), limits, tls.clone());
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let gateway = state.gateway.clone();
-    let (limits, tls) = (config.connections, config.tls.acceptor()?);
     let grpc = tokio::spawn(async move {
         let stopped = async {
             let _ = grpc_stopped.await;

@@ -39,5 +39,5 @@ pub use model::{
     StreamConfig, StreamInfo, StreamPatch, StreamRecord, TimestampingConfig,
 };
 pub use records::Stored;
-pub use rpc::{ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};
+pub use rpc::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};
 pub use tails::{TailUpdate, TailWatch};

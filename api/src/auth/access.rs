@@ -159,12 +159,20 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Access {
 }
 
 impl Access {
-    /// The caller the auth layer placed in a request's extensions (HTTP or gRPC).
+    /// The caller the auth layer placed in an HTTP request's extensions.
     pub fn of(extensions: &axum::http::Extensions) -> Result<Access, ApiError> {
-        extensions
-            .get::<Access>()
-            .cloned()
-            .ok_or_else(|| ApiError::Unauthenticated("the request was not authenticated".into()))
+        Access::found(extensions.get::<Access>())
+    }
+
+    /// The caller the auth layer found (`None`: the request did not pass the layer, and
+    /// is refused).
+    pub fn found(access: Option<&Access>) -> Result<Access, ApiError> {
+        access.cloned().ok_or_else(|| ApiError::Unauthenticated("the request was not authenticated".into()))
+    }
+
+    /// Refuses unless the caller may read a process's `/metrics`.
+    pub fn allow_metrics(&self) -> Result<(), ApiError> {
+        self.check(Operation::AccountMetrics, Target::Account)
     }
 }
 

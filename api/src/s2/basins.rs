@@ -1,7 +1,7 @@
 //! `/v1/basins`: list, create, ensure, get config, reconfigure, delete.
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,8 +12,7 @@ use shale_metadata::BasinRecord;
 use super::config::{BasinConfigJson, BasinPatchJson};
 use super::query::Query;
 use super::wire::{config_body, request_token, rfc3339};
-use crate::auth::Access;
-use crate::{ApiError, Http};
+use crate::{ApiError, Caller};
 
 fn basin_info(record: &BasinRecord) -> serde_json::Value {
     json!({ "name": record.name, "created_at": rfc3339(record.created_at_ms), "deleted_at": null, "scope": null, "state": "active" })
@@ -27,9 +26,9 @@ fn created(created: bool) -> StatusCode {
     }
 }
 
-pub async fn list(State(http): State<Http>, access: Access, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(Caller(service): Caller, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
-    let page = http.service.for_caller(access).list_basins(&query).await?;
+    let page = service.list_basins(&query).await?;
     let basins: Vec<_> = page.items.iter().map(basin_info).collect();
     Ok(Json(json!({ "basins": basins, "has_more": page.has_more })).into_response())
 }
@@ -46,16 +45,11 @@ struct CreateBasinRequest {
     scope: Option<String>,
 }
 
-pub async fn create(
-    State(http): State<Http>,
-    access: Access,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+pub async fn create(Caller(service): Caller, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let request: CreateBasinRequest = config_body(&body)?;
     let token = request_token(&headers)?;
     let config = request.config.unwrap_or_default().into_config()?;
-    let (record, is_new) = http.service.for_caller(access).create_basin(&request.basin, config, token).await?;
+    let (record, is_new) = service.create_basin(&request.basin, config, token).await?;
     Ok((created(is_new), Json(basin_info(&record))).into_response())
 }
 
@@ -69,40 +63,30 @@ struct EnsureBasinRequest {
     scope: Option<String>,
 }
 
-pub async fn ensure(
-    State(http): State<Http>,
-    access: Access,
-    Path(basin): Path<String>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+pub async fn ensure(Caller(service): Caller, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
     let request: Option<EnsureBasinRequest> = config_body(&body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default().into_config()?;
-    let (record, is_new) = http.service.for_caller(access).ensure_basin(&basin, config).await?;
+    let (record, is_new) = service.ensure_basin(&basin, config).await?;
     Ok((created(is_new), Json(basin_info(&record))).into_response())
 }
 
-pub async fn get_config(
-    State(http): State<Http>,
-    access: Access,
-    Path(basin): Path<String>,
-) -> Result<Response, ApiError> {
-    let config = http.service.for_caller(access).basin_config(&basin).await?;
+pub async fn get_config(Caller(service): Caller, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    let config = service.basin_config(&basin).await?;
     Ok(Json(BasinConfigJson::from_config(&config)).into_response())
 }
 
 pub async fn reconfigure(
-    State(http): State<Http>,
-    access: Access,
+    Caller(service): Caller,
     Path(basin): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     // S2's `BasinReconfiguration`: merged into the current config at metadata.
     let patch = config_body::<Option<BasinPatchJson>>(&body)?.unwrap_or_default().into_patch()?;
-    let config = http.service.for_caller(access).reconfigure_basin(&basin, patch).await?;
+    let config = service.reconfigure_basin(&basin, patch).await?;
     Ok(Json(BasinConfigJson::from_config(&config)).into_response())
 }
 
-pub async fn delete(State(http): State<Http>, access: Access, Path(basin): Path<String>) -> Result<Response, ApiError> {
-    http.service.for_caller(access).delete_basin(&basin).await?;
+pub async fn delete(Caller(service): Caller, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    service.delete_basin(&basin).await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }

@@ -18,9 +18,8 @@ use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 use super::query::{percent_decode, Query};
 use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
 use super::{s2s, sse, streams};
-use crate::auth::Access;
 use crate::service::{ReadSessionRequest, Service};
-use crate::{ApiError, Http};
+use crate::{ApiError, Caller, Http};
 
 /// Largest request body read whole: S2's largest append (1 MiB metered) as JSON with
 /// every byte escaped (`\u0000` is 6 bytes) fits, with room to spare.
@@ -62,9 +61,12 @@ fn too_large(len: usize) -> ApiError {
     }
 }
 
-pub async fn dispatch(State(http): State<Http>, request: Request) -> Result<Response, ApiError> {
+pub async fn dispatch(
+    State(http): State<Http>,
+    Caller(service): Caller,
+    request: Request,
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let service = http.service.for_caller(Access::of(&parts.extensions)?);
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let rest = uri.path().strip_prefix("/v1/streams/").unwrap_or_default();
     let (raw_stream, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
@@ -222,9 +224,12 @@ struct AtomicAppendJson {
 
 /// `POST /v1/records` (basin in `s2-basin`): appends to several streams, all or none;
 /// answers one ack per stream, in the order given.
-pub async fn append_atomic(State(http): State<Http>, request: Request) -> Result<Response, ApiError> {
+pub async fn append_atomic(
+    State(http): State<Http>,
+    Caller(service): Caller,
+    request: Request,
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let service = http.service.for_caller(Access::of(&parts.extensions)?);
     let basin = basin_header(&parts.headers)?;
     let format = Format::from_headers(&parts.headers)?;
     let (body, _permit) = read_body(&http, &parts.headers, body).await?;

@@ -2,7 +2,7 @@
 //! reconfigure, delete. The basin comes from the `s2-basin` header.
 
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
+use axum::extract::RawQuery;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,9 +12,8 @@ use serde_json::json;
 use super::config::StreamConfigJson;
 use super::query::Query;
 use super::wire::{basin_header, config_body, request_token, rfc3339};
-use crate::auth::Access;
 use crate::service::Service;
-use crate::{ApiError, Http};
+use crate::{ApiError, Caller};
 
 fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
@@ -22,15 +21,10 @@ fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
     (status, Json(body)).into_response()
 }
 
-pub async fn list(
-    State(http): State<Http>,
-    access: Access,
-    headers: HeaderMap,
-    RawQuery(raw): RawQuery,
-) -> Result<Response, ApiError> {
+pub async fn list(Caller(service): Caller, headers: HeaderMap, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
-    let page = http.service.for_caller(access).list_streams(&basin, &query).await?;
+    let page = service.list_streams(&basin, &query).await?;
     let streams: Vec<_> = page
         .items
         .iter()
@@ -47,17 +41,12 @@ struct CreateStreamRequest {
     config: Option<StreamConfigJson>,
 }
 
-pub async fn create(
-    State(http): State<Http>,
-    access: Access,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+pub async fn create(Caller(service): Caller, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let request: CreateStreamRequest = config_body(&body)?;
     let token = request_token(&headers)?;
     let config = request.config.unwrap_or_default().into_config();
-    let (info, created) = http.service.for_caller(access).create_stream(&basin, &request.stream, config, token).await?;
+    let (info, created) = service.create_stream(&basin, &request.stream, config, token).await?;
     Ok(stream_info(&info.name, info.record.created_at_ms, created))
 }
 

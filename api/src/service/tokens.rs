@@ -1,10 +1,10 @@
 //! Access tokens (S2's `/v1/access-tokens`): issue, list, revoke, for the caller's
-//! [`crate::auth::Access`]; and the permission `/metrics` needs.
+//! [`crate::auth::Access`].
 
 use shale_metadata::ListPage;
 
 use super::{ListQuery, Service};
-use crate::auth::{IssuedToken, Operation, Target, TokenInfo};
+use crate::auth::{IssuedToken, TokenInfo};
 use crate::ApiError;
 
 impl Service {
@@ -23,10 +23,5 @@ impl Service {
     pub async fn revoke_access_token(&self, id: &str) -> Result<(), ApiError> {
         self.catalog()?;
         self.auth.revoke(&self.access, id).await
-    }
-
-    /// Refuses unless the caller may read this process's metrics.
-    pub fn allow_metrics(&self) -> Result<(), ApiError> {
-        self.allow(Operation::AccountMetrics, Target::Account)
     }
 }

@@ -81,13 +81,21 @@ impl std::fmt::Debug for ClusterToken {
 }
 
 /// The metadata client: every call carries the cluster token, if there is one.
-pub(crate) type Client = MetadataClient<InterceptedService<Channel, SendToken>>;
+pub(crate) type Client = MetadataClient<InterceptedService<Channel, BearerToken>>;
 
-/// Adds `authorization: Bearer <cluster token>` to each call.
-#[derive(Clone)]
-pub(crate) struct SendToken(Option<tonic::metadata::AsciiMetadataValue>);
+/// A gRPC interceptor that adds `authorization: Bearer <token>` to each call (nothing
+/// without a token): the cluster token here, an access token in the CLI.
+#[derive(Clone, Debug, Default)]
+pub struct BearerToken(Option<tonic::metadata::AsciiMetadataValue>);
 
-impl tonic::service::Interceptor for SendToken {
+impl BearerToken {
+    /// Fails when the token is not printable ASCII (it could not travel as a header).
+    pub fn new(token: Option<&str>) -> std::result::Result<Self, tonic::metadata::errors::InvalidMetadataValue> {
+        token.map(|token| format!("Bearer {token}").parse()).transpose().map(BearerToken)
+    }
+}
+
+impl tonic::service::Interceptor for BearerToken {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(value) = &self.0 {
             request.metadata_mut().insert("authorization", value.clone());
@@ -212,8 +220,8 @@ impl Inner {
                 .keep_alive_timeout(Duration::from_secs(5));
             match endpoint.connect().await {
                 Ok(channel) => {
-                    let token = self.config.token.as_ref().and_then(|t| format!("Bearer {}", t.0).parse().ok());
-                    let client = MetadataClient::with_interceptor(channel, SendToken(token))
+                    let token = self.config.token.as_ref().map(|t| t.0.as_str());
+                    let client = MetadataClient::with_interceptor(channel, BearerToken::new(token).unwrap_or_default())
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
                     tracing::info!(%address, "connected to metadata");

@@ -5,7 +5,7 @@
 mod client;
 mod commit_pipe;
 
-pub use client::{ClusterToken, RemoteConfig, RemoteMetadata};
+pub use client::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata};
 
 /// Commit requests carry one entry per append; allow large groups.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
