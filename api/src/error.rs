@@ -123,6 +123,7 @@ fn condition(error: &MetadataError) -> Option<(&'static str, serde_json::Value)>
     match error {
         MetadataError::SeqNumMismatch { actual, .. } => Some(("seq_num_mismatch", json!(actual))),
         MetadataError::FencingTokenMismatch { actual } => Some(("fencing_token_mismatch", json!(actual))),
+        MetadataError::ProducerSeqMismatch { expected, .. } => Some(("producer_seq_mismatch", json!(expected))),
         _ => None,
     }
 }

@@ -182,6 +182,7 @@ fn one_append(stream: usize) -> CommitRequest {
                 match_seq_num: None,
                 fencing_token: None,
                 metered_bytes: 100,
+                producer: None,
             }],
         }],
     }

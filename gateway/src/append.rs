@@ -1,7 +1,7 @@
 //! Validating an append and encoding it into a block, in the caller's task.
 
 use bytes::Bytes;
-use shale_metadata_contract::CommitAppend;
+use shale_metadata_contract::{CommitAppend, ProducerStamp};
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS, MAX_FENCING_TOKEN_BYTES};
 use shale_proto::segment::encode_block;
 use shale_proto::{names, Record};
@@ -18,6 +18,8 @@ pub struct AppendInput {
     pub match_seq_num: Option<u64>,
     /// Succeed only if the stream's fencing token equals this.
     pub fencing_token: Option<String>,
+    /// An idempotent producer's id and this append's sequence in it.
+    pub producer: Option<ProducerStamp>,
 }
 
 /// An append ready for a segment: its block, and what the sequencer needs as a
@@ -57,6 +59,9 @@ pub(crate) fn encode(input: AppendInput, arrival: u64) -> Result<EncodedAppend, 
             return Err(invalid(format!("fencing token is longer than {MAX_FENCING_TOKEN_BYTES} bytes")));
         }
     }
+    if let Some(producer) = &input.producer {
+        producer.validate().map_err(invalid)?;
+    }
     let mut commands = Vec::new();
     for (i, record) in input.records.iter().enumerate() {
         if let Some(command) = record.command().map_err(|e| invalid(format!("record {i}: {e}")))? {
@@ -77,6 +82,7 @@ pub(crate) fn encode(input: AppendInput, arrival: u64) -> Result<EncodedAppend, 
             match_seq_num: input.match_seq_num,
             fencing_token: input.fencing_token,
             metered_bytes,
+            producer: input.producer,
         },
     })
 }

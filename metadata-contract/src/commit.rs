@@ -26,6 +26,30 @@ pub struct CommitAppend {
     pub match_seq_num: Option<u64>,
     pub fencing_token: Option<String>,
     pub metered_bytes: u64,
+    /// Set by an idempotent producer: a retry of a sequence already applied gets the
+    /// original ack and applies nothing.
+    pub producer: Option<ProducerStamp>,
+}
+
+/// An idempotent producer's id and an append's sequence number in it: one per append
+/// call, from any start, each the previous plus one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ProducerStamp {
+    pub id: String,
+    pub seq: u64,
+}
+
+impl ProducerStamp {
+    /// Longest producer id, in bytes.
+    pub const MAX_ID_BYTES: usize = 128;
+
+    /// Checks the id: 1 to [`Self::MAX_ID_BYTES`] bytes.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.id.is_empty() || self.id.len() > Self::MAX_ID_BYTES {
+            return Err(format!("producer_id must be 1 to {} bytes", Self::MAX_ID_BYTES));
+        }
+        Ok(())
+    }
 }
 
 /// Appends that succeed or fail together. Most units hold one append; an atomic

@@ -24,6 +24,10 @@ pub enum MetadataError {
     SeqNumMismatch { expected: u64, actual: u64 },
     #[error("fencing token mismatch: stream's token is `{actual}`")]
     FencingTokenMismatch { actual: String },
+    /// An idempotent producer's append out of order: `got` skips ahead of `expected`, or
+    /// is a duplicate older than the acks kept (it was applied; its ack is gone).
+    #[error("producer sequence mismatch: expected {expected}, got {got}")]
+    ProducerSeqMismatch { expected: u64, got: u64 },
     #[error("invalid request: {0}")]
     InvalidArgument(String),
     #[error("an earlier append to stream `{stream}` in basin `{basin}` failed; this one was not committed")]
@@ -62,6 +66,7 @@ impl MetadataError {
             MetadataError::AccessTokenNotFound(_) => ErrorCode::AccessTokenNotFound,
             MetadataError::SeqNumMismatch { .. } => ErrorCode::SeqNumMismatch,
             MetadataError::FencingTokenMismatch { .. } => ErrorCode::FencingTokenMismatch,
+            MetadataError::ProducerSeqMismatch { .. } => ErrorCode::ProducerSeqMismatch,
             MetadataError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             MetadataError::AtomicGroupFailed(_) => ErrorCode::SeqNumMismatch,
             MetadataError::Fenced => ErrorCode::Fenced,

@@ -31,7 +31,7 @@ pub use catalog::{
     AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ListPage, Lookup, Replacement, Retry,
     StreamSummary,
 };
-pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, UnitOutcome};
+pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, ProducerStamp, UnitOutcome};
 pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};
 pub use model::{

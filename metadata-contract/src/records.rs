@@ -42,7 +42,17 @@ fn decode_stored<M: Message + Default, J: serde::de::DeserializeOwned, T>(
     }
 }
 
-fn encode_stored(message: impl Message) -> Vec<u8> {
+/// Metadata's own stored messages that never had a JSON form: the version byte and
+/// the message.
+pub fn decode_v1<M: Message + Default>(key: &[u8], bytes: &[u8]) -> Result<M> {
+    match bytes.split_first() {
+        Some((&FORMAT_V1, message)) => M::decode(message).map_err(|e| corrupt(key, e)),
+        _ => Err(corrupt(key, "unknown record format")),
+    }
+}
+
+/// The version byte and the message.
+pub fn encode_stored(message: impl Message) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + message.encoded_len());
     out.push(FORMAT_V1);
     message.encode(&mut out).expect("a Vec grows to fit");
@@ -66,12 +76,7 @@ impl Stored for crate::AccessTokenRecord {
     }
 
     fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
-        match bytes.split_first() {
-            Some((&FORMAT_V1, message)) => pb::AccessTokenRecord::decode(message)
-                .map(crate::wire_catalog::token_from_wire)
-                .map_err(|e| corrupt(key, e)),
-            _ => Err(corrupt(key, "not an access token record")),
-        }
+        decode_v1::<pb::AccessTokenRecord>(key, bytes).map(crate::wire_catalog::token_from_wire)
     }
 }
 

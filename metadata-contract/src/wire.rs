@@ -6,7 +6,7 @@ use shale_proto::Command;
 
 use crate::{
     AppendAck, CommitAppend, CommitRequest, CommitUnit, IndexEntry, MetadataError, PipelinePosition, Position,
-    TailUpdate, UnitOutcome,
+    ProducerStamp, TailUpdate, UnitOutcome,
 };
 
 pub fn commit_request_to_wire(request: &CommitRequest) -> pb::Segment {
@@ -42,6 +42,7 @@ fn append_to_wire(append: &CommitAppend) -> pb::CommitAppend {
         match_seq_num: append.match_seq_num,
         fencing_token: append.fencing_token.clone(),
         metered_bytes: append.metered_bytes,
+        producer: append.producer.as_ref().map(|p| pb::ProducerStamp { id: p.id.clone(), seq: p.seq }),
     }
 }
 
@@ -93,6 +94,7 @@ fn append_from_wire(append: pb::CommitAppend) -> Result<CommitAppend, MetadataEr
         match_seq_num: append.match_seq_num,
         fencing_token: append.fencing_token,
         metered_bytes: append.metered_bytes,
+        producer: append.producer.map(|p| ProducerStamp { id: p.id, seq: p.seq }),
     })
 }
 
@@ -261,6 +263,10 @@ pub fn error_to_wire(error: &MetadataError) -> pb::Error {
             wire.actual_token = actual.clone();
             "fencing_token_mismatch"
         }
+        MetadataError::ProducerSeqMismatch { expected, got } => {
+            (wire.expected, wire.actual) = (*expected, *got);
+            "producer_seq_mismatch"
+        }
         MetadataError::InvalidArgument(message) => {
             wire.message = message.clone();
             "invalid_argument"
@@ -317,6 +323,7 @@ pub fn error_from_wire(mut wire: pb::Error) -> MetadataError {
         "stream_exists" => MetadataError::StreamExists { basin: wire.basin, stream: wire.stream },
         "seq_num_mismatch" => MetadataError::SeqNumMismatch { expected: wire.expected, actual: wire.actual },
         "fencing_token_mismatch" => MetadataError::FencingTokenMismatch { actual: wire.actual_token },
+        "producer_seq_mismatch" => MetadataError::ProducerSeqMismatch { expected: wire.expected, got: wire.actual },
         "invalid_argument" => MetadataError::InvalidArgument(wire.message),
         "atomic_group_failed" => MetadataError::AtomicGroupFailed(wire.message),
         "earlier_append_failed" => MetadataError::EarlierAppendFailed { basin: wire.basin, stream: wire.stream },
@@ -344,6 +351,7 @@ mod tests {
             MetadataError::AccessTokenNotFound("t".into()),
             MetadataError::SeqNumMismatch { expected: 3, actual: 7 },
             MetadataError::FencingTokenMismatch { actual: "tok".into() },
+            MetadataError::ProducerSeqMismatch { expected: 4, got: 9 },
             MetadataError::InvalidArgument("bad".into()),
             MetadataError::AtomicGroupFailed("other".into()),
             MetadataError::AtomicMember {
@@ -381,6 +389,7 @@ mod tests {
                     match_seq_num: Some(2),
                     fencing_token: None,
                     metered_bytes: 77,
+                    producer: Some(ProducerStamp { id: "p-1".into(), seq: 41 }),
                 }],
             }],
         };

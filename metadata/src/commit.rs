@@ -9,6 +9,7 @@ use shale_proto::{Command, TimestampingMode};
 use slatedb::config::{PutOptions, Ttl};
 use slatedb::WriteBatch;
 
+use crate::producers::{Admission, ProducerState};
 use crate::refs::SegmentRefs;
 use crate::wire::{outcomes_from_wire, outcomes_to_wire};
 use crate::{
@@ -30,7 +31,11 @@ struct Overlay {
     entries: Vec<(StreamKey, u64, IndexEntry)>,
     next_stream_id: u64,
     failed_streams: std::collections::HashSet<StreamKey>,
+    producers: HashMap<ProducerKey, ProducerState>,
 }
+
+/// A producer on a stream: (stream id, producer id).
+pub(crate) type ProducerKey = (u64, String);
 
 impl Overlay {
     fn tentative(&self) -> Overlay {
@@ -142,6 +147,7 @@ impl Metadata {
             if outcome.is_ok() {
                 overlay.streams.extend(tentative.streams);
                 overlay.entries.extend(tentative.entries);
+                overlay.producers.extend(tentative.producers);
                 overlay.next_stream_id = tentative.next_stream_id;
             } else {
                 overlay.failed_streams.extend(unit.appends.iter().map(stream_key));
@@ -175,6 +181,10 @@ impl Metadata {
             batch.put(keys::segment(segment_id), refs.encode());
             batch.put_with_options(keys::commit_outcome(segment_id), stored, &outcome_ttl);
         }
+        let producer_ttl = PutOptions { ttl: Ttl::ExpireAfterMillis(self.config.producer_expiry_ms()) };
+        for ((stream_id, producer), state) in &overlay.producers {
+            batch.put_with_options(keys::producer(*stream_id, producer), state.to_stored(), &producer_ttl);
+        }
         if overlay.next_stream_id != writer.next_stream_id {
             batch.put(keys::NEXT_STREAM_ID, overlay.next_stream_id.to_be_bytes());
         }
@@ -184,6 +194,9 @@ impl Metadata {
         self.apply(batch).await?;
         for (key, record) in overlay.streams {
             writer.streams.insert(key, record);
+        }
+        for (key, state) in overlay.producers {
+            writer.producers.insert(key, state);
         }
         Ok(tails)
     }
@@ -254,6 +267,7 @@ impl Metadata {
             (
                 MetadataError::SeqNumMismatch { .. }
                 | MetadataError::FencingTokenMismatch { .. }
+                | MetadataError::ProducerSeqMismatch { .. }
                 | MetadataError::StreamNotFound { .. }
                 | MetadataError::BasinNotFound(_)
                 | MetadataError::InvalidArgument(_),
@@ -269,13 +283,49 @@ impl Metadata {
                     self.load_or_create(append, writer, committed, tentative).await.map_err(|e| member(append, e))?
                 }
             };
-            let (ack, entry) =
-                apply_append(segment_id, append, &mut record, self.clock.now_ms()).map_err(|e| member(append, e))?;
+            let now_ms = self.clock.now_ms();
+            let producer = match &append.producer {
+                Some(stamp) => {
+                    let producer_key = (record.id, stamp.id.clone());
+                    let state =
+                        match tentative.producers.get(&producer_key).or_else(|| committed.producers.get(&producer_key))
+                        {
+                            Some(state) => Some(state.clone()),
+                            None => self.producer_state(writer, &producer_key).await?,
+                        };
+                    match ProducerState::admit(state.as_ref(), stamp.seq, record.tail())
+                        .map_err(|e| member(append, e))?
+                    {
+                        Admission::Duplicate(ack) => {
+                            acks.push(ack);
+                            continue;
+                        }
+                        Admission::Apply => Some((producer_key, stamp.seq, state.unwrap_or_default())),
+                    }
+                }
+                None => None,
+            };
+            let (ack, entry) = apply_append(segment_id, append, &mut record, now_ms).map_err(|e| member(append, e))?;
+            if let Some((producer_key, seq, mut state)) = producer {
+                state.applied(seq, &ack, now_ms);
+                tentative.producers.insert(producer_key, state);
+            }
             tentative.entries.push((key.clone(), record.id, entry));
             tentative.streams.insert(key, record);
             acks.push(ack);
         }
         Ok(acks)
+    }
+
+    /// A producer's live state on a stream (applied, maybe not yet durable), from the
+    /// sequencer's working set or the database; `None` when new or expired.
+    async fn producer_state(&self, writer: &WriterState, key: &ProducerKey) -> Result<Option<ProducerState>> {
+        let (now_ms, expiry_ms) = (self.clock.now_ms(), self.config.producer_expiry_ms());
+        if let Some(state) = writer.producers.get(key) {
+            return Ok(state.live(now_ms, expiry_ms));
+        }
+        let stored = self.get_latest::<ProducerState>(&keys::producer(key.0, &key.1)).await?;
+        Ok(stored.and_then(|state| state.live(now_ms, expiry_ms)))
     }
 
     /// The stream's durable record, or a new one when the basin creates streams on append.

@@ -43,6 +43,7 @@ fn append(stream: &str, match_seq_num: Option<u64>) -> CommitUnit {
             match_seq_num,
             fencing_token: None,
             metered_bytes: 10,
+            producer: None,
         }],
     }
 }

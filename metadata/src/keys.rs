@@ -11,6 +11,8 @@
 //! | `c/<segment id u128>` | the segment's commit outcome (acks), for retried commits; expires |
 //! | `d/<stream id u64>` | deleted stream awaiting GC of its index and blocks |
 //! | `k/<stream id u64>` | the stream's compaction cursor: entries below it are compacted (u64) |
+//! | `p/<stream id u64><producer id>` | an idempotent producer's latest acks on the stream (`producers`); expires |
+//! | `n/<stream id u64><consumer name>` | a tracked consumer's committed position (`consumers`) |
 //! | `a/<token id>` | access token record ([`crate::AccessTokenRecord`]: id, secret hash, scope) |
 //! | `h/<secret hash>` | the id of the access token whose secret hashes to this (SHA-256) |
 //! | `m/next_stream_id` | next internal stream id (u64) |
@@ -66,6 +68,32 @@ pub fn end_of_stream(family: &[u8; 2], stream_id: u64) -> Vec<u8> {
     }
     key
 }
+
+/// Per-stream key families keyed by a name after the stream id.
+fn stream_named(family: &[u8; 2], stream_id: u64, name: &str) -> Vec<u8> {
+    [&family[..], &stream_id.to_be_bytes(), name.as_bytes()].concat()
+}
+
+pub fn producer(stream_id: u64, producer: &str) -> Vec<u8> {
+    stream_named(b"p/", stream_id, producer)
+}
+
+pub fn consumer(stream_id: u64, name: &str) -> Vec<u8> {
+    stream_named(b"n/", stream_id, name)
+}
+
+/// The prefix of every key of `family` (`p/` or `n/`) of one stream.
+pub fn of_stream(family: &[u8; 2], stream_id: u64) -> Vec<u8> {
+    stream_named(family, stream_id, "")
+}
+
+/// The name in a `p/` or `n/` key.
+pub fn name_of(key: &[u8]) -> Option<String> {
+    String::from_utf8(key.get(10..)?.to_vec()).ok()
+}
+
+/// Per-stream families removed with a deleted stream, apart from its index.
+pub const STREAM_NAMED_FAMILIES: [&[u8; 2]; 2] = [b"p/", b"n/"];
 
 pub const ACCESS_TOKEN_PREFIX: &[u8] = b"a/";
 
@@ -158,5 +186,8 @@ mod tests {
         assert_eq!(deleted_stream_id_of(&deleted_stream(42)), Some(42));
         assert_eq!(stream_names_of(&stream("basin-1", "a/b")), Some(("basin-1".into(), "a/b".into())));
         assert_eq!(segment_id_of(b"o/short"), None);
+        assert_eq!(name_of(&producer(7, "p-1")), Some("p-1".into()));
+        assert!(consumer(7, "z").starts_with(&of_stream(b"n/", 7)));
+        assert!(!consumer(8, "a").starts_with(&of_stream(b"n/", 7)));
     }
 }

@@ -47,6 +47,9 @@ mod leader;
 mod leased;
 mod lookup;
 mod poison;
+#[cfg(test)]
+mod producer_tests;
+mod producers;
 mod reclaim;
 #[cfg(test)]
 mod reclaim_tests;
@@ -107,6 +110,8 @@ pub(crate) struct WriterState {
     /// Latest (applied, maybe not yet durable) records of recently used streams: the
     /// sequencer's working set, so a commit reads no SSTs while holding the lock.
     streams: moka::sync::Cache<(String, String), StreamRecord>,
+    /// Latest state of recently active idempotent producers, bounded like `streams`.
+    producers: moka::sync::Cache<commit::ProducerKey, producers::ProducerState>,
     poison: poison::Poison,
 }
 
@@ -155,6 +160,11 @@ pub struct MetadataConfig {
     /// reads.
     #[serde(with = "humantime_serde")]
     pub db_gc_min_age: Duration,
+    /// How long an idempotent producer's state on a stream outlives its last append. A
+    /// retry arriving later is applied again; each active producer costs about 300
+    /// bytes per stream it writes.
+    #[serde(with = "humantime_serde")]
+    pub producer_expiry: Duration,
 }
 
 impl MetadataConfig {
@@ -164,6 +174,10 @@ impl MetadataConfig {
     /// differ by less than `max_commit_age` (see `commit::segment_outcomes`).
     fn outcome_ttl_ms(&self) -> u64 {
         3 * self.max_commit_age.as_millis() as u64
+    }
+
+    fn producer_expiry_ms(&self) -> u64 {
+        self.producer_expiry.as_millis() as u64
     }
 
     /// SlateDB's collector on every directory it manages except WAL fences, which it
@@ -199,6 +213,7 @@ impl Default for MetadataConfig {
             store_retries: 5,
             db_gc_interval: Duration::from_secs(60),
             db_gc_min_age: Duration::from_secs(120),
+            producer_expiry: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -258,7 +273,12 @@ impl Metadata {
             clock,
             config: config.clone(),
             instance: ulid::Ulid::new().to_string(),
-            writer: Mutex::new(WriterState { next_stream_id, streams, poison: Default::default() }),
+            writer: Mutex::new(WriterState {
+                next_stream_id,
+                streams,
+                producers: moka::sync::Cache::new(config.sequencer_streams),
+                poison: Default::default(),
+            }),
             durability,
             commit_stats,
             tails,

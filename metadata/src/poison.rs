@@ -79,6 +79,7 @@ mod tests {
                 match_seq_num: None,
                 fencing_token: None,
                 metered_bytes: 1,
+                producer: None,
             }],
         }
     }

@@ -184,6 +184,9 @@ impl Metadata {
                 }
                 let done = entries.len() < ENTRY_PAGE;
                 if done {
+                    for key in self.named_keys_of(stream_id).await? {
+                        batch.delete(key);
+                    }
                     batch.delete(keys::deleted_stream(stream_id));
                     batch.delete(keys::compaction_cursor(stream_id));
                     report.streams_purged += 1;
@@ -264,6 +267,17 @@ impl Metadata {
         stats.released_segments.store(released.items.len() as u64, Ordering::Relaxed);
         stats.released_bytes.store(released.items.iter().map(|(_, r)| r.bytes).sum(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// A deleted stream's producer states and consumer positions.
+    async fn named_keys_of(&self, stream_id: u64) -> Result<Vec<Vec<u8>>> {
+        let mut found = Vec::new();
+        for family in keys::STREAM_NAMED_FAMILIES {
+            let prefix = keys::of_stream(family, stream_id);
+            let page = self.scan_page(&prefix, &[], usize::MAX, DurabilityLevel::Memory, |key, _| Ok(key.to_vec()));
+            found.extend(page.await?.items);
+        }
+        Ok(found)
     }
 
     /// The first `limit` index entries of a stream, latest view (the writer's).

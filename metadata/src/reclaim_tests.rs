@@ -53,6 +53,7 @@ fn append(stream: &str, records: usize, commands: Vec<Command>, arrival: u64) ->
         match_seq_num: None,
         fencing_token: None,
         metered_bytes: 10,
+        producer: None,
     }
 }
 

@@ -16,6 +16,9 @@ pub enum ErrorCode {
     SeqNumMismatch,
     /// `fencing_token` did not equal the stream's token.
     FencingTokenMismatch,
+    /// `producer_seq` was not the producer's next sequence (a gap, or a duplicate whose
+    /// ack is no longer kept).
+    ProducerSeqMismatch,
     /// A read started past the tail and was not clamped.
     RangeNotSatisfiable,
     /// Too much in flight; retry later.
@@ -54,6 +57,7 @@ impl ErrorCode {
             ErrorCode::Deleting => "deletion_pending",
             ErrorCode::SeqNumMismatch => "seq_num_mismatch",
             ErrorCode::FencingTokenMismatch => "fencing_token_mismatch",
+            ErrorCode::ProducerSeqMismatch => "producer_seq_mismatch",
             ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::Unavailable => "unavailable",
@@ -74,7 +78,7 @@ impl ErrorCode {
             ErrorCode::InvalidArgument => 400,
             ErrorCode::NotFound => 404,
             ErrorCode::AlreadyExists | ErrorCode::Deleting => 409,
-            ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch => 412,
+            ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch | ErrorCode::ProducerSeqMismatch => 412,
             ErrorCode::RangeNotSatisfiable => 416,
             ErrorCode::Overloaded => 429,
             ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 503,
@@ -95,7 +99,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 5,
             ErrorCode::AlreadyExists => 6,
             ErrorCode::Deleting => 9,
-            ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch => 9,
+            ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch | ErrorCode::ProducerSeqMismatch => 9,
             ErrorCode::RangeNotSatisfiable => 11,
             ErrorCode::Overloaded => 8,
             ErrorCode::Unavailable | ErrorCode::Fenced | ErrorCode::ShuttingDown => 14,

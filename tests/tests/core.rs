@@ -401,6 +401,7 @@ async fn suite_retried_commits_and_orphan_collection(backend: Backend) {
                         match_seq_num: None,
                         fencing_token: None,
                         metered_bytes: 8,
+                        producer: None,
                     }],
                 }],
             }

@@ -7,6 +7,7 @@ use shale_proto::{SequencedRecord, TimestampingMode};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
 use crate::s2::record_from_parts;
+use crate::service::producer_stamp;
 use crate::ApiError;
 
 pub fn position(p: Position) -> pb::StreamPosition {
@@ -17,8 +18,8 @@ pub fn ack(ack: AppendAck) -> pb::AppendAck {
     pb::AppendAck { start: Some(position(ack.start)), end: Some(position(ack.end)), tail: Some(position(ack.tail)) }
 }
 
-pub fn append_input(request: pb::AppendRequest) -> AppendInput {
-    AppendInput {
+pub fn append_input(request: pb::AppendRequest) -> Result<AppendInput, ApiError> {
+    Ok(AppendInput {
         basin: request.basin,
         stream: request.stream,
         records: request
@@ -28,7 +29,8 @@ pub fn append_input(request: pb::AppendRequest) -> AppendInput {
             .collect(),
         match_seq_num: request.match_seq_num,
         fencing_token: request.fencing_token,
-    }
+        producer: producer_stamp(request.producer_id, request.producer_seq)?,
+    })
 }
 
 pub fn record(r: &SequencedRecord) -> pb::SequencedRecord {

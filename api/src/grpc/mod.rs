@@ -148,7 +148,7 @@ impl Streams for GrpcService {
 impl Records for GrpcService {
     async fn append(&self, request: Request<pb::AppendRequest>) -> Result<pb::AppendAck> {
         let service = self.caller(&request)?;
-        let ack = service.append(convert::append_input(request.into_inner())).await.map_err(err)?;
+        let ack = service.append(convert::append_input(request.into_inner()).map_err(err)?).await.map_err(err)?;
         ok(convert::ack(ack))
     }
 
@@ -187,7 +187,7 @@ impl Records for GrpcService {
                 return Err(err(ApiError::bad("every append of an atomic append must be to the request's basin")));
             }
             append.basin.clone_from(&r.basin);
-            inputs.push(convert::append_input(append));
+            inputs.push(convert::append_input(append).map_err(err)?);
         }
         let acks = service.append_atomic(inputs).await.map_err(err)?;
         ok(pb::AppendAtomicResponse { acks: acks.into_iter().map(convert::ack).collect() })

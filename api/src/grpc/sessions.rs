@@ -18,8 +18,8 @@ pub fn append_session(
     let (acks_tx, acks) = mpsc::channel(MAX_PENDING_APPENDS);
     let inputs = inbound.map(|request| {
         request
-            .map(convert::append_input)
             .map_err(|status| ApiError::bad(format!("append session input: {}", status.message())))
+            .and_then(convert::append_input)
     });
     service.append_session(inputs, acks_tx)?;
     let acks = ReceiverStream::new(acks).map(|ack| ack.map(convert::ack).map_err(Status::from));

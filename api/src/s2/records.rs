@@ -18,6 +18,7 @@ use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 use super::query::{percent_decode, Query};
 use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
 use super::{s2s, sse, streams};
+use crate::service::producer_stamp;
 use crate::service::{ReadSessionRequest, Service};
 use crate::{ApiError, Caller, Http};
 
@@ -124,12 +125,19 @@ async fn append(
     let input = if content_type(headers).is_some_and(|t| t.starts_with(PROTOBUF)) {
         let message = shale_proto::s2::AppendInput::decode(body.clone())
             .map_err(|e| ApiError::bad(format!("invalid protobuf AppendInput: {e}")))?;
-        s2s::append_input(&basin, &stream, message)
+        s2s::append_input(&basin, &stream, message)?
     } else {
         let format = Format::from_headers(headers)?;
         let input: AppendInputJson = json_body(body)?;
         let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
-        AppendInput { basin, stream, records, match_seq_num: input.match_seq_num, fencing_token: input.fencing_token }
+        AppendInput {
+            basin,
+            stream,
+            records,
+            match_seq_num: input.match_seq_num,
+            fencing_token: input.fencing_token,
+            producer: producer_stamp(input.producer_id, input.producer_seq)?,
+        }
     };
     let ack = service.append(input).await?;
     if accepts(headers, PROTOBUF) {
@@ -245,6 +253,7 @@ pub async fn append_atomic(
                 records,
                 match_seq_num: append.match_seq_num,
                 fencing_token: append.fencing_token,
+                producer: None,
             })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;

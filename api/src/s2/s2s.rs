@@ -23,6 +23,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::read_batch;
 use super::wire::record_from_parts;
+use crate::service::producer_stamp;
 use crate::service::{FollowEvent, ReadSessionRequest, Service, MAX_PENDING_APPENDS};
 use crate::ApiError;
 
@@ -151,7 +152,7 @@ fn session_response(frames: impl Stream<Item = Bytes> + Send + 'static) -> Respo
 /// terminal frame at the first failure.
 pub fn append_session(service: &Service, basin: String, stream: String, body: Body) -> Result<Response, ApiError> {
     let (acks_tx, acks) = mpsc::channel(MAX_PENDING_APPENDS);
-    let inputs = messages::<pb::AppendInput>(body).map(move |m| m.map(|m| append_input(&basin, &stream, m)));
+    let inputs = messages::<pb::AppendInput>(body).map(move |m| m.and_then(|m| append_input(&basin, &stream, m)));
     service.append_session(inputs, acks_tx)?;
     let frames = ReceiverStream::new(acks).map(|ack| match ack {
         Ok(ack) => regular_frame(&append_ack(ack)),
@@ -173,8 +174,8 @@ pub async fn read_session(service: &Service, request: ReadSessionRequest) -> Res
     Ok(session_response(frames))
 }
 
-pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> AppendInput {
-    AppendInput {
+pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Result<AppendInput, ApiError> {
+    Ok(AppendInput {
         basin: basin.to_string(),
         stream: stream.to_string(),
         records: input
@@ -184,7 +185,8 @@ pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Append
             .collect(),
         match_seq_num: input.match_seq_num,
         fencing_token: input.fencing_token,
-    }
+        producer: producer_stamp(input.producer_id, input.producer_seq)?,
+    })
 }
 
 fn position(p: Position) -> pb::StreamPosition {

@@ -126,6 +126,11 @@ pub struct AppendInputJson {
     pub match_seq_num: Option<u64>,
     #[serde(default)]
     pub fencing_token: Option<String>,
+    /// Shale extension: an idempotent producer's id and this append's sequence.
+    #[serde(default)]
+    pub producer_id: Option<String>,
+    #[serde(default)]
+    pub producer_seq: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -31,7 +31,7 @@ use crate::{ApiError, Role};
 pub use append_pipeline::MAX_PENDING as MAX_PENDING_APPENDS;
 pub use catalog::ListQuery;
 pub use follow::{FollowEvent, Follower};
-pub use records::ReadSessionRequest;
+pub use records::{producer_stamp, ReadSessionRequest};
 
 /// The client API of one process, whatever transport asks, on behalf of one caller:
 /// every call checks the caller's [`Access`] before it does anything.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use shale_gateway::AppendInput;
-use shale_metadata::{AppendAck, MetadataError, Position};
+use shale_metadata::{AppendAck, MetadataError, Position, ProducerStamp};
 use shale_proto::Command;
 use shale_reader::{ReadCursor, ReadOutput, ReadRequest, ReaderError};
 use tokio::sync::mpsc;
@@ -22,6 +22,15 @@ pub const MAX_ATOMIC_STREAMS: usize = 100;
 
 /// Longest `wait` S2 allows, in seconds.
 const MAX_WAIT_SECS: u64 = 60;
+
+/// An idempotent producer's fields as every transport carries them: both or neither.
+pub fn producer_stamp(id: Option<String>, seq: Option<u64>) -> Result<Option<ProducerStamp>, ApiError> {
+    match (id, seq) {
+        (Some(id), Some(seq)) => Ok(Some(ProducerStamp { id, seq })),
+        (None, None) => Ok(None),
+        _ => Err(ApiError::bad("producer_id and producer_seq go together: give both or neither")),
+    }
+}
 
 /// A read session: a read that goes on past what is there now.
 #[derive(Clone, Debug)]
@@ -47,6 +56,9 @@ impl Service {
         let gateway = self.gateway()?;
         if inputs.is_empty() || inputs.len() > MAX_ATOMIC_STREAMS {
             return Err(ApiError::bad(format!("an atomic append names 1 to {MAX_ATOMIC_STREAMS} streams")));
+        }
+        if inputs.iter().any(|input| input.producer.is_some()) {
+            return Err(ApiError::bad("an atomic append takes no producer_id: retry it with match_seq_num instead"));
         }
         let mut streams = std::collections::HashSet::new();
         if let Some(repeated) = inputs.iter().find(|input| !streams.insert((&input.basin, &input.stream))) {

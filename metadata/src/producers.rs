@@ -1,0 +1,151 @@
+//! Idempotent producers: per stream, each producer's latest acks, so that a retried
+//! append (after a lost ack, a killed gateway or a metadata failover) gets its original
+//! ack back and applies nothing, and an append that skips a sequence is refused.
+//!
+//! A producer's first append on a stream may carry any sequence; each later one must
+//! carry the previous plus one. The last [`ACK_WINDOW`] acks are kept: a client that
+//! keeps at most that many appends in flight gets every original ack on retry; an older
+//! duplicate is refused (it was applied, its ack is gone). State idle longer than
+//! `producer_expiry` is forgotten (its key expires in SlateDB too): the producer then
+//! starts afresh, and a retry arriving after that would be applied again.
+
+use std::collections::VecDeque;
+
+use shale_metadata_contract::records::{decode_v1, encode_stored};
+use shale_proto::metadata_rpc as pb;
+
+use crate::{AppendAck, MetadataError, Position, Result, Stored};
+
+/// Acks kept per producer and stream: the most appends a producer may keep in flight
+/// and still get every original ack back on retry.
+pub const ACK_WINDOW: usize = 8;
+
+/// One producer's recent acks on one stream, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ProducerState {
+    last_active_ms: u64,
+    acks: VecDeque<(u64, Position, Position)>,
+}
+
+/// What to do with a producer's append.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// The next sequence (or the producer's first): check its conditions and apply it.
+    Apply,
+    /// Applied before: answer with this ack, apply nothing.
+    Duplicate(AppendAck),
+}
+
+impl ProducerState {
+    /// This state unless it has been idle longer than `expiry_ms` at `now_ms`.
+    pub fn live(self, now_ms: u64, expiry_ms: u64) -> Option<Self> {
+        (now_ms.saturating_sub(self.last_active_ms) <= expiry_ms).then_some(self)
+    }
+
+    /// Whether an append with sequence `seq` is new, a duplicate (with its original
+    /// ack, whose tail is the stream's `tail` now) or out of order.
+    pub fn admit(state: Option<&Self>, seq: u64, tail: Position) -> Result<Admission> {
+        let Some(&(last, _, _)) = state.and_then(|s| s.acks.back()) else {
+            return Ok(Admission::Apply);
+        };
+        let expected = last.checked_add(1);
+        if Some(seq) == expected {
+            return Ok(Admission::Apply);
+        }
+        let kept = state.and_then(|s| s.acks.iter().find(|(applied, _, _)| *applied == seq));
+        match kept {
+            Some(&(_, start, end)) => Ok(Admission::Duplicate(AppendAck { start, end, tail })),
+            None => Err(MetadataError::ProducerSeqMismatch { expected: expected.unwrap_or(u64::MAX), got: seq }),
+        }
+    }
+
+    /// Records that the append with sequence `seq` was applied with `ack` at `now_ms`.
+    pub fn applied(&mut self, seq: u64, ack: &AppendAck, now_ms: u64) {
+        debug_assert!(self.acks.back().is_none_or(|&(last, _, _)| last < seq), "sequences only move forward");
+        self.last_active_ms = now_ms;
+        self.acks.push_back((seq, ack.start, ack.end));
+        while self.acks.len() > ACK_WINDOW {
+            self.acks.pop_front();
+        }
+    }
+}
+
+impl Stored for ProducerState {
+    fn to_stored(&self) -> Vec<u8> {
+        let acks = self
+            .acks
+            .iter()
+            .map(|&(seq, start, end)| pb::ProducerAck {
+                seq,
+                start_seq: start.seq_num,
+                start_timestamp: start.timestamp,
+                end_seq: end.seq_num,
+                end_timestamp: end.timestamp,
+            })
+            .collect();
+        encode_stored(pb::ProducerState { last_active_ms: self.last_active_ms, acks })
+    }
+
+    fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
+        let stored: pb::ProducerState = decode_v1(key, bytes)?;
+        let acks = stored
+            .acks
+            .into_iter()
+            .map(|a| {
+                let start = Position { seq_num: a.start_seq, timestamp: a.start_timestamp };
+                (a.seq, start, Position { seq_num: a.end_seq, timestamp: a.end_timestamp })
+            })
+            .collect();
+        Ok(Self { last_active_ms: stored.last_active_ms, acks })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(seq: u64) -> AppendAck {
+        let p = |s| Position { seq_num: s, timestamp: s * 10 };
+        AppendAck { start: p(seq * 2), end: p(seq * 2 + 2), tail: p(seq * 2 + 2) }
+    }
+
+    fn tail() -> Position {
+        Position { seq_num: 1000, timestamp: 1 }
+    }
+
+    #[test]
+    fn a_new_producer_starts_anywhere_then_moves_by_one() {
+        assert_eq!(ProducerState::admit(None, 17, tail()).unwrap(), Admission::Apply);
+        let mut state = ProducerState::default();
+        state.applied(17, &ack(17), 5);
+        assert_eq!(ProducerState::admit(Some(&state), 18, tail()).unwrap(), Admission::Apply);
+        let gap = ProducerState::admit(Some(&state), 20, tail()).unwrap_err();
+        assert!(matches!(gap, MetadataError::ProducerSeqMismatch { expected: 18, got: 20 }), "{gap}");
+    }
+
+    #[test]
+    fn duplicates_in_the_window_get_their_ack_older_ones_are_refused() {
+        let mut state = ProducerState::default();
+        for seq in 0..20 {
+            state.applied(seq, &ack(seq), seq);
+        }
+        let oldest_kept = 20 - ACK_WINDOW as u64;
+        for seq in oldest_kept..20 {
+            let expected = AppendAck { tail: tail(), ..ack(seq) };
+            assert_eq!(ProducerState::admit(Some(&state), seq, tail()).unwrap(), Admission::Duplicate(expected));
+        }
+        let old = ProducerState::admit(Some(&state), oldest_kept - 1, tail()).unwrap_err();
+        assert!(matches!(old, MetadataError::ProducerSeqMismatch { expected: 20, .. }), "{old}");
+    }
+
+    #[test]
+    fn idle_state_expires_and_round_trips() {
+        let mut state = ProducerState::default();
+        state.applied(3, &ack(3), 1_000);
+        assert!(state.clone().live(1_500, 500).is_some());
+        assert!(state.clone().live(1_501, 500).is_none());
+        let back = ProducerState::from_stored(b"p/x", &state.to_stored()).unwrap();
+        assert_eq!(back, state);
+        assert!(ProducerState::from_stored(b"p/x", b"{}").is_err());
+    }
+}
