@@ -4,9 +4,9 @@
 //! 4 already exists, 5 append condition failed (sequence number or fencing token),
 //! 6 server unavailable or overloaded, 7 no valid token or not permitted, 1 anything else.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
@@ -15,7 +15,6 @@ use shale_proto::grpc as pb;
 use shale_proto::grpc::basins_client::BasinsClient;
 use shale_proto::grpc::records_client::RecordsClient;
 use shale_proto::grpc::streams_client::StreamsClient;
-use tokio::io::AsyncBufReadExt;
 use tokio_stream::StreamExt;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
@@ -72,19 +71,6 @@ pub enum Format {
     Text,
     /// One JSON object per line: {"body", "headers", "timestamp"} (plus "seq_num" on reads).
     Json,
-}
-
-#[derive(Debug, Args)]
-pub struct AppendArgs {
-    /// BASIN/STREAM
-    pub target: String,
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
-    /// Fail unless the stream's tail equals this when the first batch lands.
-    #[arg(long)]
-    pub match_seq_num: Option<u64>,
-    #[arg(long)]
-    pub fencing_token: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -170,7 +156,7 @@ fn with_scheme(server: &str, tls: bool) -> String {
 /// A connection to the server whose calls carry the access token, if one was given.
 type Transport = InterceptedService<Channel, BearerToken>;
 
-async fn channel(connection: &Connection) -> Result<Transport, Failure> {
+pub(crate) async fn channel(connection: &Connection) -> Result<Transport, Failure> {
     let token = BearerToken::new(connection.token.as_deref())
         .map_err(|_| Failure("the access token is not printable ASCII".into(), 2))?;
     let server = with_scheme(&connection.server, connection.ca_file.is_some());
@@ -192,7 +178,7 @@ async fn channel(connection: &Connection) -> Result<Transport, Failure> {
     Ok(InterceptedService::new(channel, token))
 }
 
-fn split_target(target: &str) -> Result<(String, String), Failure> {
+pub(crate) fn split_target(target: &str) -> Result<(String, String), Failure> {
     match target.split_once('/') {
         Some((basin, stream)) if !basin.is_empty() && !stream.is_empty() => Ok((basin.into(), stream.into())),
         _ => Err(Failure(format!("expected BASIN/STREAM, got `{target}`"), 2)),
@@ -270,120 +256,6 @@ pub async fn tail(connection: &Connection, target: &str) -> Result<(), Failure> 
 }
 
 /// Most records and bytes per batch (S2's limits, with room for overhead).
-const BATCH_RECORDS: usize = 1000;
-const BATCH_BYTES: usize = 1000 * 1000;
-/// How long a partial batch waits for more input before it is sent.
-const BATCH_LINGER: Duration = Duration::from_millis(5);
-
-fn parse_record(line: &str, format: Format) -> Result<pb::AppendRecord, Failure> {
-    match format {
-        Format::Text => Ok(pb::AppendRecord { body: line.as_bytes().to_vec().into(), ..Default::default() }),
-        Format::Json => {
-            let value: Value =
-                serde_json::from_str(line).map_err(|e| Failure(format!("bad JSON record `{line}`: {e}"), 2))?;
-            let body = value.get("body").and_then(Value::as_str).unwrap_or_default().as_bytes().to_vec();
-            let timestamp = value.get("timestamp").and_then(Value::as_u64);
-            let headers = value
-                .get("headers")
-                .and_then(Value::as_array)
-                .map(|hs| {
-                    hs.iter()
-                        .filter_map(|h| {
-                            let pair = h.as_array()?;
-                            Some(pb::Header {
-                                name: pair.first()?.as_str()?.as_bytes().to_vec().into(),
-                                value: pair.get(1)?.as_str()?.as_bytes().to_vec().into(),
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            Ok(pb::AppendRecord { timestamp, headers, body: body.into() })
-        }
-    }
-}
-
-/// Reads records from stdin, one per line, and pipelines them through an append session.
-pub async fn append(connection: &Connection, args: AppendArgs) -> Result<(), Failure> {
-    let (basin, stream) = split_target(&args.target)?;
-    let mut client = RecordsClient::new(channel(connection).await?);
-    let (tx, rx) = tokio::sync::mpsc::channel::<pb::AppendRequest>(64);
-    let session =
-        tokio::spawn(async move { client.append_session(tokio_stream::wrappers::ReceiverStream::new(rx)).await });
-
-    let reader = tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        let mut first = true;
-        let mut eof = false;
-        while !eof {
-            let mut records = Vec::new();
-            let mut bytes = 0;
-            while records.len() < BATCH_RECORDS && bytes < BATCH_BYTES {
-                let next = if records.is_empty() {
-                    lines.next_line().await
-                } else {
-                    match tokio::time::timeout(BATCH_LINGER, lines.next_line()).await {
-                        Ok(next) => next,
-                        Err(_) => break,
-                    }
-                };
-                match next? {
-                    Some(line) => {
-                        let record = parse_record(&line, args.format)?;
-                        bytes += record.body.len() + 8;
-                        records.push(record);
-                    }
-                    None => {
-                        eof = true;
-                        break;
-                    }
-                }
-            }
-            if records.is_empty() {
-                break;
-            }
-            let request = pb::AppendRequest {
-                basin: basin.clone(),
-                stream: stream.clone(),
-                records,
-                match_seq_num: if first { args.match_seq_num } else { None },
-                fencing_token: args.fencing_token.clone(),
-            };
-            first = false;
-            if tx.send(request).await.is_err() {
-                break;
-            }
-        }
-        Ok::<(), Failure>(())
-    });
-
-    let mut acks = session.await.map_err(|e| Failure(e.to_string(), 1))??.into_inner();
-    let progress = std::io::stderr().is_terminal();
-    let started = Instant::now();
-    let mut last_report = Instant::now();
-    let (mut records, mut first_seq, mut end_seq) = (0u64, None, 0);
-    while let Some(ack) = acks.next().await {
-        let ack = ack?;
-        let (start, end) = (ack.start.unwrap_or_default().seq_num, ack.end.unwrap_or_default().seq_num);
-        first_seq.get_or_insert(start);
-        end_seq = end;
-        records += end - start;
-        if progress && last_report.elapsed() > Duration::from_secs(1) {
-            let secs = started.elapsed().as_secs_f64();
-            eprint!("\r{records} records, {:.0} records/s", records as f64 / secs);
-            last_report = Instant::now();
-        }
-    }
-    reader.await.map_err(|e| Failure(e.to_string(), 1))??;
-    if progress {
-        eprintln!();
-    }
-    if let Some(first) = first_seq {
-        eprintln!("appended {records} records, seq {first}..{end_seq}");
-    }
-    Ok(())
-}
-
 fn print_record(out: &mut impl Write, record: &pb::SequencedRecord, format: Format) -> std::io::Result<()> {
     match format {
         Format::Text => {

@@ -1,8 +1,10 @@
 //! The `shale` binary's library: command-line parsing, configuration, the server
 //! commands (`serve`: metadata, gateway and reader in one process behind the HTTP and
 //! gRPC APIs; `metadata`, `gateway`, `reader`, `compactor`: one role each) and the client commands
-//! (`basins`, `streams`, `append`, `read`, `tail`) that talk gRPC to a server.
+//! (`basins`, `streams`, `append` (as an idempotent producer, in `append`), `read`, `tail`)
+//! that talk gRPC to a server.
 
+mod append;
 mod client;
 mod config;
 mod dir_lock;
@@ -58,7 +60,7 @@ pub enum Command {
     #[command(subcommand)]
     Streams(client::StreamsCommand),
     /// Append records from stdin, one per line.
-    Append(client::AppendArgs),
+    Append(append::AppendArgs),
     /// Print records of a stream.
     Read(client::ReadArgs),
     /// Print a stream's tail: next sequence number and last timestamp.
@@ -77,7 +79,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Compactor(args) => exit(run_server(&args.serve, Server::Compactor(args.metadata.clone())).await),
         Command::Basins(command) => client::report(client::basins(connection, command).await),
         Command::Streams(command) => client::report(client::streams(connection, command).await),
-        Command::Append(args) => client::report(client::append(connection, args).await),
+        Command::Append(args) => client::report(append::append(connection, args).await),
         Command::Read(args) => client::report(client::read(connection, args).await),
         Command::Tail { target } => client::report(client::tail(connection, &target).await),
     }

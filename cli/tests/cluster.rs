@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::cluster::Cluster;
+use common::cluster::{metric, read_stream, wait_until, Cluster, FAST_LEASE};
 use common::terminate;
 use serde_json::{json, Value};
 use shale_storage::object_store::path::Path;
@@ -102,32 +102,6 @@ async fn stop_producers(
     (acked, failed)
 }
 
-/// Every record of `stream` on `reader`, checking dense sequence numbers from 0.
-async fn read_stream(client: &reqwest::Client, reader: &str, stream: &str) -> Vec<String> {
-    let mut bodies = Vec::new();
-    loop {
-        let r = client
-            .get(format!("{reader}/v1/streams/{stream}/records?seq_num={}", bodies.len()))
-            .header("s2-basin", BASIN)
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 404 {
-            return bodies; // never appended to
-        }
-        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-        let page: Value = r.json().await.unwrap();
-        let records = page["records"].as_array().unwrap();
-        if records.is_empty() {
-            return bodies;
-        }
-        for record in records {
-            assert_eq!(record["seq_num"].as_u64().unwrap(), bodies.len() as u64, "dense sequence numbers");
-            bodies.push(record["body"].as_str().unwrap().to_string());
-        }
-    }
-}
-
 /// Acked records exactly once at their acked position, any record at most once.
 async fn check_exactly_once(client: &reqwest::Client, readers: &[String], acked: &[Acked]) {
     let mut by_stream: HashMap<&str, Vec<&Acked>> = HashMap::new();
@@ -138,7 +112,7 @@ async fn check_exactly_once(client: &reqwest::Client, readers: &[String], acked:
         let mut stored = 0;
         for i in 0..STREAMS {
             let stream = stream_name(i);
-            let bodies = read_stream(client, reader, &stream).await;
+            let bodies = read_stream(client, BASIN, reader, &stream).await;
             stored += bodies.len();
             let distinct: HashSet<&String> = bodies.iter().collect();
             assert_eq!(distinct.len(), bodies.len(), "{reader} {stream}: a record appears twice");
@@ -147,19 +121,6 @@ async fn check_exactly_once(client: &reqwest::Client, readers: &[String], acked:
             }
         }
         assert!(stored >= acked.len(), "{reader}: {stored} stored < {} acked", acked.len());
-    }
-}
-
-/// Polls `condition` every 50 ms; fails after `limit`.
-async fn wait_until<F, Fut>(what: &str, limit: Duration, condition: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    while !condition().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -172,34 +133,9 @@ async fn gateway_acks(client: &reqwest::Client, gateways: &[String]) -> u64 {
     total
 }
 
-/// One counter or gauge from a process's `/metrics`; `None` when absent or unreachable.
-async fn metric(client: &reqwest::Client, base: &str, name: &str) -> Option<u64> {
-    let metrics = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
-    metrics.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.trim().parse().ok())
-}
-
 async fn block_cache_hits(client: &reqwest::Client, reader: &str) -> u64 {
     metric(client, reader, "shale_cache_block_hits_total").await.unwrap()
 }
-
-/// Kills `leader` with -9 and starts a new metadata process, returned with its HTTP
-/// base URL once it holds the lease.
-async fn replace_metadata(
-    cluster: &Cluster,
-    client: &reqwest::Client,
-    mut leader: std::process::Child,
-) -> (std::process::Child, String) {
-    leader.kill().unwrap();
-    leader.wait().unwrap();
-    let (next, _, next_http) = cluster.start_metadata();
-    wait_until("the new metadata holds the lease", Duration::from_secs(30), || async {
-        metric(client, &next_http, "shale_metadata_leader").await == Some(1)
-    })
-    .await;
-    (next, next_http)
-}
-
-const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_gateways_and_readers_survive_a_metadata_takeover_and_crash() {
@@ -262,7 +198,7 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover_and_crash() {
 
     // Then the new leader crashes (kill -9, mid-commit) and a third one starts: commits
     // that were in flight are retried there, and none is applied twice.
-    let (third, _) = replace_metadata(&cluster, &client, second).await;
+    let (third, _) = cluster.replace_metadata(&client, second).await;
     let at_crash = gateway_acks(&client, &gateways).await;
     wait_until("500 acks after the crash", Duration::from_secs(60), || async {
         gateway_acks(&client, &gateways).await >= at_crash + 500
@@ -276,7 +212,7 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover_and_crash() {
     // Each reader has its own cache: reading the same range again is served from it.
     let hits_before = block_cache_hits(&client, &readers[1]).await;
     let stream = &acked[0].stream;
-    let again = read_stream(&client, &readers[1], stream).await;
+    let again = read_stream(&client, BASIN, &readers[1], stream).await;
     assert!(!again.is_empty());
     assert!(block_cache_hits(&client, &readers[1]).await > hits_before, "a repeated read hits the cache");
     cluster.stop_all();
@@ -356,7 +292,7 @@ async fn a_killed_gateway_loses_no_acked_append_and_its_orphans_are_collected() 
     println!("acked {} failed {failed}; {} orphan segments collected", acked.len(), uncommitted.len());
     check_exactly_once(&client, &readers, &acked).await;
     for reader in &readers {
-        let bodies = read_stream(&client, reader, "s000").await;
+        let bodies = read_stream(&client, BASIN, reader, "s000").await;
         assert!(!bodies.iter().any(|b| b.starts_with("doomed-")), "an orphaned append became visible");
     }
     cluster.stop_all();
@@ -372,7 +308,7 @@ fn start_checker(reader: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHand
         let (mut passes, mut longest) = (0u64, 0usize);
         while !stop.load(Ordering::Relaxed) {
             for i in (0..STREAMS).step_by(25) {
-                let bodies = read_stream(&client, &reader, &stream_name(i)).await;
+                let bodies = read_stream(&client, BASIN, &reader, &stream_name(i)).await;
                 let distinct: HashSet<&String> = bodies.iter().collect();
                 assert_eq!(distinct.len(), bodies.len(), "a record read twice during compaction");
                 longest = longest.max(bodies.len());
@@ -423,7 +359,7 @@ async fn compaction_and_collection_lose_nothing_through_kill_9() {
     // Metadata killed with -9 while collection runs every 200 ms and commits swap entries;
     // a new one carries on from the durable state.
     let deleted_before = metric(&client, &metadata_http, "shale_reclaim_segments_deleted_total").await.unwrap_or(0);
-    let (metadata, metadata_http) = replace_metadata(&cluster, &client, metadata).await;
+    let (metadata, metadata_http) = cluster.replace_metadata(&client, metadata).await;
     let at_restart = gateway_acks(&client, &gateways).await;
     wait_until("appends and compaction after the restart", Duration::from_secs(60), || async {
         gateway_acks(&client, &gateways).await >= at_restart + 300

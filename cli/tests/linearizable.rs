@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::cluster::Cluster;
+use common::cluster::{Cluster, FAST_LEASE};
 use common::terminate;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -31,7 +31,6 @@ const STREAMS: usize = 3;
 const CLIENTS: usize = 6;
 /// Acked appends a run needs before its history is checked.
 const MIN_ACKED: u64 = 60;
-const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
 
 struct Endpoints {
     gateways: Vec<String>,

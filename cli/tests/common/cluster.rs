@@ -5,6 +5,9 @@ use std::collections::HashSet;
 use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
 
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::ObjectStore;
@@ -23,6 +26,9 @@ pub struct Cluster {
     /// The gateways' gRPC base URLs, in start order.
     pub gateway_grpc: Vec<String>,
 }
+
+/// Leases short enough that a takeover after a crash takes about a second.
+pub const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
 
 static BUCKETS: AtomicU64 = AtomicU64::new(0);
 
@@ -106,9 +112,71 @@ impl Cluster {
         blocks.iter().flat_map(|(_, block)| &block.records).any(|record| record.body.starts_with(b"doomed-"))
     }
 
+    /// Kills `leader` with -9 and starts a new metadata process, returned with its HTTP
+    /// base URL once it holds the lease.
+    pub async fn replace_metadata(
+        &self,
+        client: &reqwest::Client,
+        mut leader: std::process::Child,
+    ) -> (std::process::Child, String) {
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+        let (next, _, next_http) = self.start_metadata();
+        wait_until("the new metadata holds the lease", Duration::from_secs(30), || async {
+            metric(client, &next_http, "shale_metadata_leader").await == Some(1)
+        })
+        .await;
+        (next, next_http)
+    }
+
     pub fn stop_all(self) {
         for (child, _) in self.gateways.into_iter().chain(self.readers) {
             terminate(child);
         }
     }
+}
+
+/// Every record of `stream` on `reader`, checking dense sequence numbers from 0.
+pub async fn read_stream(client: &reqwest::Client, basin: &str, reader: &str, stream: &str) -> Vec<String> {
+    let mut bodies = Vec::new();
+    loop {
+        let r = client
+            .get(format!("{reader}/v1/streams/{stream}/records?seq_num={}", bodies.len()))
+            .header("s2-basin", basin)
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 404 {
+            return bodies; // never appended to
+        }
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let page: Value = r.json().await.unwrap();
+        let records = page["records"].as_array().unwrap();
+        if records.is_empty() {
+            return bodies;
+        }
+        for record in records {
+            assert_eq!(record["seq_num"].as_u64().unwrap(), bodies.len() as u64, "dense sequence numbers");
+            bodies.push(record["body"].as_str().unwrap().to_string());
+        }
+    }
+}
+
+/// Polls `condition` every 50 ms; fails after `limit`.
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, condition: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !condition().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One counter or gauge from a process's `/metrics`; `None` when absent or unreachable.
+pub async fn metric(client: &reqwest::Client, base: &str, name: &str) -> Option<u64> {
+    let metrics = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
+    metrics.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.trim().parse().ok())
 }
