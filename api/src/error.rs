@@ -37,6 +37,8 @@ pub enum ApiError {
     /// The token does not permit the call; the message names what is missing.
     #[error("{0}")]
     PermissionDenied(String),
+    #[error("consumer `{0}` has committed no position on this stream")]
+    ConsumerNotFound(String),
     /// Refused by the HTTP stack before any handler ran (unknown method, body too large,
     /// a path that is not UTF-8): its own status, S2's JSON body.
     #[error("{message}")]
@@ -58,7 +60,7 @@ impl ApiError {
     fn code(&self) -> ErrorCode {
         match self {
             ApiError::BadRequest(_) => ErrorCode::InvalidArgument,
-            ApiError::NoRoute(_) => ErrorCode::NotFound,
+            ApiError::NoRoute(_) | ApiError::ConsumerNotFound(_) => ErrorCode::NotFound,
             ApiError::Gateway(e) => e.code(),
             ApiError::Reader(e) => e.code(),
             ApiError::Metadata(e) => e.code(),

@@ -45,7 +45,7 @@ pub use listener::{capped_incoming, grpc_server, serve, ConnectionLimits};
 pub use ops::ops_router;
 /// Entry points for the fuzz targets in `fuzz/`: each parser of client bytes.
 pub use s2::fuzz;
-pub use service::Service;
+pub use service::{ConsumerView, ListQuery, Service};
 pub use tls::acceptor as tls_acceptor;
 pub use tokio_rustls::TlsAcceptor;
 

@@ -108,6 +108,7 @@ impl Compactor {
                     timestamp_floor: merged.timestamp_floor,
                     timestamp_policy: MERGED_POLICY,
                     arrival_cap: None,
+                    metered_end: merged.old.last().and_then(|last| last.metered_end),
                 };
                 replacements.push(Replacement { stream_id: run.stream_id, old: merged.old, new });
             }

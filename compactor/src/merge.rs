@@ -98,6 +98,7 @@ mod tests {
             timestamp_floor: floor,
             timestamp_policy: policy,
             arrival_cap: None,
+            metered_end: None,
         }
     }
 

@@ -115,6 +115,43 @@ pub enum CatalogCall {
     RevokeAccessToken {
         id: String,
     },
+    /// Stores a tracked consumer's position: at most the stream's tail; with
+    /// `expected`, only if the stored position (0 when none) equals it.
+    CommitConsumer {
+        basin: String,
+        stream: String,
+        name: String,
+        seq_num: u64,
+        expected: Option<u64>,
+    },
+    GetConsumer {
+        basin: String,
+        stream: String,
+        name: String,
+    },
+    /// A stream's consumers by name; with an empty `basin`, every stream's.
+    ListConsumers {
+        basin: String,
+        stream: String,
+        start_after: String,
+        limit: usize,
+    },
+}
+
+/// A tracked consumer's committed position: the next record it will read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerPosition {
+    pub basin: String,
+    pub stream: String,
+    pub name: String,
+    pub seq_num: u64,
+    /// Metadata's clock when it was committed (ms).
+    pub updated_ms: u64,
+}
+
+impl ConsumerPosition {
+    /// Longest consumer name, in bytes.
+    pub const MAX_NAME_BYTES: usize = 128;
 }
 
 /// An access token as metadata keeps it: the id, the SHA-256 of the secret (never the
@@ -184,6 +221,9 @@ impl CatalogCall {
             CatalogCall::AccessTokenBySecret { .. } => "access_token_by_secret",
             CatalogCall::ListAccessTokens { .. } => "list_access_tokens",
             CatalogCall::RevokeAccessToken { .. } => "revoke_access_token",
+            CatalogCall::CommitConsumer { .. } => "commit_consumer",
+            CatalogCall::GetConsumer { .. } => "get_consumer",
+            CatalogCall::ListConsumers { .. } => "list_consumers",
         }
     }
 
@@ -197,7 +237,17 @@ impl CatalogCall {
             | CatalogCall::ListStreams { .. }
             | CatalogCall::PlanCompaction { .. }
             | CatalogCall::AccessTokenBySecret { .. }
-            | CatalogCall::ListAccessTokens { .. } => Retry::Read,
+            | CatalogCall::ListAccessTokens { .. }
+            | CatalogCall::GetConsumer { .. }
+            | CatalogCall::ListConsumers { .. } => Retry::Read,
+            // Sets an absolute position; a conditional one could fail for its own success.
+            CatalogCall::CommitConsumer { expected, .. } => {
+                if expected.is_some() {
+                    Retry::Once
+                } else {
+                    Retry::Idempotent
+                }
+            }
             CatalogCall::CreateBasin { request_token, .. } | CatalogCall::CreateStream { request_token, .. } => {
                 if request_token.is_some() {
                     Retry::Idempotent
@@ -237,6 +287,8 @@ pub enum CatalogReply {
     CompactionAccepted(u32),
     AccessToken(Option<AccessTokenRecord>),
     AccessTokens(ListPage<AccessTokenRecord>),
+    Consumer(Option<ConsumerPosition>),
+    Consumers(ListPage<ConsumerPosition>),
 }
 
 impl CatalogReply {
@@ -293,6 +345,20 @@ impl CatalogReply {
         match self {
             CatalogReply::AccessTokens(page) => Ok(page),
             other => Err(unexpected("an access token page", &other)),
+        }
+    }
+
+    pub fn into_consumer(self) -> Result<Option<ConsumerPosition>> {
+        match self {
+            CatalogReply::Consumer(position) => Ok(position),
+            other => Err(unexpected("a consumer position", &other)),
+        }
+    }
+
+    pub fn into_consumers(self) -> Result<ListPage<ConsumerPosition>> {
+        match self {
+            CatalogReply::Consumers(page) => Ok(page),
+            other => Err(unexpected("a consumer page", &other)),
         }
     }
 

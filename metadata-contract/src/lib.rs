@@ -28,8 +28,8 @@ pub mod wire_catalog;
 
 pub use api::MetadataApi;
 pub use catalog::{
-    AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ListPage, Lookup, Replacement, Retry,
-    StreamSummary,
+    AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ConsumerPosition, ListPage, Lookup,
+    Replacement, Retry, StreamSummary,
 };
 pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, ProducerStamp, UnitOutcome};
 pub use error::{MetadataError, Result};

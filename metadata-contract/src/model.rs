@@ -218,11 +218,17 @@ pub struct IndexEntry {
     /// was later: arrival times are clamped to it, so a gateway whose clock runs ahead
     /// cannot raise a stream's timestamps (and their floor) for good.
     pub arrival_cap: Option<u64>,
+    /// The stream's metered bytes from its creation through this entry's last record
+    /// (what consumer lag in bytes is measured with); `None` for entries written before
+    /// it was recorded.
+    pub metered_end: Option<u64>,
 }
 
 const INDEX_ENTRY_LEN: usize = 16 + 8 + 4 + 8 + 4 + 8 + 8 + 8 + 1;
 /// With an arrival cap: eight more bytes.
 const CAPPED_INDEX_ENTRY_LEN: usize = INDEX_ENTRY_LEN + 8;
+/// With metered bytes: the cap (0 for none) and the metered end.
+const METERED_INDEX_ENTRY_LEN: usize = CAPPED_INDEX_ENTRY_LEN + 8;
 
 impl IndexEntry {
     pub fn last_seq(&self) -> u64 {
@@ -241,7 +247,7 @@ impl IndexEntry {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(CAPPED_INDEX_ENTRY_LEN);
+        let mut out = Vec::with_capacity(METERED_INDEX_ENTRY_LEN);
         out.extend_from_slice(&self.segment_id.to_be_bytes());
         out.extend_from_slice(&self.offset.to_be_bytes());
         out.extend_from_slice(&self.len.to_be_bytes());
@@ -251,14 +257,19 @@ impl IndexEntry {
         out.extend_from_slice(&self.last_timestamp.to_be_bytes());
         out.extend_from_slice(&self.timestamp_floor.to_be_bytes());
         out.push(self.timestamp_policy.to_byte());
-        if let Some(cap) = self.arrival_cap {
-            out.extend_from_slice(&cap.to_be_bytes());
+        match (self.arrival_cap, self.metered_end) {
+            (cap, Some(metered)) => {
+                out.extend_from_slice(&cap.unwrap_or(0).to_be_bytes());
+                out.extend_from_slice(&metered.to_be_bytes());
+            }
+            (Some(cap), None) => out.extend_from_slice(&cap.to_be_bytes()),
+            (None, None) => {}
         }
         out
     }
 
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() != INDEX_ENTRY_LEN && bytes.len() != CAPPED_INDEX_ENTRY_LEN {
+        if ![INDEX_ENTRY_LEN, CAPPED_INDEX_ENTRY_LEN, METERED_INDEX_ENTRY_LEN].contains(&bytes.len()) {
             return None;
         }
         let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
@@ -273,7 +284,8 @@ impl IndexEntry {
             last_timestamp: u64_at(48),
             timestamp_floor: u64_at(56),
             timestamp_policy: TimestampPolicy::from_byte(bytes[64])?,
-            arrival_cap: (bytes.len() == CAPPED_INDEX_ENTRY_LEN).then(|| u64_at(INDEX_ENTRY_LEN)),
+            arrival_cap: (bytes.len() > INDEX_ENTRY_LEN).then(|| u64_at(INDEX_ENTRY_LEN)).filter(|&cap| cap != 0),
+            metered_end: (bytes.len() == METERED_INDEX_ENTRY_LEN).then(|| u64_at(CAPPED_INDEX_ENTRY_LEN)),
         })
     }
 }
@@ -295,6 +307,7 @@ mod tests {
             timestamp_floor: 4,
             timestamp_policy: TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: true },
             arrival_cap: None,
+            metered_end: None,
         };
         assert_eq!(IndexEntry::decode(&entry.encode()), Some(entry));
         assert_eq!(entry.last_seq(), (1 << 40) + 999);
@@ -302,5 +315,9 @@ mod tests {
         let capped = IndexEntry { arrival_cap: Some(7), ..entry };
         assert_eq!(IndexEntry::decode(&capped.encode()), Some(capped));
         assert_eq!(IndexEntry::decode(&capped.encode()[1..]), None);
+        for arrival_cap in [None, Some(7)] {
+            let metered = IndexEntry { arrival_cap, metered_end: Some(1 << 50), ..entry };
+            assert_eq!(IndexEntry::decode(&metered.encode()), Some(metered));
+        }
     }
 }

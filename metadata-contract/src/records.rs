@@ -80,6 +80,16 @@ impl Stored for crate::AccessTokenRecord {
     }
 }
 
+impl Stored for crate::ConsumerPosition {
+    fn to_stored(&self) -> Vec<u8> {
+        encode_stored(crate::wire_catalog::consumer_to_wire(self))
+    }
+
+    fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
+        decode_v1::<pb::ConsumerPosition>(key, bytes).map(crate::wire_catalog::consumer_from_wire)
+    }
+}
+
 impl Stored for StreamRecord {
     fn to_stored(&self) -> Vec<u8> {
         encode_stored(stream_record_to_wire(self))

@@ -6,8 +6,8 @@ use crate::records;
 use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
-    AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement,
-    Result, StreamInfo, StreamSummary,
+    AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ConsumerPosition, IndexEntry,
+    ListPage, Replacement, Result, StreamInfo, StreamSummary,
 };
 
 pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
@@ -78,6 +78,24 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
             Call::ListAccessTokens(list("", prefix, start_after, *limit))
         }
         CatalogCall::RevokeAccessToken { id } => Call::RevokeAccessToken(pb::AccessTokenRef { id: id.clone() }),
+        CatalogCall::CommitConsumer { basin, stream, name, seq_num, expected } => {
+            Call::CommitConsumer(pb::ConsumerCommit {
+                basin: basin.clone(),
+                stream: stream.clone(),
+                name: name.clone(),
+                seq_num: *seq_num,
+                expected: *expected,
+            })
+        }
+        CatalogCall::GetConsumer { basin, stream, name } => {
+            Call::GetConsumer(pb::ConsumerRef { basin: basin.clone(), stream: stream.clone(), name: name.clone() })
+        }
+        CatalogCall::ListConsumers { basin, stream, start_after, limit } => Call::ListConsumers(pb::ConsumerList {
+            basin: basin.clone(),
+            stream: stream.clone(),
+            start_after: start_after.clone(),
+            limit: u32::try_from(*limit).unwrap_or(u32::MAX),
+        }),
     };
     pb::CatalogCall { call: Some(call) }
 }
@@ -145,6 +163,20 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             CatalogCall::ListAccessTokens { prefix: r.prefix, start_after: r.start_after, limit: r.limit as usize }
         }
         Call::RevokeAccessToken(r) => CatalogCall::RevokeAccessToken { id: r.id },
+        Call::CommitConsumer(r) => CatalogCall::CommitConsumer {
+            basin: r.basin,
+            stream: r.stream,
+            name: r.name,
+            seq_num: r.seq_num,
+            expected: r.expected,
+        },
+        Call::GetConsumer(r) => CatalogCall::GetConsumer { basin: r.basin, stream: r.stream, name: r.name },
+        Call::ListConsumers(r) => CatalogCall::ListConsumers {
+            basin: r.basin,
+            stream: r.stream,
+            start_after: r.start_after,
+            limit: r.limit as usize,
+        },
     })
 }
 
@@ -220,6 +252,16 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
             }),
             false,
         ),
+        CatalogReply::Consumer(position) => {
+            (Reply::Consumer(pb::ConsumerFound { position: position.as_ref().map(consumer_to_wire) }), false)
+        }
+        CatalogReply::Consumers(page) => (
+            Reply::Consumers(pb::ConsumerPage {
+                consumers: page.items.iter().map(consumer_to_wire).collect(),
+                has_more: page.has_more,
+            }),
+            false,
+        ),
     };
     pb::CatalogReply { reply: Some(reply), created }
 }
@@ -275,7 +317,32 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             items: page.tokens.into_iter().map(token_from_wire).collect(),
             has_more: page.has_more,
         }),
+        Reply::Consumer(found) => CatalogReply::Consumer(found.position.map(consumer_from_wire)),
+        Reply::Consumers(page) => CatalogReply::Consumers(ListPage {
+            items: page.consumers.into_iter().map(consumer_from_wire).collect(),
+            has_more: page.has_more,
+        }),
     })
+}
+
+pub fn consumer_to_wire(position: &ConsumerPosition) -> pb::ConsumerPosition {
+    pb::ConsumerPosition {
+        basin: position.basin.clone(),
+        stream: position.stream.clone(),
+        name: position.name.clone(),
+        seq_num: position.seq_num,
+        updated_ms: position.updated_ms,
+    }
+}
+
+pub fn consumer_from_wire(position: pb::ConsumerPosition) -> ConsumerPosition {
+    ConsumerPosition {
+        basin: position.basin,
+        stream: position.stream,
+        name: position.name,
+        seq_num: position.seq_num,
+        updated_ms: position.updated_ms,
+    }
 }
 
 #[cfg(test)]
@@ -296,6 +363,7 @@ mod tests {
             timestamp_floor: 0,
             timestamp_policy: TimestampPolicy { mode: TimestampingMode::ClientRequire, uncapped: true },
             arrival_cap: None,
+            metered_end: None,
         }
     }
 
@@ -332,6 +400,15 @@ mod tests {
             CatalogCall::AccessTokenBySecret { secret_hash: vec![1; 32] },
             CatalogCall::ListAccessTokens { prefix: "p".into(), start_after: "a".into(), limit: 7 },
             CatalogCall::RevokeAccessToken { id: "t".into() },
+            CatalogCall::CommitConsumer {
+                basin: "b".into(),
+                stream: "s".into(),
+                name: "c".into(),
+                seq_num: 9,
+                expected: Some(4),
+            },
+            CatalogCall::GetConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
+            CatalogCall::ListConsumers { basin: "b".into(), stream: "s".into(), start_after: "a".into(), limit: 3 },
         ];
         for call in calls {
             assert_eq!(catalog_call_from_wire(catalog_call_to_wire(&call)).unwrap(), call);
@@ -349,6 +426,17 @@ mod tests {
             CatalogReply::AccessToken(Some(token())),
             CatalogReply::AccessToken(None),
             CatalogReply::AccessTokens(ListPage { items: vec![token()], has_more: true }),
+            CatalogReply::Consumer(None),
+            CatalogReply::Consumers(ListPage {
+                items: vec![ConsumerPosition {
+                    basin: "b".into(),
+                    stream: "s".into(),
+                    name: "c".into(),
+                    seq_num: 3,
+                    updated_ms: 8,
+                }],
+                has_more: false,
+            }),
         ];
         for reply in replies {
             assert_eq!(catalog_reply_from_wire(&call, catalog_reply_to_wire(&reply)).unwrap(), reply);

@@ -73,6 +73,15 @@ impl Metadata {
                 self.revoke_access_token(&id).await?;
                 CatalogReply::Done
             }
+            CatalogCall::CommitConsumer { basin, stream, name, seq_num, expected } => {
+                CatalogReply::Consumer(Some(self.commit_consumer(&basin, &stream, &name, seq_num, expected).await?))
+            }
+            CatalogCall::GetConsumer { basin, stream, name } => {
+                CatalogReply::Consumer(self.consumer(&basin, &stream, &name).await?)
+            }
+            CatalogCall::ListConsumers { basin, stream, start_after, limit } => {
+                CatalogReply::Consumers(self.list_consumers(&basin, &stream, &start_after, limit).await?)
+            }
         })
     }
 

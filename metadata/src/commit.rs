@@ -426,6 +426,7 @@ fn apply_append(
         timestamp_floor: floor,
         timestamp_policy: policy,
         arrival_cap,
+        metered_end: Some(record.metered_bytes + append.metered_bytes),
     };
     let start = Position { seq_num: record.next_seq, timestamp: first_timestamp };
     record.next_seq += u64::from(count);

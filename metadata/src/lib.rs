@@ -25,7 +25,9 @@
 //!   remove index entries; `refs` counts each segment's referenced blocks exactly, and
 //!   released segments are deleted; `gc_stats` reports both collectors;
 //! - compaction bookkeeping (`compaction`): plans for compactors and the atomic swap of
-//!   rewritten index entries.
+//!   rewritten index entries;
+//! - idempotent producers (`producers`): each producer's latest acks per stream, checked
+//!   at commit; tracked consumers (`consumers`): named positions per stream.
 //!
 //! Other modules: `keys` (the SlateDB key families), `model` (stored records and
 //! wire-neutral types), `error`.
@@ -38,6 +40,7 @@ mod commit;
 #[cfg(test)]
 mod commit_tests;
 mod compaction;
+mod consumers;
 mod durability;
 mod gc;
 mod gc_stats;

@@ -7,7 +7,7 @@ use shale_proto::{SequencedRecord, TimestampingMode};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
 use crate::s2::record_from_parts;
-use crate::service::producer_stamp;
+use crate::service::{producer_stamp, ConsumerView};
 use crate::ApiError;
 
 pub fn position(p: Position) -> pb::StreamPosition {
@@ -89,4 +89,13 @@ pub fn stream_config(config: Option<pb::StreamConfig>) -> Result<StreamConfig, A
         retention_policy: config.retention_age_secs.map(RetentionPolicy::Age),
         ..StreamConfig::default()
     })
+}
+
+pub fn consumer(view: ConsumerView) -> pb::Consumer {
+    pb::Consumer {
+        name: view.position.name,
+        seq_num: view.position.seq_num,
+        updated_at_ms: view.position.updated_ms,
+        lag: Some(pb::ConsumerLag { records: view.lag.records, bytes: view.lag.bytes, seconds: view.lag.seconds }),
+    }
 }

@@ -142,6 +142,30 @@ impl Streams for GrpcService {
         service.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::DeleteStreamResponse {})
     }
+
+    async fn commit_consumer(&self, request: Request<pb::CommitConsumerRequest>) -> Result<pb::Consumer> {
+        let service = self.caller(&request)?;
+        let r = request.into_inner();
+        let view = service.commit_consumer(&r.basin, &r.stream, &r.name, r.seq_num, r.match_seq_num).await;
+        ok(convert::consumer(view.map_err(err)?))
+    }
+
+    async fn get_consumer(&self, request: Request<pb::GetConsumerRequest>) -> Result<pb::Consumer> {
+        let service = self.caller(&request)?;
+        let r = request.into_inner();
+        ok(convert::consumer(service.consumer(&r.basin, &r.stream, &r.name).await.map_err(err)?))
+    }
+
+    async fn list_consumers(&self, request: Request<pb::ListConsumersRequest>) -> Result<pb::ListConsumersResponse> {
+        let service = self.caller(&request)?;
+        let r = request.into_inner();
+        let query = list_query(String::new(), r.start_after, r.limit);
+        let page = service.list_consumers(&r.basin, &r.stream, &query).await.map_err(err)?;
+        ok(pb::ListConsumersResponse {
+            consumers: page.items.into_iter().map(convert::consumer).collect(),
+            has_more: page.has_more,
+        })
+    }
 }
 
 #[tonic::async_trait]

@@ -2,13 +2,15 @@
 //! and from the service's calls. Nothing here decides an S2 rule; it parses, calls
 //! [`crate::service::Service`], and renders.
 //!
-//! - `basins`, `streams`, `access_tokens`, `records` (append, read, check tail): the endpoints;
+//! - `basins`, `streams`, `access_tokens`, `records` (append, read, check tail), `consumers`
+//!   (tracked consumers, a Shale extension): the endpoints;
 //! - `sse`: reads as server-sent events; `s2s`: S2's session framing and protobuf
 //!   messages; `read_batch`: S2's `ReadBatch` encoded straight from records; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
 
 mod access_tokens;
 mod basins;
 mod config;
+mod consumers;
 pub mod fuzz;
 mod query;
 mod read_batch;

@@ -15,6 +15,7 @@ use serde_json::json;
 use shale_gateway::AppendInput;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
+use super::consumers;
 use super::query::{percent_decode, Query};
 use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
 use super::{s2s, sse, streams};
@@ -89,6 +90,15 @@ pub async fn dispatch(
                 ("", Method::PATCH) => streams::reconfigure(&service, &basin, &stream, &body).await,
                 ("", Method::DELETE) => streams::delete(&service, &basin, &stream).await,
                 ("records", Method::POST) => append(&service, basin, stream, &headers, &body).await,
+                ("consumers", Method::GET) => consumers::list(&service, &basin, &stream, query).await,
+                (endpoint, method) if endpoint.starts_with("consumers/") => {
+                    let name = percent_decode(&endpoint["consumers/".len()..], false)?;
+                    match method {
+                        Method::PUT => consumers::commit(&service, &basin, &stream, &name, &body).await,
+                        Method::GET => consumers::get(&service, &basin, &stream, &name).await,
+                        method => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
+                    }
+                }
                 ("records", Method::GET) => read(&service, basin, stream, &headers, query).await,
                 ("records/tail", Method::GET) => {
                     Query::parse(query, &[])?;

@@ -7,13 +7,15 @@
 //! - `records`: append, append sessions, reads, read sessions, check tail;
 //! - `follow`: a read session that follows the tail (history, live records, heartbeats);
 //! - `append_pipeline`: pipelined appends of one session, acked in order;
-//! - `tokens`: access tokens (issue, list, revoke).
+//! - `tokens`: access tokens (issue, list, revoke);
+//! - `consumers`: tracked consumer positions and their lag (a Shale extension).
 //!
 //! Every call first checks the caller's [`Access`] (`crate::auth`): one check per call,
 //! whatever the transport.
 
 mod append_pipeline;
 mod catalog;
+mod consumers;
 mod follow;
 mod records;
 mod tokens;
@@ -30,6 +32,7 @@ use crate::{ApiError, Role};
 
 pub use append_pipeline::MAX_PENDING as MAX_PENDING_APPENDS;
 pub use catalog::ListQuery;
+pub use consumers::ConsumerView;
 pub use follow::{FollowEvent, Follower};
 pub use records::{producer_stamp, ReadSessionRequest};
 

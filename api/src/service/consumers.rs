@@ -1,0 +1,132 @@
+//! Tracked consumers (a Shale extension): named positions per stream, committed as a
+//! consumer reads, read back with their lag. Served by readers, which measure the lag:
+//! records and metered bytes between the position and the tail, and the age of the
+//! first unread record by this process's clock.
+
+use std::time::Duration;
+
+use shale_metadata::{CatalogCall, ConsumerPosition, ListPage};
+use shale_reader::{ReadLimits, ReadRequest, ReadStart};
+
+use super::{valid_stream, ListQuery, Service};
+use crate::auth::Operation;
+use crate::ApiError;
+
+/// How far a consumer is behind the tail.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ConsumerLag {
+    pub records: u64,
+    /// Metered bytes of the unread records; `None` when part of them was written before
+    /// Shale recorded metered sizes in its index.
+    pub bytes: Option<u64>,
+    /// Now minus the timestamp of the first unread record (0 when caught up).
+    pub seconds: f64,
+}
+
+/// A consumer's position and its lag.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsumerView {
+    pub position: ConsumerPosition,
+    pub lag: ConsumerLag,
+}
+
+impl Service {
+    /// Commits `name`'s position (at most the tail; with `match_seq_num`, only if the
+    /// stored position, 0 when none, equals it).
+    pub async fn commit_consumer(
+        &self,
+        basin: &str,
+        stream: &str,
+        name: &str,
+        seq_num: u64,
+        match_seq_num: Option<u64>,
+    ) -> Result<ConsumerView, ApiError> {
+        self.reader()?;
+        let stream = self.allow_consumers(basin, stream)?;
+        let call = CatalogCall::CommitConsumer {
+            basin: basin.into(),
+            stream,
+            name: name.into(),
+            seq_num,
+            expected: match_seq_num,
+        };
+        let position = self.metadata.catalog(call).await?.into_consumer()?;
+        let position = position.ok_or_else(|| ApiError::ConsumerNotFound(name.into()))?;
+        self.view(position).await
+    }
+
+    pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<ConsumerView, ApiError> {
+        self.reader()?;
+        let stream = self.allow_consumers(basin, stream)?;
+        let call = CatalogCall::GetConsumer { basin: basin.into(), stream, name: name.into() };
+        let position = self.metadata.catalog(call).await?.into_consumer()?;
+        self.view(position.ok_or_else(|| ApiError::ConsumerNotFound(name.into()))?).await
+    }
+
+    pub async fn list_consumers(
+        &self,
+        basin: &str,
+        stream: &str,
+        query: &ListQuery,
+    ) -> Result<ListPage<ConsumerView>, ApiError> {
+        self.reader()?;
+        let stream = self.allow_consumers(basin, stream)?;
+        let call = CatalogCall::ListConsumers {
+            basin: basin.into(),
+            stream,
+            start_after: query.start_after.clone(),
+            limit: query.limit()?,
+        };
+        let page = self.metadata.catalog(call).await?.into_consumers()?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for position in page.items {
+            items.push(self.view(position).await?);
+        }
+        Ok(ListPage { items, has_more: page.has_more })
+    }
+
+    /// Consumers are the stream's readers: every call needs `read` on the stream.
+    fn allow_consumers(&self, basin: &str, stream: &str) -> Result<String, ApiError> {
+        valid_stream(basin, stream)?;
+        Ok(self.allow_stream(Operation::Read, basin, stream)?.into_owned())
+    }
+
+    async fn view(&self, mut position: ConsumerPosition) -> Result<ConsumerView, ApiError> {
+        let lag = self.lag(&position).await?;
+        position.stream = self.access.shown_stream_name(position.stream);
+        Ok(ConsumerView { position, lag })
+    }
+
+    /// The lag of a position: the tail and the stream's metered total from its record;
+    /// the unread part of the index entry holding the position read through the reader
+    /// (its metered sizes, and the first unread record's timestamp).
+    pub(crate) async fn lag(&self, position: &ConsumerPosition) -> Result<ConsumerLag, ApiError> {
+        let record = self.metadata.stream(&position.basin, &position.stream).await?.record;
+        if position.seq_num >= record.next_seq {
+            return Ok(ConsumerLag { bytes: Some(0), ..ConsumerLag::default() });
+        }
+        let entry = self.metadata.entries_from(record.id, position.seq_num, 1).await?.into_iter().next();
+        let reader = self.reader()?;
+        let request = ReadRequest {
+            basin: position.basin.clone(),
+            stream: position.stream.clone(),
+            start: ReadStart::SeqNum(position.seq_num),
+            limits: ReadLimits {
+                count: Some(entry.map_or(1, |e| e.end_seq().saturating_sub(position.seq_num).max(1))),
+                bytes: None,
+            },
+            until: None,
+            clamp: true,
+            wait: Duration::ZERO,
+        };
+        let mut cursor = reader.open(&position.basin, &position.stream).await?;
+        let unread = reader.read_with(&request, &mut cursor).await?.records;
+        let now = self.clock.now_ms();
+        let seconds = unread.first().map_or(0.0, |r| now.saturating_sub(r.timestamp) as f64 / 1000.0);
+        let bytes = entry.and_then(|entry| {
+            let in_entry: u64 = unread.iter().filter(|r| r.seq_num < entry.end_seq()).map(|r| r.metered_bytes()).sum();
+            Some(record.metered_bytes.saturating_sub(entry.metered_end?) + in_entry)
+        });
+        Ok(ConsumerLag { records: record.next_seq - position.seq_num, bytes, seconds })
+    }
+}
