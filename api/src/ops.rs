@@ -38,6 +38,9 @@ pub async fn metrics(State(http): State<Http>, access: crate::auth::Access) -> R
     }
     if let Some(reader) = &state.reader {
         reader.cache_stats().render(&mut out);
+        if let Err(e) = http.service.render_consumer_lag(reader.consumer_lag_top(), &mut out).await {
+            tracing::warn!(error = %e, "consumer lag left out of /metrics");
+        }
     }
     if let Some(render) = &state.background_metrics {
         render(&mut out);

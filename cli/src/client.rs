@@ -80,6 +80,10 @@ pub struct ReadArgs {
     /// Start at this sequence number.
     #[arg(long, conflicts_with_all = ["ago", "tail_offset"])]
     pub from: Option<u64>,
+    /// Resume from this tracked consumer's committed position (or the start given,
+    /// when it has none) and commit the position after each batch printed.
+    #[arg(long, conflicts_with_all = ["ago", "tail_offset"])]
+    pub consumer: Option<String>,
     /// Start at records this old, e.g. 5m or 1h.
     #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "tail_offset")]
     pub ago: Option<Duration>,
@@ -282,8 +286,15 @@ fn print_record(out: &mut impl Write, record: &pb::SequencedRecord, format: Form
 /// Prints records; with `--follow` keeps printing new ones until interrupted.
 pub async fn read(connection: &Connection, args: ReadArgs) -> Result<(), Failure> {
     let (basin, stream) = split_target(&args.target)?;
-    let mut client = RecordsClient::new(channel(connection).await?);
-    let start = if let Some(ago) = args.ago {
+    let transport = channel(connection).await?;
+    let mut client = RecordsClient::new(transport.clone());
+    let mut consumer = match &args.consumer {
+        Some(name) => Some(Consumer::resume(transport, &basin, &stream, name).await?),
+        None => None,
+    };
+    let start = if let Some(position) = consumer.as_ref().and_then(|c| c.committed) {
+        pb::read_request::Start::SeqNum(position)
+    } else if let Some(ago) = args.ago {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         pb::read_request::Start::Timestamp(now.saturating_sub(ago).as_millis() as u64)
     } else if let Some(offset) = args.tail_offset {
@@ -301,6 +312,9 @@ pub async fn read(connection: &Connection, args: ReadArgs) -> Result<(), Failure
                     print_record(&mut out, record, args.format)?;
                 }
                 out.flush()?;
+                if let (Some(consumer), Some(last)) = (&mut consumer, batch.records.last()) {
+                    consumer.commit(last.seq_num + 1).await?;
+                }
                 let caught_up = batch.records.last().map(|r| r.seq_num + 1) == batch.tail.map(|t| t.seq_num);
                 if caught_up && !args.follow && args.count.is_none() {
                     return Ok(());
@@ -311,4 +325,37 @@ pub async fn read(connection: &Connection, args: ReadArgs) -> Result<(), Failure
         }
     }
     Ok(())
+}
+
+/// A tracked consumer `shale read --consumer` resumes from and commits to.
+struct Consumer {
+    client: StreamsClient<Transport>,
+    request: pb::CommitConsumerRequest,
+    /// The position it had committed when the read began.
+    committed: Option<u64>,
+}
+
+impl Consumer {
+    async fn resume(transport: Transport, basin: &str, stream: &str, name: &str) -> Result<Self, Failure> {
+        let mut client = StreamsClient::new(transport);
+        let get = pb::GetConsumerRequest { basin: basin.into(), stream: stream.into(), name: name.into() };
+        let committed = match client.get_consumer(get).await {
+            Ok(found) => Some(found.into_inner().seq_num),
+            Err(status) if status.code() == tonic::Code::NotFound => None,
+            Err(status) => return Err(status.into()),
+        };
+        let request = pb::CommitConsumerRequest {
+            basin: basin.into(),
+            stream: stream.into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        Ok(Self { client, request, committed })
+    }
+
+    async fn commit(&mut self, seq_num: u64) -> Result<(), Failure> {
+        let request = pb::CommitConsumerRequest { seq_num, ..self.request.clone() };
+        self.client.commit_consumer(request).await?;
+        Ok(())
+    }
 }

@@ -62,6 +62,32 @@ fn append_from_stdin_reads_back_identical_and_exit_codes_are_stable() {
 }
 
 #[test]
+fn read_with_a_consumer_resumes_where_it_left_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, http, grpc) = start(dir.path());
+    assert!(run(&["basins", "create", "cli-basin"], &grpc, None).status.success());
+    assert!(run(&["streams", "create", "cli-basin/s"], &grpc, None).status.success());
+    let input: String = (0..5).map(|i| format!("r{i}\n")).collect();
+    assert!(run(&["append", "cli-basin/s"], &grpc, Some(input.as_bytes())).status.success());
+
+    let first = run(&["read", "cli-basin/s", "--consumer", "job", "--count", "3"], &grpc, None);
+    assert_eq!(String::from_utf8(first.stdout).unwrap(), "r0\nr1\nr2\n");
+    let rest = run(&["read", "cli-basin/s", "--consumer", "job"], &grpc, None);
+    assert!(rest.status.success(), "{}", String::from_utf8_lossy(&rest.stderr));
+    assert_eq!(String::from_utf8(rest.stdout).unwrap(), "r3\nr4\n", "resumed from the committed position");
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let position: serde_json::Value = runtime.block_on(async {
+        let url = format!("{http}/v1/streams/s/consumers/job");
+        let r = reqwest::Client::new().get(url).header("s2-basin", "cli-basin").send().await.unwrap();
+        r.json().await.unwrap()
+    });
+    assert_eq!(position["seq_num"], 5);
+    assert_eq!(position["lag"]["records"], 0);
+    assert!(terminate(server).success());
+}
+
+#[test]
 fn follow_prints_records_appended_later() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _http, grpc) = start(dir.path());

@@ -9,10 +9,13 @@ pub struct ReaderConfig {
     /// Index entries kept in memory (about 100 bytes each). A hit saves one metadata scan
     /// when a reader continues where its last entry ended.
     pub index_cache_entries: u64,
+    /// Tracked consumers `/metrics` shows lag for, the furthest behind first (plus the
+    /// count and summed lag of all). Each costs a read of one block per scrape.
+    pub consumer_lag_top: usize,
 }
 
 impl Default for ReaderConfig {
     fn default() -> Self {
-        Self { block_cache_bytes: 256 * 1024 * 1024, index_cache_entries: 1_000_000 }
+        Self { block_cache_bytes: 256 * 1024 * 1024, index_cache_entries: 1_000_000, consumer_lag_top: 10 }
     }
 }

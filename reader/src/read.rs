@@ -95,11 +95,17 @@ impl ReadCursor {
 pub struct Reader {
     metadata: Arc<dyn MetadataApi>,
     caches: Caches,
+    consumer_lag_top: usize,
 }
 
 impl Reader {
+    /// How many tracked consumers `/metrics` shows lag for.
+    pub fn consumer_lag_top(&self) -> usize {
+        self.consumer_lag_top
+    }
+
     pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>, metadata: Arc<dyn MetadataApi>) -> Self {
-        Self { metadata, caches: Caches::new(config, store) }
+        Self { metadata, caches: Caches::new(config, store), consumer_lag_top: config.consumer_lag_top }
     }
 
     pub fn cache_stats(&self) -> Arc<CacheStats> {

@@ -105,7 +105,7 @@ async fn lag_in_records_bytes_and_seconds_follows_appends_and_commits() {
 
 #[tokio::test]
 async fn consumers_over_http_and_grpc() {
-    let server = TestServer::start().await;
+    let server = TestServer::start_with(|config| config.reader.consumer_lag_top = 1).await;
     let client = &server.client;
     let r = client.post(server.url("/v1/basins")).json(&json!({ "basin": BASIN })).send().await.unwrap();
     assert_eq!(r.status(), 201);
@@ -156,5 +156,17 @@ async fn consumers_over_http_and_grpc() {
     assert_eq!(streams.get_consumer(missing).await.unwrap_err().code(), tonic::Code::NotFound);
     let list = pb::ListConsumersRequest { basin: BASIN.into(), stream: "s".into(), ..Default::default() };
     assert_eq!(streams.list_consumers(list).await.unwrap().into_inner().consumers.len(), 2);
+
+    // /metrics: the count, the summed lag, and per-consumer series for the top one only.
+    let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let value = |series: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(value("shale_consumers "), 2.0);
+    assert_eq!(value("shale_consumer_lag_records_sum "), 3.0);
+    assert_eq!(value(r#"shale_consumer_lag_records{basin="consumer-basin",stream="s",consumer="grpc"}"#), 2.0);
+    assert_eq!(value(r#"shale_consumer_lag_bytes{basin="consumer-basin",stream="s",consumer="grpc"}"#), 19.0);
+    assert!(!metrics.contains(r#"consumer="my app""#), "only the top consumer has its own series");
     server.stop().await;
 }

@@ -8,13 +8,15 @@
 //! - `follow`: a read session that follows the tail (history, live records, heartbeats);
 //! - `append_pipeline`: pipelined appends of one session, acked in order;
 //! - `tokens`: access tokens (issue, list, revoke);
-//! - `consumers`: tracked consumer positions and their lag (a Shale extension).
+//! - `consumers`: tracked consumer positions and their lag (a Shale extension);
+//!   `consumer_metrics`: their lag on `/metrics`, top-N.
 //!
 //! Every call first checks the caller's [`Access`] (`crate::auth`): one check per call,
 //! whatever the transport.
 
 mod append_pipeline;
 mod catalog;
+mod consumer_metrics;
 mod consumers;
 mod follow;
 mod records;
