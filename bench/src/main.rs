@@ -80,6 +80,10 @@ pub struct Args {
     /// In-process server on the local filesystem without fsync (`store_fsync = false`).
     #[arg(long)]
     pub no_fsync: bool,
+    /// Throughput: every append as an idempotent producer (`producer_id` per producer
+    /// and run, `producer_seq` per stream), to measure what idempotence costs.
+    #[arg(long)]
+    pub idempotent: bool,
     /// Write the figures as JSON here too.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,

@@ -55,20 +55,32 @@ pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.seconds);
     let per_producer_interval = args.rate.map(|rate| Duration::from_secs_f64(args.producers as f64 / rate));
+    // Unique per run, so a producer never meets the state an earlier run left.
+    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
     let mut tasks = Vec::new();
     for p in 0..args.producers {
-        let (client, body, streams) = (client.clone(), body.clone(), args.streams);
+        let (client, mut body, streams, idempotent) = (client.clone(), body.clone(), args.streams, args.idempotent);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut next_send = Instant::now();
             let mut i = p;
+            let mut sequences = std::collections::HashMap::new();
+            if idempotent {
+                body["producer_id"] = json!(format!("bench-{run}-{p}"));
+            }
             while Instant::now() < deadline {
                 if let Some(interval) = per_producer_interval {
                     tokio::time::sleep_until(next_send.into()).await;
                     next_send += interval;
                 }
+                let stream = i % streams;
+                if idempotent {
+                    let seq = sequences.entry(stream).or_insert(0u64);
+                    body["producer_seq"] = json!(*seq);
+                    *seq += 1;
+                }
                 let t = Instant::now();
-                client.append(&format!("t{}", i % streams), &body).await?;
+                client.append(&format!("t{stream}"), &body).await?;
                 latencies.push(t.elapsed());
                 i += 7919;
             }
@@ -84,6 +96,7 @@ pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
     let mib = (records * size) as f64 / 1048576.0;
     Ok(json!({
         "producers": args.producers, "streams": args.streams, "batch": args.batch, "record_bytes": size,
+        "idempotent": args.idempotent,
         "target_appends_per_sec": args.rate, "appends": latencies.len(), "appends_per_sec": latencies.len() as f64 / elapsed,
         "records_per_sec": records as f64 / elapsed, "mib_per_sec": mib / elapsed, "mib_written": mib,
         "ack_latency": percentiles(&mut latencies),

@@ -138,6 +138,21 @@ mod tests {
         assert!(matches!(old, MetadataError::ProducerSeqMismatch { expected: 20, .. }), "{old}");
     }
 
+    /// What one active producer costs per stream it writes: a full window of acks at
+    /// realistic positions (the figure docs/benchmarks.md quotes).
+    #[test]
+    fn a_producer_costs_at_most_about_300_bytes_per_stream() {
+        let mut state = ProducerState::default();
+        for seq in 0..20u64 {
+            let p = |s: u64| Position { seq_num: 4_000_000_000 + s * 100, timestamp: 1_800_000_000_000 + s };
+            state.applied(1_000 + seq, &AppendAck { start: p(seq), end: p(seq + 1), tail: p(seq + 1) }, 1_800_000_000_000);
+        }
+        let key = crate::keys::producer(123_456, "cli-01JDZ3Q8ZV2C6M0T7W4X5Y6Z7A");
+        let bytes = key.len() + state.to_stored().len();
+        println!("producer state: {bytes} bytes (key {}, value {})", key.len(), state.to_stored().len());
+        assert!((200..=320).contains(&bytes), "{bytes}");
+    }
+
     #[test]
     fn idle_state_expires_and_round_trips() {
         let mut state = ProducerState::default();

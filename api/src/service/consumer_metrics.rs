@@ -41,7 +41,7 @@ impl Service {
         let _ = writeln!(out, "# TYPE shale_consumers gauge\nshale_consumers {}", behind.len());
         let _ = writeln!(out, "# HELP shale_consumer_lag_records_sum Records all tracked consumers are behind");
         let _ = writeln!(out, "# TYPE shale_consumer_lag_records_sum gauge\nshale_consumer_lag_records_sum {total}");
-        behind.sort_by(|a, b| b.0.cmp(&a.0));
+        behind.sort_by_key(|(records, _)| std::cmp::Reverse(*records));
         behind.truncate(top);
         let mut series = [
             ("shale_consumer_lag_records", "Records a top-lagging consumer is behind", String::new()),
