@@ -36,32 +36,45 @@ pub struct Connection {
 pub enum BasinsCommand {
     /// List basins.
     List {
+        /// Only basins whose names start with this.
         #[arg(long, default_value = "")]
         prefix: String,
     },
     /// Create a basin.
     Create {
+        /// The basin's name: 8 to 48 lowercase letters, digits and hyphens.
         name: String,
         /// Create streams on first append.
         #[arg(long)]
         create_stream_on_append: bool,
     },
     /// Delete a basin and its streams.
-    Delete { name: String },
+    Delete {
+        /// The basin's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum StreamsCommand {
     /// List the streams of a basin.
     List {
+        /// The basin's name.
         basin: String,
+        /// Only streams whose names start with this.
         #[arg(long, default_value = "")]
         prefix: String,
     },
-    /// Create BASIN/STREAM.
-    Create { target: String },
-    /// Delete BASIN/STREAM.
-    Delete { target: String },
+    /// Create a stream.
+    Create {
+        /// BASIN/STREAM
+        target: String,
+    },
+    /// Delete a stream.
+    Delete {
+        /// BASIN/STREAM
+        target: String,
+    },
 }
 
 /// How records are written to stdout or read from stdin.
@@ -96,6 +109,7 @@ pub struct ReadArgs {
     /// Keep printing records as they are appended.
     #[arg(long)]
     pub follow: bool,
+    /// How records are printed: bodies one per line, or one JSON object per line.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
 }
@@ -251,15 +265,14 @@ pub async fn streams(connection: &Connection, command: StreamsCommand) -> Result
     }
 }
 
-pub async fn tail(connection: &Connection, target: &str) -> Result<(), Failure> {
+pub async fn check_tail(connection: &Connection, target: &str) -> Result<(), Failure> {
     let (basin, stream) = split_target(target)?;
     let mut client = RecordsClient::new(channel(connection).await?);
     let tail = client.check_tail(pb::CheckTailRequest { basin, stream }).await?.into_inner().tail.unwrap_or_default();
-    println!("{}\t{}", tail.seq_num, tail.timestamp);
+    println!("seq_num={} timestamp={}", tail.seq_num, tail.timestamp);
     Ok(())
 }
 
-/// Most records and bytes per batch (S2's limits, with room for overhead).
 fn print_record(out: &mut impl Write, record: &pb::SequencedRecord, format: Format) -> std::io::Result<()> {
     match format {
         Format::Text => {

@@ -1,7 +1,7 @@
 //! The `shale` binary's library: command-line parsing, configuration, the server
 //! commands (`serve`: metadata, gateway and reader in one process behind the HTTP and
 //! gRPC APIs; `metadata`, `gateway`, `reader`, `compactor`: one role each) and the client commands
-//! (`basins`, `streams`, `append` (as an idempotent producer, in `append`), `read`, `tail`)
+//! (`basins`, `streams`, `append` (as an idempotent producer, in `append`), `read`, `check-tail`, `tail`)
 //! that talk gRPC to a server.
 
 mod append;
@@ -63,8 +63,23 @@ pub enum Command {
     Append(append::AppendArgs),
     /// Print records of a stream.
     Read(client::ReadArgs),
-    /// Print a stream's tail: next sequence number and last timestamp.
-    Tail { target: String },
+    /// Print a stream's tail position: `seq_num=N timestamp=T`, the sequence number the
+    /// next record will get and the last record's timestamp (S2's check-tail).
+    CheckTail {
+        /// BASIN/STREAM
+        target: String,
+    },
+    /// Print the last records of a stream (as `tail -n` does for a file).
+    Tail {
+        /// BASIN/STREAM
+        target: String,
+        /// How many records.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        lines: u64,
+        /// How records are printed: bodies one per line, or one JSON object per line.
+        #[arg(long, value_enum, default_value = "text")]
+        format: client::Format,
+    },
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
@@ -81,7 +96,20 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Streams(command) => client::report(client::streams(connection, command).await),
         Command::Append(args) => client::report(append::append(connection, args).await),
         Command::Read(args) => client::report(client::read(connection, args).await),
-        Command::Tail { target } => client::report(client::tail(connection, &target).await),
+        Command::CheckTail { target } => client::report(client::check_tail(connection, &target).await),
+        Command::Tail { target, lines, format } => {
+            let args = client::ReadArgs {
+                target,
+                from: None,
+                consumer: None,
+                ago: None,
+                tail_offset: Some(lines),
+                count: Some(lines),
+                follow: false,
+                format,
+            };
+            client::report(client::read(connection, args).await)
+        }
     }
 }
 

@@ -44,8 +44,11 @@ fn append_from_stdin_reads_back_identical_and_exit_codes_are_stable() {
     assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
     assert_eq!(String::from_utf8(read.stdout).unwrap(), input, "read back byte-identical");
 
-    let tail = run(&["tail", "cli-basin/s"], &grpc, None);
-    assert_eq!(String::from_utf8(tail.stdout).unwrap().split('\t').next(), Some("2500"));
+    let tail = run(&["check-tail", "cli-basin/s"], &grpc, None);
+    assert!(String::from_utf8(tail.stdout).unwrap().starts_with("seq_num=2500 timestamp="));
+    let last = run(&["tail", "cli-basin/s", "-n", "2"], &grpc, None);
+    let expected: String = (2498..2500).map(|i| format!("line {i} ✓ {}\n", "x".repeat(i % 50))).collect();
+    assert_eq!(String::from_utf8(last.stdout).unwrap(), expected, "the last two records");
     let json = run(&["read", "cli-basin/s", "--tail-offset", "1", "--format", "json"], &grpc, None);
     let line: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(line["seq_num"], 2499);

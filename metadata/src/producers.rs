@@ -145,7 +145,11 @@ mod tests {
         let mut state = ProducerState::default();
         for seq in 0..20u64 {
             let p = |s: u64| Position { seq_num: 4_000_000_000 + s * 100, timestamp: 1_800_000_000_000 + s };
-            state.applied(1_000 + seq, &AppendAck { start: p(seq), end: p(seq + 1), tail: p(seq + 1) }, 1_800_000_000_000);
+            state.applied(
+                1_000 + seq,
+                &AppendAck { start: p(seq), end: p(seq + 1), tail: p(seq + 1) },
+                1_800_000_000_000,
+            );
         }
         let key = crate::keys::producer(123_456, "cli-01JDZ3Q8ZV2C6M0T7W4X5Y6Z7A");
         let bytes = key.len() + state.to_stored().len();
