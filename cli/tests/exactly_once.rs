@@ -54,18 +54,25 @@ async fn append_until_acked(client: &reqwest::Client, gateway: &str, seq: u64) -
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retrying_producer_appends_exactly_once_through_a_gateway_kill_and_a_metadata_failover() {
+/// A metadata leader, `gateways` gateways and a reader, and the basin (streams created
+/// on append); returns the cluster and the leader.
+async fn start(gateways: usize) -> (Cluster, std::process::Child) {
     let mut cluster = Cluster::new(FAST_LEASE).await;
     let (leader, leader_addr, _) = cluster.start_metadata();
     cluster.metadata = vec![leader_addr];
-    cluster.start_roles(2, 1);
+    cluster.start_roles(gateways, 1);
+    let body = json!({ "basin": BASIN, "config": { "create_stream_on_append": true } });
+    let r = client().post(format!("{}/v1/basins", cluster.gateways[0].1)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    (cluster, leader)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retrying_producer_appends_exactly_once_through_a_gateway_kill_and_a_metadata_failover() {
+    let (mut cluster, leader) = start(2).await;
     let client = client();
     let survivor = cluster.gateways[1].1.clone();
     let reader = cluster.readers[0].1.clone();
-    let body = json!({ "basin": BASIN, "config": { "create_stream_on_append": true } });
-    let r = client.post(format!("{survivor}/v1/basins")).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 201);
 
     let mut acks = Vec::new();
     let (victim, victim_url) = cluster.gateways.remove(0);
@@ -123,14 +130,9 @@ async fn a_retrying_producer_appends_exactly_once_through_a_gateway_kill_and_a_m
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shale_append_goes_on_through_a_metadata_failover_without_duplicates() {
-    let mut cluster = Cluster::new(FAST_LEASE).await;
-    let (leader, leader_addr, _) = cluster.start_metadata();
-    cluster.metadata = vec![leader_addr];
-    cluster.start_roles(1, 1);
+    let (cluster, leader) = start(1).await;
     let client = client();
-    let (gateway, reader) = (cluster.gateways[0].1.clone(), cluster.readers[0].1.clone());
-    let body = json!({ "basin": BASIN, "config": { "create_stream_on_append": true } });
-    assert_eq!(client.post(format!("{gateway}/v1/basins")).json(&body).send().await.unwrap().status(), 201);
+    let reader = cluster.readers[0].1.clone();
 
     let mut append = shale()
         .args(["append", &format!("{BASIN}/piped"), "--server", &cluster.gateway_grpc[0]])
