@@ -133,6 +133,14 @@ enum Server {
 
 async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<()> {
     let config = ServeConfig::load(args)?;
+    // A role on a store of its own would accept appends no reader ever finds, or serve
+    // reads of nothing: only `serve` defaults to a local directory.
+    if !matches!(server, Server::AllInOne) && config.store.is_none() && args.data_dir.is_none() {
+        anyhow::bail!(
+            "this role needs the cluster's store: give --store (SHALE_STORE, or `store` in the config file), \
+             the same for every role (or --data-dir for a local directory)"
+        );
+    }
     let running = match server {
         Server::AllInOne => serve(config).await?,
         Server::Metadata(advertise) => serve_metadata(config, advertise).await?,

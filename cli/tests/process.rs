@@ -235,3 +235,20 @@ async fn logs_go_to_stderr_with_one_line_per_request() {
     std::io::Read::read_to_string(&mut stdout, &mut printed).unwrap();
     assert_eq!(printed, "", "nothing on stdout");
 }
+
+#[test]
+fn roles_refuse_to_start_without_a_store() {
+    for args in [
+        vec!["gateway", "--metadata", "127.0.0.1:1"],
+        vec!["reader", "--metadata", "127.0.0.1:1"],
+        vec!["metadata"],
+        vec!["compactor", "--metadata", "127.0.0.1:1"],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let output = common::shale().args(&args).current_dir(dir.path()).env_remove("SHALE_STORE").output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} started without a store");
+        assert!(stderr.contains("--store"), "{args:?}: {stderr}");
+        assert!(!dir.path().join("shale-data").exists(), "{args:?} created a local store");
+    }
+}
