@@ -157,6 +157,15 @@ async fn consumers_over_http_and_grpc() {
     let list = pb::ListConsumersRequest { basin: BASIN.into(), stream: "s".into(), ..Default::default() };
     assert_eq!(streams.list_consumers(list).await.unwrap().into_inner().consumers.len(), 2);
 
+    // A deleted stream's consumers leave the metrics at once (their keys go with the GC).
+    let r = client.post(server.url("/v1/streams")).header("s2-basin", BASIN).json(&json!({ "stream": "gone" })).send();
+    assert_eq!(r.await.unwrap().status(), 201);
+    let gone = server.url("/v1/streams/gone/consumers/old");
+    let r = client.put(&gone).header("s2-basin", BASIN).json(&json!({ "seq_num": 0 })).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client.delete(server.url("/v1/streams/gone")).header("s2-basin", BASIN).send().await.unwrap();
+    assert!(r.status().is_success());
+
     // /metrics: the count, the summed lag, and per-consumer series for the top one only.
     let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
     let value = |series: &str| -> f64 {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use shale_metadata::{CatalogCall, ConsumerPosition};
+use shale_metadata::{CatalogCall, ConsumerPosition, MetadataError};
 
 use super::Service;
 use crate::ApiError;
@@ -23,18 +23,25 @@ impl Service {
             limit: MAX_SCANNED_CONSUMERS,
         };
         let consumers = self.metadata.catalog(call).await?.into_consumers()?.items;
-        let mut tails: HashMap<(String, String), u64> = HashMap::new();
+        // A stream's tail, or `None` once it is deleted (its positions await collection).
+        let mut tails: HashMap<(String, String), Option<u64>> = HashMap::new();
         let mut behind: Vec<(u64, ConsumerPosition)> = Vec::with_capacity(consumers.len());
         for position in consumers {
             let key = (position.basin.clone(), position.stream.clone());
             let tail = match tails.get(&key) {
                 Some(tail) => *tail,
                 None => {
-                    let tail = self.metadata.stream(&key.0, &key.1).await?.record.next_seq;
+                    let tail = match self.metadata.stream(&key.0, &key.1).await {
+                        Ok(info) => Some(info.record.next_seq),
+                        Err(MetadataError::StreamNotFound { .. } | MetadataError::BasinNotFound(_)) => None,
+                        Err(e) => return Err(e.into()),
+                    };
                     *tails.entry(key).or_insert(tail)
                 }
             };
-            behind.push((tail.saturating_sub(position.seq_num), position));
+            if let Some(tail) = tail {
+                behind.push((tail.saturating_sub(position.seq_num), position));
+            }
         }
         let total: u64 = behind.iter().map(|(records, _)| records).sum();
         let _ = writeln!(out, "# HELP shale_consumers Tracked consumers (at most {MAX_SCANNED_CONSUMERS} counted)");
