@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use shale_metadata::{CatalogCall, ConsumerPosition, MetadataError};
+use shale_metadata::{CatalogCall, ConsumerPosition, MetadataError, StreamRecord};
 
 use super::Service;
 use crate::ApiError;
@@ -23,24 +23,22 @@ impl Service {
             limit: MAX_SCANNED_CONSUMERS,
         };
         let consumers = self.metadata.catalog(call).await?.into_consumers()?.items;
-        // A stream's tail, or `None` once it is deleted (its positions await collection).
-        let mut tails: HashMap<(String, String), Option<u64>> = HashMap::new();
+        // Each stream's record, looked up once, or `None` once it is deleted (its positions
+        // await collection).
+        let mut records: HashMap<(String, String), Option<StreamRecord>> = HashMap::new();
         let mut behind: Vec<(u64, ConsumerPosition)> = Vec::with_capacity(consumers.len());
         for position in consumers {
             let key = (position.basin.clone(), position.stream.clone());
-            let tail = match tails.get(&key) {
-                Some(tail) => *tail,
-                None => {
-                    let tail = match self.metadata.stream(&key.0, &key.1).await {
-                        Ok(info) => Some(info.record.next_seq),
-                        Err(MetadataError::StreamNotFound { .. } | MetadataError::BasinNotFound(_)) => None,
-                        Err(e) => return Err(e.into()),
-                    };
-                    *tails.entry(key).or_insert(tail)
-                }
-            };
-            if let Some(tail) = tail {
-                behind.push((tail.saturating_sub(position.seq_num), position));
+            if !records.contains_key(&key) {
+                let record = match self.metadata.stream(&key.0, &key.1).await {
+                    Ok(info) => Some(info.record),
+                    Err(MetadataError::StreamNotFound { .. } | MetadataError::BasinNotFound(_)) => None,
+                    Err(e) => return Err(e.into()),
+                };
+                records.insert(key.clone(), record);
+            }
+            if let Some(Some(record)) = records.get(&key) {
+                behind.push((record.next_seq.saturating_sub(position.seq_num), position));
             }
         }
         let total: u64 = behind.iter().map(|(records, _)| records).sum();
@@ -56,7 +54,10 @@ impl Service {
             ("shale_consumer_lag_seconds", "Age of a top-lagging consumer's first unread record", String::new()),
         ];
         for (_, position) in &behind {
-            let lag = self.lag(position).await?;
+            let Some(Some(record)) = records.get(&(position.basin.clone(), position.stream.clone())) else {
+                continue;
+            };
+            let lag = self.lag(position, record).await?;
             let labels = format!(
                 "basin=\"{}\",stream=\"{}\",consumer=\"{}\"",
                 label(&position.basin),

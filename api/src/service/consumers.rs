@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shale_metadata::{CatalogCall, ConsumerPosition, ListPage};
+use shale_metadata::{CatalogCall, ConsumerPosition, ListPage, StreamRecord};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
 use super::{valid_stream, ListQuery, Service};
@@ -52,15 +52,18 @@ impl Service {
         };
         let position = self.metadata.catalog(call).await?.into_consumer()?;
         let position = position.ok_or_else(|| ApiError::ConsumerNotFound(name.into()))?;
-        self.view(position).await
+        let record = self.metadata.stream(basin, &position.stream).await?.record;
+        self.view(position, &record).await
     }
 
     pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<ConsumerView, ApiError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
-        let call = CatalogCall::GetConsumer { basin: basin.into(), stream, name: name.into() };
+        let call = CatalogCall::GetConsumer { basin: basin.into(), stream: stream.clone(), name: name.into() };
         let position = self.metadata.catalog(call).await?.into_consumer()?;
-        self.view(position.ok_or_else(|| ApiError::ConsumerNotFound(name.into()))?).await
+        let position = position.ok_or_else(|| ApiError::ConsumerNotFound(name.into()))?;
+        let record = self.metadata.stream(basin, &stream).await?.record;
+        self.view(position, &record).await
     }
 
     pub async fn list_consumers(
@@ -73,14 +76,16 @@ impl Service {
         let stream = self.allow_consumers(basin, stream)?;
         let call = CatalogCall::ListConsumers {
             basin: basin.into(),
-            stream,
+            stream: stream.clone(),
             start_after: query.start_after.clone(),
             limit: query.limit()?,
         };
         let page = self.metadata.catalog(call).await?.into_consumers()?;
+        // One stream: its record (tail, metered total) serves every position's lag.
+        let record = self.metadata.stream(basin, &stream).await?.record;
         let mut items = Vec::with_capacity(page.items.len());
         for position in page.items {
-            items.push(self.view(position).await?);
+            items.push(self.view(position, &record).await?);
         }
         Ok(ListPage { items, has_more: page.has_more })
     }
@@ -91,17 +96,20 @@ impl Service {
         Ok(self.allow_stream(Operation::Read, basin, stream)?.into_owned())
     }
 
-    async fn view(&self, mut position: ConsumerPosition) -> Result<ConsumerView, ApiError> {
-        let lag = self.lag(&position).await?;
+    async fn view(&self, mut position: ConsumerPosition, record: &StreamRecord) -> Result<ConsumerView, ApiError> {
+        let lag = self.lag(&position, record).await?;
         position.stream = self.access.shown_stream_name(position.stream);
         Ok(ConsumerView { position, lag })
     }
 
-    /// The lag of a position: the tail and the stream's metered total from its record;
-    /// the unread part of the index entry holding the position read through the reader
-    /// (its metered sizes, and the first unread record's timestamp).
-    pub(crate) async fn lag(&self, position: &ConsumerPosition) -> Result<ConsumerLag, ApiError> {
-        let record = self.metadata.stream(&position.basin, &position.stream).await?.record;
+    /// The lag of a position: the tail and the stream's metered total from the stream's
+    /// `record`; the unread part of the index entry holding the position read through the
+    /// reader (its metered sizes, and the first unread record's timestamp).
+    pub(crate) async fn lag(
+        &self,
+        position: &ConsumerPosition,
+        record: &StreamRecord,
+    ) -> Result<ConsumerLag, ApiError> {
         if position.seq_num >= record.next_seq {
             return Ok(ConsumerLag { bytes: Some(0), ..ConsumerLag::default() });
         }
