@@ -183,6 +183,58 @@ pub async fn json_errors(request: axum::extract::Request, next: axum::middleware
     ApiError::Rejected { status: status.as_u16(), message }.into_response()
 }
 
+/// Closes an HTTP/1 connection after an error answered before the request's body was
+/// read (a refused token, an oversized body, a bad header, ...). The stack drops such a
+/// connection anyway, since the unread body is still on the wire; `connection: close`
+/// on the answer tells the client so, instead of letting it reuse the connection for
+/// its next request and see that fail.
+pub async fn close_after_unread_body(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let http1 = request.version() < axum::http::Version::HTTP_2;
+    let (parts, body) = request.into_parts();
+    let had_body = !http_body::Body::is_end_stream(&body);
+    let read = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let body = axum::body::Body::new(ReadToEnd { inner: body, read: read.clone() });
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    let failed = response.status().is_client_error() || response.status().is_server_error();
+    if http1 && had_body && failed && !read.load(Ordering::Acquire) {
+        response.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that notes when it has been read to its end.
+struct ReadToEnd {
+    inner: axum::body::Body,
+    read: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl http_body::Body for ReadToEnd {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Headers a request may carry at most; past either bound it is refused with 431.
 pub const MAX_HEADERS: usize = 100;
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;

@@ -693,6 +693,9 @@ async fn every_error_is_json_and_oversized_bodies_are_refused_unread() {
     let answer = String::from_utf8_lossy(&buffer[..len]).to_string();
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("application/json") && answer.contains("exceeds the limit"), "{answer}");
+    // The body was never read, so the connection cannot serve another request: the
+    // answer says so rather than letting a client reuse it.
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
 
     let response = client
         .get(server.url("/v1/streams/s/records?seq_num=0"))
