@@ -235,6 +235,26 @@ impl http_body::Body for ReadToEnd {
     }
 }
 
+/// Answers a gRPC call sent to the HTTP port (a client given the wrong port) with a gRPC
+/// status saying so, instead of an HTTP error the client cannot read as gRPC.
+pub async fn grpc_on_http_port(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let content_type = request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !content_type.starts_with("application/grpc") {
+        return next.run(request).await;
+    }
+    let message = "this is Shale's HTTP port (S2's REST API), not its gRPC port: \
+                   give the address of the gRPC listener (--grpc)";
+    let mut response = axum::response::Response::new(axum::body::Body::empty());
+    let headers = response.headers_mut();
+    headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from(tonic::Code::Unimplemented as i32));
+    headers.insert("grpc-message", HeaderValue::from_static(message));
+    response
+}
+
 /// Headers a request may carry at most; past either bound it is refused with 431.
 pub const MAX_HEADERS: usize = 100;
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;

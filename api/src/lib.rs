@@ -181,6 +181,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(layers::header_limits))
         .layer(axum::middleware::from_fn(layers::json_errors))
         .layer(axum::middleware::from_fn(layers::close_after_unread_body))
+        .layer(axum::middleware::from_fn(layers::grpc_on_http_port))
         .layer(layers::CountRequests(requests))
         .layer(TraceLayer::new_for_http().make_span_with(layers::request_span).on_response(layers::request_logged()))
         .layer(PropagateRequestIdLayer::x_request_id())

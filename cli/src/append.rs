@@ -9,21 +9,21 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use serde_json::Value;
 use shale_proto::grpc as pb;
 use shale_proto::grpc::records_client::RecordsClient;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
-use crate::client::{channel, split_target, Connection, Failure, Format};
+use crate::client::{channel, split_target, Connection, Failure};
+use crate::format::{BadLine, Format};
 
 #[derive(Debug, Args)]
 pub struct AppendArgs {
     /// BASIN/STREAM
     pub target: String,
-    /// How stdin is read: one body per line, or one JSON record per line.
-    #[arg(long, value_enum, default_value = "text")]
+    /// How stdin is read, one record per line.
+    #[arg(long, value_enum, default_value_t)]
     pub format: Format,
     /// Fail unless the stream's tail equals this when the first batch lands.
     #[arg(long)]
@@ -42,6 +42,8 @@ pub struct AppendArgs {
     /// is unknown.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
     pub retry_for: Duration,
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 const BATCH_RECORDS: usize = 1000;
@@ -55,7 +57,7 @@ const IN_FLIGHT: usize = 8;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Reads records from stdin and appends them; see the module doc.
-pub async fn append(connection: &Connection, args: AppendArgs) -> Result<(), Failure> {
+pub async fn append(args: AppendArgs) -> Result<(), Failure> {
     let (basin, stream) = split_target(&args.target)?;
     let producer_id = args.producer_id.clone().unwrap_or_else(|| format!("cli-{}", ulid::Ulid::new()));
     let (batches_tx, batches) = mpsc::channel(1);
@@ -78,7 +80,7 @@ pub async fn append(connection: &Connection, args: AppendArgs) -> Result<(), Fai
     };
     let mut failing_since: Option<Instant> = None;
     let outcome = loop {
-        match run.session(connection).await {
+        match run.session(&args.connection).await {
             Ok(()) => break Ok(()),
             Err(failure) if failure.retryable() => {
                 let since = *failing_since.get_or_insert_with(Instant::now);
@@ -224,37 +226,40 @@ impl Run {
 /// Batches of records from stdin, lingering briefly for a partial batch to fill; a line
 /// that is not a record ends the input with an error naming the line.
 async fn read_batches(format: Format, batches: mpsc::Sender<Result<Vec<pb::AppendRecord>, Failure>>) {
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut input = tokio::io::BufReader::with_capacity(256 * 1024, tokio::io::stdin());
     let mut line_number = 0u64;
+    let mut line = Vec::new();
     loop {
         let mut records = Vec::new();
         let mut bytes = 0;
         let mut end = None;
         while records.len() < BATCH_RECORDS && bytes < BATCH_BYTES {
+            // A read cut short by the linger timeout keeps its partial line in `line`
+            // and goes on from there next time.
             let next = if records.is_empty() {
-                lines.next_line().await
+                input.read_until(b'\n', &mut line).await
             } else {
-                match tokio::time::timeout(BATCH_LINGER, lines.next_line()).await {
+                match tokio::time::timeout(BATCH_LINGER, input.read_until(b'\n', &mut line)).await {
                     Ok(next) => next,
                     Err(_) => break,
                 }
             };
             line_number += 1;
             match next {
-                Ok(Some(line)) => match parse_record(&line, format) {
+                Ok(0) => {
+                    end = Some(Ok(()));
+                    break;
+                }
+                Ok(_) => match format.parse(take_line(&mut line).as_slice()) {
                     Ok(record) => {
                         bytes += record.body.len() + 8;
                         records.push(record);
                     }
-                    Err(Failure(message, code)) => {
-                        end = Some(Err(Failure(format!("line {line_number}: {message}"), code)));
+                    Err(BadLine(message)) => {
+                        end = Some(Err(Failure(format!("line {line_number}: {message}"), 2)));
                         break;
                     }
                 },
-                Ok(None) => {
-                    end = Some(Ok(()));
-                    break;
-                }
                 Err(e) => {
                     end = Some(Err(Failure(format!("reading stdin at line {line_number}: {e}"), 1)));
                     break;
@@ -275,32 +280,13 @@ async fn read_batches(format: Format, batches: mpsc::Sender<Result<Vec<pb::Appen
     }
 }
 
-fn parse_record(line: &str, format: Format) -> Result<pb::AppendRecord, Failure> {
-    match format {
-        Format::Text => Ok(pb::AppendRecord { body: line.as_bytes().to_vec().into(), ..Default::default() }),
-        Format::Json => {
-            let value: Value =
-                serde_json::from_str(line).map_err(|e| Failure(format!("bad JSON record `{line}`: {e}"), 2))?;
-            let body = value.get("body").and_then(Value::as_str).unwrap_or_default().as_bytes().to_vec();
-            let timestamp = value.get("timestamp").and_then(Value::as_u64);
-            let headers = value
-                .get("headers")
-                .and_then(Value::as_array)
-                .map(|hs| {
-                    hs.iter()
-                        .filter_map(|h| {
-                            let pair = h.as_array()?;
-                            Some(pb::Header {
-                                name: pair.first()?.as_str()?.as_bytes().to_vec().into(),
-                                value: pair.get(1)?.as_str()?.as_bytes().to_vec().into(),
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            Ok(pb::AppendRecord { timestamp, headers, body: body.into() })
-        }
+/// The line read into `buffer`, without its newline, leaving `buffer` empty.
+fn take_line(buffer: &mut Vec<u8>) -> Vec<u8> {
+    let mut line = std::mem::take(buffer);
+    if line.last() == Some(&b'\n') {
+        line.pop();
     }
+    line
 }
 
 /// What has been acked: reported on stderr as it goes (on a terminal) and at the end.

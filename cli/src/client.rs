@@ -4,25 +4,23 @@
 //! 4 already exists, 5 append condition failed (sequence number or fencing token),
 //! 6 server unavailable or overloaded, 7 no valid token or not permitted, 1 anything else.
 
-use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
 use shale_metadata::BearerToken;
 use shale_proto::grpc as pb;
 use shale_proto::grpc::basins_client::BasinsClient;
 use shale_proto::grpc::records_client::RecordsClient;
 use shale_proto::grpc::streams_client::StreamsClient;
-use tokio_stream::StreamExt;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
-#[derive(Debug, Args)]
+/// Where client commands connect: on every client command (and its subcommands), on no
+/// server command.
+#[derive(Debug, Clone, Args)]
 pub struct Connection {
-    /// gRPC address of a Shale server.
-    #[arg(long, env = "SHALE_SERVER", default_value = "http://127.0.0.1:50051", global = true)]
+    /// gRPC address of a Shale server: host:port, http://host:port or https://host:port.
+    #[arg(long, env = "SHALE_SERVER", default_value = "127.0.0.1:50051", global = true)]
     pub server: String,
     /// Access token, when the server has access control on.
     #[arg(long, env = "SHALE_ACCESS_TOKEN", hide_env_values = true, global = true)]
@@ -30,6 +28,16 @@ pub struct Connection {
     /// CA certificate (PEM) the server's certificate chains to, for `https://` servers.
     #[arg(long, env = "SHALE_CA_FILE", global = true)]
     pub ca_file: Option<std::path::PathBuf>,
+}
+
+/// A client command with subcommands (`basins`, `streams`): the connection flags apply
+/// to each.
+#[derive(Debug, Args)]
+pub struct WithConnection<C: Subcommand> {
+    #[command(subcommand)]
+    pub command: C,
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 #[derive(Debug, Subcommand)]
@@ -75,43 +83,6 @@ pub enum StreamsCommand {
         /// BASIN/STREAM
         target: String,
     },
-}
-
-/// How records are written to stdout or read from stdin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// One record body per line.
-    Text,
-    /// One JSON object per line: {"body", "headers", "timestamp"} (plus "seq_num" on reads).
-    Json,
-}
-
-#[derive(Debug, Args)]
-pub struct ReadArgs {
-    /// BASIN/STREAM
-    pub target: String,
-    /// Start at this sequence number.
-    #[arg(long, conflicts_with_all = ["ago", "tail_offset"])]
-    pub from: Option<u64>,
-    /// Resume from this tracked consumer's committed position (or the start given,
-    /// when it has none) and commit the position after each batch printed.
-    #[arg(long, conflicts_with_all = ["ago", "tail_offset"])]
-    pub consumer: Option<String>,
-    /// Start at records this old, e.g. 5m or 1h.
-    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "tail_offset")]
-    pub ago: Option<Duration>,
-    /// Start this many records before the tail.
-    #[arg(long)]
-    pub tail_offset: Option<u64>,
-    /// Stop after this many records.
-    #[arg(long)]
-    pub count: Option<u64>,
-    /// Keep printing records as they are appended.
-    #[arg(long)]
-    pub follow: bool,
-    /// How records are printed: bodies one per line, or one JSON object per line.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
 }
 
 /// A failed client command: message and exit code.
@@ -172,7 +143,7 @@ fn with_scheme(server: &str, tls: bool) -> String {
 }
 
 /// A connection to the server whose calls carry the access token, if one was given.
-type Transport = InterceptedService<Channel, BearerToken>;
+pub(crate) type Transport = InterceptedService<Channel, BearerToken>;
 
 pub(crate) async fn channel(connection: &Connection) -> Result<Transport, Failure> {
     let token = BearerToken::new(connection.token.as_deref())
@@ -271,104 +242,4 @@ pub async fn check_tail(connection: &Connection, target: &str) -> Result<(), Fai
     let tail = client.check_tail(pb::CheckTailRequest { basin, stream }).await?.into_inner().tail.unwrap_or_default();
     println!("seq_num={} timestamp={}", tail.seq_num, tail.timestamp);
     Ok(())
-}
-
-fn print_record(out: &mut impl Write, record: &pb::SequencedRecord, format: Format) -> std::io::Result<()> {
-    match format {
-        Format::Text => {
-            out.write_all(&record.body)?;
-            out.write_all(b"\n")
-        }
-        Format::Json => {
-            let headers: Vec<Value> = record
-                .headers
-                .iter()
-                .map(|h| json!([String::from_utf8_lossy(&h.name), String::from_utf8_lossy(&h.value)]))
-                .collect();
-            let line = json!({
-                "seq_num": record.seq_num,
-                "timestamp": record.timestamp,
-                "headers": headers,
-                "body": String::from_utf8_lossy(&record.body),
-            });
-            writeln!(out, "{line}")
-        }
-    }
-}
-
-/// Prints records; with `--follow` keeps printing new ones until interrupted.
-pub async fn read(connection: &Connection, args: ReadArgs) -> Result<(), Failure> {
-    let (basin, stream) = split_target(&args.target)?;
-    let transport = channel(connection).await?;
-    let mut client = RecordsClient::new(transport.clone());
-    let mut consumer = match &args.consumer {
-        Some(name) => Some(Consumer::resume(transport, &basin, &stream, name).await?),
-        None => None,
-    };
-    let start = if let Some(position) = consumer.as_ref().and_then(|c| c.committed) {
-        pb::read_request::Start::SeqNum(position)
-    } else if let Some(ago) = args.ago {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        pb::read_request::Start::Timestamp(now.saturating_sub(ago).as_millis() as u64)
-    } else if let Some(offset) = args.tail_offset {
-        pb::read_request::Start::TailOffset(offset)
-    } else {
-        pb::read_request::Start::SeqNum(args.from.unwrap_or(0))
-    };
-    let request = pb::ReadRequest { basin, stream, start: Some(start), count: args.count, ..Default::default() };
-    let mut session = client.read_session(request).await?.into_inner();
-    let mut out = std::io::stdout().lock();
-    while let Some(event) = session.next().await {
-        match event?.event {
-            Some(pb::read_session_response::Event::Batch(batch)) => {
-                for record in &batch.records {
-                    print_record(&mut out, record, args.format)?;
-                }
-                out.flush()?;
-                if let (Some(consumer), Some(last)) = (&mut consumer, batch.records.last()) {
-                    consumer.commit(last.seq_num + 1).await?;
-                }
-                let caught_up = batch.records.last().map(|r| r.seq_num + 1) == batch.tail.map(|t| t.seq_num);
-                if caught_up && !args.follow && args.count.is_none() {
-                    return Ok(());
-                }
-            }
-            Some(pb::read_session_response::Event::Heartbeat(_)) if !args.follow => return Ok(()),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// A tracked consumer `shale read --consumer` resumes from and commits to.
-struct Consumer {
-    client: StreamsClient<Transport>,
-    request: pb::CommitConsumerRequest,
-    /// The position it had committed when the read began.
-    committed: Option<u64>,
-}
-
-impl Consumer {
-    async fn resume(transport: Transport, basin: &str, stream: &str, name: &str) -> Result<Self, Failure> {
-        let mut client = StreamsClient::new(transport);
-        let get = pb::GetConsumerRequest { basin: basin.into(), stream: stream.into(), name: name.into() };
-        let committed = match client.get_consumer(get).await {
-            Ok(found) => Some(found.into_inner().seq_num),
-            Err(status) if status.code() == tonic::Code::NotFound => None,
-            Err(status) => return Err(status.into()),
-        };
-        let request = pb::CommitConsumerRequest {
-            basin: basin.into(),
-            stream: stream.into(),
-            name: name.into(),
-            ..Default::default()
-        };
-        Ok(Self { client, request, committed })
-    }
-
-    async fn commit(&mut self, seq_num: u64) -> Result<(), Failure> {
-        let request = pb::CommitConsumerRequest { seq_num, ..self.request.clone() };
-        self.client.commit_consumer(request).await?;
-        Ok(())
-    }
 }

@@ -23,10 +23,12 @@ pub struct ServeArgs {
     /// Object store URL: file:///path, s3://bucket/prefix or memory://.
     #[arg(long, env = "SHALE_STORE")]
     pub store: Option<String>,
-    /// Address for the HTTP API.
+    /// Address for the HTTP API (S2's REST API, /health, /metrics) [default: 127.0.0.1
+    /// and 8080 for serve, 8081 metadata, 8082 gateway, 8083 reader, 8084 compactor].
     #[arg(long, env = "SHALE_HTTP")]
     pub http: Option<SocketAddr>,
-    /// Address for the gRPC API.
+    /// Address for the gRPC API [default: 127.0.0.1 and 50051 for serve, 50061 metadata,
+    /// 50052 gateway, 50053 reader].
     #[arg(long, env = "SHALE_GRPC")]
     pub grpc: Option<SocketAddr>,
     /// Added latency per object-store request, e.g. `30ms` (benchmarks at S3-like latency).
@@ -268,14 +270,39 @@ impl Default for ServeConfig {
     }
 }
 
+/// The ports a server command listens on unless told otherwise: each command has its
+/// own, so every role can run on one host with its defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DefaultPorts {
+    pub http: u16,
+    pub grpc: u16,
+}
+
+impl DefaultPorts {
+    pub const SERVE: Self = Self { http: 8080, grpc: 50051 };
+    pub const METADATA: Self = Self { http: 8081, grpc: 50061 };
+    pub const GATEWAY: Self = Self { http: 8082, grpc: 50052 };
+    pub const READER: Self = Self { http: 8083, grpc: 50053 };
+    pub const COMPACTOR: Self = Self { http: 8084, grpc: 50054 };
+}
+
 impl ServeConfig {
-    pub fn load(args: &ServeArgs) -> anyhow::Result<Self> {
+    /// The settings of a server command whose default ports are `ports`.
+    pub fn load(args: &ServeArgs, ports: DefaultPorts) -> anyhow::Result<Self> {
         let mut config = match &args.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-                toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+                let mut config: ServeConfig =
+                    toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+                let keys: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+                config.default_ports(ports, |key| keys.contains_key(key));
+                config
             }
-            None => ServeConfig::default(),
+            None => {
+                let mut config = ServeConfig::default();
+                config.default_ports(ports, |_| false);
+                config
+            }
         };
         if let Some(dir) = &args.data_dir {
             config.data_dir = dir.clone();
@@ -310,6 +337,16 @@ impl ServeConfig {
         Ok(config)
     }
 
+    /// Puts the command's default ports on the addresses the file did not set.
+    fn default_ports(&mut self, ports: DefaultPorts, file_sets: impl Fn(&str) -> bool) {
+        if !file_sets("http") {
+            self.http.set_port(ports.http);
+        }
+        if !file_sets("grpc") {
+            self.grpc.set_port(ports.grpc);
+        }
+    }
+
     /// The metadata client's settings: the cluster's timing and token.
     pub fn remote_config(&self) -> anyhow::Result<RemoteConfig> {
         Ok(RemoteConfig {
@@ -341,5 +378,43 @@ mod tests {
         assert_eq!(config.gateway.linger, std::time::Duration::from_millis(5));
         assert_eq!(config.gateway.max_segment_bytes, GatewayConfig::default().max_segment_bytes);
         assert!(toml::from_str::<ServeConfig>("bogus = 1").is_err());
+    }
+
+    /// Each server command has its own default ports; an address the file or a flag sets
+    /// wins over them.
+    #[test]
+    fn roles_default_to_ports_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("shale.toml");
+        std::fs::write(&file, "http = \"127.0.0.1:9000\"\n").unwrap();
+        let args = |config: Option<PathBuf>, grpc: Option<SocketAddr>| ServeArgs {
+            config,
+            data_dir: None,
+            store: None,
+            http: None,
+            grpc,
+            store_delay: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+            takeover: false,
+        };
+        let ports = [
+            DefaultPorts::SERVE,
+            DefaultPorts::METADATA,
+            DefaultPorts::GATEWAY,
+            DefaultPorts::READER,
+            DefaultPorts::COMPACTOR,
+        ];
+        let mut taken = std::collections::HashSet::new();
+        for ports in ports {
+            let config = ServeConfig::load(&args(None, None), ports).unwrap();
+            assert_eq!((config.http.port(), config.grpc.port()), (ports.http, ports.grpc));
+            assert!(config.http.ip().is_loopback() && config.grpc.ip().is_loopback());
+            assert!(taken.insert(ports.http) && taken.insert(ports.grpc), "{ports:?} collides");
+        }
+        let flag = SocketAddr::from(([127, 0, 0, 1], 7000));
+        let config = ServeConfig::load(&args(Some(file), Some(flag)), DefaultPorts::GATEWAY).unwrap();
+        assert_eq!((config.http.port(), config.grpc.port()), (9000, 7000), "the file's and the flag's");
     }
 }

@@ -1,13 +1,16 @@
 //! The `shale` binary's library: command-line parsing, configuration, the server
 //! commands (`serve`: metadata, gateway and reader in one process behind the HTTP and
 //! gRPC APIs; `metadata`, `gateway`, `reader`, `compactor`: one role each) and the client commands
-//! (`basins`, `streams`, `append` (as an idempotent producer, in `append`), `read`, `check-tail`, `tail`)
-//! that talk gRPC to a server.
+//! (`basins`, `streams`, `append` (as an idempotent producer, in `append`), `read` and
+//! `tail` (in `read`), `check-tail`) that talk gRPC to a server, with the record line
+//! formats in `format`.
 
 mod append;
 mod client;
 mod config;
 mod dir_lock;
+mod format;
+mod read;
 mod serve;
 
 use std::process::ExitCode;
@@ -15,7 +18,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use shale_api::Role;
 
-pub use config::ServeConfig;
+pub use config::{DefaultPorts, ServeConfig};
 pub use serve::{serve, serve_compactor, serve_metadata, serve_role, Running};
 
 #[derive(Debug, Parser)]
@@ -23,8 +26,6 @@ pub use serve::{serve, serve_compactor, serve_metadata, serve_role, Running};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-    #[command(flatten)]
-    pub connection: client::Connection,
     /// How server logs are written to stderr.
     #[arg(long, env = "SHALE_LOG_FORMAT", value_enum, default_value = "text", global = true)]
     pub log_format: LogFormat,
@@ -54,36 +55,26 @@ pub enum Command {
     /// `[compactor] enabled = false`); several split the streams by `[compactor] shard`.
     Compactor(config::RoleArgs),
     /// Manage basins.
-    #[command(subcommand)]
-    Basins(client::BasinsCommand),
+    Basins(client::WithConnection<client::BasinsCommand>),
     /// Manage streams.
-    #[command(subcommand)]
-    Streams(client::StreamsCommand),
+    Streams(client::WithConnection<client::StreamsCommand>),
     /// Append records from stdin, one per line.
     Append(append::AppendArgs),
-    /// Print records of a stream.
-    Read(client::ReadArgs),
+    /// Print records of a stream: from the tail, following new ones, unless told otherwise.
+    Read(read::ReadArgs),
     /// Print a stream's tail position: `seq_num=N timestamp=T`, the sequence number the
     /// next record will get and the last record's timestamp (S2's check-tail).
     CheckTail {
         /// BASIN/STREAM
         target: String,
+        #[command(flatten)]
+        connection: client::Connection,
     },
     /// Print the last records of a stream (as `tail -n` does for a file).
-    Tail {
-        /// BASIN/STREAM
-        target: String,
-        /// How many records.
-        #[arg(short = 'n', long, default_value_t = 10)]
-        lines: u64,
-        /// How records are printed: bodies one per line, or one JSON object per line.
-        #[arg(long, value_enum, default_value = "text")]
-        format: client::Format,
-    },
+    Tail(read::TailArgs),
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
-    let connection = &cli.connection;
     match cli.command {
         Command::Serve(args) => exit(run_server(&args, Server::AllInOne).await),
         Command::Metadata(args) => exit(run_server(&args.serve, Server::Metadata(args.advertise.clone())).await),
@@ -92,24 +83,12 @@ pub async fn run(cli: Cli) -> ExitCode {
         }
         Command::Reader(args) => exit(run_server(&args.serve, Server::Role(Role::Reader, args.metadata.clone())).await),
         Command::Compactor(args) => exit(run_server(&args.serve, Server::Compactor(args.metadata.clone())).await),
-        Command::Basins(command) => client::report(client::basins(connection, command).await),
-        Command::Streams(command) => client::report(client::streams(connection, command).await),
-        Command::Append(args) => client::report(append::append(connection, args).await),
-        Command::Read(args) => client::report(client::read(connection, args).await),
-        Command::CheckTail { target } => client::report(client::check_tail(connection, &target).await),
-        Command::Tail { target, lines, format } => {
-            let args = client::ReadArgs {
-                target,
-                from: None,
-                consumer: None,
-                ago: None,
-                tail_offset: Some(lines),
-                count: Some(lines),
-                follow: false,
-                format,
-            };
-            client::report(client::read(connection, args).await)
-        }
+        Command::Basins(basins) => client::report(client::basins(&basins.connection, basins.command).await),
+        Command::Streams(streams) => client::report(client::streams(&streams.connection, streams.command).await),
+        Command::Append(args) => client::report(append::append(args).await),
+        Command::Read(args) => client::report(read::read(args).await),
+        Command::CheckTail { target, connection } => client::report(client::check_tail(&connection, &target).await),
+        Command::Tail(args) => client::report(read::read(args.into()).await),
     }
 }
 
@@ -132,7 +111,15 @@ enum Server {
 }
 
 async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<()> {
-    let config = ServeConfig::load(args)?;
+    let ports = match &server {
+        Server::AllInOne => DefaultPorts::SERVE,
+        Server::Metadata(_) => DefaultPorts::METADATA,
+        Server::Role(Role::Gateway, _) => DefaultPorts::GATEWAY,
+        Server::Role(Role::Reader, _) => DefaultPorts::READER,
+        Server::Role(Role::AllInOne, _) => DefaultPorts::SERVE,
+        Server::Compactor(_) => DefaultPorts::COMPACTOR,
+    };
+    let config = ServeConfig::load(args, ports)?;
     // A role on a store of its own would accept appends no reader ever finds, or serve
     // reads of nothing: only `serve` defaults to a local directory.
     if !matches!(server, Server::AllInOne) && config.store.is_none() && args.data_dir.is_none() {
@@ -162,4 +149,58 @@ async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<
         anyhow::bail!("{why}");
     }
     running.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every subcommand and every argument says what it is; client commands take the
+    /// connection flags and server commands do not; the listen flags name their defaults.
+    #[test]
+    fn help_documents_every_flag_and_puts_them_where_they_apply() {
+        fn walk(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if !matches!(id, "help" | "version") && arg.get_help().is_none() {
+                    found.push(format!("{path} {id}: no help"));
+                }
+            }
+            for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+                if sub.get_about().is_none() {
+                    found.push(format!("{path} {}: no about", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), found);
+            }
+        }
+        let mut cli = Cli::command();
+        cli.build();
+        let mut missing = Vec::new();
+        walk(&cli, "shale", &mut missing);
+        assert!(missing.is_empty(), "{missing:#?}");
+
+        let has = |path: &[&str], flag: &str| {
+            let mut command = &cli;
+            for name in path {
+                command = command.find_subcommand(name).unwrap();
+            }
+            command.get_arguments().any(|a| a.get_long() == Some(flag))
+        };
+        for server in ["serve", "metadata", "gateway", "reader", "compactor"] {
+            assert!(!has(&[server], "server"), "{server} offers --server");
+        }
+        for client in
+            [&["read"][..], &["append"], &["tail"], &["check-tail"], &["basins", "list"], &["streams", "create"]]
+        {
+            assert!(has(client, "server") && has(client, "token"), "{client:?} lacks --server");
+        }
+        let serve = cli.find_subcommand("serve").unwrap();
+        for flag in ["http", "grpc"] {
+            let arg = serve.get_arguments().find(|a| a.get_long() == Some(flag)).unwrap();
+            let help = arg.get_help().unwrap().to_string();
+            assert!(help.contains("default") && help.contains("8080") == (flag == "http"), "{flag}: {help}");
+        }
+    }
 }

@@ -40,7 +40,7 @@ fn append_from_stdin_reads_back_identical_and_exit_codes_are_stable() {
     let input: String = (0..2500).map(|i| format!("line {i} ✓ {}\n", "x".repeat(i % 50))).collect();
     let appended = run(&["append", "cli-basin/s"], &grpc, Some(input.as_bytes()));
     assert!(appended.status.success(), "{}", String::from_utf8_lossy(&appended.stderr));
-    let read = run(&["read", "cli-basin/s"], &grpc, None);
+    let read = run(&["read", "cli-basin/s", "-s", "0", "--no-follow"], &grpc, None);
     assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
     assert_eq!(String::from_utf8(read.stdout).unwrap(), input, "read back byte-identical");
 
@@ -49,13 +49,13 @@ fn append_from_stdin_reads_back_identical_and_exit_codes_are_stable() {
     let last = run(&["tail", "cli-basin/s", "-n", "2"], &grpc, None);
     let expected: String = (2498..2500).map(|i| format!("line {i} ✓ {}\n", "x".repeat(i % 50))).collect();
     assert_eq!(String::from_utf8(last.stdout).unwrap(), expected, "the last two records");
-    let json = run(&["read", "cli-basin/s", "--tail-offset", "1", "--format", "json"], &grpc, None);
+    let json = run(&["read", "cli-basin/s", "--tail-offset", "1", "--no-follow", "--format", "json"], &grpc, None);
     let line: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(line["seq_num"], 2499);
 
     let listed = run(&["streams", "list", "cli-basin"], &grpc, None);
     assert_eq!(String::from_utf8(listed.stdout).unwrap(), "s\n");
-    assert_eq!(run(&["read", "cli-basin/missing"], &grpc, None).status.code(), Some(3), "not found");
+    assert_eq!(run(&["read", "cli-basin/missing", "--no-follow"], &grpc, None).status.code(), Some(3), "not found");
     assert_eq!(run(&["streams", "create", "cli-basin/s"], &grpc, None).status.code(), Some(4), "exists");
     let mismatch = run(&["append", "cli-basin/s", "--match-seq-num", "0"], &grpc, Some(b"x\n"));
     assert_eq!(mismatch.status.code(), Some(5), "condition failed");
@@ -73,9 +73,9 @@ fn read_with_a_consumer_resumes_where_it_left_off() {
     let input: String = (0..5).map(|i| format!("r{i}\n")).collect();
     assert!(run(&["append", "cli-basin/s"], &grpc, Some(input.as_bytes())).status.success());
 
-    let first = run(&["read", "cli-basin/s", "--consumer", "job", "--count", "3"], &grpc, None);
+    let first = run(&["read", "cli-basin/s", "--consumer", "job", "-s", "0", "--count", "3"], &grpc, None);
     assert_eq!(String::from_utf8(first.stdout).unwrap(), "r0\nr1\nr2\n");
-    let rest = run(&["read", "cli-basin/s", "--consumer", "job"], &grpc, None);
+    let rest = run(&["read", "cli-basin/s", "--consumer", "job", "--no-follow"], &grpc, None);
     assert!(rest.status.success(), "{}", String::from_utf8_lossy(&rest.stderr));
     assert_eq!(String::from_utf8(rest.stdout).unwrap(), "r3\nr4\n", "resumed from the committed position");
 
@@ -98,7 +98,7 @@ fn follow_prints_records_appended_later() {
     assert!(run(&["append", "cli-basin/live"], &grpc, Some(b"before\n")).status.success());
 
     let mut follower = shale()
-        .args(["read", "cli-basin/live", "--follow"])
+        .args(["read", "cli-basin/live", "--seq-num", "0"])
         .env("SHALE_SERVER", &grpc)
         .stdout(Stdio::piped())
         .spawn()
@@ -171,11 +171,12 @@ print(ack.end.seq_num, batch.records[0].body.decode())
 }
 
 /// `shale read | head` ends quietly with 0 when the reader of its output goes away; a
-/// server address without a scheme is accepted; a failed connection names the address.
+/// server address without a scheme is accepted; the HTTP port given as the gRPC one is
+/// named as such; a failed connection names the address.
 #[test]
 fn closed_output_addresses_without_scheme_and_connection_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, _http, grpc) = start(dir.path());
+    let (server, http, grpc) = start(dir.path());
     let bare = grpc.trim_start_matches("http://").to_string();
     assert!(run(&["basins", "create", "pipe-basin"], &bare, None).status.success(), "host:port works as --server");
     assert!(run(&["streams", "create", "pipe-basin/s"], &bare, None).status.success());
@@ -183,7 +184,7 @@ fn closed_output_addresses_without_scheme_and_connection_errors() {
     assert!(run(&["append", "pipe-basin/s"], &grpc, Some(input.as_bytes())).status.success());
 
     let mut child = shale()
-        .args(["read", "pipe-basin/s"])
+        .args(["read", "pipe-basin/s", "--from", "0"])
         .env("SHALE_SERVER", &grpc)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -197,9 +198,117 @@ fn closed_output_addresses_without_scheme_and_connection_errors() {
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
 
+    let wrong_port = run(&["basins", "list"], http.trim_start_matches("http://"), None);
+    assert_ne!(wrong_port.status.code(), Some(0));
+    let message = String::from_utf8_lossy(&wrong_port.stderr);
+    assert!(message.contains("HTTP port") && message.contains("--grpc"), "{message}");
+
     let refused = run(&["basins", "list"], "127.0.0.1:1", None);
     assert_eq!(refused.status.code(), Some(6));
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(message.contains("127.0.0.1:1"), "{message}");
     terminate(server);
+}
+
+/// Reads the lines `child` prints, in the background, into a channel.
+fn lines_of(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+    let (lines_tx, lines) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines_tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// `shale read` works as S2's CLI does: without a start it begins at the tail and
+/// follows; `--count` bounds the whole read, past the per-call cap of 1000; `--bytes`,
+/// `--until` and `--clamp` are the API's; `-o` writes a file.
+#[test]
+fn read_is_a_session_from_the_tail_bounded_by_its_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    assert!(run(&["basins", "create", "cli-basin", "--create-stream-on-append"], &grpc, None).status.success());
+    let input: String = (0..2500).map(|i| format!("r{i}\n")).collect();
+    assert!(run(&["append", "cli-basin/s"], &grpc, Some(input.as_bytes())).status.success());
+
+    let mut follower =
+        shale().args(["read", "cli-basin/s"]).env("SHALE_SERVER", &grpc).stdout(Stdio::piped()).spawn().unwrap();
+    let lines = lines_of(&mut follower);
+    // Appended until the follower has printed something: it began at the tail, so the
+    // first line it prints is one appended after it started.
+    let mut printed = None;
+    for attempt in 0..300 {
+        assert!(run(&["append", "cli-basin/s"], &grpc, Some(format!("new {attempt}\n").as_bytes())).status.success());
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
+            printed = Some(line);
+            break;
+        }
+    }
+    assert!(printed.unwrap().starts_with("new "), "the read began at the tail");
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+
+    let counted = run(&["read", "cli-basin/s", "-s", "0", "-n", "2500"], &grpc, None);
+    assert!(counted.status.success(), "{}", String::from_utf8_lossy(&counted.stderr));
+    assert_eq!(String::from_utf8(counted.stdout).unwrap(), input, "2500 records: the count bounds the whole read");
+
+    // Each record `rN` (N < 10) meters 8 + 2 bytes: 100 bytes are exactly ten of them.
+    let bytes = run(&["read", "cli-basin/s", "-s", "0", "-b", "100", "--no-follow"], &grpc, None);
+    let expected: String = (0..10).map(|i| format!("r{i}\n")).collect();
+    assert_eq!(String::from_utf8(bytes.stdout).unwrap(), expected);
+
+    let stamped = r#"{"body":"a","timestamp":1000}
+{"body":"b","timestamp":2000}
+{"body":"c","timestamp":3000}
+"#;
+    assert!(run(&["append", "cli-basin/t", "--format", "json"], &grpc, Some(stamped.as_bytes())).status.success());
+    let until = run(&["read", "cli-basin/t", "-s", "0", "--until", "2500"], &grpc, None);
+    assert_eq!(String::from_utf8(until.stdout).unwrap(), "a\nb\n", "the read ends at the first record past --until");
+
+    let past = run(&["read", "cli-basin/t", "-s", "99", "--no-follow"], &grpc, None);
+    assert_eq!(past.status.code(), Some(2), "{}", String::from_utf8_lossy(&past.stderr));
+    let clamped = run(&["read", "cli-basin/t", "-s", "99", "--clamp", "--no-follow"], &grpc, None);
+    assert!(clamped.status.success() && clamped.stdout.is_empty(), "{}", String::from_utf8_lossy(&clamped.stderr));
+
+    let file = dir.path().join("out.txt");
+    let written = run(&["read", "cli-basin/s", "-s", "0", "-n", "3", "-o", file.to_str().unwrap()], &grpc, None);
+    assert!(written.status.success() && written.stdout.is_empty());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "r0\nr1\nr2\n");
+    assert!(terminate(server).success());
+}
+
+/// Any bytes go in with `--format raw` (one body per line) and `json-binsafe` (base64)
+/// and come out the same; text refuses a line that is not UTF-8, naming it, and appends
+/// nothing of it.
+#[test]
+fn binary_bodies_round_trip_in_raw_and_json_binsafe() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    assert!(run(&["basins", "create", "cli-basin", "--create-stream-on-append"], &grpc, None).status.success());
+    let input = b"x\x00\xffy\n\r\nplain\n";
+
+    let refused = run(&["append", "cli-basin/bin"], &grpc, Some(input));
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("line 1: not UTF-8") && stderr.contains("nothing appended"), "{stderr}");
+
+    assert!(run(&["append", "cli-basin/bin", "--format", "raw"], &grpc, Some(input)).status.success());
+    let tail = run(&["check-tail", "cli-basin/bin"], &grpc, None);
+    assert!(String::from_utf8_lossy(&tail.stdout).starts_with("seq_num=3 "), "only the raw append landed");
+    let raw = run(&["read", "cli-basin/bin", "-s", "0", "--no-follow", "--format", "raw"], &grpc, None);
+    assert_eq!(raw.stdout, input, "byte for byte");
+
+    let binsafe = run(&["read", "cli-basin/bin", "-s", "0", "--no-follow", "--format", "json-binsafe"], &grpc, None);
+    let first: serde_json::Value =
+        serde_json::from_slice(binsafe.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["body"], "eAD/eQ==", "{first}");
+    let copied = run(&["append", "cli-basin/copy", "--format", "json-binsafe"], &grpc, Some(&binsafe.stdout));
+    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
+    let again = run(&["read", "cli-basin/copy", "-s", "0", "--no-follow", "--format", "raw"], &grpc, None);
+    assert_eq!(again.stdout, input, "json-binsafe output appends back to the same bytes");
+    assert!(terminate(server).success());
 }
