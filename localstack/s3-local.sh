@@ -14,9 +14,11 @@ case "${1:-}" in
       python3 -m venv "$venv"
       "$venv/bin/pip" install --quiet --disable-pip-version-check 'moto[s3]==5.*' flask flask-cors
     fi
-    # The gRPC stubs test generates Python code from proto/ with grpcio-tools.
-    if ! "$venv/bin/python" -c 'import grpc_tools' 2>/dev/null; then
-      "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*'
+    # The gRPC stubs test generates Python code from proto/ with grpcio-tools and decodes
+    # error details with grpcio-status; the metrics test parses /metrics with
+    # prometheus-client.
+    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client' 2>/dev/null; then
+      "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*' 'grpcio-status==1.*' 'prometheus-client==0.*'
     fi
     "$venv/bin/moto_server" --help >/dev/null
     echo "moto installed at $venv/bin/moto_server"

@@ -140,12 +140,21 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The domain of the `google.rpc.ErrorInfo` in gRPC errors.
+pub const ERROR_DOMAIN: &str = "shale";
+
 /// The gRPC face of the same mapping: the code from [`ErrorCode::grpc_code`], the
-/// message, and the HTTP body as JSON in the status details.
+/// message, and, in the details (`grpc-status-details-bin`), a `google.rpc.Status`
+/// with one `google.rpc.ErrorInfo`: reason the error code in upper case (`NOT_FOUND`,
+/// `SEQ_NUM_MISMATCH`, ...), domain [`ERROR_DOMAIN`], and the HTTP API's JSON body under
+/// the metadata key `json`.
 impl From<ApiError> for tonic::Status {
     fn from(error: ApiError) -> Self {
+        use tonic_types::{ErrorDetails, StatusExt};
         let code = tonic::Code::from_i32(error.code().grpc_code());
-        let details = bytes::Bytes::from(error.body().to_string());
-        tonic::Status::with_details(code, error.client_message(), details)
+        let reason = error.code().as_str().to_ascii_uppercase();
+        let metadata = std::collections::HashMap::from([("json".to_string(), error.body().to_string())]);
+        let details = ErrorDetails::with_error_info(reason, ERROR_DOMAIN, metadata);
+        tonic::Status::with_error_details(code, error.client_message(), details)
     }
 }

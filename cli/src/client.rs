@@ -99,11 +99,14 @@ impl From<tonic::Status> for Failure {
             tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => 7,
             _ => 1,
         };
-        let details = String::from_utf8_lossy(status.details()).into_owned();
-        let message = if details.is_empty() || details.contains("\"message\"") {
+        // The server's JSON body rides in the ErrorInfo detail; a condition's body (the
+        // stream's actual tail or token) says more than the message alone.
+        let details = tonic_types::StatusExt::get_error_details(&status);
+        let json = details.error_info().and_then(|info| info.metadata.get("json").cloned()).unwrap_or_default();
+        let message = if json.is_empty() || json.contains("\"message\"") {
             status.message().to_string()
         } else {
-            format!("{} {details}", status.message())
+            format!("{} {json}", status.message())
         };
         Failure(message, code)
     }

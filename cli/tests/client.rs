@@ -124,7 +124,7 @@ fn python() -> PathBuf {
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
     assert!(
         venv.exists(),
-        "{} missing: run scripts/test.sh (it creates .venv with moto and grpcio-tools)",
+        "{} missing: run scripts/test.sh (it creates .venv with moto, grpcio-tools and grpcio-status)",
         venv.display()
     );
     venv
@@ -157,6 +157,18 @@ records = rpc.RecordsStub(channel)
 ack = records.Append(pb.AppendRequest(basin="py-basin-1", stream="s", records=[pb.AppendRecord(body=b"from python")]))
 batch = records.Read(pb.ReadRequest(basin="py-basin-1", stream="s", seq_num=0))
 print(ack.end.seq_num, batch.records[0].body.decode())
+# Errors carry a google.rpc.Status that grpcio-status decodes, with S2's body in an ErrorInfo.
+import json
+from grpc_status import rpc_status
+from google.rpc import error_details_pb2
+try:
+    records.Append(pb.AppendRequest(basin="py-basin-1", stream="s", match_seq_num=0, records=[pb.AppendRecord(body=b"x")]))
+    sys.exit("a stale match_seq_num was accepted")
+except grpc.RpcError as error:
+    status = rpc_status.from_call(error)
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    print(status.code, info.reason, info.domain, json.loads(info.metadata["json"])["seq_num_mismatch"])
 "#;
     let result = Command::new(&python)
         .arg("-c")
@@ -166,7 +178,7 @@ print(ack.end.seq_num, batch.records[0].body.decode())
         .output()
         .unwrap();
     assert!(result.status.success(), "python client failed: {}", String::from_utf8_lossy(&result.stderr));
-    assert_eq!(String::from_utf8(result.stdout).unwrap().trim(), "1 from python");
+    assert_eq!(String::from_utf8(result.stdout).unwrap().trim(), "1 from python\n9 SEQ_NUM_MISMATCH shale 1");
     assert!(terminate(server).success());
 }
 

@@ -152,8 +152,12 @@ async fn bad_requests_get_the_matching_code_never_internal() {
         let status = client.append(req).await.unwrap_err();
         assert_eq!(status.code(), code, "{name}: {status:?}");
         if code == Code::FailedPrecondition {
-            let details: serde_json::Value = serde_json::from_slice(status.details()).unwrap();
-            assert_eq!(details, serde_json::json!({ "seq_num_mismatch": 1 }), "{name}: details carry the tail");
+            // A real google.rpc.Status in the details, its ErrorInfo carrying S2's body.
+            let details = tonic_types::StatusExt::get_error_details(&status);
+            let info = details.error_info().expect("an ErrorInfo detail");
+            assert_eq!((info.reason.as_str(), info.domain.as_str()), ("SEQ_NUM_MISMATCH", "shale"));
+            let body: serde_json::Value = serde_json::from_str(&info.metadata["json"]).unwrap();
+            assert_eq!(body, serde_json::json!({ "seq_num_mismatch": 1 }), "{name}: details carry the tail");
         }
     }
 
