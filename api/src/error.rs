@@ -39,6 +39,9 @@ pub enum ApiError {
     PermissionDenied(String),
     #[error("consumer `{0}` has committed no position on this stream")]
     ConsumerNotFound(String),
+    /// The process is stopping: live reads end with this; resume on another server.
+    #[error("the server is shutting down; resume the read on another server or after its restart")]
+    ShuttingDown,
     /// Refused by the HTTP stack before any handler ran (unknown method, body too large,
     /// a path that is not UTF-8): its own status, S2's JSON body.
     #[error("{message}")]
@@ -66,6 +69,7 @@ impl ApiError {
             ApiError::Metadata(e) => e.code(),
             ApiError::WrongRole { .. } => ErrorCode::WrongRole,
             ApiError::Timeout(_) => ErrorCode::RequestTimeout,
+            ApiError::ShuttingDown => ErrorCode::ShuttingDown,
             ApiError::Overloaded(_) => ErrorCode::Overloaded,
             ApiError::Unauthenticated(_) => ErrorCode::Unauthenticated,
             ApiError::PermissionDenied(_) => ErrorCode::PermissionDenied,

@@ -90,6 +90,30 @@ pub struct AppState {
     pub auth: Arc<auth::Authenticator>,
     /// Requests served over both transports.
     requests: Arc<layers::RequestMetrics>,
+    /// Set when the process begins to stop: live reads end at once.
+    pub draining: Draining,
+}
+
+/// Whether the process is stopping: [`Self::begin`] ends every live read with
+/// [`ApiError::ShuttingDown`] (S2's error event on SSE and S2S, `UNAVAILABLE` on gRPC),
+/// so a graceful stop does not wait on sessions that never end by themselves.
+#[derive(Clone, Debug)]
+pub struct Draining(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Draining {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Draining {
+    pub fn begin(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub(crate) fn watch(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.0.subscribe()
+    }
 }
 
 impl AppState {
@@ -104,7 +128,8 @@ impl AppState {
     ) -> Self {
         let requests = Arc::default();
         let auth = Arc::new(auth::Authenticator::new(&auth::AuthConfig::default(), metadata.clone(), clock.clone()));
-        Self { role, metadata, gateway, reader, store_counters, background_metrics, clock, auth, requests }
+        let draining = Draining::default();
+        Self { role, metadata, gateway, reader, store_counters, background_metrics, clock, auth, requests, draining }
     }
 
     /// Access control as `config` sets it up.
@@ -122,6 +147,7 @@ impl AppState {
             self.reader.clone(),
             self.clock.clone(),
             self.auth.clone(),
+            self.draining.clone(),
         )
     }
 

@@ -40,6 +40,8 @@ pub struct Running {
     background: Vec<JoinHandle<()>>,
     /// `shale serve`'s lock on its local data directory, released when the process ends.
     lock: Option<DirLock>,
+    /// Ends the client API's live reads when the process stops.
+    draining: Option<shale_api::Draining>,
 }
 
 struct Store {
@@ -190,6 +192,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         servers: vec![http],
         background: task.into_iter().collect(),
         lock: None,
+        draining: None,
     })
 }
 
@@ -293,6 +296,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         servers: vec![http, grpc],
         background: std::iter::once(gc).chain(compactor).collect(),
         lock: None,
+        draining: None,
     })
 }
 
@@ -329,7 +333,7 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
     let (limits, tls) = (config.connections, config.tls.acceptor()?);
     let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), limits, tls.clone());
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
-    let gateway = state.gateway.clone();
+    let (gateway, draining) = (state.gateway.clone(), state.draining.clone());
     let grpc = tokio::spawn(async move {
         let stopped = async {
             let _ = grpc_stopped.await;
@@ -347,6 +351,7 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
         servers: vec![http, grpc],
         background: Vec::new(),
         lock: None,
+        draining: Some(draining),
     })
 }
 
@@ -367,10 +372,14 @@ impl Running {
         }
     }
 
-    /// Stops accepting, lets open requests finish (up to a bound), commits pending
-    /// appends and closes the database.
+    /// Ends live reads (S2's error event, gRPC `UNAVAILABLE`), stops accepting, lets
+    /// open requests finish (up to a bound), commits pending appends and closes the
+    /// database.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         tracing::info!("shutting down");
+        if let Some(draining) = &self.draining {
+            draining.begin();
+        }
         for stop in self.stop {
             let _ = stop.send(());
         }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{shale, spawn, start, terminate};
+use common::{shale, spawn, spawn_logged, start, terminate};
 use serde_json::{json, Value};
 
 /// Creates `basin` and its stream `s`, then appends `r0..r{count}` one record at a time.
@@ -251,4 +251,62 @@ fn roles_refuse_to_start_without_a_store() {
         assert!(stderr.contains("--store"), "{args:?}: {stderr}");
         assert!(!dir.path().join("shale-data").exists(), "{args:?} created a local store");
     }
+}
+
+/// SIGTERM with live reads open: each ends at once with S2's error (an SSE `error` event
+/// with `shutting_down`; gRPC `UNAVAILABLE`, on which `shale read` exits 6 naming the
+/// shutdown), and the server exits 0 without waiting out its drain bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_live_reads_with_their_error_and_stops_without_waiting() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    let (mut server, http, grpc, logs) = spawn_logged(dir.path(), &args, &[]);
+    let client = reqwest::Client::new();
+    write_records(&client, &http, "draining-basin", 1).await;
+
+    let mut follower = shale()
+        .args(["read", "draining-basin/s", "--seq-num", "0"])
+        .env("SHALE_SERVER", &grpc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(follower.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first, "r0\n", "the CLI's session is open");
+
+    let mut sse = client
+        .get(format!("{http}/v1/streams/s/records?seq_num=0"))
+        .header("s2-basin", "draining-basin")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut events = String::new();
+    while !events.contains("event: batch") {
+        events += &String::from_utf8_lossy(&sse.chunk().await.unwrap().unwrap());
+    }
+
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let rest = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(chunk) = sse.chunk().await.unwrap() {
+            events += &String::from_utf8_lossy(&chunk);
+        }
+        events
+    });
+    let events = rest.await.expect("the SSE read ends");
+    assert!(events.contains("event: error") && events.contains("shutting_down"), "{events}");
+
+    let output = tokio::task::spawn_blocking(move || follower.wait_with_output().unwrap()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("shutting down"), "{stderr}");
+    assert!(tokio::task::spawn_blocking(move || server.wait().unwrap()).await.unwrap().success());
+    let logged: Vec<String> = logs.iter().collect();
+    assert!(logged.iter().any(|line| line.contains("stopped")), "{logged:#?}");
+    assert!(!logged.iter().any(|line| line.contains("did not finish")), "reads were not cut at the bound: {logged:#?}");
 }

@@ -49,6 +49,8 @@ pub struct Follower {
     finished: bool,
     /// Ends the session when the caller's token is revoked or expires.
     guard: SessionGuard,
+    /// True once the process is stopping: the session ends at once.
+    draining: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Follower {
@@ -62,6 +64,7 @@ impl Follower {
         (sent_records, sent_bytes): (u64, u64),
         mut cursor: ReadCursor,
         guard: SessionGuard,
+        draining: tokio::sync::watch::Receiver<bool>,
     ) -> Result<Self, ApiError> {
         if let ReadStart::SeqNum(seq) = request.start {
             let tail = reader.tail_with(&request.basin, &request.stream, &mut cursor).await?;
@@ -81,6 +84,7 @@ impl Follower {
             sent_bytes,
             finished: false,
             guard,
+            draining,
         })
     }
 
@@ -104,6 +108,10 @@ impl Follower {
             self.finished = true;
             return Some(FollowEvent::Error(error));
         }
+        if *self.draining.borrow() {
+            self.finished = true;
+            return Some(FollowEvent::Error(ApiError::ShuttingDown));
+        }
         let Some(limits) = self.remaining() else {
             self.finished = true;
             return Some(FollowEvent::Done);
@@ -119,7 +127,15 @@ impl Follower {
             request.wait = request.wait.min(check);
         }
         let started = tokio::time::Instant::now();
-        let event = match self.reader.read_with(&request, &mut self.cursor).await {
+        let (reader, cursor, draining) = (&self.reader, &mut self.cursor, &mut self.draining);
+        let read = tokio::select! {
+            read = reader.read_with(&request, cursor) => read,
+            _ = draining.wait_for(|stopping| *stopping) => {
+                self.finished = true;
+                return Some(FollowEvent::Error(ApiError::ShuttingDown));
+            }
+        };
+        let event = match read {
             Ok(output) if !output.records.is_empty() => {
                 let last = output.records.last().map(|r| r.seq_num).unwrap_or_default();
                 self.sent_records += output.records.len() as u64;

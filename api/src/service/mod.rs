@@ -50,6 +50,7 @@ pub struct Service {
     auth: Arc<Authenticator>,
     /// Who is calling; [`Access::Open`] until [`Self::for_caller`] says otherwise.
     access: Access,
+    draining: crate::Draining,
 }
 
 impl Service {
@@ -60,8 +61,9 @@ impl Service {
         reader: Option<Arc<Reader>>,
         clock: Arc<dyn Clock>,
         auth: Arc<Authenticator>,
+        draining: crate::Draining,
     ) -> Self {
-        Self { role, metadata, gateway, reader, clock, auth, access: Access::Open }
+        Self { role, metadata, gateway, reader, clock, auth, access: Access::Open, draining }
     }
 
     /// The same service acting for `access`.

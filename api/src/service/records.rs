@@ -147,8 +147,8 @@ impl Service {
             request.read = read;
         }
         let cursor = self.open_read(&request.read).await?;
-        let guard = self.session_guard();
-        Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor, guard).await
+        let (guard, draining) = (self.session_guard(), self.draining.watch());
+        Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor, guard, draining).await
     }
 
     pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ApiError> {

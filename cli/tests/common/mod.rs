@@ -16,6 +16,16 @@ pub fn start(dir: &std::path::Path) -> (Child, String, String) {
 /// Starts `shale` with `args` (a server command) in `dir`; returns the process and its
 /// HTTP and gRPC base URLs, read from the log line that says where it listens.
 pub fn spawn(dir: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> (Child, String, String) {
+    let (child, http, grpc, _logs) = spawn_logged(dir, args, env);
+    (child, http, grpc)
+}
+
+/// As [`spawn`], also handing over the log lines that follow the start line.
+pub fn spawn_logged(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> (Child, String, String, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
         .args(args)
         .current_dir(dir)
@@ -42,8 +52,13 @@ pub fn spawn(dir: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> (C
         }
     };
     // Keep draining the log so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, format!("http://{addr}"), format!("http://{grpc}"))
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = sender.send(strip_ansi(&line));
+        }
+    });
+    (child, format!("http://{addr}"), format!("http://{grpc}"), receiver)
 }
 
 fn strip_ansi(s: &str) -> String {
