@@ -61,19 +61,44 @@ pub fn request_logged() -> tower_http::trace::DefaultOnResponse {
         .latency_unit(tower_http::LatencyUnit::Micros)
 }
 
-/// Requests served, by outcome, and their latency to the answer's headers.
+/// Requests served, by outcome, and their latency to the answer's headers: in total,
+/// and per route, method and status (`shale_api_requests_total`,
+/// `shale_api_request_duration_seconds`, labeled with the process's role).
 #[derive(Debug, Default)]
 pub struct RequestMetrics {
+    role: &'static str,
     ok: AtomicU64,
     client_errors: AtomicU64,
     server_errors: AtomicU64,
     latency: Histogram,
+    routes: std::sync::Mutex<Routes>,
+}
+
+/// Per-route counts and latencies. Routes are templates (`/v1/streams/{stream}`) or
+/// the gRPC methods this server implements, so their number is bounded.
+#[derive(Debug, Default)]
+struct Routes {
+    counts: std::collections::BTreeMap<(&'static str, String, String), u64>,
+    latency: std::collections::BTreeMap<(&'static str, String), Histogram>,
+}
+
+/// One answered request, as the metrics see it.
+struct Answered<'a> {
+    route: &'static str,
+    method: &'a str,
+    status: u16,
+    grpc_code: Option<i32>,
+    elapsed: Duration,
 }
 
 impl RequestMetrics {
-    fn record(&self, status: u16, grpc_status: Option<&HeaderValue>, elapsed: Duration) {
+    pub fn new(role: &'static str) -> Self {
+        Self { role, ..Self::default() }
+    }
+
+    fn record(&self, answered: Answered<'_>) {
+        let Answered { route, method, status, grpc_code, elapsed } = answered;
         // A gRPC error answered at once travels as HTTP 200 with `grpc-status` in the headers.
-        let grpc_code = grpc_status.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok());
         let counter = match (status, grpc_code) {
             (500.., _) | (_, Some(2 | 4 | 8 | 13 | 14 | 15)) => &self.server_errors,
             (400..=499, _) | (_, Some(1..)) => &self.client_errors,
@@ -81,9 +106,18 @@ impl RequestMetrics {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.latency.observe(elapsed);
+        let status = match grpc_code {
+            Some(code) => tonic::Code::from_i32(code).description().to_string(),
+            None if route.starts_with("/shale.") || route.starts_with("/grpc.") => "OK".to_string(),
+            None => status.to_string(),
+        };
+        let mut routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *routes.counts.entry((route, method.to_string(), status)).or_default() += 1;
+        routes.latency.entry((route, method.to_string())).or_default().observe(elapsed);
     }
 
     pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
         render_counters(
             &[
                 ("shale_api_requests_ok_total", "API requests answered successfully", &self.ok),
@@ -93,8 +127,79 @@ impl RequestMetrics {
             out,
         );
         self.latency.render("shale_api_request_seconds", "time to the answer's headers", out);
+        let routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let role = self.role;
+        let _ = writeln!(
+            out,
+            "# HELP shale_api_requests_total API requests by route, method and status (HTTP status, or gRPC code)\n\
+             # TYPE shale_api_requests_total counter"
+        );
+        for ((route, method, status), count) in &routes.counts {
+            let _ = writeln!(
+                out,
+                "shale_api_requests_total{{role=\"{role}\",route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {count}"
+            );
+        }
+        let name = "shale_api_request_duration_seconds";
+        let _ =
+            writeln!(out, "# HELP {name} time to the answer's headers, by route and method\n# TYPE {name} histogram");
+        for ((route, method), latency) in &routes.latency {
+            latency.render_series(name, &format!("role=\"{role}\",route=\"{route}\",method=\"{method}\""), out);
+        }
     }
 }
+
+/// The route a request took, as a bounded label: S2's REST paths as templates, the
+/// ops endpoints, and gRPC methods by their path (only methods that exist: the caller
+/// drops `UNIMPLEMENTED` answers to other paths).
+fn route_of(path: &str, grpc: bool) -> Option<&'static str> {
+    if grpc {
+        return GRPC_METHODS.iter().find(|m| **m == path).copied();
+    }
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let route = match parts.as_slice() {
+        ["health"] => "/health",
+        ["ready"] => "/ready",
+        ["metrics"] => "/metrics",
+        ["v1", "basins"] => "/v1/basins",
+        ["v1", "basins", _] => "/v1/basins/{basin}",
+        ["v1", "streams"] => "/v1/streams",
+        ["v1", "streams", _] => "/v1/streams/{stream}",
+        ["v1", "streams", _, "records"] => "/v1/streams/{stream}/records",
+        ["v1", "streams", _, "records", "tail"] => "/v1/streams/{stream}/records/tail",
+        ["v1", "streams", _, "consumers"] => "/v1/streams/{stream}/consumers",
+        ["v1", "streams", _, "consumers", _] => "/v1/streams/{stream}/consumers/{name}",
+        ["v1", "records"] => "/v1/records",
+        ["v1", "access-tokens"] => "/v1/access-tokens",
+        ["v1", "access-tokens", _] => "/v1/access-tokens/{id}",
+        _ => "other",
+    };
+    Some(route)
+}
+
+/// The `shale.v1` methods and reflection's, as gRPC paths.
+const GRPC_METHODS: &[&str] = &[
+    "/shale.v1.Basins/ListBasins",
+    "/shale.v1.Basins/CreateBasin",
+    "/shale.v1.Basins/DeleteBasin",
+    "/shale.v1.Streams/ListStreams",
+    "/shale.v1.Streams/CreateStream",
+    "/shale.v1.Streams/DeleteStream",
+    "/shale.v1.Streams/CommitConsumer",
+    "/shale.v1.Streams/GetConsumer",
+    "/shale.v1.Streams/ListConsumers",
+    "/shale.v1.AccessTokens/IssueAccessToken",
+    "/shale.v1.AccessTokens/ListAccessTokens",
+    "/shale.v1.AccessTokens/RevokeAccessToken",
+    "/shale.v1.Records/Append",
+    "/shale.v1.Records/AppendSession",
+    "/shale.v1.Records/Read",
+    "/shale.v1.Records/ReadSession",
+    "/shale.v1.Records/CheckTail",
+    "/shale.v1.Records/AppendAtomic",
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+];
 
 /// Counts each request into [`RequestMetrics`].
 #[derive(Clone)]
@@ -132,10 +237,22 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let metrics = self.metrics.clone();
         let started = tokio::time::Instant::now();
+        let content_type = request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let route = route_of(request.uri().path(), content_type.starts_with("application/grpc"));
+        let method = request.method().clone();
         let answer = self.inner.call(request);
         Box::pin(async move {
             let response = answer.await?;
-            metrics.record(response.status().as_u16(), response.headers().get("grpc-status"), started.elapsed());
+            let grpc_code = response.headers().get("grpc-status").and_then(|v| v.to_str().ok());
+            let grpc_code = grpc_code.and_then(|v| v.parse::<i32>().ok());
+            let answered = Answered {
+                route: route.unwrap_or("other"),
+                method: method.as_str(),
+                status: response.status().as_u16(),
+                grpc_code,
+                elapsed: started.elapsed(),
+            };
+            metrics.record(answered);
             Ok(response)
         })
     }

@@ -24,6 +24,7 @@ mod grpc;
 mod layers;
 mod listener;
 mod ops;
+mod process;
 mod s2;
 mod service;
 mod tls;
@@ -43,6 +44,7 @@ pub use grpc::serve_grpc;
 pub use layers::REQUEST_TIMEOUT;
 pub use listener::{capped_incoming, grpc_server, serve, ConnectionLimits};
 pub use ops::ops_router;
+pub use process::render_process_metrics;
 /// Entry points for the fuzz targets in `fuzz/`: each parser of client bytes.
 pub use s2::fuzz;
 pub use service::{ConsumerView, ListQuery, Service};
@@ -126,7 +128,7 @@ impl AppState {
         background_metrics: Option<MetricsHook>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let requests = Arc::default();
+        let requests = Arc::new(layers::RequestMetrics::new(role.name()));
         let auth = Arc::new(auth::Authenticator::new(&auth::AuthConfig::default(), metadata.clone(), clock.clone()));
         let draining = Draining::default();
         Self { role, metadata, gateway, reader, store_counters, background_metrics, clock, auth, requests, draining }

@@ -31,6 +31,7 @@ pub async fn metrics(State(http): State<Http>, access: crate::auth::Access) -> R
     }
     let state = &http.state;
     let mut out = String::new();
+    crate::render_process_metrics(state.role.name(), &mut out);
     state.requests.render(&mut out);
     state.auth.render(&mut out);
     if let Some(gateway) = &state.gateway {
@@ -50,10 +51,16 @@ pub async fn metrics(State(http): State<Http>, access: crate::auth::Access) -> R
 }
 
 /// `/health`, `/ready` and `/metrics` alone, for a process without the client API (the
-/// metadata role): `ready` says whether it serves, `metrics` renders Prometheus text.
+/// metadata and compactor roles, named by `role`): `ready` says whether it serves,
+/// `metrics` renders Prometheus text (after the process metrics).
 /// With access control on in `auth`, `/metrics` needs a token with `account-metrics`.
 /// Every other path answers `wrong_role`, naming the roles that serve clients.
-pub fn ops_router<R, M>(ready: R, metrics: M, auth: std::sync::Arc<crate::auth::Authenticator>) -> axum::Router
+pub fn ops_router<R, M>(
+    role: &'static str,
+    ready: R,
+    metrics: M,
+    auth: std::sync::Arc<crate::auth::Authenticator>,
+) -> axum::Router
 where
     R: Fn() -> Result<(), String> + Clone + Send + Sync + 'static,
     M: Fn() -> String + Clone + Send + Sync + 'static,
@@ -76,7 +83,10 @@ where
                 if let Err(e) = access.allow_metrics() {
                     return e.into_response();
                 }
-                ([("content-type", "text/plain; version=0.0.4")], metrics()).into_response()
+                let mut out = String::new();
+                crate::render_process_metrics(role, &mut out);
+                out += &metrics();
+                ([("content-type", "text/plain; version=0.0.4")], out).into_response()
             }),
         )
         .fallback(|| async {

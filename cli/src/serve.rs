@@ -178,7 +178,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         out
     };
     let auth = Arc::new(Authenticator::new(&config.auth.api_config(), metadata.clone(), Arc::new(SystemClock)));
-    let router = shale_api::ops_router(|| Ok(()), metrics, auth);
+    let router = shale_api::ops_router("compactor", || Ok(()), metrics, auth);
     let (stop_http, http) = spawn_http(http_listener, router, config.connections, config.tls.acceptor()?);
     tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
         shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
@@ -282,7 +282,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         }
     };
     let auth = Arc::new(Authenticator::new(&config.auth.api_config(), leased.clone(), Arc::new(SystemClock)));
-    let router = shale_api::ops_router(ready, metrics, auth);
+    let router = shale_api::ops_router("metadata", ready, metrics, auth);
     let (stop_http, http) = spawn_http(http_listener, router, config.connections, http_tls);
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),

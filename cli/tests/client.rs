@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{shale, start, terminate};
+use common::{python, shale, start, terminate};
 
 fn run(args: &[&str], server: &str, stdin: Option<&[u8]>) -> Output {
     let mut child = shale()
@@ -118,16 +118,6 @@ fn follow_prints_records_appended_later() {
     follower.kill().unwrap();
     follower.wait().unwrap();
     assert!(terminate(server).success());
-}
-
-fn python() -> PathBuf {
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} missing: run scripts/test.sh (it creates .venv with moto, grpcio-tools and grpcio-status)",
-        venv.display()
-    );
-    venv
 }
 
 #[test]

@@ -41,15 +41,24 @@ impl Histogram {
     pub fn render(&self, name: &str, help: &str, out: &mut String) {
         use std::fmt::Write;
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        self.render_series(name, "", out);
+    }
+
+    /// Appends this histogram's lines as one series of `name` (whose HELP and TYPE lines
+    /// the caller wrote): `labels` is `key="value",...` without braces, or empty.
+    pub fn render_series(&self, name: &str, labels: &str, out: &mut String) {
+        use std::fmt::Write;
+        let sep = if labels.is_empty() { "" } else { "," };
+        let braced = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
         let mut cumulative = 0;
         for (bound, count) in LATENCY_BUCKETS.iter().zip(&self.counts) {
             cumulative += count.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {cumulative}");
         }
         cumulative += self.overflow.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {cumulative}");
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+        let _ = writeln!(out, "{name}_sum{braced} {sum}\n{name}_count{braced} {cumulative}");
     }
 }
 
@@ -84,6 +93,10 @@ mod tests {
         assert!(out.contains("x_bucket{le=\"0.001\"} 1"), "{out}");
         assert!(out.contains("x_bucket{le=\"0.02\"} 2"), "{out}");
         assert!(out.contains("x_bucket{le=\"+Inf\"} 3"), "{out}");
+        let mut labeled = String::new();
+        h.render_series("x", "route=\"/a\"", &mut labeled);
+        assert!(labeled.contains("x_bucket{route=\"/a\",le=\"0.02\"} 2"), "{labeled}");
+        assert!(labeled.contains("x_count{route=\"/a\"} 3"), "{labeled}");
         assert_eq!(h.count(), 3);
     }
 }

@@ -87,3 +87,14 @@ pub fn terminate(mut child: Child) -> std::process::ExitStatus {
 pub fn shale() -> Command {
     Command::new(env!("CARGO_BIN_EXE_shale"))
 }
+
+/// The virtualenv's Python, with moto, grpcio-tools, grpcio-status and prometheus-client.
+pub fn python() -> std::path::PathBuf {
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} missing: run scripts/test.sh (it creates .venv with localstack/s3-local.sh install)",
+        venv.display()
+    );
+    venv
+}
