@@ -107,7 +107,7 @@ impl RequestMetrics {
         counter.fetch_add(1, Ordering::Relaxed);
         self.latency.observe(elapsed);
         let status = match grpc_code {
-            Some(code) => tonic::Code::from_i32(code).description().to_string(),
+            Some(code) => grpc_code_name(code).to_string(),
             None if route.starts_with("/shale.") || route.starts_with("/grpc.") => "OK".to_string(),
             None => status.to_string(),
         };
@@ -147,6 +147,30 @@ impl RequestMetrics {
             latency.render_series(name, &format!("role=\"{role}\",route=\"{route}\",method=\"{method}\""), out);
         }
     }
+}
+
+/// gRPC's canonical name of a status code (`NOT_FOUND`), for labels.
+fn grpc_code_name(code: i32) -> &'static str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    usize::try_from(code).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or("UNKNOWN")
 }
 
 /// The route a request took, as a bounded label: S2's REST paths as templates, the
@@ -433,16 +457,41 @@ mod tests {
     }
 
     #[test]
-    fn grpc_refusals_and_failures_are_told_apart() {
-        let metrics = RequestMetrics::default();
-        let status = |code: &str| HeaderValue::from_str(code).expect("ascii");
-        metrics.record(200, None, Duration::ZERO);
-        metrics.record(200, Some(&status("0")), Duration::ZERO);
-        metrics.record(200, Some(&status("5")), Duration::ZERO);
-        metrics.record(200, Some(&status("14")), Duration::ZERO);
-        metrics.record(503, None, Duration::ZERO);
+    fn grpc_refusals_and_failures_are_told_apart_and_counted_per_route() {
+        let metrics = RequestMetrics::new("gateway");
+        let grpc = "/shale.v1.Records/Append";
+        let answer =
+            |route, status, grpc_code| Answered { route, method: "POST", status, grpc_code, elapsed: Duration::ZERO };
+        metrics.record(answer(grpc, 200, None));
+        metrics.record(answer(grpc, 200, Some(0)));
+        metrics.record(answer(grpc, 200, Some(5)));
+        metrics.record(answer(grpc, 200, Some(14)));
+        metrics.record(answer("/v1/basins", 503, None));
         assert_eq!(metrics.ok.load(Ordering::Relaxed), 2);
         assert_eq!(metrics.client_errors.load(Ordering::Relaxed), 1);
         assert_eq!(metrics.server_errors.load(Ordering::Relaxed), 2);
+        let mut out = String::new();
+        metrics.render(&mut out);
+        let series = |labels: &str| format!("shale_api_requests_total{{role=\"gateway\",{labels}}}");
+        assert!(out.contains(&(series(&format!("route=\"{grpc}\",method=\"POST\",status=\"OK\"")) + " 2")), "{out}");
+        assert!(
+            out.contains(&(series(&format!("route=\"{grpc}\",method=\"POST\",status=\"NOT_FOUND\"")) + " 1")),
+            "{out}"
+        );
+        assert!(out.contains(&(series("route=\"/v1/basins\",method=\"POST\",status=\"503\"") + " 1")), "{out}");
+        assert!(out.contains(&format!(
+            "shale_api_request_duration_seconds_count{{role=\"gateway\",route=\"{grpc}\",method=\"POST\"}} 4"
+        )));
+    }
+
+    /// Routes are templates or known gRPC methods: what a client puts in a path never
+    /// becomes a label.
+    #[test]
+    fn routes_are_bounded_templates() {
+        assert_eq!(route_of("/v1/streams/a%2Fb/records", false), Some("/v1/streams/{stream}/records"));
+        assert_eq!(route_of("/v1/streams/x/consumers/job", false), Some("/v1/streams/{stream}/consumers/{name}"));
+        assert_eq!(route_of("/v1/anything/else/here", false), Some("other"));
+        assert_eq!(route_of("/shale.v1.Records/ReadSession", true), Some("/shale.v1.Records/ReadSession"));
+        assert_eq!(route_of("/shale.v1.Records/Made-Up", true), None);
     }
 }

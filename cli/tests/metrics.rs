@@ -19,9 +19,12 @@ struct Sample {
     labels: BTreeMap<String, String>,
 }
 
+/// A parsed family: its name, type and samples.
+type Family = (String, String, Vec<Sample>);
+
 /// `/metrics` of the server at `base`, parsed by prometheus-client (which refuses text
-/// that is not valid exposition format): family name and type, then samples.
-fn scrape(base: &str) -> Vec<(String, String, Vec<Sample>)> {
+/// that is not valid exposition format).
+fn scrape(base: &str) -> Vec<Family> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let text = runtime.block_on(async { reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap() });
     let dir = tempfile::tempdir().unwrap();
@@ -39,8 +42,8 @@ print(json.dumps([[f.name, f.type, [[s.name, s.labels] for s in f.samples]] for 
         "prometheus-client refused /metrics: {}\n{text}",
         String::from_utf8_lossy(&parsed.stderr)
     );
-    let families: Vec<(String, String, Vec<(String, BTreeMap<String, String>)>)> =
-        serde_json::from_slice(&parsed.stdout).unwrap();
+    type Parsed = (String, String, Vec<(String, BTreeMap<String, String>)>);
+    let families: Vec<Parsed> = serde_json::from_slice(&parsed.stdout).unwrap();
     families
         .into_iter()
         .map(|(name, kind, samples)| {
