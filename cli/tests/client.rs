@@ -314,3 +314,23 @@ fn binary_bodies_round_trip_in_raw_and_json_binsafe() {
     assert_eq!(again.stdout, input, "json-binsafe output appends back to the same bytes");
     assert!(terminate(server).success());
 }
+
+/// A bad line deep in the input stops `shale append` with the line's number and what
+/// was appended before it: every earlier line, once.
+#[test]
+fn a_bad_line_names_itself_and_what_was_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    assert!(run(&["basins", "create", "cli-basin", "--create-stream-on-append"], &grpc, None).status.success());
+    let mut input: String = (0..2500).map(|i| format!("{{\"body\":\"r{i}\"}}\n")).collect();
+    input += "{\"body\": oops}\n{\"body\":\"never\"}\n";
+    let failed = run(&["append", "cli-basin/s", "--format", "json"], &grpc, Some(input.as_bytes()));
+    assert_eq!(failed.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("line 2501: bad JSON record"), "{stderr}");
+    assert!(stderr.contains("appended 2500 records, seq 0..2500"), "{stderr}");
+    let read = run(&["read", "cli-basin/s", "-s", "0", "--no-follow"], &grpc, None);
+    let expected: String = (0..2500).map(|i| format!("r{i}\n")).collect();
+    assert_eq!(String::from_utf8(read.stdout).unwrap(), expected, "every line before the bad one, once");
+    assert!(terminate(server).success());
+}
