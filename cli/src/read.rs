@@ -53,14 +53,21 @@ pub struct ReadArgs {
     /// [default: follow unless --count, --bytes or --until is given].
     #[arg(long)]
     pub no_follow: bool,
+    #[command(flatten)]
+    pub printing: Printing,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// How and where records are printed.
+#[derive(Debug, Args)]
+pub struct Printing {
     /// How records are printed.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
     /// Write records to this file (appending) instead of stdout; `-` is stdout.
     #[arg(short = 'o', long, default_value = "-")]
     pub output: PathBuf,
-    #[command(flatten)]
-    pub connection: Connection,
 }
 
 #[derive(Debug, Args)]
@@ -73,12 +80,8 @@ pub struct TailArgs {
     /// Keep printing records as they are appended.
     #[arg(short = 'f', long)]
     pub follow: bool,
-    /// How records are printed.
-    #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
-    /// Write records to this file (appending) instead of stdout; `-` is stdout.
-    #[arg(short = 'o', long, default_value = "-")]
-    pub output: PathBuf,
+    #[command(flatten)]
+    pub printing: Printing,
     #[command(flatten)]
     pub connection: Connection,
 }
@@ -99,8 +102,7 @@ impl From<TailArgs> for ReadArgs {
             until: None,
             clamp: false,
             no_follow: !tail.follow,
-            format: tail.format,
-            output: tail.output,
+            printing: tail.printing,
             connection: tail.connection,
         }
     }
@@ -131,13 +133,13 @@ pub async fn read(args: ReadArgs) -> Result<(), Failure> {
         clamp: args.clamp,
         wait_secs: 0,
     };
-    let mut out = Output::open(&args.output)?;
+    let mut out = Output::open(&args.printing.output)?;
     let mut client = RecordsClient::new(transport);
     let mut batches =
         if args.no_follow { Batches::pages(request) } else { Batches::session(&mut client, request).await? };
     while let Some(records) = batches.next(&mut client).await? {
         for record in &records {
-            args.format.write(&mut out.writer, record)?;
+            args.printing.format.write(&mut out.writer, record)?;
         }
         out.writer.flush()?;
         if let (Some(consumer), Some(last)) = (&mut consumer, records.last()) {

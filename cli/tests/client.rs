@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{python, shale, start, terminate};
+use common::{python, shale, spawn_client, start, terminate};
 
 fn run(args: &[&str], server: &str, stdin: Option<&[u8]>) -> Output {
     let mut child = shale()
@@ -97,21 +97,8 @@ fn follow_prints_records_appended_later() {
     assert!(run(&["basins", "create", "cli-basin", "--create-stream-on-append"], &grpc, None).status.success());
     assert!(run(&["append", "cli-basin/live"], &grpc, Some(b"before\n")).status.success());
 
-    let mut follower = shale()
-        .args(["read", "cli-basin/live", "--seq-num", "0"])
-        .env("SHALE_SERVER", &grpc)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines_tx, lines) = mpsc::channel();
-    let stdout = follower.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if lines_tx.send(line.unwrap()).is_err() {
-                break;
-            }
-        }
-    });
+    let mut follower = spawn_client(&["read", "cli-basin/live", "--seq-num", "0"], &grpc);
+    let lines = lines_of(&mut follower);
     assert_eq!(lines.recv_timeout(Duration::from_secs(30)).unwrap(), "before");
     assert!(run(&["append", "cli-basin/live"], &grpc, Some(b"after\n")).status.success());
     assert_eq!(lines.recv_timeout(Duration::from_secs(30)).unwrap(), "after");
@@ -185,13 +172,7 @@ fn closed_output_addresses_without_scheme_and_connection_errors() {
     let input: String = (0..20_000).map(|i| format!("line {i} {}\n", "x".repeat(40))).collect();
     assert!(run(&["append", "pipe-basin/s"], &grpc, Some(input.as_bytes())).status.success());
 
-    let mut child = shale()
-        .args(["read", "pipe-basin/s", "--from", "0"])
-        .env("SHALE_SERVER", &grpc)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_client(&["read", "pipe-basin/s", "--from", "0"], &grpc);
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
     assert_eq!(first, "line 0 ".to_string() + &"x".repeat(40) + "\n");
@@ -237,8 +218,7 @@ fn read_is_a_session_from_the_tail_bounded_by_its_limits() {
     let input: String = (0..2500).map(|i| format!("r{i}\n")).collect();
     assert!(run(&["append", "cli-basin/s"], &grpc, Some(input.as_bytes())).status.success());
 
-    let mut follower =
-        shale().args(["read", "cli-basin/s"]).env("SHALE_SERVER", &grpc).stdout(Stdio::piped()).spawn().unwrap();
+    let mut follower = spawn_client(&["read", "cli-basin/s"], &grpc);
     let lines = lines_of(&mut follower);
     // Appended until the follower has printed something: it began at the tail, so the
     // first line it prints is one appended after it started.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{shale, spawn, spawn_logged, start, terminate};
+use common::{shale, spawn, spawn_client, spawn_logged, start, terminate};
 use serde_json::{json, Value};
 
 /// Creates `basin` and its stream `s`, then appends `r0..r{count}` one record at a time.
@@ -259,7 +259,6 @@ fn roles_refuse_to_start_without_a_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_live_reads_with_their_error_and_stops_without_waiting() {
     use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
     use std::time::Duration;
 
     let dir = tempfile::tempdir().unwrap();
@@ -268,13 +267,7 @@ async fn sigterm_ends_live_reads_with_their_error_and_stops_without_waiting() {
     let client = reqwest::Client::new();
     write_records(&client, &http, "draining-basin", 1).await;
 
-    let mut follower = shale()
-        .args(["read", "draining-basin/s", "--seq-num", "0"])
-        .env("SHALE_SERVER", &grpc)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut follower = spawn_client(&["read", "draining-basin/s", "--seq-num", "0"], &grpc);
     let mut first = String::new();
     BufReader::new(follower.stdout.take().unwrap()).read_line(&mut first).unwrap();
     assert_eq!(first, "r0\n", "the CLI's session is open");

@@ -83,6 +83,11 @@ pub fn terminate(mut child: Child) -> std::process::ExitStatus {
     child.wait().unwrap()
 }
 
+/// `shale` running a client command `args` against `server`, its output piped.
+pub fn spawn_client(args: &[&str], server: &str) -> Child {
+    shale().args(args).env("SHALE_SERVER", server).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
 /// The `shale` binary, for client commands.
 pub fn shale() -> Command {
     Command::new(env!("CARGO_BIN_EXE_shale"))
