@@ -16,9 +16,10 @@ case "${1:-}" in
     fi
     # The gRPC stubs test generates Python code from proto/ with grpcio-tools and decodes
     # error details with grpcio-status; the metrics test parses /metrics with
-    # prometheus-client.
-    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client' 2>/dev/null; then
-      "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*' 'grpcio-status==1.*' 'prometheus-client==0.*'
+    # prometheus-client; the table tier's files are read back with DuckDB.
+    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client, duckdb' 2>/dev/null; then
+      "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*' 'grpcio-status==1.*' \
+        'prometheus-client==0.*' 'duckdb==1.*'
     fi
     "$venv/bin/moto_server" --help >/dev/null
     echo "moto installed at $venv/bin/moto_server"
