@@ -149,14 +149,21 @@ fn start_compactor(
     config: &ServeConfig,
     metadata: Arc<dyn MetadataApi>,
     store: &Store,
-) -> (Option<JoinHandle<()>>, Arc<CompactorStats>) {
-    let compactor = Compactor::new(config.compactor.clone(), metadata, store.store.clone(), Arc::new(SystemClock));
+) -> (Vec<JoinHandle<()>>, Arc<CompactorStats>) {
+    let compactor =
+        Compactor::new(config.compactor.clone(), metadata.clone(), store.store.clone(), Arc::new(SystemClock));
     let stats = compactor.stats();
     if !config.compactor.enabled {
-        return (None, stats);
+        return (Vec::new(), stats);
     }
-    let task = tokio::spawn(run_compactor(Arc::new(compactor), std::future::pending()));
-    (Some(task), stats)
+    let compaction = tokio::spawn(run_compactor(Arc::new(compactor), std::future::pending()));
+    // The table tier runs with compaction, each shard tiering the basins it owns.
+    let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone()));
+    let (shard, shards) = (config.compactor.shard, config.compactor.shards);
+    let owns = Box::new(move |basin: &str| shale_tables::shard_owns(basin, shard, shards));
+    let tierer = shale_tables::Tierer::new(metadata, reader, store.store.clone(), Arc::new(SystemClock), owns);
+    let tiering = tokio::spawn(shale_tables::run_tiering(Arc::new(tierer)));
+    (vec![compaction, tiering], stats)
 }
 
 /// `shale compactor`: compaction alone, against remote metadata, with `/health`, `/ready`

@@ -36,7 +36,7 @@ pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};
 pub use model::{
     AppendAck, BasinConfig, BasinPatch, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy,
-    StreamConfig, StreamInfo, StreamPatch, StreamRecord, TimestampingConfig,
+    StreamConfig, StreamInfo, StreamPatch, StreamRecord, TablesConfig, TimestampingConfig,
 };
 pub use records::Stored;
 pub use rpc::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};

@@ -104,6 +104,8 @@ pub struct BasinPatch {
     pub create_stream_on_append: Option<bool>,
     pub create_stream_on_read: Option<bool>,
     pub default_stream_config: Option<StreamPatch>,
+    /// `Some(None)` turns the table tier off.
+    pub tables: Option<Option<TablesConfig>>,
 }
 
 impl BasinPatch {
@@ -116,6 +118,9 @@ impl BasinPatch {
         }
         if let Some(patch) = &self.default_stream_config {
             config.default_stream_config = Some(patch.apply(config.default_stream_config.unwrap_or_default()));
+        }
+        if let Some(tables) = self.tables {
+            config.tables = tables;
         }
         config
     }
@@ -137,6 +142,15 @@ pub struct BasinConfig {
     pub default_stream_config: Option<StreamConfig>,
     pub create_stream_on_append: bool,
     pub create_stream_on_read: bool,
+    /// The table tier (a Shale extension): off unless set.
+    pub tables: Option<TablesConfig>,
+}
+
+/// A basin's table tier: its records are also written as Parquet files under
+/// `tables/<basin>/` once they are `after_secs` old.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TablesConfig {
+    pub after_secs: u64,
 }
 
 /// A basin as stored under `b/<basin>`.

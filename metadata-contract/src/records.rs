@@ -153,6 +153,7 @@ pub fn basin_config_to_wire(config: &BasinConfig) -> pb::BasinConfig {
         default_stream_config: config.default_stream_config.as_ref().map(stream_config_to_wire),
         create_stream_on_append: config.create_stream_on_append,
         create_stream_on_read: config.create_stream_on_read,
+        tables: config.tables.map(tables_to_wire),
     }
 }
 
@@ -161,7 +162,16 @@ pub fn basin_config_from_wire(config: pb::BasinConfig) -> Result<BasinConfig> {
         default_stream_config: config.default_stream_config.map(stream_config_from_wire).transpose()?,
         create_stream_on_append: config.create_stream_on_append,
         create_stream_on_read: config.create_stream_on_read,
+        tables: config.tables.map(tables_from_wire),
     })
+}
+
+fn tables_to_wire(tables: crate::TablesConfig) -> pb::TablesConfig {
+    pb::TablesConfig { after_secs: tables.after_secs }
+}
+
+fn tables_from_wire(tables: pb::TablesConfig) -> crate::TablesConfig {
+    crate::TablesConfig { after_secs: tables.after_secs }
 }
 
 pub fn basin_patch_to_wire(patch: &BasinPatch) -> pb::BasinPatch {
@@ -169,6 +179,7 @@ pub fn basin_patch_to_wire(patch: &BasinPatch) -> pb::BasinPatch {
         create_stream_on_append: patch.create_stream_on_append,
         create_stream_on_read: patch.create_stream_on_read,
         default_stream_config: patch.default_stream_config.as_ref().map(stream_patch_to_wire),
+        tables: patch.tables.map(|tables| pb::TablesPatch { config: tables.map(tables_to_wire) }),
     }
 }
 
@@ -177,6 +188,7 @@ pub fn basin_patch_from_wire(patch: pb::BasinPatch) -> Result<BasinPatch> {
         create_stream_on_append: patch.create_stream_on_append,
         create_stream_on_read: patch.create_stream_on_read,
         default_stream_config: patch.default_stream_config.map(stream_patch_from_wire).transpose()?,
+        tables: patch.tables.map(|tables| tables.config.map(tables_from_wire)),
     })
 }
 
@@ -337,6 +349,7 @@ mod legacy {
                     default_stream_config: self.config.default_stream_config.map(StreamConfig::into_config),
                     create_stream_on_append: self.config.create_stream_on_append,
                     create_stream_on_read: self.config.create_stream_on_read,
+                    tables: None,
                 },
                 request_token: self.request_token,
             }

@@ -70,6 +70,8 @@ pub fn basin_config(config: Option<pb::BasinConfig>) -> BasinConfig {
         default_stream_config: None,
         create_stream_on_append: config.create_stream_on_append,
         create_stream_on_read: config.create_stream_on_read,
+        // The table tier is configured over the HTTP API (a Shale extension of S2's JSON).
+        tables: None,
     }
 }
 

@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 use shale_metadata::{
-    BasinConfig, BasinPatch, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, TimestampingConfig,
+    BasinConfig, BasinPatch, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, TablesConfig,
+    TimestampingConfig,
 };
 use shale_proto::TimestampingMode;
 
@@ -63,6 +64,21 @@ pub struct BasinConfigJson {
     /// S2's encryption of new streams: Shale has none, so only `null` is accepted.
     #[serde(default, skip_serializing)]
     stream_cipher: Option<serde_json::Value>,
+    /// The table tier (a Shale extension): shown only when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tables: Option<TablesJson>,
+}
+
+/// `"tables": {"after_secs": N}`: records N seconds old are also written as Parquet.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TablesJson {
+    after_secs: u64,
+}
+
+/// A field whose presence matters: absent is `None`, `null` is `Some(None)`.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// S2's `BasinReconfiguration`: only the fields present change.
@@ -77,6 +93,9 @@ pub struct BasinPatchJson {
     create_stream_on_read: Option<bool>,
     #[serde(default)]
     stream_cipher: Option<serde_json::Value>,
+    /// `null` turns the table tier off.
+    #[serde(default, deserialize_with = "present")]
+    tables: Option<Option<TablesJson>>,
 }
 
 fn no_cipher(cipher: &Option<serde_json::Value>) -> Result<(), ApiError> {
@@ -131,6 +150,7 @@ impl BasinConfigJson {
             default_stream_config: self.default_stream_config.map(StreamConfigJson::into_config),
             create_stream_on_append: self.create_stream_on_append,
             create_stream_on_read: self.create_stream_on_read,
+            tables: self.tables.map(|t| TablesConfig { after_secs: t.after_secs }),
         })
     }
 
@@ -140,6 +160,7 @@ impl BasinConfigJson {
             create_stream_on_append: config.create_stream_on_append,
             create_stream_on_read: config.create_stream_on_read,
             stream_cipher: None,
+            tables: config.tables.map(|t| TablesJson { after_secs: t.after_secs }),
         }
     }
 }
@@ -151,6 +172,7 @@ impl BasinPatchJson {
             create_stream_on_append: self.create_stream_on_append,
             create_stream_on_read: self.create_stream_on_read,
             default_stream_config: self.default_stream_config.map(StreamConfigJson::into_patch),
+            tables: self.tables.map(|tables| tables.map(|t| TablesConfig { after_secs: t.after_secs })),
         })
     }
 }
