@@ -429,10 +429,16 @@ mod tests {
                 }),
                 create_stream_on_append: true,
                 create_stream_on_read: false,
+                tables: Some(crate::TablesConfig { after_secs: 30 }),
             },
             request_token: None,
         };
         assert_eq!(BasinRecord::from_stored(b"b/b", &basin.to_stored()).expect("decodes"), basin);
+        // A patch turns the table tier off, and one that does not mention it keeps it.
+        let off = BasinPatch { tables: Some(None), ..BasinPatch::default() };
+        assert_eq!(basin_patch_from_wire(basin_patch_to_wire(&off)).expect("decodes"), off);
+        assert_eq!(off.apply(basin.config.clone()).tables, None);
+        assert_eq!(BasinPatch::default().apply(basin.config.clone()).tables, basin.config.tables);
     }
 
     #[test]
