@@ -4,7 +4,8 @@
 //! Exactly once: a basin's table has one commit record on the store,
 //! `tables/<basin>/state.json` (the pass number and, per stream, the sequence number
 //! tiering goes on from), replaced only by a conditional PUT on the version it was read
-//! at. Pass `N`'s file is `tables/<basin>/data/pass-<N>.parquet`: a pass that crashed
+//! at. Positions name each stream's creation time, so a stream deleted and created again
+//! is tiered from its start. Pass `N`'s file is `tables/<basin>/data/pass-<N>.parquet`: a pass that crashed
 //! after writing its file but before its commit is done again under the same number and
 //! name, from the same positions, so the file is replaced, never doubled. One tierer per
 //! basin at a time is assumed (the compactor shard that owns the basin); a second one's
@@ -35,12 +36,22 @@ const READ_RECORDS: u64 = 1000;
 pub struct TableState {
     /// Passes committed.
     pub pass: u64,
-    /// Per stream, the sequence number tiering goes on from.
-    pub positions: BTreeMap<String, u64>,
+    /// Per stream, where tiering goes on from.
+    pub positions: BTreeMap<String, StreamPosition>,
     /// Rows in the committed files.
     pub rows: u64,
     /// The committed files, oldest first.
     pub files: Vec<String>,
+}
+
+/// Where tiering goes on from in one stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamPosition {
+    /// The stream's creation time: a stream deleted and created again under the same
+    /// name is another stream, tiered from its start.
+    pub created_at_ms: u64,
+    /// The sequence number of the next record to tier.
+    pub next_seq: u64,
 }
 
 /// Where a basin's table lives.
@@ -115,10 +126,14 @@ impl Tierer {
         'streams: loop {
             let page = self.metadata.list_streams(&basin.name, "", &start_after, 1000).await?;
             for stream in &page.items {
-                let mut next = positions.get(&stream.name).copied().unwrap_or(0);
+                let mut next = match positions.get(&stream.name) {
+                    Some(position) if position.created_at_ms == stream.created_at_ms => position.next_seq,
+                    _ => 0,
+                };
+                let position = |next_seq| StreamPosition { created_at_ms: stream.created_at_ms, next_seq };
                 loop {
                     if bytes >= MAX_PASS_BYTES {
-                        positions.insert(stream.name.clone(), next);
+                        positions.insert(stream.name.clone(), position(next));
                         break 'streams;
                     }
                     let request = ReadRequest {
@@ -134,11 +149,6 @@ impl Tierer {
                         Ok(output) => output.records,
                         // Deleted since it was listed: nothing more to tier.
                         Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => break,
-                        // Past the tail: the stream was deleted and created again.
-                        Err(ReaderError::PastTail { .. }) => {
-                            next = 0;
-                            continue;
-                        }
                         Err(e) => return Err(e.into()),
                     };
                     let Some(last) = records.last() else { break };
@@ -147,7 +157,7 @@ impl Tierer {
                     rows.extend(records.into_iter().map(|record| TableRow { stream: stream.name.clone(), record }));
                 }
                 if next > 0 {
-                    positions.insert(stream.name.clone(), next);
+                    positions.insert(stream.name.clone(), position(next));
                 }
             }
             match page.items.last() {

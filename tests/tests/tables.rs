@@ -105,7 +105,7 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     assert_eq!(tierer.run_pass().await.unwrap(), (4 * STREAMS) as u64);
     let (state, _) = tierer.state(BASIN).await.unwrap();
     assert_eq!((state.pass, state.rows, state.files.len()), (1, 4 * STREAMS as u64, 1));
-    assert!(state.positions.values().all(|next| *next == 4), "{:?}", state.positions);
+    assert!(state.positions.values().all(|p| p.next_seq == 4), "{:?}", state.positions);
 
     append_round(&node, 4).await;
     assert_eq!(tierer.run_pass().await.unwrap(), 0, "the newest round is not 60 s old");
