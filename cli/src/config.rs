@@ -233,6 +233,8 @@ pub struct ServeConfig {
     /// Compaction, in `shale serve`, `shale metadata` (unless turned off there because
     /// `shale compactor` processes do it) and `shale compactor`.
     pub compactor: CompactorConfig,
+    /// The table tier's passes, which run with compaction.
+    pub tables: shale_tables::TieringConfig,
     pub cluster: ClusterConfig,
     /// Limits of the HTTP listeners.
     pub connections: shale_api::ConnectionLimits,
@@ -260,6 +262,7 @@ impl Default for ServeConfig {
             reader: ReaderConfig::default(),
             metadata: MetadataConfig::default(),
             compactor: CompactorConfig::default(),
+            tables: shale_tables::TieringConfig::default(),
             cluster: ClusterConfig::default(),
             connections: shale_api::ConnectionLimits::default(),
             auth: AuthSettings::default(),

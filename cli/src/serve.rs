@@ -162,7 +162,7 @@ fn start_compactor(
     let (shard, shards) = (config.compactor.shard, config.compactor.shards);
     let owns = Box::new(move |basin: &str| shale_tables::shard_owns(basin, shard, shards));
     let tierer = shale_tables::Tierer::new(metadata, reader, store.store.clone(), Arc::new(SystemClock), owns);
-    let tiering = tokio::spawn(shale_tables::run_tiering(Arc::new(tierer)));
+    let tiering = tokio::spawn(shale_tables::run_tiering(Arc::new(tierer), config.tables.clone()));
     (vec![compaction, tiering], stats)
 }
 

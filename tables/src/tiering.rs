@@ -186,14 +186,26 @@ impl Tierer {
     }
 }
 
-/// How often tiering passes run: a basin with `after_secs` 0 has its records in the
-/// table within this (plus a pass's time).
-pub const PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
+/// The table tier's settings (`[tables]` in the server's TOML).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TieringConfig {
+    /// How often tiering passes run: a basin with `after_secs` 0 has its records in the
+    /// table within this (plus a pass's time).
+    #[serde(with = "humantime_serde")]
+    pub pass_interval: std::time::Duration,
+}
 
-/// Runs a pass every [`PASS_INTERVAL`] until the task is dropped; a failed pass is
-/// logged and tried again at the next.
-pub async fn run_tiering(tierer: Arc<Tierer>) {
-    let mut ticks = tokio::time::interval(PASS_INTERVAL);
+impl Default for TieringConfig {
+    fn default() -> Self {
+        Self { pass_interval: std::time::Duration::from_secs(15) }
+    }
+}
+
+/// Runs a pass every `pass_interval` until the task is dropped; a failed pass is logged
+/// and tried again at the next.
+pub async fn run_tiering(tierer: Arc<Tierer>, config: TieringConfig) {
+    let mut ticks = tokio::time::interval(config.pass_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;

@@ -1,0 +1,79 @@
+//! The table tier through `kill -9`: a `shale serve` tiering every 100 ms is killed at
+//! random moments between rounds of appends and started again; afterwards DuckDB reads
+//! every record from the basin's Parquet files exactly once.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::cluster::wait_until;
+use common::{python, spawn, terminate};
+use rand::Rng;
+use serde_json::{json, Value};
+
+const BASIN: &str = "tiered-basin";
+const STREAMS: usize = 10;
+const ROUNDS: usize = 4;
+const PER_ROUND: usize = 300;
+
+fn serve(dir: &std::path::Path) -> (std::process::Child, String) {
+    let args = ["serve", "--config", "shale.toml", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    let (child, http, _) = spawn(dir, &args, &[]);
+    (child, http)
+}
+
+/// Records tiered so far by the committed state: the sum of the streams' positions.
+fn tiered(dir: &std::path::Path) -> u64 {
+    let Ok(text) = std::fs::read(dir.join(format!("shale-data/tables/{BASIN}/state.json"))) else { return 0 };
+    let state: Value = serde_json::from_slice(&text).unwrap();
+    state["positions"].as_object().unwrap().values().map(|p| p["next_seq"].as_u64().unwrap()).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_through_kill_9_keeps_every_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shale.toml"), "[tables]\npass_interval = \"100ms\"\n").unwrap();
+    let (mut server, mut http) = serve(dir.path());
+    let client = reqwest::Client::new();
+    let basin = json!({ "basin": BASIN, "config": { "create_stream_on_append": true, "tables": { "after_secs": 0 } } });
+    assert_eq!(client.post(format!("{http}/v1/basins")).json(&basin).send().await.unwrap().status(), 201);
+
+    let mut rng = rand::rng();
+    for round in 0..ROUNDS {
+        for stream in 0..STREAMS {
+            let records: Vec<Value> = (0..PER_ROUND)
+                .map(|i| json!({ "body": format!("s{stream}-r{}-{}", round * PER_ROUND + i, "x".repeat(200)) }))
+                .collect();
+            let url = format!("{http}/v1/streams/s{stream}/records");
+            let appended = client.post(url).header("s2-basin", BASIN).json(&json!({ "records": records })).send();
+            assert_eq!(appended.await.unwrap().status(), 200);
+        }
+        // Tiering passes run every 100 ms: the kill lands before, during or after one.
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
+        server.kill().unwrap();
+        server.wait().unwrap();
+        (server, http) = serve(dir.path());
+    }
+    let total = (ROUNDS * STREAMS * PER_ROUND) as u64;
+    wait_until("every record tiered", Duration::from_secs(60), || async { tiered(dir.path()) == total }).await;
+
+    let state: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join(format!("shale-data/tables/{BASIN}/state.json"))).unwrap(),
+    )
+    .unwrap();
+    assert!(state["pass"].as_u64().unwrap() >= 2, "tiering went on across restarts: {state}");
+
+    let script = r#"
+import sys, duckdb
+T = f"read_parquet('{sys.argv[1]}/shale-data/tables/tiered-basin/data/*.parquet')"
+rows, distinct = duckdb.sql(f"select count(*), count(distinct (stream, seq_num)) from {T}").fetchone()
+good = duckdb.sql(f"select count(*) from {T} where starts_with(decode(body), 's' || substr(stream, 2) || '-r' || cast(seq_num as varchar) || '-')").fetchone()[0]
+print(rows, distinct, good)
+"#;
+    let output = std::process::Command::new(python()).args(["-c", script]).arg(dir.path()).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), format!("{total} {total} {total}"));
+    assert!(terminate(server).success());
+}
