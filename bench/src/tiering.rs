@@ -1,0 +1,174 @@
+//! `shale-tiering-bench`: the table tier at a chosen store latency. Writes `--mib` of
+//! 1 KiB JSON records over `--streams` streams through a gateway into a basin with the
+//! table tier on, then runs tiering passes until everything is in the table. Prints the
+//! tiering throughput, Parquet bytes against the log's bytes, the PUTs and GETs per GiB
+//! tiered, and (when `.venv` has DuckDB) how fast DuckDB scans the table.
+//!
+//!   cargo run --release -p shale-bench --bin shale-tiering-bench -- --mib 512 --delay 30ms
+//!
+//! Bodies are JSON objects with a counter, an amount and 900 bytes of pseudo-random
+//! lowercase text, so they compress about as much as real payloads (not as much as
+//! repeated bytes would).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::Parser;
+use futures::TryStreamExt;
+use shale_gateway::{AppendInput, Gateway, GatewayConfig};
+use shale_metadata::{BasinConfig, Metadata, MetadataApi, MetadataConfig, TablesConfig, DEFAULT_DB_PATH};
+use shale_proto::Record;
+use shale_reader::{Reader, ReaderConfig};
+use shale_storage::object_store::path::Path;
+use shale_storage::object_store::ObjectStore;
+use shale_storage::{open_store_with, DelayedStore, InstrumentedStore, SystemClock};
+use shale_tables::Tierer;
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Latency added to every store request.
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+    delay: Duration,
+    /// MiB of record bodies to write.
+    #[arg(long, default_value = "256")]
+    mib: u64,
+    #[arg(long, default_value = "100")]
+    streams: usize,
+}
+
+const BASIN: &str = "tiering-bench";
+const RECORD_BYTES: usize = 1024;
+const BATCH: usize = 500;
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// Record `n`'s body: about [`RECORD_BYTES`] of JSON.
+fn body(n: u64) -> Bytes {
+    let mut state = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let text: String = (0..900)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b'a' + (state % 26) as u8)
+        })
+        .collect();
+    let json = format!("{{\"order\":{n},\"amount\":{},\"note\":\"{text}\"}}", n % 1000);
+    let mut bytes = json.into_bytes();
+    bytes.resize(RECORD_BYTES, b' ');
+    Bytes::from(bytes)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let dir = tempfile::tempdir()?;
+    let raw = open_store_with(&format!("file://{}", dir.path().display()), false)?;
+    let instrumented = InstrumentedStore::new(Arc::new(DelayedStore::new(raw, args.delay)));
+    let counters = instrumented.counters();
+    let store: Arc<dyn ObjectStore> = Arc::new(instrumented);
+    let clock = Arc::new(SystemClock);
+    let metadata =
+        Arc::new(Metadata::open_with(store.clone(), DEFAULT_DB_PATH, clock.clone(), &MetadataConfig::default()).await?);
+    let gateway = Arc::new(Gateway::start(GatewayConfig::default(), store.clone(), metadata.clone(), clock.clone())?);
+    let config = BasinConfig {
+        create_stream_on_append: true,
+        tables: Some(TablesConfig { after_secs: 0 }),
+        ..BasinConfig::default()
+    };
+    metadata.create_basin(BASIN, config).await?;
+
+    // Write: one appender per stream, batches of BATCH records.
+    let per_stream = (args.mib * 1024 * 1024 / RECORD_BYTES as u64) / args.streams as u64;
+    let appenders: Vec<_> = (0..args.streams)
+        .map(|s| {
+            let gateway = gateway.clone();
+            tokio::spawn(async move {
+                let mut n = 0;
+                while n < per_stream {
+                    let count = (per_stream - n).min(BATCH as u64);
+                    let records = (n..n + count)
+                        .map(|i| Record { body: body(i * 1000 + s as u64), ..Default::default() })
+                        .collect();
+                    let input =
+                        AppendInput { basin: BASIN.into(), stream: format!("s{s:03}"), records, ..Default::default() };
+                    gateway.append(input).await?;
+                    n += count;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for appender in appenders {
+        appender.await??;
+    }
+    let records = per_stream * args.streams as u64;
+    let log_bytes: u64 = {
+        let listed: Vec<_> = store.list(Some(&Path::from("segments"))).try_collect().await?;
+        listed.iter().map(|m| m.size).sum()
+    };
+    let metered = records * (8 + RECORD_BYTES as u64);
+
+    // Tier.
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.clone(), metadata.clone()));
+    let tierer = Tierer::new(metadata.clone(), reader, store.clone(), clock, Box::new(|_| true));
+    let (puts, gets) = (counters.puts(), counters.gets());
+    let started = Instant::now();
+    let (mut tiered, mut passes) = (0, 0);
+    while tiered < records {
+        let rows = tierer.run_pass().await?;
+        anyhow::ensure!(rows > 0, "a pass tiered nothing with {} records left", records - tiered);
+        tiered += rows;
+        passes += 1;
+    }
+    let elapsed = started.elapsed();
+    let (puts, gets) = (counters.puts() - puts, counters.gets() - gets);
+    let table: Vec<_> = store.list(Some(&Path::from(format!("tables/{BASIN}/data")))).try_collect().await?;
+    let parquet_bytes: u64 = table.iter().map(|m| m.size).sum();
+    let gib = metered as f64 / (1024.0 * 1024.0 * 1024.0);
+
+    println!("store delay {:?}, {} streams, {records} records of {RECORD_BYTES} B", args.delay, args.streams);
+    println!(
+        "tiering: {:.1} MiB/s ({:.1} s, {passes} passes, {} files)",
+        mib(metered) / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64(),
+        table.len()
+    );
+    println!(
+        "bytes: log segments {:.1} MiB, Parquet {:.1} MiB ({:.2} of the log)",
+        mib(log_bytes),
+        mib(parquet_bytes),
+        parquet_bytes as f64 / log_bytes.max(1) as f64
+    );
+    println!("requests per GiB tiered: {:.0} PUTs, {:.0} GETs", puts as f64 / gib, gets as f64 / gib);
+
+    let python = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    let files = dir.path().join(format!("tables/{BASIN}/data/*.parquet"));
+    let script = r#"
+import sys, time, duckdb
+duckdb.sql("select 1")
+started = time.perf_counter()
+rows, bytes, big = duckdb.sql(f"select count(*), sum(octet_length(body)), count(*) filter (where cast(json_extract(decode(body), '$.amount') as int) > 500) from read_parquet('{sys.argv[1]}')").fetchone()
+print(rows, bytes, big, time.perf_counter() - started)
+"#;
+    match std::process::Command::new(&python).args(["-c", script]).arg(&files).output() {
+        Ok(output) if output.status.success() => {
+            let text = String::from_utf8_lossy(&output.stdout);
+            let fields: Vec<&str> = text.split_whitespace().collect();
+            let seconds: f64 = fields.get(3).and_then(|s| s.parse().ok()).unwrap_or(f64::NAN);
+            println!(
+                "DuckDB: count, body bytes and a JSON filter over {} rows in {seconds:.2} s ({:.0} MiB/s of Parquet, {:.0} MiB/s of bodies)",
+                fields.first().unwrap_or(&"?"),
+                mib(parquet_bytes) / seconds,
+                mib(metered) / seconds
+            );
+        }
+        _ => println!("DuckDB: not run (no .venv/bin/python with duckdb)"),
+    }
+    gateway.shutdown().await;
+    metadata.close().await?;
+    Ok(())
+}
