@@ -314,3 +314,31 @@ fn a_bad_line_names_itself_and_what_was_appended() {
     assert_eq!(String::from_utf8(read.stdout).unwrap(), expected, "every line before the bad one, once");
     assert!(terminate(server).success());
 }
+
+/// `shale read` writes its output a batch at a time, not a record at a time: 5,000
+/// records reach stdout in a few dozen write calls at most (one per record before).
+#[test]
+fn read_output_is_written_a_batch_at_a_time() {
+    assert!(Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success()), "strace is required");
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    assert!(run(&["basins", "create", "cli-basin", "--create-stream-on-append"], &grpc, None).status.success());
+    let input: String = (0..5000).map(|i| format!("record {i}\n")).collect();
+    assert!(run(&["append", "cli-basin/s"], &grpc, Some(input.as_bytes())).status.success());
+
+    let trace = dir.path().join("trace");
+    let output = Command::new("strace")
+        .args(["-f", "-e", "trace=write,writev", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_shale"))
+        .args(["read", "cli-basin/s", "-s", "0", "-n", "5000", "--no-follow"])
+        .env("SHALE_SERVER", &grpc)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), input);
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    let to_stdout = calls.lines().filter(|l| l.contains("write(1,") || l.contains("writev(1,")).count();
+    assert!((1..=50).contains(&to_stdout), "{to_stdout} writes to stdout for 5,000 records");
+    assert!(terminate(server).success());
+}
