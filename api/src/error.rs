@@ -39,6 +39,9 @@ pub enum ApiError {
     PermissionDenied(String),
     #[error("consumer `{0}` has committed no position on this stream")]
     ConsumerNotFound(String),
+    /// Reading a basin table's state failed.
+    #[error(transparent)]
+    Tables(#[from] shale_tables::TablesError),
     /// The process is stopping: live reads end with this; resume on another server.
     #[error("the server is shutting down; resume the read on another server or after its restart")]
     ShuttingDown,
@@ -70,6 +73,7 @@ impl ApiError {
             ApiError::WrongRole { .. } => ErrorCode::WrongRole,
             ApiError::Timeout(_) => ErrorCode::RequestTimeout,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
+            ApiError::Tables(_) => ErrorCode::Unavailable,
             ApiError::Overloaded(_) => ErrorCode::Overloaded,
             ApiError::Unauthenticated(_) => ErrorCode::Unauthenticated,
             ApiError::PermissionDenied(_) => ErrorCode::PermissionDenied,

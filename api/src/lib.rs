@@ -94,6 +94,8 @@ pub struct AppState {
     requests: Arc<layers::RequestMetrics>,
     /// Set when the process begins to stop: live reads end at once.
     pub draining: Draining,
+    /// Where basins' tables are, for their status.
+    pub table_store: Option<service::TableStore>,
 }
 
 /// Whether the process is stopping: [`Self::begin`] ends every live read with
@@ -131,12 +133,30 @@ impl AppState {
         let requests = Arc::new(layers::RequestMetrics::new(role.name()));
         let auth = Arc::new(auth::Authenticator::new(&auth::AuthConfig::default(), metadata.clone(), clock.clone()));
         let draining = Draining::default();
-        Self { role, metadata, gateway, reader, store_counters, background_metrics, clock, auth, requests, draining }
+        Self {
+            role,
+            metadata,
+            gateway,
+            reader,
+            store_counters,
+            background_metrics,
+            clock,
+            auth,
+            requests,
+            draining,
+            table_store: None,
+        }
     }
 
     /// Access control as `config` sets it up.
     pub fn with_auth(mut self, config: &auth::AuthConfig) -> Self {
         self.auth = Arc::new(auth::Authenticator::new(config, self.metadata.clone(), self.clock.clone()));
+        self
+    }
+
+    /// The table tier's status read from `store` (at `url`).
+    pub fn with_table_store(mut self, store: Arc<dyn shale_storage::object_store::ObjectStore>, url: String) -> Self {
+        self.table_store = Some(service::TableStore { store, url });
         self
     }
 
@@ -151,6 +171,7 @@ impl AppState {
             self.auth.clone(),
             self.draining.clone(),
         )
+        .with_table_store(self.table_store.clone())
     }
 
     pub(crate) fn request_ids(&self) -> layers::RequestIds {

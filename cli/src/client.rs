@@ -246,3 +246,28 @@ pub async fn check_tail(connection: &Connection, target: &str) -> Result<(), Fai
     println!("seq_num={} timestamp={}", tail.seq_num, tail.timestamp);
     Ok(())
 }
+
+/// `shale tables BASIN`: the table tier's status, then how to query it.
+pub async fn tables(connection: &Connection, basin: &str) -> Result<(), Failure> {
+    let mut client = BasinsClient::new(channel(connection).await?);
+    let status = client.get_table_status(pb::GetTableStatusRequest { basin: basin.into() }).await?.into_inner();
+    println!(
+        "basin {basin}: records {} s old are tiered; {} passes, {} rows in {} files",
+        status.after_secs,
+        status.passes,
+        status.rows,
+        status.files.len()
+    );
+    println!("location: {}", status.location);
+    println!("{:<32} {:>14} {:>14} {:>10}", "STREAM", "TIERED", "TAIL", "LAG");
+    for stream in &status.streams {
+        let lag = stream.tail.saturating_sub(stream.tiered_seq);
+        println!("{:<32} {:>14} {:>14} {:>10}", stream.stream, stream.tiered_seq, stream.tail, lag);
+    }
+    // DuckDB reads a local path as is, S3 through its httpfs extension.
+    let files = format!("{}/data/*.parquet", status.location.strip_prefix("file://").unwrap_or(&status.location));
+    println!("\nDuckDB:  SELECT stream, count(*) FROM read_parquet('{files}') GROUP BY stream;");
+    let spark = status.location.replace("s3://", "s3a://");
+    println!("Spark:   spark.read.parquet(\"{spark}/data/\")");
+    Ok(())
+}

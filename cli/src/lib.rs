@@ -2,7 +2,7 @@
 //! commands (`serve`: metadata, gateway and reader in one process behind the HTTP and
 //! gRPC APIs; `metadata`, `gateway`, `reader`, `compactor`: one role each) and the client commands
 //! (`basins`, `streams`, `append` (as an idempotent producer, in `append`), `read` and
-//! `tail` (in `read`), `check-tail`) that talk gRPC to a server, with the record line
+//! `tail` (in `read`), `check-tail`, `tables`) that talk gRPC to a server, with the record line
 //! formats in `format`.
 
 mod append;
@@ -72,6 +72,14 @@ pub enum Command {
     },
     /// Print the last records of a stream (as `tail -n` does for a file).
     Tail(read::TailArgs),
+    /// Show a basin's table tier: files, rows, how far each stream is tiered, and how to
+    /// query the table with DuckDB or Spark.
+    Tables {
+        /// The basin's name.
+        basin: String,
+        #[command(flatten)]
+        connection: client::Connection,
+    },
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
@@ -89,6 +97,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Read(args) => client::report(read::read(args).await),
         Command::CheckTail { target, connection } => client::report(client::check_tail(&connection, &target).await),
         Command::Tail(args) => client::report(read::read(args.into()).await),
+        Command::Tables { basin, connection } => client::report(client::tables(&connection, &basin).await),
     }
 }
 

@@ -125,7 +125,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
         Some(background),
         Arc::new(SystemClock),
     )
-    .with_auth(&config.auth.api_config());
+    .with_auth(&config.auth.api_config())
+    .with_table_store(store.store.clone(), store.url.clone());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state).await?;
     running.metadata = Some(metadata);
@@ -218,7 +219,8 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
     };
     let state =
         AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock))
-            .with_auth(&config.auth.api_config());
+            .with_auth(&config.auth.api_config())
+            .with_table_store(store.store.clone(), store.url.clone());
     let running = client_api(&config, state).await?;
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
         metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");

@@ -1,6 +1,7 @@
 //! The table tier through `kill -9`: a `shale serve` tiering every 100 ms is killed at
 //! random moments between rounds of appends and started again; afterwards DuckDB reads
-//! every record from the basin's Parquet files exactly once.
+//! every record from the basin's Parquet files exactly once, the status (HTTP and
+//! `shale tables`) shows every stream tiered, and the DuckDB query it prints runs.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::cluster::wait_until;
-use common::{python, spawn, terminate};
+use common::{python, shale, spawn, terminate};
 use rand::Rng;
 use serde_json::{json, Value};
 
@@ -18,10 +19,9 @@ const STREAMS: usize = 10;
 const ROUNDS: usize = 4;
 const PER_ROUND: usize = 300;
 
-fn serve(dir: &std::path::Path) -> (std::process::Child, String) {
+fn serve(dir: &std::path::Path) -> (std::process::Child, String, String) {
     let args = ["serve", "--config", "shale.toml", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
-    let (child, http, _) = spawn(dir, &args, &[]);
-    (child, http)
+    spawn(dir, &args, &[])
 }
 
 /// Records tiered so far by the committed state: the sum of the streams' positions.
@@ -35,7 +35,7 @@ fn tiered(dir: &std::path::Path) -> u64 {
 async fn tiering_through_kill_9_keeps_every_record_once() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("shale.toml"), "[tables]\npass_interval = \"100ms\"\n").unwrap();
-    let (mut server, mut http) = serve(dir.path());
+    let (mut server, mut http, mut grpc) = serve(dir.path());
     let client = reqwest::Client::new();
     let basin = json!({ "basin": BASIN, "config": { "create_stream_on_append": true, "tables": { "after_secs": 0 } } });
     assert_eq!(client.post(format!("{http}/v1/basins")).json(&basin).send().await.unwrap().status(), 201);
@@ -54,7 +54,7 @@ async fn tiering_through_kill_9_keeps_every_record_once() {
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
         server.kill().unwrap();
         server.wait().unwrap();
-        (server, http) = serve(dir.path());
+        (server, http, grpc) = serve(dir.path());
     }
     let total = (ROUNDS * STREAMS * PER_ROUND) as u64;
     wait_until("every record tiered", Duration::from_secs(60), || async { tiered(dir.path()) == total }).await;
@@ -75,5 +75,26 @@ print(rows, distinct, good)
     let output = std::process::Command::new(python()).args(["-c", script]).arg(dir.path()).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), format!("{total} {total} {total}"));
+
+    // The status over HTTP and through `shale tables`, whose DuckDB line runs as printed.
+    let status: Value =
+        client.get(format!("{http}/v1/basins/{BASIN}/tables")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(status["rows"], total, "{status}");
+    let streams = status["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), STREAMS);
+    assert!(streams.iter().all(|s| s["lag_records"] == 0 && s["tail"] == (ROUNDS * PER_ROUND) as u64), "{status}");
+    let plain = json!({ "basin": "plain-basin" });
+    assert_eq!(client.post(format!("{http}/v1/basins")).json(&plain).send().await.unwrap().status(), 201);
+    let off = client.get(format!("{http}/v1/basins/plain-basin/tables")).send().await.unwrap();
+    assert_eq!(off.status(), 400, "no table tier on that basin");
+
+    let shown = shale().args(["tables", BASIN]).env("SHALE_SERVER", &grpc).output().unwrap();
+    let shown = String::from_utf8(shown.stdout).unwrap();
+    assert!(shown.contains(&format!("{total} rows")), "{shown}");
+    let sql = shown.lines().find_map(|l| l.strip_prefix("DuckDB:")).unwrap().trim().to_string();
+    let script = "import sys, duckdb; print(sum(n for _, n in duckdb.sql(sys.argv[1]).fetchall()))";
+    let counted =
+        std::process::Command::new(python()).args(["-c", script, &sql]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(String::from_utf8(counted.stdout).unwrap().trim(), total.to_string(), "{sql}");
     assert!(terminate(server).success());
 }

@@ -11,7 +11,7 @@ pub mod parquet_file;
 pub mod tiering;
 
 pub use parquet_file::{write_parquet, TableRow, ROW_GROUP_ROWS};
-pub use tiering::{run_tiering, shard_owns, table_root, StreamPosition, TableState, Tierer, TieringConfig};
+pub use tiering::{read_state, run_tiering, shard_owns, table_root, StreamPosition, TableState, Tierer, TieringConfig};
 
 /// What can go wrong in the table tier.
 #[derive(Debug, thiserror::Error)]

@@ -63,6 +63,23 @@ fn state_path(basin: &str) -> Path {
     Path::from(format!("{}/state.json", table_root(basin)))
 }
 
+/// A basin table's committed state on `store`, and the version a commit must replace
+/// (none before the first commit).
+pub async fn read_state(
+    store: &dyn ObjectStore,
+    basin: &str,
+) -> Result<(TableState, Option<UpdateVersion>), TablesError> {
+    match store.get(&state_path(basin)).await {
+        Ok(found) => {
+            let version = UpdateVersion { e_tag: found.meta.e_tag.clone(), version: found.meta.version.clone() };
+            let state = serde_json::from_slice(&found.bytes().await?)?;
+            Ok((state, Some(version)))
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok((TableState::default(), None)),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Runs tiering passes over the basins a [`Self::owns`] filter gives it.
 pub struct Tierer {
     metadata: Arc<dyn MetadataApi>,
@@ -104,15 +121,7 @@ impl Tierer {
 
     /// The basin's committed state, and the version a commit must replace (none yet).
     pub async fn state(&self, basin: &str) -> Result<(TableState, Option<UpdateVersion>), TablesError> {
-        match self.store.get(&state_path(basin)).await {
-            Ok(found) => {
-                let version = UpdateVersion { e_tag: found.meta.e_tag.clone(), version: found.meta.version.clone() };
-                let state = serde_json::from_slice(&found.bytes().await?)?;
-                Ok((state, Some(version)))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok((TableState::default(), None)),
-            Err(e) => Err(e.into()),
-        }
+        read_state(self.store.as_ref(), basin).await
     }
 
     async fn tier_basin(&self, basin: &BasinRecord) -> Result<u64, TablesError> {

@@ -114,6 +114,24 @@ impl Basins for GrpcService {
         service.delete_basin(&request.into_inner().basin).await.map_err(err)?;
         ok(pb::DeleteBasinResponse {})
     }
+
+    async fn get_table_status(&self, request: Request<pb::GetTableStatusRequest>) -> Result<pb::TableStatus> {
+        let service = self.caller(&request)?;
+        let status = service.table_status(&request.into_inner().basin).await.map_err(err)?;
+        let streams = status
+            .streams
+            .into_iter()
+            .map(|s| pb::StreamTableStatus { stream: s.stream, tiered_seq: s.tiered_seq, tail: s.tail })
+            .collect();
+        ok(pb::TableStatus {
+            location: status.location,
+            after_secs: status.after_secs,
+            passes: status.passes,
+            rows: status.rows,
+            files: status.files,
+            streams,
+        })
+    }
 }
 
 #[tonic::async_trait]

@@ -75,6 +75,28 @@ pub async fn get_config(Caller(service): Caller, Path(basin): Path<String>) -> R
     Ok(Json(BasinConfigJson::from_config(&config)).into_response())
 }
 
+/// `GET /v1/basins/{basin}/tables` (a Shale extension): the table tier's status.
+pub async fn table_status(Caller(service): Caller, Path(basin): Path<String>) -> Result<Response, ApiError> {
+    let status = service.table_status(&basin).await?;
+    let streams: Vec<serde_json::Value> = status
+        .streams
+        .iter()
+        .map(|s| {
+            json!({ "stream": s.stream, "tiered_seq": s.tiered_seq, "tail": s.tail,
+                    "lag_records": s.tail.saturating_sub(s.tiered_seq) })
+        })
+        .collect();
+    let body = json!({
+        "location": status.location,
+        "after_secs": status.after_secs,
+        "passes": status.passes,
+        "rows": status.rows,
+        "files": status.files,
+        "streams": streams,
+    });
+    Ok(Json(body).into_response())
+}
+
 pub async fn reconfigure(
     Caller(service): Caller,
     Path(basin): Path<String>,

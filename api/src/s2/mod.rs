@@ -36,6 +36,7 @@ pub fn router(http: Http) -> Router {
             "/v1/basins/{basin}",
             get(basins::get_config).put(basins::ensure).patch(basins::reconfigure).delete(basins::delete),
         )
+        .route("/v1/basins/{basin}/tables", get(basins::table_status))
         .route("/v1/streams", get(streams::list).post(streams::create))
         .route("/v1/records", axum::routing::post(records::append_atomic))
         .route("/v1/access-tokens", get(access_tokens::list).post(access_tokens::issue))

@@ -9,7 +9,8 @@
 //! - `append_pipeline`: pipelined appends of one session, acked in order;
 //! - `tokens`: access tokens (issue, list, revoke);
 //! - `consumers`: tracked consumer positions and their lag (a Shale extension);
-//!   `consumer_metrics`: their lag on `/metrics`, top-N.
+//!   `consumer_metrics`: their lag on `/metrics`, top-N;
+//! - `tables`: a basin's table tier status (a Shale extension).
 //!
 //! Every call first checks the caller's [`Access`] (`crate::auth`): one check per call,
 //! whatever the transport.
@@ -20,6 +21,7 @@ mod consumer_metrics;
 mod consumers;
 mod follow;
 mod records;
+mod tables;
 mod tokens;
 
 use std::sync::Arc;
@@ -37,6 +39,7 @@ pub use catalog::ListQuery;
 pub use consumers::ConsumerView;
 pub use follow::{FollowEvent, Follower};
 pub use records::{producer_stamp, ReadSessionRequest};
+pub use tables::TableStore;
 
 /// The client API of one process, whatever transport asks, on behalf of one caller:
 /// every call checks the caller's [`Access`] before it does anything.
@@ -51,6 +54,8 @@ pub struct Service {
     /// Who is calling; [`Access::Open`] until [`Self::for_caller`] says otherwise.
     access: Access,
     draining: crate::Draining,
+    /// Where the basins' tables are, for their status.
+    table_store: Option<TableStore>,
 }
 
 impl Service {
@@ -63,7 +68,12 @@ impl Service {
         auth: Arc<Authenticator>,
         draining: crate::Draining,
     ) -> Self {
-        Self { role, metadata, gateway, reader, clock, auth, access: Access::Open, draining }
+        Self { role, metadata, gateway, reader, clock, auth, access: Access::Open, draining, table_store: None }
+    }
+
+    /// The same service, able to tell the table tier's status from `table_store`.
+    pub fn with_table_store(self, table_store: Option<TableStore>) -> Self {
+        Self { table_store, ..self }
     }
 
     /// The same service acting for `access`.
