@@ -44,7 +44,8 @@ pub fn open_store_with(url: &str, fsync: bool) -> Result<Arc<dyn ObjectStore>, S
             let root = std::fs::canonicalize(rest).map_err(|e| open_err(Box::new(e)))?;
             let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| open_err(Box::new(e)))?;
             if !fsync {
-                return Ok(Arc::new(store));
+                // Conditional updates (SlateDB's collector, table commits) still work.
+                return Ok(Arc::new(SyncedDir::without_fsync(Arc::new(store), root)));
             }
             // Acked means on disk: every file written is fsynced before the write returns.
             Ok(Arc::new(SyncedDir::new(Arc::new(store), root)))

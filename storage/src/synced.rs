@@ -9,7 +9,9 @@
 //! `If-Match`) that `LocalFileSystem` lacks and SlateDB's garbage collector needs: updates
 //! are serialised by one lock, and each compares the current e-tag before it writes. That
 //! is atomic only among writers in this process, which is enough because one process owns
-//! a data directory (`shale serve` holds its lock file).
+//! a data directory (`shale serve` holds its lock file). With fsync off
+//! (`store_fsync = false`, [`SyncedDir::without_fsync`]) it still gives that conditional
+//! update, without the syncs.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -43,12 +45,24 @@ struct Syncer {
     known_dirs: Mutex<HashSet<PathBuf>>,
     /// fsync calls made: what tests and `/metrics` count.
     syncs: AtomicU64,
+    /// Off: writes return without fsync (only the conditional update remains).
+    enabled: bool,
 }
 
 impl SyncedDir {
     /// `inner` must be a `LocalFileSystem` rooted at `root`.
     pub fn new(inner: Arc<dyn ObjectStore>, root: impl Into<PathBuf>) -> Self {
-        let syncer = Syncer { root: root.into(), known_dirs: Mutex::default(), syncs: AtomicU64::new(0) };
+        Self::with_syncs(inner, root.into(), true)
+    }
+
+    /// The same directory store without fsync: writes may be lost in a power loss, and
+    /// conditional updates still work.
+    pub fn without_fsync(inner: Arc<dyn ObjectStore>, root: impl Into<PathBuf>) -> Self {
+        Self::with_syncs(inner, root.into(), false)
+    }
+
+    fn with_syncs(inner: Arc<dyn ObjectStore>, root: PathBuf, enabled: bool) -> Self {
+        let syncer = Syncer { root, known_dirs: Mutex::default(), syncs: AtomicU64::new(0), enabled };
         Self { inner, syncer: Arc::new(syncer), updates: tokio::sync::Mutex::new(()) }
     }
 
@@ -61,6 +75,9 @@ impl SyncedDir {
 impl Syncer {
     /// Makes the file at `location` and the entries naming it durable.
     async fn sync(self: &Arc<Self>, location: &Path) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
         let syncer = self.clone();
         let file = self.root.join(location.as_ref());
         tokio::task::spawn_blocking(move || syncer.sync_blocking(&file))
@@ -214,13 +231,25 @@ mod tests {
         assert_eq!(&bytes[..], b"part");
     }
 
-    /// What SlateDB's garbage collector needs: an update wins only against the version
-    /// it read; of racing updaters from one version, exactly one wins.
+    /// What SlateDB's garbage collector and table commits need, with fsync on and off
+    /// (`store_fsync = false` opens the directory without it, with no fsync at all): an
+    /// update wins only against the version it read; of racing updaters from one
+    /// version, exactly one wins.
     #[tokio::test]
     async fn conditional_updates_win_only_against_the_version_they_read() {
+        for fsync in [true, false] {
+            conditional_updates(fsync).await;
+        }
+    }
+
+    async fn conditional_updates(fsync: bool) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let local = LocalFileSystem::new_with_prefix(dir.path()).expect("local store");
-        let store = Arc::new(SyncedDir::new(Arc::new(local), dir.path()));
+        let local = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).expect("local store"));
+        let store = Arc::new(if fsync {
+            SyncedDir::new(local, dir.path())
+        } else {
+            SyncedDir::without_fsync(local, dir.path())
+        });
         let path = Path::from("gc/boundary");
         let missing = object_store::UpdateVersion { e_tag: Some("none".into()), version: None };
         let refused = store.put_opts(&path, PutPayload::from_static(b"0"), PutMode::Update(missing).into()).await;
@@ -245,5 +274,6 @@ mod tests {
         assert_eq!(winners, 1);
         let stale = store.put_opts(&path, PutPayload::from_static(b"late"), PutMode::Update(version).into()).await;
         assert!(matches!(stale, Err(object_store::Error::Precondition { .. })), "{stale:?}");
+        assert_eq!(store.syncs() == 0, !fsync, "fsync {fsync}: {} syncs", store.syncs());
     }
 }
