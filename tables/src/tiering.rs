@@ -19,6 +19,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use shale_metadata_contract::{BasinRecord, MetadataApi, MetadataError};
+use shale_proto::record::SequencedRecord;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderError};
 use shale_storage::Clock;
 
@@ -30,6 +31,10 @@ pub const MAX_PASS_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Records read per call.
 const READ_RECORDS: u64 = 1000;
+
+/// Streams of a basin read at once during a pass: at store latency a pass waits on
+/// reads, not on the CPU.
+const CONCURRENT_STREAMS: usize = 16;
 
 /// A basin table's commit record.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,39 +139,28 @@ impl Tierer {
         let mut start_after = String::new();
         'streams: loop {
             let page = self.metadata.list_streams(&basin.name, "", &start_after, 1000).await?;
-            for stream in &page.items {
-                let mut next = match positions.get(&stream.name) {
-                    Some(position) if position.created_at_ms == stream.created_at_ms => position.next_seq,
-                    _ => 0,
-                };
-                let position = |next_seq| StreamPosition { created_at_ms: stream.created_at_ms, next_seq };
-                loop {
-                    if bytes >= MAX_PASS_BYTES {
-                        positions.insert(stream.name.clone(), position(next));
-                        break 'streams;
-                    }
-                    let request = ReadRequest {
-                        basin: basin.name.clone(),
-                        stream: stream.name.clone(),
-                        start: ReadStart::SeqNum(next),
-                        limits: ReadLimits { count: Some(READ_RECORDS), bytes: None },
-                        until: Some(cutoff),
-                        clamp: false,
-                        wait: std::time::Duration::ZERO,
+            // Streams are read several at a time, each up to its share of what the pass
+            // may still take.
+            for chunk in page.items.chunks(CONCURRENT_STREAMS) {
+                if bytes >= MAX_PASS_BYTES {
+                    break 'streams;
+                }
+                let share = (MAX_PASS_BYTES - bytes) / chunk.len() as u64;
+                let reads = chunk.iter().map(|stream| {
+                    let start = match positions.get(&stream.name) {
+                        Some(position) if position.created_at_ms == stream.created_at_ms => position.next_seq,
+                        _ => 0,
                     };
-                    let records = match self.reader.read(&request).await {
-                        Ok(output) => output.records,
-                        // Deleted since it was listed: nothing more to tier.
-                        Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => break,
-                        Err(e) => return Err(e.into()),
-                    };
-                    let Some(last) = records.last() else { break };
-                    next = last.seq_num + 1;
+                    self.read_eligible(&basin.name, &stream.name, start, cutoff, share)
+                });
+                let read = futures::future::join_all(reads).await;
+                for (stream, records) in chunk.iter().zip(read) {
+                    let records = records?;
+                    let Some(last) = records.last() else { continue };
+                    let position = StreamPosition { created_at_ms: stream.created_at_ms, next_seq: last.seq_num + 1 };
+                    positions.insert(stream.name.clone(), position);
                     bytes += records.iter().map(|r| r.metered_bytes()).sum::<u64>();
                     rows.extend(records.into_iter().map(|record| TableRow { stream: stream.name.clone(), record }));
-                }
-                if next > 0 {
-                    positions.insert(stream.name.clone(), position(next));
                 }
             }
             match page.items.last() {
@@ -192,6 +186,40 @@ impl Tierer {
         self.store.put_opts(&state_path(&basin.name), body.into(), PutOptions { mode, ..Default::default() }).await?;
         tracing::info!(basin = %basin.name, pass, rows = count, "tiered records into the table");
         Ok(count)
+    }
+
+    /// A stream's records from `start` with timestamps below `cutoff`, up to about
+    /// `share` metered bytes; none when the stream was deleted since it was listed.
+    async fn read_eligible(
+        &self,
+        basin: &str,
+        stream: &str,
+        start: u64,
+        cutoff: u64,
+        share: u64,
+    ) -> Result<Vec<SequencedRecord>, TablesError> {
+        let (mut records, mut next, mut bytes) = (Vec::new(), start, 0);
+        while bytes < share {
+            let request = ReadRequest {
+                basin: basin.into(),
+                stream: stream.into(),
+                start: ReadStart::SeqNum(next),
+                limits: ReadLimits { count: Some(READ_RECORDS), bytes: None },
+                until: Some(cutoff),
+                clamp: false,
+                wait: std::time::Duration::ZERO,
+            };
+            let read = match self.reader.read(&request).await {
+                Ok(output) => output.records,
+                Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let Some(last) = read.last() else { break };
+            next = last.seq_num + 1;
+            bytes += read.iter().map(|r| r.metered_bytes()).sum::<u64>();
+            records.extend(read);
+        }
+        Ok(records)
     }
 }
 
