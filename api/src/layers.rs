@@ -78,14 +78,31 @@ pub struct RequestMetrics {
 /// the gRPC methods this server implements, so their number is bounded.
 #[derive(Debug, Default)]
 struct Routes {
-    counts: std::collections::BTreeMap<(&'static str, String, String), u64>,
-    latency: std::collections::BTreeMap<(&'static str, String), Histogram>,
+    counts: std::collections::BTreeMap<(&'static str, &'static str, StatusLabel), u64>,
+    latency: std::collections::BTreeMap<(&'static str, &'static str), Histogram>,
+}
+
+/// The `status` label: an HTTP status, or a gRPC code's name. Kept unformatted, so
+/// counting a request allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum StatusLabel {
+    Http(u16),
+    Grpc(&'static str),
+}
+
+impl std::fmt::Display for StatusLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatusLabel::Http(status) => write!(f, "{status}"),
+            StatusLabel::Grpc(name) => f.write_str(name),
+        }
+    }
 }
 
 /// One answered request, as the metrics see it.
-struct Answered<'a> {
+struct Answered {
     route: &'static str,
-    method: &'a str,
+    method: &'static str,
     status: u16,
     grpc_code: Option<i32>,
     elapsed: Duration,
@@ -96,7 +113,7 @@ impl RequestMetrics {
         Self { role, ..Self::default() }
     }
 
-    fn record(&self, answered: Answered<'_>) {
+    fn record(&self, answered: Answered) {
         let Answered { route, method, status, grpc_code, elapsed } = answered;
         // A gRPC error answered at once travels as HTTP 200 with `grpc-status` in the headers.
         let counter = match (status, grpc_code) {
@@ -107,13 +124,13 @@ impl RequestMetrics {
         counter.fetch_add(1, Ordering::Relaxed);
         self.latency.observe(elapsed);
         let status = match grpc_code {
-            Some(code) => grpc_code_name(code).to_string(),
-            None if route.starts_with("/shale.") || route.starts_with("/grpc.") => "OK".to_string(),
-            None => status.to_string(),
+            Some(code) => StatusLabel::Grpc(grpc_code_name(code)),
+            None if route.starts_with("/shale.") || route.starts_with("/grpc.") => StatusLabel::Grpc("OK"),
+            None => StatusLabel::Http(status),
         };
         let mut routes = self.routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *routes.counts.entry((route, method.to_string(), status)).or_default() += 1;
-        routes.latency.entry((route, method.to_string())).or_default().observe(elapsed);
+        *routes.counts.entry((route, method, status)).or_default() += 1;
+        routes.latency.entry((route, method)).or_default().observe(elapsed);
     }
 
     pub fn render(&self, out: &mut String) {
@@ -146,6 +163,21 @@ impl RequestMetrics {
         for ((route, method), latency) in &routes.latency {
             latency.render_series(name, &format!("role=\"{role}\",route=\"{route}\",method=\"{method}\""), out);
         }
+    }
+}
+
+/// The `method` label: the standard methods by name, any other (a client may send any
+/// token) as `other`, so the label stays bounded.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "other",
     }
 }
 
@@ -265,7 +297,7 @@ where
         let started = tokio::time::Instant::now();
         let content_type = request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
         let route = route_of(request.uri().path(), content_type.starts_with("application/grpc"));
-        let method = request.method().clone();
+        let method = method_label(request.method());
         let answer = self.inner.call(request);
         Box::pin(async move {
             let response = answer.await?;
@@ -273,7 +305,7 @@ where
             let grpc_code = grpc_code.and_then(|v| v.parse::<i32>().ok());
             let answered = Answered {
                 route: route.unwrap_or("other"),
-                method: method.as_str(),
+                method,
                 status: response.status().as_u16(),
                 grpc_code,
                 elapsed: started.elapsed(),
@@ -486,8 +518,8 @@ mod tests {
         )));
     }
 
-    /// Routes are templates or known gRPC methods: what a client puts in a path never
-    /// becomes a label.
+    /// Routes are templates or known gRPC methods, methods the standard ones: what a
+    /// client puts in a path or method never becomes a label.
     #[test]
     fn routes_are_bounded_templates() {
         assert_eq!(route_of("/v1/streams/a%2Fb/records", false), Some("/v1/streams/{stream}/records"));
@@ -495,5 +527,8 @@ mod tests {
         assert_eq!(route_of("/v1/anything/else/here", false), Some("other"));
         assert_eq!(route_of("/shale.v1.Records/ReadSession", true), Some("/shale.v1.Records/ReadSession"));
         assert_eq!(route_of("/shale.v1.Records/Made-Up", true), None);
+        assert_eq!(method_label(&axum::http::Method::PATCH), "PATCH");
+        let made_up = axum::http::Method::from_bytes(b"MADEUP").expect("a method token");
+        assert_eq!(method_label(&made_up), "other");
     }
 }
