@@ -23,7 +23,7 @@ use shale_reader::{Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::ObjectStore;
 use shale_storage::{open_store_with, DelayedStore, InstrumentedStore, SystemClock};
-use shale_tables::Tierer;
+use shale_tables::{StoreLocation, Tierer};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
     let gateway = Arc::new(Gateway::start(GatewayConfig::default(), store.clone(), metadata.clone(), clock.clone())?);
     let config = BasinConfig {
         create_stream_on_append: true,
-        tables: Some(TablesConfig { after_secs: 0 }),
+        tables: Some(TablesConfig { after_secs: 0, ..Default::default() }),
         ..BasinConfig::default()
     };
     metadata.create_basin(BASIN, config).await?;
@@ -114,7 +114,8 @@ async fn main() -> anyhow::Result<()> {
 
     // Tier.
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.clone(), metadata.clone()));
-    let tierer = Tierer::new(metadata.clone(), reader, store.clone(), clock, Box::new(|_| true));
+    let location = StoreLocation::of_url(&format!("file://{}", dir.path().display()));
+    let tierer = Tierer::new(metadata.clone(), reader, store.clone(), location, clock, Box::new(|_| true));
     let (puts, gets) = (counters.puts(), counters.gets());
     let started = Instant::now();
     let (mut tiered, mut passes) = (0, 0);
@@ -146,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
     println!("requests per GiB tiered: {:.0} PUTs, {:.0} GETs", puts as f64 / gib, gets as f64 / gib);
 
     let python = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    let files = dir.path().join(format!("tables/{BASIN}/data/*.parquet"));
+    let files = dir.path().join(format!("tables/{BASIN}/data/*/*.parquet"));
     let script = r#"
 import sys, time, duckdb
 duckdb.sql("select 1")

@@ -264,10 +264,21 @@ pub async fn tables(connection: &Connection, basin: &str) -> Result<(), Failure>
         let lag = stream.tail.saturating_sub(stream.tiered_seq);
         println!("{:<32} {:>14} {:>14} {:>10}", stream.stream, stream.tiered_seq, stream.tail, lag);
     }
-    // DuckDB reads a local path as is, S3 through its httpfs extension.
-    let files = format!("{}/data/*.parquet", status.location.strip_prefix("file://").unwrap_or(&status.location));
-    println!("\nDuckDB:  SELECT stream, count(*) FROM read_parquet('{files}') GROUP BY stream;");
+    // DuckDB reads a local path as is, S3 through its httpfs extension; files of a later
+    // schema have more columns, so they are read by name.
+    let files = format!("{}/data/**/*.parquet", status.location.strip_prefix("file://").unwrap_or(&status.location));
+    println!(
+        "\nDuckDB:    SELECT stream, count(*) FROM read_parquet('{files}', union_by_name = true) GROUP BY stream;"
+    );
+    if status.metadata_location.is_empty() {
+        println!("Iceberg:   no snapshot yet");
+        return Ok(());
+    }
+    let metadata = &status.metadata_location;
+    println!("DuckDB:    SELECT count(*) FROM iceberg_scan('{metadata}');  -- with the iceberg extension");
+    println!("pyiceberg: StaticTable.from_metadata(\"{metadata}\").scan().to_arrow()");
+    // Spark's Iceberg source opens a path as a table through its version hint.
     let spark = status.location.replace("s3://", "s3a://");
-    println!("Spark:   spark.read.parquet(\"{spark}/data/\")");
+    println!("Spark:     spark.read.format(\"iceberg\").load(\"{spark}\")");
     Ok(())
 }

@@ -162,7 +162,9 @@ fn start_compactor(
     let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone()));
     let (shard, shards) = (config.compactor.shard, config.compactor.shards);
     let owns = Box::new(move |basin: &str| shale_tables::shard_owns(basin, shard, shards));
-    let tierer = shale_tables::Tierer::new(metadata, reader, store.store.clone(), Arc::new(SystemClock), owns);
+    let location = shale_tables::StoreLocation::of_url(&store.url);
+    let tierer =
+        shale_tables::Tierer::new(metadata, reader, store.store.clone(), location, Arc::new(SystemClock), owns);
     let tiering = tokio::spawn(shale_tables::run_tiering(Arc::new(tierer), config.tables.clone()));
     (vec![compaction, tiering], stats)
 }

@@ -35,7 +35,7 @@ pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, Pipeline
 pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};
 pub use model::{
-    AppendAck, BasinConfig, BasinPatch, BasinRecord, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy,
+    AppendAck, BasinConfig, BasinPatch, BasinRecord, BodyFormat, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy,
     StreamConfig, StreamInfo, StreamPatch, StreamRecord, TablesConfig, TimestampingConfig,
 };
 pub use records::Stored;

@@ -151,6 +151,19 @@ pub struct BasinConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TablesConfig {
     pub after_secs: u64,
+    /// What the records' bodies are: JSON bodies also get their top-level fields as
+    /// typed columns.
+    pub body_format: BodyFormat,
+}
+
+/// What a basin's record bodies hold, as its table tier reads them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BodyFormat {
+    /// Any bytes: the table has the `body` column only.
+    #[default]
+    Binary,
+    /// JSON objects, decoded into columns where they are.
+    Json,
 }
 
 /// A basin as stored under `b/<basin>`.

@@ -167,11 +167,16 @@ pub fn basin_config_from_wire(config: pb::BasinConfig) -> Result<BasinConfig> {
 }
 
 fn tables_to_wire(tables: crate::TablesConfig) -> pb::TablesConfig {
-    pb::TablesConfig { after_secs: tables.after_secs }
+    let json_bodies = tables.body_format == crate::BodyFormat::Json;
+    pb::TablesConfig { after_secs: tables.after_secs, json_bodies }
 }
 
 fn tables_from_wire(tables: pb::TablesConfig) -> crate::TablesConfig {
-    crate::TablesConfig { after_secs: tables.after_secs }
+    let body_format = match tables.json_bodies {
+        true => crate::BodyFormat::Json,
+        false => crate::BodyFormat::Binary,
+    };
+    crate::TablesConfig { after_secs: tables.after_secs, body_format }
 }
 
 pub fn basin_patch_to_wire(patch: &BasinPatch) -> pb::BasinPatch {
@@ -429,7 +434,7 @@ mod tests {
                 }),
                 create_stream_on_append: true,
                 create_stream_on_read: false,
-                tables: Some(crate::TablesConfig { after_secs: 30 }),
+                tables: Some(crate::TablesConfig { after_secs: 30, body_format: crate::BodyFormat::Json }),
             },
             request_token: None,
         };

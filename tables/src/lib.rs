@@ -4,14 +4,29 @@
 //! - [`parquet_file`]: one file from records, one row per record (`stream`, `seq_num`,
 //!   `timestamp`, `headers`, `body`), sorted by stream then sequence number, zstd
 //!   compressed, with column statistics so engines prune by stream, sequence and time.
+//!   JSON bodies may add typed columns ([`body_columns`]).
+//! - [`iceberg`]: the Iceberg (format v2) metadata naming those files: manifests,
+//!   manifest lists, snapshots and table metadata, Avro ([`avro`]) and JSON to the spec.
 //! - [`tiering`]: passes that write each opted-in basin's records, once old enough, as
-//!   such files under `tables/<basin>/` on the store, exactly once.
+//!   such files under `tables/<basin>/` on the store, and commit them exactly once.
 
+pub mod avro;
+pub mod body_columns;
+pub mod iceberg;
 pub mod parquet_file;
 pub mod tiering;
 
+pub use iceberg::StoreLocation;
 pub use parquet_file::{write_parquet, TableRow, ROW_GROUP_ROWS};
-pub use tiering::{read_state, run_tiering, shard_owns, table_root, StreamPosition, TableState, Tierer, TieringConfig};
+pub use tiering::{
+    read_state, run_tiering, shard_owns, table_root, version_hint_path, StreamPosition, TableState, Tierer,
+    TieringConfig,
+};
+
+/// FNV-1a from `seed`: stable across processes and releases, unlike the standard hasher.
+pub(crate) fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+}
 
 /// What can go wrong in the table tier.
 #[derive(Debug, thiserror::Error)]

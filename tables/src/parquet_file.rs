@@ -8,22 +8,30 @@
 //! [`ROW_GROUP_ROWS`] rows, so a scan of one stream or time range skips the others by
 //! their min/max statistics; zstd on every column; dictionary encoding on `stream`,
 //! which repeats.
+//!
+//! A table with decoded JSON bodies has one more optional column per decoded field,
+//! after `body`, with its Iceberg field id (see [`crate::body_columns`]).
 
 use bytes::Bytes;
-use parquet::basic::{Compression, ZstdLevel};
+use std::sync::Arc;
+
+use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType, ZstdLevel};
+use parquet::column::writer::ColumnWriter;
 use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::Type;
 use shale_proto::record::SequencedRecord;
 
+use crate::body_columns::{self, BodyColumn, Cell, ColumnType};
 use crate::TablesError;
 
 /// Rows per row group at most: about 128 MiB of 1 KiB records, the size scan engines
 /// read best, and small enough that statistics still prune a stream's range.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 
-/// The table's schema, with Iceberg field ids.
+/// The record's columns, with Iceberg field ids.
 const SCHEMA: &str = "
 message record {
   required binary stream (STRING) = 1;
@@ -49,20 +57,20 @@ pub struct TableRow {
 }
 
 /// Writes `rows` (in any order) as one Parquet file, sorted by stream then sequence
-/// number; see the module doc.
-pub fn write_parquet(mut rows: Vec<TableRow>) -> Result<Bytes, TablesError> {
+/// number, with a column for each of `body_columns`; see the module doc.
+pub fn write_parquet(mut rows: Vec<TableRow>, body_columns: &[BodyColumn]) -> Result<Bytes, TablesError> {
     rows.sort_by(|a, b| (&a.stream, a.record.seq_num).cmp(&(&b.stream, b.record.seq_num)));
-    let schema = std::sync::Arc::new(parse_message_type(SCHEMA)?);
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_dictionary_enabled(false)
         .set_column_dictionary_enabled("stream".into(), true)
         .build();
-    let mut writer = SerializedFileWriter::new(Vec::new(), schema, std::sync::Arc::new(properties))?;
+    let mut writer = SerializedFileWriter::new(Vec::new(), schema(body_columns)?, Arc::new(properties))?;
     for group in rows.chunks(ROW_GROUP_ROWS) {
         let mut row_group = writer.next_row_group()?;
         let columns = Columns::of(group);
+        let decoded = DecodedColumns::of(group, body_columns);
         let mut index = 0;
         while let Some(mut column) = row_group.next_column()? {
             match index {
@@ -79,7 +87,8 @@ pub fn write_parquet(mut rows: Vec<TableRow>) -> Result<Bytes, TablesError> {
                     Some(&columns.header_definitions),
                     Some(&columns.header_repetitions),
                 )?,
-                _ => column.typed::<ByteArrayType>().write_batch(&columns.body, None, None)?,
+                5 => column.typed::<ByteArrayType>().write_batch(&columns.body, None, None)?,
+                _ => decoded.write(index - 6, column.untyped())?,
             };
             column.close()?;
             index += 1;
@@ -87,6 +96,91 @@ pub fn write_parquet(mut rows: Vec<TableRow>) -> Result<Bytes, TablesError> {
         row_group.close()?;
     }
     Ok(writer.into_inner()?.into())
+}
+
+/// The record's columns and then one optional column per decoded body field.
+fn schema(body_columns: &[BodyColumn]) -> Result<Arc<Type>, TablesError> {
+    let record = parse_message_type(SCHEMA)?;
+    let mut fields = record.get_fields().to_vec();
+    for column in body_columns {
+        let (physical, logical) = match column.column_type {
+            ColumnType::Boolean => (PhysicalType::BOOLEAN, None),
+            ColumnType::Long => (PhysicalType::INT64, None),
+            ColumnType::Double => (PhysicalType::DOUBLE, None),
+            ColumnType::String => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
+        };
+        let field = Type::primitive_type_builder(&column.name, physical)
+            .with_repetition(Repetition::OPTIONAL)
+            .with_logical_type(logical)
+            .with_id(Some(column.id))
+            .build()?;
+        fields.push(Arc::new(field));
+    }
+    Ok(Arc::new(Type::group_type_builder(record.name()).with_fields(fields).build()?))
+}
+
+/// A row group's decoded body fields, column by column: the present values and one
+/// definition level per row (1 present, 0 null).
+struct DecodedColumns<'a> {
+    columns: &'a [BodyColumn],
+    cells: Vec<Vec<Cell>>,
+}
+
+impl<'a> DecodedColumns<'a> {
+    fn of(rows: &[TableRow], columns: &'a [BodyColumn]) -> Self {
+        let mut cells = vec![Vec::with_capacity(rows.len()); columns.len()];
+        if !columns.is_empty() {
+            for row in rows {
+                let fields = body_columns::decode(&row.record.body);
+                for (column, cells) in columns.iter().zip(cells.iter_mut()) {
+                    let value = fields.as_ref().and_then(|fields| fields.get(&column.field));
+                    cells.push(body_columns::cell(column.column_type, value));
+                }
+            }
+        }
+        Self { columns, cells }
+    }
+
+    fn write(&self, index: usize, writer: &mut ColumnWriter<'_>) -> Result<usize, TablesError> {
+        let cells = &self.cells[index];
+        let definitions: Vec<i16> = cells.iter().map(|c| i16::from(*c != Cell::Null)).collect();
+        let written = match (self.columns[index].column_type, writer) {
+            (ColumnType::Boolean, ColumnWriter::BoolColumnWriter(w)) => {
+                let values: Vec<bool> =
+                    cells.iter().filter_map(|c| if let Cell::Boolean(b) = c { Some(*b) } else { None }).collect();
+                w.write_batch(&values, Some(&definitions), None)?
+            }
+            (ColumnType::Long, ColumnWriter::Int64ColumnWriter(w)) => {
+                let values: Vec<i64> =
+                    cells.iter().filter_map(|c| if let Cell::Long(l) = c { Some(*l) } else { None }).collect();
+                w.write_batch(&values, Some(&definitions), None)?
+            }
+            (ColumnType::Double, ColumnWriter::DoubleColumnWriter(w)) => {
+                let values: Vec<f64> =
+                    cells.iter().filter_map(|c| if let Cell::Double(d) = c { Some(*d) } else { None }).collect();
+                w.write_batch(&values, Some(&definitions), None)?
+            }
+            (ColumnType::String, ColumnWriter::ByteArrayColumnWriter(w)) => {
+                let values: Vec<ByteArray> = cells
+                    .iter()
+                    .filter_map(|c| {
+                        if let Cell::String(s) = c {
+                            Some(ByteArray::from(s.as_bytes().to_vec()))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                w.write_batch(&values, Some(&definitions), None)?
+            }
+            _ => {
+                return Err(
+                    parquet::errors::ParquetError::General("column type out of step with the schema".into()).into()
+                )
+            }
+        };
+        Ok(written)
+    }
 }
 
 /// A row group's values column by column, with the levels of the nested headers: a
@@ -159,7 +253,7 @@ mod tests {
             row("a", 0, &[("k", "v")], b"first"),
             row("b", 0, &[("x", "1"), ("y", "2")], b""),
         ];
-        let file = write_parquet(rows).unwrap();
+        let file = write_parquet(rows, &[]).unwrap();
         let reader = SerializedFileReader::new(file).unwrap();
         let mut read = Vec::new();
         for row in reader.get_row_iter(None).unwrap() {

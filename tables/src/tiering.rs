@@ -1,15 +1,27 @@
 //! Tiering: a pass writes, for each basin with the table tier on, the records that have
-//! become old enough since its last pass as one Parquet file, then commits the pass.
+//! become old enough since its last pass as Parquet files (one per day of their
+//! timestamps), with the Iceberg manifest and manifest list naming them, then commits
+//! the pass, then publishes the table metadata of what it committed.
 //!
 //! Exactly once: a basin's table has one commit record on the store,
-//! `tables/<basin>/state.json` (the pass number and, per stream, the sequence number
-//! tiering goes on from), replaced only by a conditional PUT on the version it was read
-//! at. Positions name each stream's creation time, so a stream deleted and created again
-//! is tiered from its start. Pass `N`'s file is `tables/<basin>/data/pass-<N>.parquet`: a pass that crashed
-//! after writing its file but before its commit is done again under the same number and
-//! name, from the same positions, so the file is replaced, never doubled. One tierer per
-//! basin at a time is assumed (the compactor shard that owns the basin); a second one's
-//! commit is refused.
+//! `tables/<basin>/state.json`: the pass number, per stream the sequence number tiering
+//! goes on from, and the table's snapshots, manifests and decoded columns. It is
+//! replaced only by a conditional PUT on the version it was read at, so the positions
+//! advance with the snapshot in one write. Positions name each stream's creation time,
+//! so a stream deleted and created again is tiered from its start.
+//!
+//! Pass `N` writes `data/timestamp_day=<day>/pass-<N>.parquet`, `metadata/pass-<N>-manifest.avro`
+//! and `metadata/snap-<N>.avro` before its commit: a pass that crashed before committing
+//! is done again under the same number and names, from the same positions, so its files
+//! are replaced, never doubled, and nothing names them until the commit. After the
+//! commit, `metadata/v<N>.metadata.json` is made from the state alone and
+//! `metadata/version-hint.text` set to `N`; a crash between the two is repaired by the
+//! next pass, which publishes the committed state first. So an engine that follows the
+//! version hint (or opens a metadata file) sees only committed snapshots, each naming
+//! complete files.
+//!
+//! One tierer per basin at a time is assumed (the compactor shard that owns the basin);
+//! a second one's commit is refused.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +35,8 @@ use shale_proto::record::SequencedRecord;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderError};
 use shale_storage::Clock;
 
+use crate::body_columns::{self, BodyColumn};
+use crate::iceberg::{self, Bounds, DataFile, Manifest, Snapshot, StoreLocation};
 use crate::{write_parquet, TableRow, TablesError};
 
 /// Records one pass writes for one basin at most: about 128 MiB of 1 KiB records,
@@ -47,6 +61,18 @@ pub struct TableState {
     pub rows: u64,
     /// The committed files, oldest first.
     pub files: Vec<String>,
+    /// The Iceberg table's id.
+    #[serde(default)]
+    pub table_uuid: String,
+    /// The decoded body columns, in the order they were added.
+    #[serde(default)]
+    pub body_columns: Vec<BodyColumn>,
+    /// Every manifest, oldest first: the current snapshot's manifest list names them all.
+    #[serde(default)]
+    pub manifests: Vec<Manifest>,
+    /// The last [`iceberg::KEPT_SNAPSHOTS`] snapshots, oldest first.
+    #[serde(default)]
+    pub snapshots: Vec<Snapshot>,
 }
 
 /// Where tiering goes on from in one stream.
@@ -66,6 +92,12 @@ pub fn table_root(basin: &str) -> String {
 
 fn state_path(basin: &str) -> Path {
     Path::from(format!("{}/state.json", table_root(basin)))
+}
+
+/// The key engines follow to the current table metadata (Iceberg's file-system catalog
+/// convention): the number `N` of `v<N>.metadata.json`.
+pub fn version_hint_path(basin: &str) -> String {
+    format!("{}/metadata/version-hint.text", table_root(basin))
 }
 
 /// A basin table's committed state on `store`, and the version a commit must replace
@@ -90,6 +122,8 @@ pub struct Tierer {
     metadata: Arc<dyn MetadataApi>,
     reader: Arc<Reader>,
     store: Arc<dyn ObjectStore>,
+    /// The store's URL, which the table metadata names files by.
+    location: StoreLocation,
     clock: Arc<dyn Clock>,
     /// Whether this tierer owns a basin (the compactor shards split basins).
     owns: Box<dyn Fn(&str) -> bool + Send + Sync>,
@@ -100,10 +134,11 @@ impl Tierer {
         metadata: Arc<dyn MetadataApi>,
         reader: Arc<Reader>,
         store: Arc<dyn ObjectStore>,
+        location: StoreLocation,
         clock: Arc<dyn Clock>,
         owns: Box<dyn Fn(&str) -> bool + Send + Sync>,
     ) -> Self {
-        Self { metadata, reader, store, clock, owns }
+        Self { metadata, reader, store, location, clock, owns }
     }
 
     /// One pass over every owned basin with the table tier on; returns the rows written.
@@ -132,7 +167,34 @@ impl Tierer {
     async fn tier_basin(&self, basin: &BasinRecord) -> Result<u64, TablesError> {
         let Some(tables) = basin.config.tables else { return Ok(0) };
         let (state, version) = self.state(&basin.name).await?;
+        self.publish(&basin.name, &state).await?;
         let cutoff = self.clock.now_ms().saturating_sub(tables.after_secs.saturating_mul(1000));
+        let (rows, positions) = self.gather(basin, &state, cutoff).await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let count = rows.len() as u64;
+        let json = tables.body_format == shale_metadata_contract::BodyFormat::Json;
+        let next = self.write_pass(basin, &state, rows, positions, json).await?;
+        let mode = match version {
+            Some(version) => PutMode::Update(version),
+            None => PutMode::Create,
+        };
+        let body = Bytes::from(serde_json::to_vec_pretty(&next)?);
+        self.store.put_opts(&state_path(&basin.name), body.into(), PutOptions { mode, ..Default::default() }).await?;
+        tracing::info!(basin = %basin.name, pass = next.pass, rows = count, "tiered records into the table");
+        self.publish(&basin.name, &next).await?;
+        Ok(count)
+    }
+
+    /// The records of the basin's streams that are below `cutoff` and not yet tiered,
+    /// up to [`MAX_PASS_BYTES`], and the positions after them.
+    async fn gather(
+        &self,
+        basin: &BasinRecord,
+        state: &TableState,
+        cutoff: u64,
+    ) -> Result<(Vec<TableRow>, BTreeMap<String, StreamPosition>), TablesError> {
         let mut positions = state.positions.clone();
         let mut rows = Vec::new();
         let mut bytes = 0;
@@ -168,24 +230,112 @@ impl Tierer {
                 _ => break,
             }
         }
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        let count = rows.len() as u64;
+        Ok((rows, positions))
+    }
+
+    /// Writes pass `state.pass + 1`'s data files, manifest and manifest list, and returns
+    /// the state that commits them.
+    async fn write_pass(
+        &self,
+        basin: &BasinRecord,
+        state: &TableState,
+        rows: Vec<TableRow>,
+        positions: BTreeMap<String, StreamPosition>,
+        json: bool,
+    ) -> Result<TableState, TablesError> {
+        let root = table_root(&basin.name);
         let pass = state.pass + 1;
-        let file = format!("{}/data/pass-{pass:012}.parquet", table_root(&basin.name));
-        self.store.put(&Path::from(file.clone()), write_parquet(rows)?.into()).await?;
-        let mut files = state.files.clone();
-        files.push(file);
-        let next = TableState { pass, positions, rows: state.rows + count, files };
-        let mode = match version {
-            Some(version) => PutMode::Update(version),
-            None => PutMode::Create,
+        let snapshot_id = pass as i64;
+        let body_columns = match json {
+            true => {
+                let schema_id = iceberg::current_schema_id(&state.body_columns) + 1;
+                body_columns::evolve(&state.body_columns, rows.iter().map(|r| r.record.body.as_ref()), schema_id)
+            }
+            false => state.body_columns.clone(),
         };
-        let body = Bytes::from(serde_json::to_vec_pretty(&next)?);
-        self.store.put_opts(&state_path(&basin.name), body.into(), PutOptions { mode, ..Default::default() }).await?;
-        tracing::info!(basin = %basin.name, pass, rows = count, "tiered records into the table");
-        Ok(count)
+        let schema_id = iceberg::current_schema_id(&body_columns);
+        let count = rows.len() as u64;
+        let mut by_day: BTreeMap<i32, Vec<TableRow>> = BTreeMap::new();
+        for row in rows {
+            by_day.entry(iceberg::day_of(row.record.timestamp)).or_default().push(row);
+        }
+        let mut files = Vec::new();
+        for (day, rows) in by_day {
+            let Some(bounds) = Bounds::of(&rows) else { continue };
+            let path = format!("{root}/data/timestamp_day={}/pass-{pass:012}.parquet", iceberg::day_name(day));
+            let records = rows.len() as u64;
+            let parquet = write_parquet(rows, &body_columns)?;
+            let size = parquet.len() as u64;
+            self.store.put(&Path::from(path.clone()), parquet.into()).await?;
+            files.push(DataFile { path, day, records, size, bounds });
+        }
+        let manifest_path = format!("{root}/metadata/pass-{pass:012}-manifest.avro");
+        let manifest = iceberg::manifest(&files, &self.location, snapshot_id, schema_id, &body_columns);
+        let length = manifest.len() as u64;
+        self.store.put(&Path::from(manifest_path.clone()), Bytes::from(manifest).into()).await?;
+        let days = (files.iter().map(|f| f.day).min().unwrap_or(0), files.iter().map(|f| f.day).max().unwrap_or(0));
+        let mut manifests = state.manifests.clone();
+        manifests.push(Manifest {
+            path: manifest_path,
+            length,
+            snapshot_id,
+            files: files.len() as u64,
+            rows: count,
+            days,
+        });
+        let list_path = format!("{root}/metadata/snap-{pass:012}.avro");
+        let parent = state.snapshots.last().map(|s| s.id);
+        let list = iceberg::manifest_list(&manifests, &self.location, snapshot_id, parent);
+        self.store.put(&Path::from(list_path.clone()), Bytes::from(list).into()).await?;
+        let mut snapshots = state.snapshots.clone();
+        snapshots.push(Snapshot {
+            id: snapshot_id,
+            timestamp_ms: self.clock.now_ms(),
+            manifest_list: list_path,
+            schema_id,
+            added_files: files.len() as u64,
+            added_rows: count,
+        });
+        let expired = snapshots.len().saturating_sub(iceberg::KEPT_SNAPSHOTS);
+        snapshots.drain(..expired);
+        let table_uuid = match state.table_uuid.is_empty() {
+            true => iceberg::table_uuid(&basin.name, basin.created_at_ms),
+            false => state.table_uuid.clone(),
+        };
+        Ok(TableState {
+            pass,
+            positions,
+            rows: state.rows + count,
+            files: state.files.iter().cloned().chain(files.into_iter().map(|f| f.path)).collect(),
+            table_uuid,
+            body_columns,
+            manifests,
+            snapshots,
+        })
+    }
+
+    /// Makes the table metadata of the committed `state` current: writes its
+    /// `v<pass>.metadata.json` and points the version hint at it, unless the hint
+    /// already does.
+    async fn publish(&self, basin: &str, state: &TableState) -> Result<(), TablesError> {
+        if state.snapshots.is_empty() {
+            return Ok(());
+        }
+        let hint = Path::from(version_hint_path(basin));
+        let published = match self.store.get(&hint).await {
+            Ok(found) => found.bytes().await?.as_ref() == state.pass.to_string().as_bytes(),
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => return Err(e.into()),
+        };
+        if published {
+            return Ok(());
+        }
+        let root = table_root(basin);
+        let metadata = iceberg::table_metadata(state, &root, &self.location);
+        let path = Path::from(iceberg::metadata_file(&root, state.pass));
+        self.store.put(&path, Bytes::from(serde_json::to_vec_pretty(&metadata)?).into()).await?;
+        self.store.put(&hint, Bytes::from(state.pass.to_string()).into()).await?;
+        Ok(())
     }
 
     /// A stream's records from `start` with timestamps below `cutoff`, up to about
@@ -255,7 +405,5 @@ pub async fn run_tiering(tierer: Arc<Tierer>, config: TieringConfig) {
 /// Whether compactor shard `shard` of `shards` tiers `basin`: basins split by a hash of
 /// their name, so each has one tierer.
 pub fn shard_owns(basin: &str, shard: u32, shards: u32) -> bool {
-    // FNV-1a: stable across processes and releases, unlike the standard hasher.
-    let hash = basin.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    hash % u64::from(shards.max(1)) == u64::from(shard)
+    crate::fnv1a(basin.as_bytes(), 0) % u64::from(shards.max(1)) == u64::from(shard)
 }

@@ -30,7 +30,7 @@ fn duckdb_reads_every_record_once_with_its_fields() {
     rows.reverse();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("part-0.parquet");
-    std::fs::write(&file, write_parquet(rows).unwrap()).unwrap();
+    std::fs::write(&file, write_parquet(rows, &[]).unwrap()).unwrap();
 
     let script = r#"
 import sys, duckdb

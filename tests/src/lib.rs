@@ -1,7 +1,8 @@
 //! Test harness: a local S3-compatible server (moto), storage backends to run the same
 //! suites on, an in-process node (metadata + gateway + reader) over any store, and
-//! `shale serve` on a loopback port with an SSE client, and a linearizability checker
-//! for recorded histories (`history`).
+//! `shale serve` on a loopback port with an SSE client, a linearizability checker for
+//! recorded histories (`history`), and the table tier as DuckDB and pyiceberg read it
+//! (`tables`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,6 +10,7 @@ pub mod history;
 mod moto;
 mod node;
 mod server;
+pub mod tables;
 pub mod tls;
 
 pub use moto::Moto;

@@ -24,6 +24,8 @@ pub enum Backend {
 pub struct TestStore {
     pub backend: Backend,
     pub raw: Arc<dyn ObjectStore>,
+    /// The store's URL: `memory://`, `file:///abs/dir` or `s3://bucket`.
+    pub url: String,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -31,27 +33,27 @@ static BUCKETS: AtomicU64 = AtomicU64::new(0);
 
 impl Backend {
     pub async fn store(self) -> TestStore {
-        let (raw, dir): (Arc<dyn ObjectStore>, _) = match self {
-            Backend::Memory => (Arc::new(InMemory::new()), None),
+        let (raw, url, dir): (Arc<dyn ObjectStore>, _, _) = match self {
+            Backend::Memory => (Arc::new(InMemory::new()), "memory://".to_string(), None),
             Backend::File => {
                 let dir = tempfile::tempdir().unwrap();
-                let url = format!("file://{}", dir.path().display());
-                (shale_storage::open_store(&url).unwrap(), Some(dir))
+                let url = format!("file://{}", dir.path().canonicalize().unwrap().display());
+                (shale_storage::open_store(&url).unwrap(), url, Some(dir))
             }
             Backend::S3 => {
                 let moto = Moto::shared().await;
                 let name = format!("shale-{}-{}", std::process::id(), BUCKETS.fetch_add(1, Ordering::SeqCst));
-                (moto.bucket(&name).await, None)
+                (moto.bucket(&name).await, format!("s3://{name}"), None)
             }
         };
-        TestStore { backend: self, raw, _dir: dir }
+        TestStore { backend: self, raw, url, _dir: dir }
     }
 }
 
 impl TestStore {
     /// A test store on an object store the caller set up (e.g. MinIO in a container).
-    pub fn on(raw: Arc<dyn ObjectStore>) -> TestStore {
-        TestStore { backend: Backend::S3, raw, _dir: None }
+    pub fn on(raw: Arc<dyn ObjectStore>, url: String) -> TestStore {
+        TestStore { backend: Backend::S3, raw, url, _dir: None }
     }
 
     /// Paths of every segment object in the store.

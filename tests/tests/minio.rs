@@ -60,7 +60,7 @@ fn input(body: &str) -> AppendInput {
 async fn appends_reads_reopen_and_fencing_on_minio() {
     let minio = MinIO::default().start().await.expect("starting MinIO needs a running Docker engine");
     let port = minio.get_host_port_ipv4(9000).await.unwrap();
-    let store = TestStore::on(minio_store(&format!("http://127.0.0.1:{port}")).await);
+    let store = TestStore::on(minio_store(&format!("http://127.0.0.1:{port}")).await, format!("s3://{BUCKET}"));
 
     let node = Node::start(&store, GatewayConfig::default()).await;
     node.metadata.create_basin("minio-basin", BasinConfig::default()).await.unwrap();

@@ -1,7 +1,9 @@
 //! The table tier on every backend: a basin with `tables` on has its records, once
-//! `after_secs` old, written as Parquet under `tables/<basin>/`, and DuckDB reading every
-//! Parquet file there finds each record exactly once, also after a pass that failed
-//! between writing its file and committing it.
+//! `after_secs` old, written as Parquet under `tables/<basin>/` with Iceberg metadata,
+//! and DuckDB reading every Parquet file there, and pyiceberg scanning the table, find
+//! each record exactly once, also after a pass that failed between writing its files
+//! and committing them; JSON bodies are also typed columns, a later field a new column
+//! in a later schema.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,16 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::TryStreamExt;
 use shale_gateway::{AppendInput, GatewayConfig};
-use shale_metadata::{BasinConfig, MetadataApi, MetadataConfig, TablesConfig};
+use shale_metadata::{BasinConfig, BodyFormat, MetadataApi, MetadataConfig, TablesConfig};
 use shale_proto::{Header, Record};
 use shale_reader::{Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 use shale_storage::ManualClock;
-use shale_tables::Tierer;
-use shale_tests::{Backend, Node};
+use shale_tables::{StoreLocation, Tierer};
+use shale_tests::tables::{read_table, table_row};
+use shale_tests::{Backend, Node, TestStore};
 
 const BASIN: &str = "table-basin";
 const STREAMS: usize = 50;
@@ -44,35 +46,39 @@ async fn append_round(node: &Node, seq: u64) {
     }
 }
 
-/// DuckDB over every Parquet file of the basin's table (copied from the store): rows,
-/// distinct (stream, seq_num), streams dense from 0 to `per_stream`, bodies and headers.
-async fn duckdb_check(store: &Arc<dyn ObjectStore>, per_stream: u64) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let prefix = Path::from(format!("tables/{BASIN}"));
-    let files: Vec<Path> = store.list(Some(&prefix)).map_ok(|m| m.location).try_collect().await.unwrap();
-    for (i, file) in files.iter().filter(|f| f.as_ref().ends_with(".parquet")).enumerate() {
-        let bytes = store.get(file).await.unwrap().bytes().await.unwrap();
-        std::fs::write(dir.path().join(format!("{i}.parquet")), bytes).unwrap();
+/// Every record of the basin's streams as the log has it, as table rows.
+async fn log_rows(node: &Node) -> Vec<serde_json::Value> {
+    let mut rows = Vec::new();
+    for s in 0..STREAMS {
+        let stream = format!("s{s:02}");
+        let request = shale_tests::read_request(BASIN, &stream, shale_reader::ReadStart::SeqNum(0));
+        let read = node.reader.read(&request).await.unwrap();
+        rows.extend(read.records.iter().map(|record| table_row(&stream, record)));
     }
-    let script = r#"
-import sys, duckdb
-T = f"read_parquet('{sys.argv[1]}/*.parquet')"
-n = int(sys.argv[2])
-rows, distinct = duckdb.sql(f"select count(*), count(distinct (stream, seq_num)) from {T}").fetchone()
-dense = duckdb.sql(f"select count(*) = 0 from (select stream, count(*) c, min(seq_num) lo, max(seq_num) hi from {T} group by stream) where c != {n} or lo != 0 or hi != {n} - 1").fetchone()[0]
-bodies = duckdb.sql(f"select count(*) from {T} where decode(body) = 's' || cast(cast(substr(stream, 2) as int) as varchar) || '-r' || cast(seq_num as varchar)").fetchone()[0]
-headers = duckdb.sql(f"select count(*) from {T} where (seq_num % 2 = 1) = (len(headers) = 1)").fetchone()[0]
-print(rows, distinct, dense, bodies, headers)
-"#;
-    let python = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    let output = std::process::Command::new(python)
-        .args(["-c", script])
-        .arg(dir.path())
-        .arg(per_stream.to_string())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).unwrap().trim().to_string()
+    rows
+}
+
+/// Both engines see exactly the log's records (skipped on the in-memory store, which no
+/// engine can open).
+async fn check_engines(store: &TestStore, node: &Node, snapshots: u64) {
+    if store.backend == Backend::Memory {
+        return;
+    }
+    let moto = match store.backend {
+        Backend::S3 => Some(shale_tests::Moto::shared().await.endpoint.clone()),
+        _ => None,
+    };
+    let filters = ["seq_num >= 3", "stream = 's07'", "stream >= 's40' and seq_num < 2"];
+    let view = read_table(&store.url, BASIN, moto.as_deref(), &[], &filters);
+    let expected = log_rows(node).await;
+    assert_eq!(view.duckdb.len(), expected.len(), "DuckDB's row count");
+    assert_eq!(view.duckdb, expected, "DuckDB reads every record once, as the log has it");
+    assert_eq!(view.iceberg, expected, "pyiceberg scans every record once, as the log has it");
+    assert_eq!(view.snapshots, snapshots);
+    for (filter, (iceberg, duckdb)) in filters.iter().zip(&view.filters) {
+        assert_eq!(iceberg, duckdb, "pyiceberg pruning by the metadata keeps every row of `{filter}`");
+        assert!(*duckdb > 0, "`{filter}` matches rows");
+    }
 }
 
 async fn suite_tiering_writes_every_record_once(backend: Backend) {
@@ -81,13 +87,15 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
     let config = BasinConfig {
         create_stream_on_append: true,
-        tables: Some(TablesConfig { after_secs: 60 }),
+        tables: Some(TablesConfig { after_secs: 60, ..Default::default() }),
         ..Default::default()
     };
     node.metadata.create_basin(BASIN, config).await.unwrap();
     let composed: Arc<dyn ObjectStore> = node.faults.clone();
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), composed.clone(), node.metadata.clone()));
-    let tierer = Tierer::new(node.metadata.clone(), reader, composed.clone(), clock.clone(), Box::new(|_| true));
+    let location = StoreLocation(store.url.clone());
+    let tierer =
+        Tierer::new(node.metadata.clone(), reader, composed.clone(), location, clock.clone(), Box::new(|_| true));
 
     for seq in 0..3 {
         append_round(&node, seq).await;
@@ -101,11 +109,14 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     node.faults.fail_nth_put(&format!("tables/{BASIN}/state.json"), 1);
     assert!(tierer.run_pass().await.is_err(), "the commit failed");
     assert!(tierer.state(BASIN).await.unwrap().0.files.is_empty(), "nothing committed");
+    let hint = Path::from(shale_tables::version_hint_path(BASIN));
+    assert!(store.raw.head(&hint).await.is_err(), "no table metadata is published before a commit");
     clock.advance(Duration::from_secs(61));
     assert_eq!(tierer.run_pass().await.unwrap(), (4 * STREAMS) as u64);
     let (state, _) = tierer.state(BASIN).await.unwrap();
     assert_eq!((state.pass, state.rows, state.files.len()), (1, 4 * STREAMS as u64, 1));
     assert!(state.positions.values().all(|p| p.next_seq == 4), "{:?}", state.positions);
+    check_engines(&store, &node, 1).await;
 
     append_round(&node, 4).await;
     assert_eq!(tierer.run_pass().await.unwrap(), 0, "the newest round is not 60 s old");
@@ -113,8 +124,7 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     assert_eq!(tierer.run_pass().await.unwrap(), STREAMS as u64);
     assert_eq!(tierer.state(BASIN).await.unwrap().0.files.len(), 2);
 
-    let total = 5 * STREAMS;
-    assert_eq!(duckdb_check(&composed, 5).await, format!("{total} {total} True {total} {total}"));
+    check_engines(&store, &node, 2).await;
     node.stop().await;
 }
 
@@ -137,13 +147,94 @@ async fn tables_are_configured_per_basin_over_http() {
         let url = server.url(&format!("/v1/basins/{BASIN}"));
         async move { client.get(url).send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
     };
-    assert_eq!(config(&server).await["tables"], serde_json::json!({ "after_secs": 30 }));
+    assert_eq!(config(&server).await["tables"], serde_json::json!({ "after_secs": 30, "body_format": "binary" }));
     let patch = |body: serde_json::Value| client.patch(server.url(&format!("/v1/basins/{BASIN}"))).json(&body).send();
     assert!(patch(serde_json::json!({ "tables": null })).await.unwrap().status().is_success());
     assert!(config(&server).await.get("tables").is_none(), "off");
-    assert!(patch(serde_json::json!({ "tables": { "after_secs": 0 } })).await.unwrap().status().is_success());
-    assert_eq!(config(&server).await["tables"], serde_json::json!({ "after_secs": 0 }));
+    let on = serde_json::json!({ "tables": { "after_secs": 0, "body_format": "json" } });
+    assert!(patch(on).await.unwrap().status().is_success());
+    assert_eq!(config(&server).await["tables"], serde_json::json!({ "after_secs": 0, "body_format": "json" }));
+    let bad = patch(serde_json::json!({ "tables": { "after_secs": 0, "body_format": "xml" } })).await.unwrap();
+    assert_eq!(bad.status(), 400, "unknown body formats are refused");
     let bad = patch(serde_json::json!({ "tables": { "after": 1 } })).await.unwrap();
     assert_eq!(bad.status(), 400, "unknown fields are refused");
     server.stop().await;
+}
+
+/// JSON bodies: top-level fields become typed columns both engines query; a field that
+/// first appears in a later pass is a new column of a later schema; a value that does
+/// not fit its column, or a body that is not JSON, is null there and kept in `body`.
+async fn suite_json_bodies_are_columns(backend: Backend) {
+    const JSON_BASIN: &str = "json-basin";
+    let store = backend.store().await;
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
+    let tables = TablesConfig { after_secs: 0, body_format: BodyFormat::Json };
+    let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
+    node.metadata.create_basin(JSON_BASIN, config).await.unwrap();
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
+    let location = StoreLocation(store.url.clone());
+    let tierer =
+        Tierer::new(node.metadata.clone(), reader, store.raw.clone(), location, clock.clone(), Box::new(|_| true));
+    let append = |stream: usize, bodies: Vec<String>| {
+        let records = bodies.into_iter().map(|b| Record { body: Bytes::from(b), ..Default::default() }).collect();
+        let input =
+            AppendInput { basin: JSON_BASIN.into(), stream: format!("j{stream}"), records, ..Default::default() };
+        node.gateway.append(input)
+    };
+
+    // Pass 1: amounts 0, 7, ..., 273 (25 of 40 above 100) and a user in each of 3
+    // streams, and one body that is not JSON.
+    for stream in 0..3 {
+        let bodies = (0..40).map(|i| format!(r#"{{"amount": {}, "user": "u{i}"}}"#, i * 7)).collect();
+        append(stream, bodies).await.unwrap();
+    }
+    append(0, vec!["not json".into()]).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(tierer.run_pass().await.unwrap(), 121);
+    // Pass 2: a new field, amounts that fit (500) and one that does not fit a long.
+    for stream in 0..3 {
+        append(stream, vec![r#"{"amount": 500, "currency": "EUR"}"#.into(); 5]).await.unwrap();
+    }
+    append(1, vec![r#"{"amount": 2.5}"#.into()]).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(tierer.run_pass().await.unwrap(), 16);
+
+    let endpoint = match backend {
+        Backend::S3 => Some(shale_tests::Moto::shared().await.endpoint.clone()),
+        _ => None,
+    };
+    let queries = [
+        "SELECT count(*) FROM {T} WHERE amount > 100",
+        "SELECT count(currency), min(currency), count(DISTINCT \"user\") FROM {T}",
+        "SELECT count(*) FROM {T} WHERE amount IS NULL",
+        "SELECT count(*) FROM {T} WHERE decode(body) = '{\"amount\": 2.5}'",
+    ];
+    let view = read_table(&store.url, JSON_BASIN, endpoint.as_deref(), &queries, &["amount > 100"]);
+    let expected = [
+        serde_json::json!([[3 * 25 + 3 * 5]]),
+        serde_json::json!([[15, "EUR", 40]]),
+        serde_json::json!([[2]]),
+        serde_json::json!([[1]]),
+    ];
+    assert_eq!(view.duckdb_sql, expected, "DuckDB over the files");
+    assert_eq!(view.iceberg_sql, expected, "pyiceberg's scan");
+    assert_eq!((view.duckdb.len(), view.iceberg.len()), (137, 137));
+    assert_eq!(view.filters, [(90, 90)], "pyiceberg filters on a decoded column");
+    let base = ["stream", "seq_num", "timestamp", "headers", "body"];
+    let with = |extra: &[&str]| base.iter().chain(extra).map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(view.schemas, [with(&[]), with(&["amount", "user"]), with(&["amount", "user", "currency"])]);
+    node.stop().await;
+}
+
+mod json_bodies {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn file() {
+        super::suite_json_bodies_are_columns(shale_tests::Backend::File).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn s3() {
+        super::suite_json_bodies_are_columns(shale_tests::Backend::S3).await
+    }
 }

@@ -130,6 +130,7 @@ impl Basins for GrpcService {
             rows: status.rows,
             files: status.files,
             streams,
+            metadata_location: status.metadata_location.unwrap_or_default(),
         })
     }
 }

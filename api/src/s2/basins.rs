@@ -93,6 +93,7 @@ pub async fn table_status(Caller(service): Caller, Path(basin): Path<String>) ->
         "rows": status.rows,
         "files": status.files,
         "streams": streams,
+        "metadata_location": status.metadata_location,
     });
     Ok(Json(body).into_response())
 }

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use shale_metadata::{
-    BasinConfig, BasinPatch, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, TablesConfig,
+    BasinConfig, BasinPatch, BodyFormat, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, TablesConfig,
     TimestampingConfig,
 };
 use shale_proto::TimestampingMode;
@@ -69,11 +69,40 @@ pub struct BasinConfigJson {
     tables: Option<TablesJson>,
 }
 
-/// `"tables": {"after_secs": N}`: records N seconds old are also written as Parquet.
+/// `"tables": {"after_secs": N, "body_format": "binary" | "json"}`: records N seconds
+/// old are also written as Parquet; JSON bodies also as typed columns.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TablesJson {
     after_secs: u64,
+    #[serde(default)]
+    body_format: BodyFormatJson,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum BodyFormatJson {
+    #[default]
+    Binary,
+    Json,
+}
+
+impl TablesJson {
+    fn into_config(self) -> TablesConfig {
+        let body_format = match self.body_format {
+            BodyFormatJson::Binary => BodyFormat::Binary,
+            BodyFormatJson::Json => BodyFormat::Json,
+        };
+        TablesConfig { after_secs: self.after_secs, body_format }
+    }
+
+    fn from_config(config: TablesConfig) -> Self {
+        let body_format = match config.body_format {
+            BodyFormat::Binary => BodyFormatJson::Binary,
+            BodyFormat::Json => BodyFormatJson::Json,
+        };
+        Self { after_secs: config.after_secs, body_format }
+    }
 }
 
 /// A field whose presence matters: absent is `None`, `null` is `Some(None)`.
@@ -150,7 +179,7 @@ impl BasinConfigJson {
             default_stream_config: self.default_stream_config.map(StreamConfigJson::into_config),
             create_stream_on_append: self.create_stream_on_append,
             create_stream_on_read: self.create_stream_on_read,
-            tables: self.tables.map(|t| TablesConfig { after_secs: t.after_secs }),
+            tables: self.tables.map(TablesJson::into_config),
         })
     }
 
@@ -160,7 +189,7 @@ impl BasinConfigJson {
             create_stream_on_append: config.create_stream_on_append,
             create_stream_on_read: config.create_stream_on_read,
             stream_cipher: None,
-            tables: config.tables.map(|t| TablesJson { after_secs: t.after_secs }),
+            tables: config.tables.map(TablesJson::from_config),
         }
     }
 }
@@ -172,7 +201,7 @@ impl BasinPatchJson {
             create_stream_on_append: self.create_stream_on_append,
             create_stream_on_read: self.create_stream_on_read,
             default_stream_config: self.default_stream_config.map(StreamConfigJson::into_patch),
-            tables: self.tables.map(|tables| tables.map(|t| TablesConfig { after_secs: t.after_secs })),
+            tables: self.tables.map(|tables| tables.map(TablesJson::into_config)),
         })
     }
 }

@@ -22,6 +22,8 @@ pub struct TableStore {
 pub struct TableStatus {
     /// The table's directory: the store URL joined with `tables/<basin>`.
     pub location: String,
+    /// The current Iceberg table metadata file, once a pass committed.
+    pub metadata_location: Option<String>,
     pub after_secs: u64,
     pub passes: u64,
     pub rows: u64,
@@ -69,9 +71,13 @@ impl Service {
                 _ => break,
             }
         }
-        let location = format!("{}/{}", table_store.url.trim_end_matches('/'), shale_tables::table_root(basin));
+        let store = shale_tables::StoreLocation::of_url(&table_store.url);
+        let root = shale_tables::table_root(basin);
+        let metadata_location =
+            (!state.snapshots.is_empty()).then(|| store.uri(&shale_tables::iceberg::metadata_file(&root, state.pass)));
         Ok(TableStatus {
-            location,
+            location: store.uri(&root),
+            metadata_location,
             after_secs: tables.after_secs,
             passes: state.pass,
             rows: state.rows,
