@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Docker-free local S3 server CI uses: moto, in a virtualenv at .venv.
-#   localstack/s3-local.sh install      create .venv with moto's S3 server and grpcio-tools (about 30 s)
+#   localstack/s3-local.sh install      create .venv with moto's S3 server and the Python clients tests use (about 60 s)
 #   localstack/s3-local.sh start PORT   run it on 127.0.0.1:PORT in the foreground
 # Tests start their own moto from .venv; this is for running Shale against S3 by hand:
 #   AWS_ENDPOINT_URL=http://127.0.0.1:PORT AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
@@ -16,10 +16,11 @@ case "${1:-}" in
     fi
     # The gRPC stubs test generates Python code from proto/ with grpcio-tools and decodes
     # error details with grpcio-status; the metrics test parses /metrics with
-    # prometheus-client; the table tier's files are read back with DuckDB.
-    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client, duckdb' 2>/dev/null; then
+    # prometheus-client; the table tier is read back with DuckDB and pyiceberg (with
+    # pyarrow, whose S3 file system DuckDB is given for s3:// paths).
+    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client, duckdb, pyiceberg, pyarrow, fsspec' 2>/dev/null; then
       "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*' 'grpcio-status==1.*' \
-        'prometheus-client==0.*' 'duckdb==1.*'
+        'prometheus-client==0.*' 'duckdb==1.*' 'pyiceberg[pyarrow]==0.*'
     fi
     "$venv/bin/moto_server" --help >/dev/null
     echo "moto installed at $venv/bin/moto_server"
