@@ -109,7 +109,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     };
     let gateway =
         Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), api.clone(), Arc::new(SystemClock))?);
-    let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), api.clone()));
+    let reader = Arc::new(client_reader(&config, &store, api.clone()));
     let (compactor, compaction) = start_compactor(&config, api.clone(), &store);
     let gc_stats = metadata.gc_stats();
     let background: MetricsHook = Arc::new(move |out: &mut String| {
@@ -206,6 +206,13 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
     })
 }
 
+/// The reader clients read through: reads that start below a stream's trim point go to
+/// the table tier first (where the basin serves reads from it).
+fn client_reader(config: &ServeConfig, store: &Store, metadata: Arc<dyn MetadataApi>) -> Reader {
+    let history = shale_tables::TableHistory::new(metadata.clone(), store.store.clone());
+    Reader::new(&config.reader, store.store.clone(), metadata).with_history(Arc::new(history))
+}
+
 /// `shale gateway` or `shale reader`: one client-facing role against remote metadata.
 pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
     let store = open_store(&config)?;
@@ -216,7 +223,7 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
                 Gateway::start(config.gateway.clone(), store.store.clone(), metadata.clone(), Arc::new(SystemClock))?;
             (Some(Arc::new(gateway)), None)
         }
-        Role::Reader => (None, Some(Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone())))),
+        Role::Reader => (None, Some(Arc::new(client_reader(&config, &store, metadata.clone())))),
         Role::AllInOne => anyhow::bail!("use `serve` for all roles in one process"),
     };
     let state =

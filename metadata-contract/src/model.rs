@@ -154,6 +154,9 @@ pub struct TablesConfig {
     /// What the records' bodies are: JSON bodies also get their top-level fields as
     /// typed columns.
     pub body_format: BodyFormat,
+    /// Reads that start below a stream's trim point are served from the table where it
+    /// holds the records.
+    pub serve_reads: bool,
 }
 
 /// What a basin's record bodies hold, as its table tier reads them.

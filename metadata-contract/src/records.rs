@@ -168,7 +168,7 @@ pub fn basin_config_from_wire(config: pb::BasinConfig) -> Result<BasinConfig> {
 
 fn tables_to_wire(tables: crate::TablesConfig) -> pb::TablesConfig {
     let json_bodies = tables.body_format == crate::BodyFormat::Json;
-    pb::TablesConfig { after_secs: tables.after_secs, json_bodies }
+    pb::TablesConfig { after_secs: tables.after_secs, json_bodies, serve_reads: tables.serve_reads }
 }
 
 fn tables_from_wire(tables: pb::TablesConfig) -> crate::TablesConfig {
@@ -176,7 +176,7 @@ fn tables_from_wire(tables: pb::TablesConfig) -> crate::TablesConfig {
         true => crate::BodyFormat::Json,
         false => crate::BodyFormat::Binary,
     };
-    crate::TablesConfig { after_secs: tables.after_secs, body_format }
+    crate::TablesConfig { after_secs: tables.after_secs, body_format, serve_reads: tables.serve_reads }
 }
 
 pub fn basin_patch_to_wire(patch: &BasinPatch) -> pb::BasinPatch {
@@ -434,7 +434,11 @@ mod tests {
                 }),
                 create_stream_on_append: true,
                 create_stream_on_read: false,
-                tables: Some(crate::TablesConfig { after_secs: 30, body_format: crate::BodyFormat::Json }),
+                tables: Some(crate::TablesConfig {
+                    after_secs: 30,
+                    body_format: crate::BodyFormat::Json,
+                    serve_reads: true,
+                }),
             },
             request_token: None,
         };

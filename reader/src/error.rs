@@ -18,6 +18,9 @@ pub enum ReaderError {
     Segment(#[from] SegmentError),
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    /// The history tier (the table tier) failed to read.
+    #[error("history read failed: {0}")]
+    History(String),
 }
 
 impl ReaderError {
@@ -26,7 +29,7 @@ impl ReaderError {
         match self {
             ReaderError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             ReaderError::PastTail { .. } => ErrorCode::RangeNotSatisfiable,
-            ReaderError::Fetch { .. } | ReaderError::Gone { .. } => ErrorCode::Unavailable,
+            ReaderError::Fetch { .. } | ReaderError::Gone { .. } | ReaderError::History(_) => ErrorCode::Unavailable,
             ReaderError::Segment(_) => ErrorCode::Internal,
             ReaderError::Metadata(e) => e.code(),
         }

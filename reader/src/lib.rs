@@ -8,15 +8,20 @@
 //! sleeps on the stream's tail notification from metadata (never a polling timer) until
 //! records arrive. Metadata is any [`shale_metadata_contract::MetadataApi`]: in process or remote.
 //!
+//! A reader may be given a [`History`] (the table tier) that serves reads starting
+//! below a stream's trim point.
+//!
 //! Modules: `config`, `cache` (blocks and index entries), `read` (positions and limits),
-//! `error`.
+//! `history`, `error`.
 
 mod cache;
 mod config;
 mod error;
+mod history;
 mod read;
 
 pub use cache::CacheStats;
 pub use config::ReaderConfig;
 pub use error::ReaderError;
+pub use history::{History, HistoryOutput, HistoryRead};
 pub use read::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader};

@@ -10,7 +10,7 @@ use shale_storage::object_store::ObjectStore;
 use tokio::sync::watch;
 
 use crate::cache::{CacheStats, Caches};
-use crate::{ReaderConfig, ReaderError};
+use crate::{History, HistoryRead, ReaderConfig, ReaderError};
 
 /// Where a read starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +96,8 @@ pub struct Reader {
     metadata: Arc<dyn MetadataApi>,
     caches: Caches,
     consumer_lag_top: usize,
+    /// Where reads starting below a stream's trim point look first.
+    history: Option<Arc<dyn History>>,
 }
 
 impl Reader {
@@ -105,7 +107,13 @@ impl Reader {
     }
 
     pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>, metadata: Arc<dyn MetadataApi>) -> Self {
-        Self { metadata, caches: Caches::new(config, store), consumer_lag_top: config.consumer_lag_top }
+        Self { metadata, caches: Caches::new(config, store), consumer_lag_top: config.consumer_lag_top, history: None }
+    }
+
+    /// The same reader, serving reads that start below a stream's trim point from
+    /// `history` where it has the records.
+    pub fn with_history(self, history: Arc<dyn History>) -> Self {
+        Self { history: Some(history), ..self }
     }
 
     pub fn cache_stats(&self) -> Arc<CacheStats> {
@@ -155,6 +163,24 @@ impl Reader {
                 Some(resolved) => resolved,
                 None => self.resolve_start(&info, request).await?,
             };
+            if seq < info.record.trim_point {
+                if let Some(history) = &self.history {
+                    let read = HistoryRead {
+                        basin: request.basin.clone(),
+                        stream: request.stream.clone(),
+                        created_at_ms: info.record.created_at_ms,
+                        from_seq: seq,
+                        before_seq: info.record.trim_point,
+                        count,
+                        bytes,
+                        until: request.until,
+                    };
+                    let found = history.read(&read).await?;
+                    if !found.records.is_empty() || found.reached_until {
+                        return Ok(ReadOutput { records: found.records, tail, reached_until: found.reached_until });
+                    }
+                }
+            }
             let seq = seq.max(info.record.trim_point);
             start = Some((seq, min_timestamp));
             let (records, reached_until) =

@@ -64,7 +64,7 @@ impl Bounds {
             seq_num: (first.record.seq_num, first.record.seq_num),
             timestamp_ms: (first.record.timestamp, first.record.timestamp),
         };
-        for TableRow { stream, record } in rows {
+        for TableRow { stream, record, .. } in rows {
             if *stream < bounds.stream.0 {
                 bounds.stream.0 = stream.clone();
             }

@@ -9,13 +9,16 @@
 //!   manifest lists, snapshots and table metadata, Avro ([`avro`]) and JSON to the spec.
 //! - [`tiering`]: passes that write each opted-in basin's records, once old enough, as
 //!   such files under `tables/<basin>/` on the store, and commit them exactly once.
+//! - [`history`]: reads of records the log no longer holds, served from those files.
 
 pub mod avro;
 pub mod body_columns;
+pub mod history;
 pub mod iceberg;
 pub mod parquet_file;
 pub mod tiering;
 
+pub use history::TableHistory;
 pub use iceberg::StoreLocation;
 pub use parquet_file::{write_parquet, TableRow, ROW_GROUP_ROWS};
 pub use tiering::{
@@ -41,4 +44,6 @@ pub enum TablesError {
     Store(#[from] object_store::Error),
     #[error("table state: {0}")]
     State(#[from] serde_json::Error),
+    #[error("table file {0}")]
+    File(String),
 }

@@ -18,10 +18,12 @@ use std::sync::Arc;
 use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType, ZstdLevel};
 use parquet::column::writer::ColumnWriter;
 use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use parquet::schema::types::Type;
+use serde::{Deserialize, Serialize};
 use shale_proto::record::SequencedRecord;
 
 use crate::body_columns::{self, BodyColumn, Cell, ColumnType};
@@ -53,13 +55,57 @@ message record {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableRow {
     pub stream: String,
+    /// When the stream was created: a stream deleted and created again under the same
+    /// name is another stream, told apart in the file's stream index.
+    pub created_at_ms: u64,
     pub record: SequencedRecord,
+}
+
+/// The key of a file's stream index in its Parquet key-value metadata: a JSON array of
+/// [`StreamRun`]s, so a reader of one stream's records reads only their rows.
+pub const STREAM_INDEX_KEY: &str = "shale.streams";
+
+/// Rows of one stream with dense sequence numbers: rows `first_row..first_row + rows`
+/// of the file hold `first_seq..first_seq + rows`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRun {
+    pub stream: String,
+    pub created_at_ms: u64,
+    pub first_row: u64,
+    pub first_seq: u64,
+    pub rows: u64,
+}
+
+/// The runs of sorted `rows`.
+fn stream_runs(rows: &[TableRow]) -> Vec<StreamRun> {
+    let mut runs: Vec<StreamRun> = Vec::new();
+    for (index, row) in rows.iter().enumerate() {
+        match runs.last_mut() {
+            Some(run)
+                if run.stream == row.stream
+                    && run.created_at_ms == row.created_at_ms
+                    && run.first_seq + run.rows == row.record.seq_num =>
+            {
+                run.rows += 1
+            }
+            _ => runs.push(StreamRun {
+                stream: row.stream.clone(),
+                created_at_ms: row.created_at_ms,
+                first_row: index as u64,
+                first_seq: row.record.seq_num,
+                rows: 1,
+            }),
+        }
+    }
+    runs
 }
 
 /// Writes `rows` (in any order) as one Parquet file, sorted by stream then sequence
 /// number, with a column for each of `body_columns`; see the module doc.
 pub fn write_parquet(mut rows: Vec<TableRow>, body_columns: &[BodyColumn]) -> Result<Bytes, TablesError> {
-    rows.sort_by(|a, b| (&a.stream, a.record.seq_num).cmp(&(&b.stream, b.record.seq_num)));
+    rows.sort_by(|a, b| {
+        (&a.stream, a.created_at_ms, a.record.seq_num).cmp(&(&b.stream, b.created_at_ms, b.record.seq_num))
+    });
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_statistics_enabled(EnabledStatistics::Page)
@@ -67,6 +113,8 @@ pub fn write_parquet(mut rows: Vec<TableRow>, body_columns: &[BodyColumn]) -> Re
         .set_column_dictionary_enabled("stream".into(), true)
         .build();
     let mut writer = SerializedFileWriter::new(Vec::new(), schema(body_columns)?, Arc::new(properties))?;
+    let index = serde_json::to_string(&stream_runs(&rows))?;
+    writer.append_key_value_metadata(KeyValue::new(STREAM_INDEX_KEY.to_string(), index));
     for group in rows.chunks(ROW_GROUP_ROWS) {
         let mut row_group = writer.next_row_group()?;
         let columns = Columns::of(group);
@@ -201,7 +249,7 @@ struct Columns {
 impl Columns {
     fn of(rows: &[TableRow]) -> Self {
         let mut columns = Columns::default();
-        for TableRow { stream, record } in rows {
+        for TableRow { stream, record, .. } in rows {
             columns.stream.push(ByteArray::from(stream.as_bytes().to_vec()));
             columns.seq_num.push(record.seq_num as i64);
             columns.timestamp.push((record.timestamp as i64).saturating_mul(1000));
@@ -240,7 +288,7 @@ mod tests {
             headers,
             body: Bytes::copy_from_slice(body),
         };
-        TableRow { stream: stream.into(), record }
+        TableRow { stream: stream.into(), created_at_ms: 1, record }
     }
 
     /// The file reads back as the rows, sorted by stream then sequence number, headers
@@ -255,6 +303,16 @@ mod tests {
         ];
         let file = write_parquet(rows, &[]).unwrap();
         let reader = SerializedFileReader::new(file).unwrap();
+        let index = reader.metadata().file_metadata().key_value_metadata().unwrap();
+        let runs = index.iter().find(|kv| kv.key == STREAM_INDEX_KEY).unwrap().value.clone().unwrap();
+        assert_eq!(
+            serde_json::from_str::<Vec<StreamRun>>(&runs).unwrap(),
+            [
+                StreamRun { stream: "a".into(), created_at_ms: 1, first_row: 0, first_seq: 0, rows: 1 },
+                StreamRun { stream: "b".into(), created_at_ms: 1, first_row: 1, first_seq: 0, rows: 2 },
+            ],
+            "one dense run per stream"
+        );
         let mut read = Vec::new();
         for row in reader.get_row_iter(None).unwrap() {
             let fields: Vec<(String, Field)> =

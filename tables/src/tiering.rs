@@ -60,7 +60,7 @@ pub struct TableState {
     /// Rows in the committed files.
     pub rows: u64,
     /// The committed files, oldest first.
-    pub files: Vec<String>,
+    pub files: Vec<DataFile>,
     /// The Iceberg table's id.
     #[serde(default)]
     pub table_uuid: String,
@@ -222,7 +222,13 @@ impl Tierer {
                     let position = StreamPosition { created_at_ms: stream.created_at_ms, next_seq: last.seq_num + 1 };
                     positions.insert(stream.name.clone(), position);
                     bytes += records.iter().map(|r| r.metered_bytes()).sum::<u64>();
-                    rows.extend(records.into_iter().map(|record| TableRow { stream: stream.name.clone(), record }));
+                    let created_at_ms = stream.created_at_ms;
+                    let name = &stream.name;
+                    rows.extend(records.into_iter().map(|record| TableRow {
+                        stream: name.clone(),
+                        created_at_ms,
+                        record,
+                    }));
                 }
             }
             match page.items.last() {
@@ -306,7 +312,7 @@ impl Tierer {
             pass,
             positions,
             rows: state.rows + count,
-            files: state.files.iter().cloned().chain(files.into_iter().map(|f| f.path)).collect(),
+            files: state.files.iter().cloned().chain(files).collect(),
             table_uuid,
             body_columns,
             manifests,

@@ -24,7 +24,7 @@ fn duckdb_reads_every_record_once_with_its_fields() {
             };
             let body = Bytes::from(format!("s{stream}-r{seq_num}"));
             let record = SequencedRecord { seq_num, timestamp: 1_700_000_000_000 + seq_num * 10, headers, body };
-            rows.push(TableRow { stream: format!("stream-{stream:02}"), record });
+            rows.push(TableRow { stream: format!("stream-{stream:02}"), created_at_ms: 0, record });
         }
     }
     rows.reverse();

@@ -12,13 +12,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shale_gateway::{AppendInput, GatewayConfig};
-use shale_metadata::{BasinConfig, BodyFormat, MetadataApi, MetadataConfig, TablesConfig};
+use shale_metadata::{
+    BasinConfig, BasinPatch, BodyFormat, MetadataApi, MetadataConfig, RetentionPolicy, StreamConfig, TablesConfig,
+};
 use shale_proto::{Header, Record};
-use shale_reader::{Reader, ReaderConfig};
+use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 use shale_storage::ManualClock;
-use shale_tables::{StoreLocation, Tierer};
+use shale_tables::{StoreLocation, TableHistory, Tierer};
 use shale_tests::tables::{read_table, table_row};
 use shale_tests::{Backend, Node, TestStore};
 
@@ -128,8 +130,6 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     node.stop().await;
 }
 
-shale_tests::on_every_backend!(suite_tiering_writes_every_record_once);
-
 /// The table tier is a basin setting: set at creation, shown in the config, turned off
 /// with `null` and on again with a reconfiguration.
 #[tokio::test]
@@ -147,13 +147,19 @@ async fn tables_are_configured_per_basin_over_http() {
         let url = server.url(&format!("/v1/basins/{BASIN}"));
         async move { client.get(url).send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
     };
-    assert_eq!(config(&server).await["tables"], serde_json::json!({ "after_secs": 30, "body_format": "binary" }));
+    assert_eq!(
+        config(&server).await["tables"],
+        serde_json::json!({ "after_secs": 30, "body_format": "binary", "serve_reads": false })
+    );
     let patch = |body: serde_json::Value| client.patch(server.url(&format!("/v1/basins/{BASIN}"))).json(&body).send();
     assert!(patch(serde_json::json!({ "tables": null })).await.unwrap().status().is_success());
     assert!(config(&server).await.get("tables").is_none(), "off");
-    let on = serde_json::json!({ "tables": { "after_secs": 0, "body_format": "json" } });
+    let on = serde_json::json!({ "tables": { "after_secs": 0, "body_format": "json", "serve_reads": true } });
     assert!(patch(on).await.unwrap().status().is_success());
-    assert_eq!(config(&server).await["tables"], serde_json::json!({ "after_secs": 0, "body_format": "json" }));
+    assert_eq!(
+        config(&server).await["tables"],
+        serde_json::json!({ "after_secs": 0, "body_format": "json", "serve_reads": true })
+    );
     let bad = patch(serde_json::json!({ "tables": { "after_secs": 0, "body_format": "xml" } })).await.unwrap();
     assert_eq!(bad.status(), 400, "unknown body formats are refused");
     let bad = patch(serde_json::json!({ "tables": { "after": 1 } })).await.unwrap();
@@ -169,7 +175,7 @@ async fn suite_json_bodies_are_columns(backend: Backend) {
     let store = backend.store().await;
     let clock = Arc::new(ManualClock::new(1_800_000_000_000));
     let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
-    let tables = TablesConfig { after_secs: 0, body_format: BodyFormat::Json };
+    let tables = TablesConfig { after_secs: 0, body_format: BodyFormat::Json, ..Default::default() };
     let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
     node.metadata.create_basin(JSON_BASIN, config).await.unwrap();
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
@@ -237,4 +243,154 @@ mod json_bodies {
     async fn s3() {
         super::suite_json_bodies_are_columns(shale_tests::Backend::S3).await
     }
+}
+
+/// Reads from the table tier: once retention removed a stream's old records from the
+/// log, a reader with the table as its history serves them from Parquet, exactly as the
+/// log had them, and goes on into the log at the trim point; with `serve_reads` off (or
+/// a reader without history) a read below the trim point starts at it, as S2's does.
+async fn suite_expired_history_is_read_from_the_table(backend: Backend) {
+    const HISTORY_BASIN: &str = "history-basin";
+    let store = backend.store().await;
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
+    let tables = TablesConfig { after_secs: 0, serve_reads: true, ..Default::default() };
+    node.metadata
+        .create_basin(HISTORY_BASIN, BasinConfig { tables: Some(tables), ..Default::default() })
+        .await
+        .unwrap();
+    let retained = StreamConfig { retention_policy: Some(RetentionPolicy::Age(600)), ..StreamConfig::default() };
+    for stream in ["h", "other"] {
+        node.metadata.create_stream(HISTORY_BASIN, stream, retained.clone()).await.unwrap();
+    }
+    let append = |stream: &str, from: u64, count: u64| {
+        let records = (from..from + count)
+            .map(|i| Record {
+                headers: (i % 3 == 0)
+                    .then(|| Header { name: Bytes::from("n"), value: Bytes::from(format!("{i}")) })
+                    .into_iter()
+                    .collect(),
+                body: Bytes::from(format!("{stream}-{i}-{}", "x".repeat((i % 7) as usize * 30))),
+                ..Default::default()
+            })
+            .collect();
+        node.gateway.append(AppendInput {
+            basin: HISTORY_BASIN.into(),
+            stream: stream.into(),
+            records,
+            ..Default::default()
+        })
+    };
+    // Three tiering passes of 100 records each: the stream's history spans three files.
+    for pass in 0..3 {
+        append("h", pass * 100, 100).await.unwrap();
+        append("other", pass * 10, 10).await.unwrap();
+        clock.advance(Duration::from_secs(1));
+        let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
+        let tierer = Tierer::new(
+            node.metadata.clone(),
+            reader,
+            store.raw.clone(),
+            StoreLocation(store.url.clone()),
+            clock.clone(),
+            Box::new(|_| true),
+        );
+        assert_eq!(tierer.run_pass().await.unwrap(), 110);
+    }
+    let read_all = |reader: Reader, from: u64| async move {
+        let mut records = Vec::new();
+        let mut next = from;
+        loop {
+            let request = ReadRequest {
+                limits: ReadLimits { count: Some(64), bytes: None },
+                ..shale_tests::read_request(HISTORY_BASIN, "h", ReadStart::SeqNum(next))
+            };
+            let read = reader.read(&request).await.unwrap().records;
+            let Some(last) = read.last() else { return records };
+            next = last.seq_num + 1;
+            records.extend(read);
+        }
+    };
+    let plain = || Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone());
+    let with_history = || {
+        let history = TableHistory::new(node.metadata.clone(), store.raw.clone());
+        plain().with_history(Arc::new(history))
+    };
+    let logged = read_all(plain(), 0).await;
+    assert_eq!(logged.len(), 300);
+
+    // The 300 records expire; 50 new ones stay in the log.
+    clock.advance(Duration::from_secs(601));
+    append("h", 300, 50).await.unwrap();
+    node.metadata.reclaim(store.raw.as_ref()).await.unwrap();
+    let trim_point = node.metadata.stream(HISTORY_BASIN, "h").await.unwrap().record.trim_point;
+    assert_eq!(trim_point, 300, "retention moved the trim point past the old records");
+    let newer = read_all(plain(), 0).await;
+    assert_eq!(newer.first().map(|r| r.seq_num), Some(300), "without history, a read starts at the trim point");
+
+    let everything = read_all(with_history(), 0).await;
+    assert_eq!(everything.len(), 350);
+    assert_eq!(everything[..300], logged[..], "history from the table, exactly as the log had it");
+    assert_eq!(everything[300..], newer[..], "then the log from the trim point");
+    let middle = read_all(with_history(), 150).await;
+    assert_eq!(middle.first().map(|r| r.seq_num), Some(150), "a start inside a file reads from that row");
+    assert_eq!(middle.len(), 200);
+
+    let off = TablesConfig { after_secs: 0, serve_reads: false, ..Default::default() };
+    let patch = BasinPatch { tables: Some(Some(off)), ..Default::default() };
+    node.metadata.reconfigure_basin(HISTORY_BASIN, patch).await.unwrap();
+    let unserved = read_all(with_history(), 0).await;
+    assert_eq!(unserved.first().map(|r| r.seq_num), Some(300), "serve_reads off: the log's trim point");
+    node.stop().await;
+}
+
+shale_tests::on_every_backend!(suite_tiering_writes_every_record_once, suite_expired_history_is_read_from_the_table);
+
+/// `shale serve` reads through the table tier: once retention took a stream's records
+/// out of the log, a read from 0 finds nothing while the basin does not serve reads from
+/// its table, and every record, from the table, once it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_reads_expired_records_from_the_table() {
+    const SERVED: &str = "served-basin";
+    let server = shale_tests::TestServer::start_with(|config| {
+        config.tables.pass_interval = Duration::from_millis(100);
+        config.metadata.gc_interval = Duration::from_millis(200);
+    })
+    .await;
+    let client = &server.client;
+    let basin = serde_json::json!({ "basin": SERVED, "config": { "tables": { "after_secs": 0 } } });
+    assert_eq!(client.post(server.url("/v1/basins")).json(&basin).send().await.unwrap().status(), 201);
+    let stream = serde_json::json!({ "stream": "h", "config": { "retention_policy": { "age": 1 } } });
+    let created = client.post(server.url("/v1/streams")).header("s2-basin", SERVED).json(&stream).send().await;
+    assert_eq!(created.unwrap().status(), 201);
+    let records: Vec<serde_json::Value> = (0..10).map(|i| serde_json::json!({ "body": format!("r{i}") })).collect();
+    let appended = client
+        .post(server.url("/v1/streams/h/records"))
+        .header("s2-basin", SERVED)
+        .json(&serde_json::json!({ "records": records }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(appended.status(), 200);
+
+    let status_rows = || async {
+        let status = client.get(server.url(&format!("/v1/basins/{SERVED}/tables"))).send().await.unwrap();
+        status.json::<serde_json::Value>().await.unwrap()["rows"].as_u64().unwrap()
+    };
+    let read_bodies = || async {
+        let read = client.get(server.url("/v1/streams/h/records?seq_num=0")).header("s2-basin", SERVED).send();
+        let read: serde_json::Value = read.await.unwrap().json().await.unwrap();
+        read["records"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while status_rows().await < 10 || !read_bodies().await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "tiered and then expired from the log within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let on = serde_json::json!({ "tables": { "after_secs": 0, "serve_reads": true } });
+    let patched = client.patch(server.url(&format!("/v1/basins/{SERVED}"))).json(&on).send().await.unwrap();
+    assert!(patched.status().is_success());
+    let expected: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    assert_eq!(read_bodies().await, expected, "every expired record, read from the table");
+    server.stop().await;
 }

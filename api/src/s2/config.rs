@@ -69,14 +69,17 @@ pub struct BasinConfigJson {
     tables: Option<TablesJson>,
 }
 
-/// `"tables": {"after_secs": N, "body_format": "binary" | "json"}`: records N seconds
-/// old are also written as Parquet; JSON bodies also as typed columns.
+/// `"tables": {"after_secs": N, "body_format": "binary" | "json", "serve_reads": bool}`:
+/// records N seconds old are also written as Parquet; JSON bodies also as typed columns;
+/// reads below a stream's trim point served from the table.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TablesJson {
     after_secs: u64,
     #[serde(default)]
     body_format: BodyFormatJson,
+    #[serde(default)]
+    serve_reads: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
@@ -93,7 +96,7 @@ impl TablesJson {
             BodyFormatJson::Binary => BodyFormat::Binary,
             BodyFormatJson::Json => BodyFormat::Json,
         };
-        TablesConfig { after_secs: self.after_secs, body_format }
+        TablesConfig { after_secs: self.after_secs, body_format, serve_reads: self.serve_reads }
     }
 
     fn from_config(config: TablesConfig) -> Self {
@@ -101,7 +104,7 @@ impl TablesJson {
             BodyFormat::Binary => BodyFormatJson::Binary,
             BodyFormat::Json => BodyFormatJson::Json,
         };
-        Self { after_secs: config.after_secs, body_format }
+        Self { after_secs: config.after_secs, body_format, serve_reads: config.serve_reads }
     }
 }
 

@@ -81,7 +81,7 @@ impl Service {
             after_secs: tables.after_secs,
             passes: state.pass,
             rows: state.rows,
-            files: state.files,
+            files: state.files.into_iter().map(|f| f.path).collect(),
             streams,
         })
     }
