@@ -199,8 +199,10 @@ impl Tierer {
         let mut rows = Vec::new();
         let mut bytes = 0;
         let mut start_after = String::new();
+        let mut listed = std::collections::BTreeSet::new();
         'streams: loop {
             let page = self.metadata.list_streams(&basin.name, "", &start_after, 1000).await?;
+            listed.extend(page.items.iter().map(|s| s.name.clone()));
             // Streams are read several at a time, each up to its share of what the pass
             // may still take.
             for chunk in page.items.chunks(CONCURRENT_STREAMS) {
@@ -233,7 +235,11 @@ impl Tierer {
             }
             match page.items.last() {
                 Some(last) if page.has_more => start_after = last.name.clone(),
-                _ => break,
+                _ => {
+                    // Every stream was listed: positions of deleted ones go.
+                    positions.retain(|name, _| listed.contains(name));
+                    break;
+                }
             }
         }
         Ok((rows, positions))

@@ -341,6 +341,19 @@ async fn suite_expired_history_is_read_from_the_table(backend: Backend) {
     node.metadata.reconfigure_basin(HISTORY_BASIN, patch).await.unwrap();
     let unserved = read_all(with_history(), 0).await;
     assert_eq!(unserved.first().map(|r| r.seq_num), Some(300), "serve_reads off: the log's trim point");
+
+    // A deleted stream's position leaves the state with the next commit; its rows stay
+    // in the table (history outlives the log by design).
+    node.metadata.delete_stream(HISTORY_BASIN, "other").await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
+    let location = StoreLocation(store.url.clone());
+    let tierer =
+        Tierer::new(node.metadata.clone(), reader, store.raw.clone(), location, clock.clone(), Box::new(|_| true));
+    assert_eq!(tierer.run_pass().await.unwrap(), 50, "the records appended after the expiry");
+    let (state, _) = tierer.state(HISTORY_BASIN).await.unwrap();
+    assert_eq!(state.positions.keys().collect::<Vec<_>>(), ["h"]);
+    assert_eq!((state.positions["h"].next_seq, state.rows), (350, 380));
     node.stop().await;
 }
 
