@@ -2,9 +2,11 @@
 //! 1 KiB JSON records over `--streams` streams through a gateway into a basin with the
 //! table tier on, then runs tiering passes until everything is in the table. Prints the
 //! tiering throughput, Parquet bytes against the log's bytes, the PUTs and GETs per GiB
-//! tiered, and (when `.venv` has DuckDB) how fast DuckDB scans the table.
+//! tiered, then reads every record back from the table as the reader's history tier
+//! (MiB/s, GETs per GiB), and (when `.venv` has DuckDB) how fast DuckDB scans the table.
+//! `--json` declares the bodies JSON, so tiering also decodes them into columns.
 //!
-//!   cargo run --release -p shale-bench --bin shale-tiering-bench -- --mib 512 --delay 30ms
+//!   cargo run --release -p shale-bench --bin shale-tiering-bench -- --mib 512 --delay 30ms [--json]
 //!
 //! Bodies are JSON objects with a counter, an amount and 900 bytes of pseudo-random
 //! lowercase text, so they compress about as much as real payloads (not as much as
@@ -17,13 +19,15 @@ use bytes::Bytes;
 use clap::Parser;
 use futures::TryStreamExt;
 use shale_gateway::{AppendInput, Gateway, GatewayConfig};
-use shale_metadata::{BasinConfig, Metadata, MetadataApi, MetadataConfig, TablesConfig, DEFAULT_DB_PATH};
+use shale_metadata::{
+    BasinConfig, BodyFormat, Metadata, MetadataApi, MetadataConfig, TablesConfig, DEFAULT_DB_PATH,
+};
 use shale_proto::Record;
-use shale_reader::{Reader, ReaderConfig};
+use shale_reader::{History, HistoryRead, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::ObjectStore;
 use shale_storage::{open_store_with, DelayedStore, InstrumentedStore, SystemClock};
-use shale_tables::{StoreLocation, Tierer};
+use shale_tables::{StoreLocation, TableHistory, Tierer};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -35,6 +39,9 @@ struct Args {
     mib: u64,
     #[arg(long, default_value = "100")]
     streams: usize,
+    /// Declare the bodies JSON: tiering decodes their fields into columns.
+    #[arg(long)]
+    json: bool,
 }
 
 const BASIN: &str = "tiering-bench";
@@ -76,7 +83,11 @@ async fn main() -> anyhow::Result<()> {
     let gateway = Arc::new(Gateway::start(GatewayConfig::default(), store.clone(), metadata.clone(), clock.clone())?);
     let config = BasinConfig {
         create_stream_on_append: true,
-        tables: Some(TablesConfig { after_secs: 0, ..Default::default() }),
+        tables: Some(TablesConfig {
+            after_secs: 0,
+            body_format: if args.json { BodyFormat::Json } else { BodyFormat::Binary },
+            serve_reads: true,
+        }),
         ..BasinConfig::default()
     };
     metadata.create_basin(BASIN, config).await?;
@@ -146,16 +157,61 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("requests per GiB tiered: {:.0} PUTs, {:.0} GETs", puts as f64 / gib, gets as f64 / gib);
 
+    // Read everything back from the table, as a reader does below a stream's trim point:
+    // 1,000 records (at most 1 MiB) per read, every stream at once.
+    let history = Arc::new(TableHistory::new(metadata.clone(), store.clone()));
+    let gets = counters.gets();
+    let started = Instant::now();
+    let mut reads = Vec::new();
+    for s in 0..args.streams {
+        let (history, metadata) = (history.clone(), metadata.clone());
+        reads.push(async move {
+            let stream = format!("s{s:03}");
+            let created_at_ms = metadata.stream(BASIN, &stream).await?.record.created_at_ms;
+            let (mut next, mut read) = (0, 0u64);
+            loop {
+                let request = HistoryRead {
+                    basin: BASIN.into(),
+                    stream: stream.clone(),
+                    created_at_ms,
+                    from_seq: next,
+                    before_seq: u64::MAX,
+                    count: 1000,
+                    bytes: 1024 * 1024,
+                    until: None,
+                };
+                let records = history.read(&request).await?.records;
+                let Some(last) = records.last() else { return anyhow::Ok(read) };
+                next = last.seq_num + 1;
+                read += records.len() as u64;
+            }
+        });
+    }
+    let mut history_records = 0;
+    for chunk in futures::future::join_all(reads.into_iter().map(Box::pin).collect::<Vec<_>>()).await {
+        history_records += chunk?;
+    }
+    let elapsed = started.elapsed();
+    anyhow::ensure!(history_records == records, "read {history_records} of {records} records from the table");
+    println!(
+        "history reads from the table: {:.1} MiB/s ({:.1} s), {:.0} GETs per GiB read",
+        mib(metered) / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64(),
+        (counters.gets() - gets) as f64 / gib
+    );
+
     let python = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
     let files = dir.path().join(format!("tables/{BASIN}/data/*/*.parquet"));
     let script = r#"
 import sys, time, duckdb
 duckdb.sql("select 1")
 started = time.perf_counter()
-rows, bytes, big = duckdb.sql(f"select count(*), sum(octet_length(body)), count(*) filter (where cast(json_extract(decode(body), '$.amount') as int) > 500) from read_parquet('{sys.argv[1]}')").fetchone()
+amount = "amount" if sys.argv[2] == "json" else "cast(json_extract(decode(body), '$.amount') as int)"
+rows, bytes, big = duckdb.sql(f"select count(*), sum(octet_length(body)), count(*) filter (where {amount} > 500) from read_parquet('{sys.argv[1]}', union_by_name = true)").fetchone()
 print(rows, bytes, big, time.perf_counter() - started)
 "#;
-    match std::process::Command::new(&python).args(["-c", script]).arg(&files).output() {
+    let format = if args.json { "json" } else { "binary" };
+    match std::process::Command::new(&python).args(["-c", script]).arg(&files).arg(format).output() {
         Ok(output) if output.status.success() => {
             let text = String::from_utf8_lossy(&output.stdout);
             let fields: Vec<&str> = text.split_whitespace().collect();

@@ -178,6 +178,18 @@ impl AsyncFileReader for StoreFile {
             .boxed()
     }
 
+    /// The column chunks of a read at once: the store merges ranges close together into
+    /// one request.
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<std::ops::Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.store.get_ranges(&self.path, &ranges).await.map_err(|e| ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+
     fn get_metadata<'a>(
         &'a mut self,
         options: Option<&'a ArrowReaderOptions>,
