@@ -19,9 +19,7 @@ use bytes::Bytes;
 use clap::Parser;
 use futures::TryStreamExt;
 use shale_gateway::{AppendInput, Gateway, GatewayConfig};
-use shale_metadata::{
-    BasinConfig, BodyFormat, Metadata, MetadataApi, MetadataConfig, TablesConfig, DEFAULT_DB_PATH,
-};
+use shale_metadata::{BasinConfig, BodyFormat, Metadata, MetadataApi, MetadataConfig, TablesConfig, DEFAULT_DB_PATH};
 use shale_proto::Record;
 use shale_reader::{History, HistoryRead, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;

@@ -184,10 +184,8 @@ impl AsyncFileReader for StoreFile {
         &mut self,
         ranges: Vec<std::ops::Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        async move {
-            self.store.get_ranges(&self.path, &ranges).await.map_err(|e| ParquetError::External(Box::new(e)))
-        }
-        .boxed()
+        async move { self.store.get_ranges(&self.path, &ranges).await.map_err(|e| ParquetError::External(Box::new(e))) }
+            .boxed()
     }
 
     fn get_metadata<'a>(

@@ -258,28 +258,19 @@ impl Tierer {
         let root = table_root(&basin.name);
         let pass = state.pass + 1;
         let snapshot_id = pass as i64;
-        let body_columns = match json {
-            true => {
-                let schema_id = iceberg::current_schema_id(&state.body_columns) + 1;
-                body_columns::evolve(&state.body_columns, rows.iter().map(|r| r.record.body.as_ref()), schema_id)
-            }
-            false => state.body_columns.clone(),
-        };
-        let schema_id = iceberg::current_schema_id(&body_columns);
         let count = rows.len() as u64;
-        let mut by_day: BTreeMap<i32, Vec<TableRow>> = BTreeMap::new();
-        for row in rows {
-            by_day.entry(iceberg::day_of(row.record.timestamp)).or_default().push(row);
-        }
+        let previous = state.body_columns.clone();
+        // Decoding and encoding take a pass's CPU: off the runtime's threads, which serve
+        // the API in the same process.
+        let (body_columns, encoded) = tokio::task::spawn_blocking(move || encode_pass(rows, previous, json, pass))
+            .await
+            .map_err(|e| TablesError::File(format!("encoding pass {pass}: {e}")))??;
+        let schema_id = iceberg::current_schema_id(&body_columns);
         let mut files = Vec::new();
-        for (day, rows) in by_day {
-            let Some(bounds) = Bounds::of(&rows) else { continue };
-            let path = format!("{root}/data/timestamp_day={}/pass-{pass:012}.parquet", iceberg::day_name(day));
-            let records = rows.len() as u64;
-            let parquet = write_parquet(rows, &body_columns)?;
-            let size = parquet.len() as u64;
-            self.store.put(&Path::from(path.clone()), parquet.into()).await?;
-            files.push(DataFile { path, day, records, size, bounds });
+        for (mut file, parquet) in encoded {
+            file.path = format!("{root}/{}", file.path);
+            self.store.put(&Path::from(file.path.clone()), parquet.into()).await?;
+            files.push(file);
         }
         let manifest_path = format!("{root}/metadata/pass-{pass:012}-manifest.avro");
         let manifest = iceberg::manifest(&files, &self.location, snapshot_id, schema_id, &body_columns);
@@ -383,6 +374,39 @@ impl Tierer {
         }
         Ok(records)
     }
+}
+
+/// A pass encoded: the decoded columns after it, and its Parquet files, each with its
+/// data file entry (path relative to the table root).
+type EncodedPass = (Vec<BodyColumn>, Vec<(DataFile, Bytes)>);
+
+/// A pass's rows as Parquet files, one per day of their timestamps.
+fn encode_pass(
+    rows: Vec<TableRow>,
+    previous: Vec<BodyColumn>,
+    json: bool,
+    pass: u64,
+) -> Result<EncodedPass, TablesError> {
+    let body_columns = match json {
+        true => {
+            let schema_id = iceberg::current_schema_id(&previous) + 1;
+            body_columns::evolve(&previous, rows.iter().map(|r| r.record.body.as_ref()), schema_id)
+        }
+        false => previous,
+    };
+    let mut by_day: BTreeMap<i32, Vec<TableRow>> = BTreeMap::new();
+    for row in rows {
+        by_day.entry(iceberg::day_of(row.record.timestamp)).or_default().push(row);
+    }
+    let mut files = Vec::new();
+    for (day, rows) in by_day {
+        let Some(bounds) = Bounds::of(&rows) else { continue };
+        let path = format!("data/timestamp_day={}/pass-{pass:012}.parquet", iceberg::day_name(day));
+        let records = rows.len() as u64;
+        let parquet = write_parquet(rows, &body_columns)?;
+        files.push((DataFile { path, day, records, size: parquet.len() as u64, bounds }, parquet));
+    }
+    Ok((body_columns, files))
 }
 
 /// The table tier's settings (`[tables]` in the server's TOML).

@@ -3,7 +3,7 @@
 usage: table_check.py LOCATION BASIN [--endpoint URL] [--sql QUERY]... [--filter EXPR]...
 
 LOCATION is the store's URL (file:///dir or s3://bucket). Two readers:
-- DuckDB over every Parquet file: read_parquet('<LOCATION>/tables/<BASIN>/data/**/*.parquet'),
+- DuckDB over every Parquet file: read_parquet('<LOCATION>/tables/<BASIN>/**/*.parquet'),
   through a pyarrow S3 file system registered with DuckDB for s3:// (no extension download);
 - pyiceberg: StaticTable.from_metadata on the metadata file the version hint names, scanned.
 Prints one JSON object: each reader's rows, sorted by stream and seq_num, as
@@ -37,11 +37,11 @@ if args.location.startswith("s3://"):
     duckdb.register_filesystem(ArrowFSWrapper(s3))
     properties = {"s3.endpoint": args.endpoint, "s3.access-key-id": "test",
                   "s3.secret-access-key": "test", "s3.region": "us-east-1"}
-    files = f"{root}/data/**/*.parquet"
+    files = f"{root}/**/*.parquet"
 else:
     fs, strip = pafs.LocalFileSystem(), "file://"
     properties = {}
-    files = f"{root.removeprefix('file://')}/data/**/*.parquet"
+    files = f"{root.removeprefix('file://')}/**/*.parquet"
 
 
 def read_text(uri):
