@@ -129,6 +129,13 @@ pub trait MetadataApi: Send + Sync + 'static {
         self.catalog(call).await?.into_streams()
     }
 
+    /// The stream's compaction cursor: its records below this sequence number are in
+    /// compacted objects (0 before any compaction).
+    async fn compacted_through(&self, basin: &str, stream: &str) -> Result<u64> {
+        let call = CatalogCall::CompactedThrough { basin: basin.into(), stream: stream.into() };
+        self.catalog(call).await?.into_compacted_through()
+    }
+
     async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
         self.catalog(CatalogCall::DeleteStream { basin: basin.into(), stream: stream.into() }).await?.into_done()
     }

@@ -93,6 +93,11 @@ pub enum CatalogCall {
         /// entries after it.
         remerge_below: u64,
     },
+    /// The stream's compaction cursor: its records below it are in compacted objects.
+    CompactedThrough {
+        basin: String,
+        stream: String,
+    },
     /// Swaps entries for their rewritten form in the compacted object `segment_id`.
     CommitCompaction {
         segment_id: u128,
@@ -216,6 +221,7 @@ impl CatalogCall {
             CatalogCall::ListStreams { .. } => "list_streams",
             CatalogCall::DeleteStream { .. } => "delete_stream",
             CatalogCall::PlanCompaction { .. } => "plan_compaction",
+            CatalogCall::CompactedThrough { .. } => "compacted_through",
             CatalogCall::CommitCompaction { .. } => "commit_compaction",
             CatalogCall::IssueAccessToken { .. } => "issue_access_token",
             CatalogCall::AccessTokenBySecret { .. } => "access_token_by_secret",
@@ -236,6 +242,7 @@ impl CatalogCall {
             | CatalogCall::GetStream { .. }
             | CatalogCall::ListStreams { .. }
             | CatalogCall::PlanCompaction { .. }
+            | CatalogCall::CompactedThrough { .. }
             | CatalogCall::AccessTokenBySecret { .. }
             | CatalogCall::ListAccessTokens { .. }
             | CatalogCall::GetConsumer { .. }
@@ -285,6 +292,8 @@ pub enum CatalogReply {
     CompactionPlan(CompactionPlan),
     /// How many replacements a compaction commit applied.
     CompactionAccepted(u32),
+    /// A stream's compaction cursor.
+    CompactedThrough(u64),
     AccessToken(Option<AccessTokenRecord>),
     AccessTokens(ListPage<AccessTokenRecord>),
     Consumer(Option<ConsumerPosition>),
@@ -352,6 +361,13 @@ impl CatalogReply {
         match self {
             CatalogReply::Consumer(position) => Ok(position),
             other => Err(unexpected("a consumer position", &other)),
+        }
+    }
+
+    pub fn into_compacted_through(self) -> Result<u64> {
+        match self {
+            CatalogReply::CompactedThrough(seq) => Ok(seq),
+            other => Err(unexpected("a compaction cursor", &other)),
         }
     }
 

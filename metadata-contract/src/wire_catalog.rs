@@ -59,6 +59,7 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
                 remerge_below: *remerge_below,
             })
         }
+        CatalogCall::CompactedThrough { basin, stream } => Call::CompactedThrough(stream_ref(basin, stream)),
         CatalogCall::CommitCompaction { segment_id, replacements } => Call::CommitCompaction(pb::CommitCompaction {
             segment_id: segment_id.to_be_bytes().to_vec(),
             replacements: replacements
@@ -171,6 +172,7 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             expected: r.expected,
         },
         Call::GetConsumer(r) => CatalogCall::GetConsumer { basin: r.basin, stream: r.stream, name: r.name },
+        Call::CompactedThrough(r) => CatalogCall::CompactedThrough { basin: r.basin, stream: r.stream },
         Call::ListConsumers(r) => CatalogCall::ListConsumers {
             basin: r.basin,
             stream: r.stream,
@@ -242,6 +244,7 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
         CatalogReply::CompactionAccepted(accepted) => {
             (Reply::CompactionOutcome(pb::CompactionOutcome { accepted: *accepted }), false)
         }
+        CatalogReply::CompactedThrough(seq) => (Reply::CompactedThrough(*seq), false),
         CatalogReply::AccessToken(token) => {
             (Reply::AccessToken(pb::AccessTokenFound { token: token.as_ref().map(token_to_wire) }), false)
         }
@@ -312,6 +315,7 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             oldest_sealed_ms: plan.oldest_sealed_ms,
         }),
         Reply::CompactionOutcome(outcome) => CatalogReply::CompactionAccepted(outcome.accepted),
+        Reply::CompactedThrough(seq) => CatalogReply::CompactedThrough(seq),
         Reply::AccessToken(found) => CatalogReply::AccessToken(found.token.map(token_from_wire)),
         Reply::AccessTokens(page) => CatalogReply::AccessTokens(ListPage {
             items: page.tokens.into_iter().map(token_from_wire).collect(),
@@ -409,6 +413,7 @@ mod tests {
             },
             CatalogCall::GetConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
             CatalogCall::ListConsumers { basin: "b".into(), stream: "s".into(), start_after: "a".into(), limit: 3 },
+            CatalogCall::CompactedThrough { basin: "b".into(), stream: "s".into() },
         ];
         for call in calls {
             assert_eq!(catalog_call_from_wire(catalog_call_to_wire(&call)).unwrap(), call);
@@ -422,6 +427,7 @@ mod tests {
         let replies = [
             CatalogReply::CompactionPlan(plan),
             CatalogReply::CompactionAccepted(3),
+            CatalogReply::CompactedThrough(12),
             CatalogReply::Done,
             CatalogReply::AccessToken(Some(token())),
             CatalogReply::AccessToken(None),

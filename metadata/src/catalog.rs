@@ -56,6 +56,9 @@ impl Metadata {
                 let plan = self.plan_compaction(shard, shards, min_age_ms, max_bytes, remerge_below).await?;
                 CatalogReply::CompactionPlan(plan)
             }
+            CatalogCall::CompactedThrough { basin, stream } => {
+                CatalogReply::CompactedThrough(self.compacted_through(&basin, &stream).await?)
+            }
             CatalogCall::CommitCompaction { segment_id, replacements } => {
                 CatalogReply::CompactionAccepted(self.commit_compaction(segment_id, replacements).await?)
             }

@@ -192,6 +192,13 @@ impl Metadata {
         Ok(true)
     }
 
+    /// The stream's compaction cursor, as plans see it: its records below it are in
+    /// compacted objects.
+    pub(crate) async fn compacted_through(&self, basin: &str, stream: &str) -> Result<u64> {
+        let record = self.stream(basin, stream).await?.record;
+        self.compaction_cursor(record.id, &Self::durable_read()).await
+    }
+
     /// The stream's compaction cursor: durable for plans, latest for the writer.
     async fn compaction_cursor(&self, stream_id: u64, options: &ReadOptions) -> Result<u64> {
         let key = keys::compaction_cursor(stream_id);

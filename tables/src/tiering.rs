@@ -1,5 +1,5 @@
 //! Tiering: a pass writes, for each basin with the table tier on, the records that have
-//! become old enough since its last pass as Parquet files (one per day of their
+//! become old enough (or were compacted) since its last pass as Parquet files (one per day of their
 //! timestamps), with the Iceberg manifest and manifest list naming them, then commits
 //! the pass, then publishes the table metadata of what it committed.
 //!
@@ -341,8 +341,9 @@ impl Tierer {
         Ok(())
     }
 
-    /// A stream's records from `start` with timestamps below `cutoff`, up to about
-    /// `share` metered bytes; none when the stream was deleted since it was listed.
+    /// A stream's records from `start` that are in compacted objects or have timestamps
+    /// below `cutoff`, up to about `share` metered bytes; none when the stream was
+    /// deleted since it was listed.
     async fn read_eligible(
         &self,
         basin: &str,
@@ -351,14 +352,25 @@ impl Tierer {
         cutoff: u64,
         share: u64,
     ) -> Result<Vec<SequencedRecord>, TablesError> {
+        let compacted = match self.metadata.compacted_through(basin, stream).await {
+            Ok(compacted) => compacted,
+            Err(MetadataError::StreamNotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
         let (mut records, mut next, mut bytes) = (Vec::new(), start, 0);
         while bytes < share {
+            // Records in compacted objects are tiered whatever their age, the rest once
+            // they are old enough.
+            let (count, until) = match next < compacted {
+                true => ((compacted - next).min(READ_RECORDS), None),
+                false => (READ_RECORDS, Some(cutoff)),
+            };
             let request = ReadRequest {
                 basin: basin.into(),
                 stream: stream.into(),
                 start: ReadStart::SeqNum(next),
-                limits: ReadLimits { count: Some(READ_RECORDS), bytes: None },
-                until: Some(cutoff),
+                limits: ReadLimits { count: Some(count), bytes: None },
+                until,
                 clamp: false,
                 wait: std::time::Duration::ZERO,
             };

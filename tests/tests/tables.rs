@@ -357,7 +357,11 @@ async fn suite_expired_history_is_read_from_the_table(backend: Backend) {
     node.stop().await;
 }
 
-shale_tests::on_every_backend!(suite_tiering_writes_every_record_once, suite_expired_history_is_read_from_the_table);
+shale_tests::on_every_backend!(
+    suite_tiering_writes_every_record_once,
+    suite_expired_history_is_read_from_the_table,
+    suite_compacted_records_are_tiered_before_they_are_old
+);
 
 /// `shale serve` reads through the table tier: once retention took a stream's records
 /// out of the log, a read from 0 finds nothing while the basin does not serve reads from
@@ -406,4 +410,51 @@ async fn serve_reads_expired_records_from_the_table() {
     let expected: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
     assert_eq!(read_bodies().await, expected, "every expired record, read from the table");
     server.stop().await;
+}
+
+/// Records in compacted objects are tiered whatever their age: with `after_secs` an hour,
+/// nothing is tiered until compaction rewrites the records, then a pass tiers exactly
+/// what it rewrote and nothing appended since.
+async fn suite_compacted_records_are_tiered_before_they_are_old(backend: Backend) {
+    const COMPACTED_BASIN: &str = "compacted-basin";
+    let store = backend.store().await;
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
+    let tables = TablesConfig { after_secs: 3600, ..Default::default() };
+    let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
+    node.metadata.create_basin(COMPACTED_BASIN, config).await.unwrap();
+    let append = |stream: &str, from: u64| {
+        let records = (from..from + 20).map(|i| Record { body: Bytes::from(format!("{i}")), ..Default::default() });
+        let input = AppendInput {
+            basin: COMPACTED_BASIN.into(),
+            stream: stream.into(),
+            records: records.collect(),
+            ..Default::default()
+        };
+        node.gateway.append(input)
+    };
+    for round in 0..5 {
+        for stream in ["a", "b"] {
+            append(stream, round * 20).await.unwrap();
+        }
+    }
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
+    let location = StoreLocation(store.url.clone());
+    let tierer =
+        Tierer::new(node.metadata.clone(), reader, store.raw.clone(), location, clock.clone(), Box::new(|_| true));
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(tierer.run_pass().await.unwrap(), 0, "nothing is an hour old or compacted");
+
+    let compactor_config = shale_compactor::CompactorConfig { min_object_bytes: 0, ..Default::default() };
+    let compactor =
+        shale_compactor::Compactor::new(compactor_config, node.metadata.clone(), store.raw.clone(), clock.clone());
+    compactor.run_once().await.unwrap();
+    for stream in ["a", "b"] {
+        assert_eq!(node.metadata.compacted_through(COMPACTED_BASIN, stream).await.unwrap(), 100);
+        append(stream, 100).await.unwrap();
+    }
+    assert_eq!(tierer.run_pass().await.unwrap(), 200, "the compacted records, not the newer ones");
+    let (state, _) = tierer.state(COMPACTED_BASIN).await.unwrap();
+    assert!(state.positions.values().all(|p| p.next_seq == 100), "{:?}", state.positions);
+    node.stop().await;
 }
