@@ -141,21 +141,33 @@ impl Tierer {
         Self { metadata, reader, store, location, clock, owns }
     }
 
-    /// One pass over every owned basin with the table tier on; returns the rows written.
+    /// One pass over every owned basin with the table tier on; returns the rows written,
+    /// or the first basin's failure once every basin was tried (one basin's failing
+    /// store request does not hold the others back).
     pub async fn run_pass(&self) -> Result<u64, TablesError> {
-        let mut written = 0;
+        let (mut written, mut failed) = (0, None);
         let mut start_after = String::new();
         loop {
             let page = self.metadata.list_basins("", &start_after, 1000).await?;
             for basin in &page.items {
                 if basin.config.tables.is_some() && (self.owns)(&basin.name) {
-                    written += self.tier_basin(basin).await?;
+                    match self.tier_basin(basin).await {
+                        Ok(rows) => written += rows,
+                        Err(e) => {
+                            tracing::warn!(basin = %basin.name, error = %e, "tiering the basin failed");
+                            failed.get_or_insert(e);
+                        }
+                    }
                 }
             }
             match page.items.last() {
                 Some(last) if page.has_more => start_after = last.name.clone(),
-                _ => return Ok(written),
+                _ => break,
             }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(written),
         }
     }
 

@@ -87,11 +87,8 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     let store = backend.store().await;
     let clock = Arc::new(ManualClock::new(1_800_000_000_000));
     let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
-    let config = BasinConfig {
-        create_stream_on_append: true,
-        tables: Some(TablesConfig { after_secs: 60, ..Default::default() }),
-        ..Default::default()
-    };
+    let config_tables = || Some(TablesConfig { after_secs: 60, ..Default::default() });
+    let config = BasinConfig { create_stream_on_append: true, tables: config_tables(), ..Default::default() };
     node.metadata.create_basin(BASIN, config).await.unwrap();
     let composed: Arc<dyn ObjectStore> = node.faults.clone();
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), composed.clone(), node.metadata.clone()));
@@ -105,12 +102,23 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     assert_eq!(tierer.run_pass().await.unwrap(), 0, "nothing is 60 s old yet");
 
     // The first pass writes its file, then fails to commit: the next pass does it again,
-    // under the same name, with what became old since.
+    // under the same name, with what became old since. Another basin's pass goes on.
+    const OTHER_BASIN: &str = "table-basin-other";
+    let other = BasinConfig { tables: config_tables(), create_stream_on_append: true, ..Default::default() };
+    node.metadata.create_basin(OTHER_BASIN, other).await.unwrap();
+    let input = AppendInput {
+        basin: OTHER_BASIN.into(),
+        stream: "x".into(),
+        records: vec![Record { body: Bytes::from("x"), ..Default::default() }],
+        ..Default::default()
+    };
+    node.gateway.append(input).await.unwrap();
     clock.advance(Duration::from_secs(61));
     append_round(&node, 3).await;
     node.faults.fail_nth_put(&format!("tables/{BASIN}/state.json"), 1);
     assert!(tierer.run_pass().await.is_err(), "the commit failed");
     assert!(tierer.state(BASIN).await.unwrap().0.files.is_empty(), "nothing committed");
+    assert_eq!(tierer.state(OTHER_BASIN).await.unwrap().0.rows, 1, "the other basin was tiered");
     let hint = Path::from(shale_tables::version_hint_path(BASIN));
     assert!(store.raw.head(&hint).await.is_err(), "no table metadata is published before a commit");
     clock.advance(Duration::from_secs(61));
