@@ -4,8 +4,9 @@
 //!
 //! One pass, every `gc_interval`:
 //! 1. **Streams**: every stream record is visited (a page at a time). Index entries that
-//!    lie wholly below the trim point, or whose last record is older than the stream's
-//!    `retention_policy.age` (by record timestamp), are removed; retention moves the trim
+//!    lie wholly below the trim point, or that were appended longer ago than the
+//!    stream's `retention_policy.age` (by when the append happened, as S2 counts it; a
+//!    client's timestamps in the past do not age records), are removed; retention moves the trim
 //!    point past them, so reads start at the first retained record. Records expire a
 //!    whole append at a time: an append expires when its last record does. A stream
 //!    with `delete_on_empty` that holds no readable record and saw no record or creation
@@ -30,7 +31,7 @@ use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
 use crate::refs::{Released, Releases, SegmentRefs};
-use crate::{keys, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord};
+use crate::{keys, IndexEntry, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord};
 
 /// Stream records read per page of step 1.
 const STREAM_PAGE: usize = 1_000;
@@ -114,7 +115,7 @@ impl Metadata {
         }
         let first = self.first_entries(record.id, 1).await?;
         Ok(first.first().is_some_and(|entry| {
-            entry.last_seq() < record.trim_point || cutoff.is_some_and(|cutoff| entry.last_timestamp < cutoff)
+            entry.last_seq() < record.trim_point || cutoff.is_some_and(|cutoff| appended_at(entry) < cutoff)
         }))
     }
 
@@ -141,7 +142,7 @@ impl Metadata {
             let mut batch = WriteBatch::new();
             let mut releases = Releases::default();
             for entry in &entries {
-                let expired = cutoff.is_some_and(|cutoff| entry.last_timestamp < cutoff);
+                let expired = cutoff.is_some_and(|cutoff| appended_at(entry) < cutoff);
                 if entry.last_seq() >= record.trim_point && !expired {
                     break;
                 }
@@ -296,6 +297,15 @@ fn released_of(key: &[u8], value: &[u8]) -> Result<(u128, Released)> {
 }
 
 /// Records with a timestamp below this have outlived the stream's retention age.
+/// When an append happened, as retention ages it (S2 counts a record's age from its
+/// append, not from a timestamp its client may have set in the past): its segment's
+/// seal time, or its last record's timestamp when that is later. A compacted entry's
+/// object is newer than its records, which keeps them at most one compaction delay
+/// longer, never shorter.
+fn appended_at(entry: &IndexEntry) -> u64 {
+    entry.last_timestamp.max(ulid::Ulid(entry.segment_id).timestamp_ms())
+}
+
 fn retention_cutoff(record: &StreamRecord, now_ms: u64) -> Option<u64> {
     match record.config.retention_policy {
         Some(RetentionPolicy::Age(secs)) => Some(now_ms.saturating_sub(secs.saturating_mul(1000))),

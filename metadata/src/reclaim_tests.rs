@@ -235,3 +235,37 @@ async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
     assert!(f.exists(&second).await);
     f.metadata.close().await.unwrap();
 }
+
+/// Retention counts from the append, as S2 does: records whose client set timestamps
+/// far in the past (a backfill; `s2 bench` sends elapsed microseconds) are not expired by
+/// the next pass, only once the append itself is older than the age.
+#[tokio::test]
+async fn retention_ages_records_from_their_append_not_their_client_timestamps() {
+    let client_prefer = StreamConfig {
+        timestamping: Some(crate::TimestampingConfig {
+            mode: Some(shale_proto::TimestampingMode::ClientPrefer),
+            uncapped: Some(false),
+        }),
+        ..retained_for(60)
+    };
+    let f = open(&[("backfill", client_prefer)]).await;
+    let now = f.clock.now_ms();
+    let segment_id = ulid::Ulid::from_parts(now, 1).0;
+    let mut backfill = append("backfill", 3, vec![], now);
+    backfill.client_timestamps = vec![Some(1_000), Some(2_000), Some(3_000)];
+    let outcomes = f.metadata.commit(CommitRequest { segment_id, units: vec![CommitUnit { appends: vec![backfill] }] });
+    assert!(outcomes.await.unwrap().iter().all(|o| o.is_ok()));
+    let id = f.metadata.stream(BASIN, "backfill").await.unwrap().record.id;
+    let entry = f.metadata.entries_from(id, 0, 1).await.unwrap()[0];
+    assert_eq!(entry.last_timestamp, 3_000, "the client's timestamps were kept");
+
+    f.advance(30);
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!(report.entries_removed, 0, "appended 30 s ago: retained for 60 s");
+    assert_eq!(f.first_seq("backfill").await, Some(0));
+    f.advance(31);
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!(report.entries_removed, 1, "appended 61 s ago: expired");
+    assert_eq!(f.metadata.stream(BASIN, "backfill").await.unwrap().record.trim_point, 3);
+    f.metadata.close().await.unwrap();
+}
