@@ -35,7 +35,7 @@ s2_bench() {
     local before; before="$(cpu_seconds $pids)"
     S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
       "$S2" bench bench-basin -b 1024 -t "$rate" -d "${SECONDS_PER_RUN}s" -w 2s 2>&1 \
-      | grep -E '^(Write|Read|Catchup)|^(p50|p99)' || true
+      | grep -E '^(Write|Read|Catchup)|^(p50|p99)|Error|verification' || true
     echo "server CPU: $(awk -v a="$before" -v b="$(cpu_seconds $pids)" 'BEGIN { printf "%.1f", b - a }') s"
   done
 }
