@@ -6,8 +6,8 @@
 //! 1. **Streams**: every stream record is visited (a page at a time). Index entries that
 //!    lie wholly below the trim point, or that were appended longer ago than the
 //!    stream's `retention_policy.age` (by when the append happened, as S2 counts it; a
-//!    client's timestamps in the past do not age records), are removed; retention moves the trim
-//!    point past them, so reads start at the first retained record. Records expire a
+//!    client's timestamps in the past do not age records), are removed; retention moves
+//!    the trim point past them, so reads start at the first retained record. Records expire a
 //!    whole append at a time: an append expires when its last record does. A stream
 //!    with `delete_on_empty` that holds no readable record and saw no record or creation
 //!    for `min_age` is deleted.
@@ -296,7 +296,6 @@ fn released_of(key: &[u8], value: &[u8]) -> Result<(u128, Released)> {
     Ok((segment_id, Released::decode(key, value)?))
 }
 
-/// Records with a timestamp below this have outlived the stream's retention age.
 /// When an append happened, as retention ages it (S2 counts a record's age from its
 /// append, not from a timestamp its client may have set in the past): its segment's
 /// seal time, or its last record's timestamp when that is later. A compacted entry's
@@ -306,6 +305,7 @@ fn appended_at(entry: &IndexEntry) -> u64 {
     entry.last_timestamp.max(ulid::Ulid(entry.segment_id).timestamp_ms())
 }
 
+/// Appends made before this (by [`appended_at`]) have outlived the stream's retention age.
 fn retention_cutoff(record: &StreamRecord, now_ms: u64) -> Option<u64> {
     match record.config.retention_policy {
         Some(RetentionPolicy::Age(secs)) => Some(now_ms.saturating_sub(secs.saturating_mul(1000))),
