@@ -108,11 +108,16 @@ impl TableHistory {
         Ok(output)
     }
 
-    /// The file's footer and stream index, from the cache or the store.
+    /// The file's footer and stream index, from the cache or the store (reads of the
+    /// same file that miss together load it once).
     async fn open(&self, file: &DataFile) -> Result<Arc<OpenedFile>, TablesError> {
-        if let Some(opened) = self.files.get(&file.path).await {
-            return Ok(opened);
-        }
+        self.files
+            .try_get_with(file.path.clone(), self.load(file))
+            .await
+            .map_err(|e: Arc<TablesError>| TablesError::File(format!("{}: {e}", file.path)))
+    }
+
+    async fn load(&self, file: &DataFile) -> Result<Arc<OpenedFile>, TablesError> {
         let mut reader = self.object_reader(file);
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
         let metadata = ArrowReaderMetadata::load_async(&mut reader, options).await?;
@@ -124,9 +129,7 @@ impl TableHistory {
             .and_then(|kv| kv.value.clone())
             .ok_or_else(|| TablesError::File(format!("{}: no stream index", file.path)))?;
         let runs = serde_json::from_str(&index)?;
-        let opened = Arc::new(OpenedFile { metadata, runs });
-        self.files.insert(file.path.clone(), opened.clone()).await;
-        Ok(opened)
+        Ok(Arc::new(OpenedFile { metadata, runs }))
     }
 
     fn object_reader(&self, file: &DataFile) -> StoreFile {
