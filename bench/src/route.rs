@@ -29,6 +29,14 @@ struct Args {
     reader: String,
 }
 
+/// HTTP/2 flow-control windows (and send buffer) on both sides of the proxy. With the
+/// stack's defaults (1-2 MiB windows, a 400 KiB send buffer) a catch-up read through two
+/// hops waits on window updates and ran at a third of its direct rate with the CPUs 40%
+/// idle; a load balancer in front of a log is configured for bulk streams the same way.
+const WINDOW: u32 = 16 << 20;
+/// The largest DATA frame either peer of the proxy may send it.
+const MAX_FRAME: u32 = 1 << 20;
+
 /// Headers that belong to one hop and may not travel over HTTP/2.
 const HOP_BY_HOP: [HeaderName; 4] = [CONNECTION, TRANSFER_ENCODING, UPGRADE, HOST];
 
@@ -44,7 +52,12 @@ fn upstream<'a>(request: &Request<Incoming>, args: &'a Args) -> &'a str {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: &'static Args = Box::leak(Box::new(Args::parse()));
-    let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new()).http2_only(true).build_http();
+    let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .http2_initial_stream_window_size(WINDOW)
+        .http2_initial_connection_window_size(2 * WINDOW)
+        .http2_max_frame_size(MAX_FRAME)
+        .build_http();
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     eprintln!("routing {} -> reads {}, the rest {}", args.listen, args.reader, args.gateway);
@@ -67,7 +80,13 @@ async fn main() -> anyhow::Result<()> {
                     anyhow::Ok(client.request(request).await?)
                 }
             });
-            let builder = Builder::new(TokioExecutor::new());
+            let mut builder = Builder::new(TokioExecutor::new());
+            builder
+                .http2()
+                .initial_stream_window_size(WINDOW)
+                .initial_connection_window_size(2 * WINDOW)
+                .max_frame_size(MAX_FRAME)
+                .max_send_buf_size(WINDOW as usize);
             if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
                 eprintln!("connection ended: {e}");
             }
