@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Side by side, in one run, on the local filesystem: s2-lite and Shale under the same
 # workloads: Shale's serial and throughput workloads, then `s2 bench` (1 KiB records on
-# one stream) at 10, 50 and 200 MiB/s, each followed by its catch-up read, then the
-# objects each left on disk. Then Shale's separate roles (metadata, gateway, reader
-# processes) behind `shale-route` (one address for S2's CLI: reads to the reader, the
-# rest to the gateway), and `shale serve` behind the same router, so the two compare
-# with the router's cost in both. s2-lite binds 0.0.0.0, so the whole run happens inside
+# one stream) at 10, 50, 200 and 500 MiB/s (the last above what either reaches, so both
+# saturate), each followed by its catch-up read, then the
+# objects each left on disk; each peer runs alone. Then Shale's separate roles
+# (metadata, gateway, reader processes) behind `shale-route` (one address for S2's CLI:
+# reads to the reader, the rest to the gateway), and a fresh `shale serve` behind the
+# same router, taking turns, so the two compare with the router's cost in both. s2-lite binds 0.0.0.0, so the whole run happens inside
 # a fresh network namespace (`unshare --net`, root needed) where only loopback exists.
 #   cargo build --release -p shale -p shale-bench
 #   S2=/path/to/s2 bench/peers.sh [SECONDS] > results.txt
@@ -20,11 +21,6 @@ ip link set lo up
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
-"$S2" lite --port 18090 --local-root "$work/lite" --no-dashboard >"$work/lite.log" 2>&1 &
-lite_pids=$!
-target/release/shale serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 --data-dir "$work/shale" >"$work/shale.log" 2>&1 &
-shale_pids=$!
-wait_port 18090; wait_port 18091
 cpu_seconds() { for pid in "$@"; do awk '{print ($14 + $15) / 100}' "/proc/$pid/stat"; done | awk '{s += $1} END {printf "%.1f", s}'; }
 # s2_bench NAME URL PIDS RATES...: `s2 bench` at each rate, with the CPU the PIDS used.
 s2_bench() {
@@ -39,20 +35,34 @@ s2_bench() {
     echo "server CPU: $(awk -v a="$before" -v b="$(cpu_seconds $pids)" 'BEGIN { printf "%.1f", b - a }') s"
   done
 }
-for peer in "s2-lite http://127.0.0.1:18090 $work/lite $lite_pids" "shale http://127.0.0.1:18091 $work/shale $shale_pids"; do
-  set -- $peer
+# peer NAME URL DIR PID: the workloads against one peer, then what it left on disk. Each
+# peer runs alone and is stopped after, so neither's background work (compaction,
+# collection) lands in the other's runs.
+peer() {
   echo "== $1 serial"
   target/release/shale-bench --url "$2" --workload serial --seconds "$SECONDS_PER_RUN"
   echo "== $1 throughput (16 producers, 1000 streams, 100 x 1 KiB per append)"
   target/release/shale-bench --url "$2" --workload throughput --seconds "$SECONDS_PER_RUN"
-  s2_bench "$1" "$2" "$4" 10 50 200
+  s2_bench "$1" "$2" "$4" 10 50 200 500
   echo "== $1 on disk: $(find "$3" -type f | wc -l) files, $(du -sh "$3" | cut -f1)"
-done
+  kill "$4"; wait "$4" 2>/dev/null || true
+}
+"$S2" lite --port 18090 --local-root "$work/lite" --no-dashboard >"$work/lite.log" 2>&1 &
+lite_pid=$!
+wait_port 18090
+peer s2-lite http://127.0.0.1:18090 "$work/lite" "$lite_pid"
+target/release/shale serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 --data-dir "$work/shale" >"$work/shale.log" 2>&1 &
+shale_pid=$!
+wait_port 18091
+peer shale http://127.0.0.1:18091 "$work/shale" "$shale_pid"
 
-# The separate roles, and `shale serve` again, each behind the router.
+# The separate roles, and a fresh `shale serve`, each behind the router, taking turns.
 export SHALE_LOG=warn
 roles="file://$work/roles"
 mkdir -p "$work/roles"
+target/release/shale serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 --data-dir "$work/routed-serve" \
+  >"$work/routed-serve.log" 2>&1 &
+shale_pids=$!
 target/release/shale metadata --store "$roles" --grpc 127.0.0.1:18161 --http 127.0.0.1:18190 >"$work/metadata.log" 2>&1 &
 role_pids=$!
 target/release/shale gateway --store "$roles" --metadata 127.0.0.1:18161 --http 127.0.0.1:18181 --grpc 127.0.0.1:18151 \
@@ -65,10 +75,12 @@ target/release/shale-route --listen 127.0.0.1:18093 --gateway http://127.0.0.1:1
   2>"$work/route-roles.log" &
 target/release/shale-route --listen 127.0.0.1:18094 --gateway http://127.0.0.1:18091 --reader http://127.0.0.1:18091 \
   2>"$work/route-serve.log" &
-for port in 18190 18181 18183; do
+for port in 18190 18181 18183 18091; do
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break; sleep 0.1; done
 done
 wait_port 18093; wait_port 18094
-s2_bench "shale roles (metadata + gateway + reader, routed)" http://127.0.0.1:18093 "$role_pids" 50 200
-s2_bench "shale serve (routed)" http://127.0.0.1:18094 "$shale_pids" 50 200
+for rate in 50 200; do
+  s2_bench "shale roles (metadata + gateway + reader, routed)" http://127.0.0.1:18093 "$role_pids" "$rate"
+  s2_bench "shale serve (routed)" http://127.0.0.1:18094 "$shale_pids" "$rate"
+done
 INNER
