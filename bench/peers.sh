@@ -2,12 +2,13 @@
 # Side by side, in one run, on the local filesystem: s2-lite and Shale under the same
 # workloads: Shale's serial and throughput workloads, then `s2 bench` (1 KiB records on
 # one stream) at 10, 50, 200 and 500 MiB/s (the last above what either reaches, so both
-# saturate), each followed by its catch-up read, then the
-# objects each left on disk; each peer runs alone. Then Shale's separate roles
-# (metadata, gateway, reader processes) behind `shale-route` (one address for S2's CLI:
-# reads to the reader, the rest to the gateway), and a fresh `shale serve` behind the
-# same router, taking turns, so the two compare with the router's cost in both. s2-lite binds 0.0.0.0, so the whole run happens inside
-# a fresh network namespace (`unshare --net`, root needed) where only loopback exists.
+# saturate), each followed by its catch-up read, then the objects each left on disk;
+# each peer runs alone. Then Shale's separate roles (metadata, gateway, reader
+# processes) behind `shale-route` (one address for S2's CLI: reads to the reader, the
+# rest to the gateway), and a fresh `shale serve` behind the same router, taking turns,
+# so the two compare with the router's cost in both. s2-lite binds 0.0.0.0, so the
+# whole run happens inside a fresh network namespace (`unshare --net`, root needed)
+# where only loopback exists.
 #   cargo build --release -p shale -p shale-bench
 #   S2=/path/to/s2 bench/peers.sh [SECONDS] > results.txt
 # Shale runs with its defaults (fsync before every ack); s2-lite does not fsync.
