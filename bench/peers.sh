@@ -10,12 +10,13 @@
 # whole run happens inside a fresh network namespace (`unshare --net`, root needed)
 # where only loopback exists.
 #   cargo build --release -p shale -p shale-bench
-#   S2=/path/to/s2 bench/peers.sh [SECONDS] > results.txt
+#   S2=/path/to/s2 [REPEATS=3] bench/peers.sh [SECONDS] > results.txt
+# Each `s2 bench` configuration runs REPEATS times; its summary line gives the medians.
 # Shale runs with its defaults (fsync before every ack); s2-lite does not fsync.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-15}"
-export S2="${S2:-$(command -v s2)}" SECONDS_PER_RUN="$seconds"
+export S2="${S2:-$(command -v s2)}" SECONDS_PER_RUN="$seconds" REPEATS="${REPEATS:-3}"
 exec unshare --net bash -s <<'INNER'
 set -euo pipefail
 ip link set lo up
@@ -23,22 +24,37 @@ work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 cpu_seconds() { for pid in "$@"; do awk '{print ($14 + $15) / 100}' "/proc/$pid/stat"; done | awk '{s += $1} END {printf "%.1f", s}'; }
-# s2_bench NAME URL PIDS RATES...: `s2 bench` at each rate, with the CPU the PIDS used.
+# median: the middle of the numbers on stdin (a trailing "ms" dropped, "s" made ms).
+median() {
+  awk '{ v = $1 + 0; if ($1 ~ /[0-9]s$/) v *= 1000; print v }' | sort -g \
+    | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "n/a" }'
+}
+# s2_bench NAME URL PIDS RATES...: `s2 bench` REPEATS times at each rate, then the
+# medians of the write rate, catch-up rate and ack p99, with the CPU the PIDS used.
 s2_bench() {
   local name="$1" url="$2" pids="$3"; shift 3
   curl -sf -X POST "$url/v1/basins" -H 'content-type: application/json' -d '{"basin":"bench-basin"}' >/dev/null || true
   for rate in "$@"; do
-    echo "== $name s2 bench: 1 KiB records, target $rate MiB/s, ${SECONDS_PER_RUN}s, then catch-up"
-    local before; before="$(cpu_seconds $pids)"
-    S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
-      "$S2" bench bench-basin -b 1024 -t "$rate" -d "${SECONDS_PER_RUN}s" -w 2s 2>&1 \
-      | grep -E '^(Write|Read|Catchup)|^(p50|p99)|Error|verification' || true
-    echo "server CPU: $(awk -v a="$before" -v b="$(cpu_seconds $pids)" 'BEGIN { printf "%.1f", b - a }') s"
+    local before out writes="" catchups="" p99s=""
+    before="$(cpu_seconds $pids)"
+    for run in $(seq "$REPEATS"); do
+      echo "== $name s2 bench: 1 KiB records, target $rate MiB/s, ${SECONDS_PER_RUN}s, then catch-up (run $run of $REPEATS)"
+      out="$(S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
+        "$S2" bench bench-basin -b 1024 -t "$rate" -d "${SECONDS_PER_RUN}s" -w 2s 2>&1 \
+        | grep -E '^(Write|Read|Catchup)|^(p50|p99)|Error|verification' || true)"
+      echo "$out"
+      writes+="$(awk '/^Write:/ { print $2 }' <<<"$out")"$'\n'
+      catchups+="$(awk '/^Catchup:/ { print $2 }' <<<"$out")"$'\n'
+      p99s+="$(awk '/^p99/ { print $3; exit }' <<<"$out")"$'\n'
+    done
+    echo "server CPU: $(awk -v a="$before" -v b="$(cpu_seconds $pids)" 'BEGIN { printf "%.1f", b - a }') s for $REPEATS runs"
+    echo "== $name at $rate MiB/s, median of $REPEATS: write $(grep . <<<"$writes" | median) MiB/s," \
+      "catch-up $(grep . <<<"$catchups" | median) MiB/s, ack p99 $(grep . <<<"$p99s" | median) ms"
   done
 }
 # peer NAME URL DIR PID: the workloads against one peer, then what it left on disk. Each
-# peer runs alone and is stopped after, so neither's background work (compaction,
-# collection) lands in the other's runs.
+# peer runs alone and is stopped (and its data removed) after, so neither's background
+# work (compaction, collection) lands in the other's runs.
 peer() {
   echo "== $1 serial"
   target/release/shale-bench --url "$2" --workload serial --seconds "$SECONDS_PER_RUN"
@@ -47,6 +63,10 @@ peer() {
   s2_bench "$1" "$2" "$4" 10 50 200 500
   echo "== $1 on disk: $(find "$3" -type f | wc -l) files, $(du -sh "$3" | cut -f1)"
   kill "$4"; wait "$4" 2>/dev/null || true
+  # Room on the disk for the next peer. On ext4 without a journal (this machine's root
+  # filesystem) every file creation steps past inodes freed in the last five minutes, so
+  # one peer's cleanup would slow the next peer's writes: wait that out.
+  rm -rf "$3"; sync; sleep "${CLEANUP_PAUSE:-310}"
 }
 "$S2" lite --port 18090 --local-root "$work/lite" --no-dashboard >"$work/lite.log" 2>&1 &
 lite_pid=$!
