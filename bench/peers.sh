@@ -10,8 +10,9 @@
 # whole run happens inside a fresh network namespace (`unshare --net`, root needed)
 # where only loopback exists.
 #   cargo build --release -p shale -p shale-bench
-#   S2=/path/to/s2 [REPEATS=3] bench/peers.sh [SECONDS] > results.txt
+#   S2=/path/to/s2 [REPEATS=3] [CLEANUP_PAUSE=310] bench/peers.sh [SECONDS] > results.txt
 # Each `s2 bench` configuration runs REPEATS times; its summary line gives the medians.
+# With the defaults and 10 s runs the whole script takes about 35 minutes.
 # Shale runs with its defaults (fsync before every ack); s2-lite does not fsync.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +25,10 @@ work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 cpu_seconds() { for pid in "$@"; do awk '{print ($14 + $15) / 100}' "/proc/$pid/stat"; done | awk '{s += $1} END {printf "%.1f", s}'; }
-# median: the middle of the numbers on stdin (a trailing "ms" dropped, "s" made ms).
+# median: the middle of the durations or rates on stdin, durations in ms ("1.7s" and
+# "850µs" converted).
 median() {
-  awk '{ v = $1 + 0; if ($1 ~ /[0-9]s$/) v *= 1000; print v }' | sort -g \
+  awk '{ v = $1 + 0; if ($1 ~ /[0-9]s$/) v *= 1000; if ($1 ~ /µs$/) v /= 1000; print v }' | sort -g \
     | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "n/a" }'
 }
 # s2_bench NAME URL PIDS RATES...: `s2 bench` REPEATS times at each rate, then the
