@@ -12,7 +12,7 @@
 #   cargo build --release -p shale -p shale-bench
 #   S2=/path/to/s2 [REPEATS=3] [CLEANUP_PAUSE=310] bench/peers.sh [SECONDS] > results.txt
 # Each `s2 bench` configuration runs REPEATS times; its summary line gives the medians.
-# With the defaults and 10 s runs the whole script takes about 35 minutes.
+# With the defaults and 10 s runs the whole script takes about 20 minutes.
 # Shale runs with its defaults (fsync before every ack); s2-lite does not fsync.
 set -euo pipefail
 cd "$(dirname "$0")/.."
