@@ -81,38 +81,14 @@ impl Compactor {
             return Ok(report);
         }
         let blocks = self.fetch(&plan.runs).await?;
-        let mut builder = SegmentBuilder::new();
-        let mut replacements = Vec::new();
-        for run in &plan.runs {
-            let Some(inputs) = run
-                .entries
-                .iter()
-                .map(|e| blocks.get(&(e.segment_id, e.offset)).map(|b| (*e, b.clone())))
-                .collect::<Option<Vec<_>>>()
-            else {
-                report.entries_dropped += 1;
-                continue;
-            };
-            let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
-            for merged in merge_run(&inputs, config.block_bytes)? {
-                let info = builder.push_block(stream_key.clone(), merged.record_count, merged.block);
-                let first = merged.old[0];
-                let new = IndexEntry {
-                    segment_id: 0,
-                    offset: info.offset,
-                    len: info.len,
-                    first_seq: first.first_seq,
-                    record_count: merged.record_count,
-                    first_timestamp: merged.first_timestamp,
-                    last_timestamp: merged.last_timestamp,
-                    timestamp_floor: merged.timestamp_floor,
-                    timestamp_policy: MERGED_POLICY,
-                    arrival_cap: None,
-                    metered_end: merged.old.last().and_then(|last| last.metered_end),
-                };
-                replacements.push(Replacement { stream_id: run.stream_id, old: merged.old, new });
-            }
-        }
+        // Decoding and re-encoding up to `object_bytes` takes a pass's CPU: off the
+        // runtime's threads, which serve appends and reads in the same process.
+        let block_bytes = config.block_bytes;
+        let built = tokio::task::spawn_blocking(move || build_object(&plan.runs, &blocks, block_bytes))
+            .await
+            .map_err(|e| CompactorError::Merge(e.to_string()))??;
+        report.entries_dropped += built.runs_dropped;
+        let BuiltObject { parts, mut replacements, .. } = built;
         if replacements.is_empty() {
             return Ok(report);
         }
@@ -123,7 +99,7 @@ impl Compactor {
             replacement.new.segment_id = segment_id;
         }
         let path = Path::from(object_path(segment_id));
-        let payload = PutPayload::from_iter(builder.finish_parts());
+        let payload = PutPayload::from_iter(parts);
         let size = payload.content_length() as u64;
         self.store.put(&path, payload).await.map_err(|e| store_error(&path, &e))?;
         let proposed = replacements.len() as u64;
@@ -181,6 +157,58 @@ impl Compactor {
     }
 }
 
+/// A compacted object before its upload: its bytes and the swaps that name it (their
+/// `segment_id` still 0).
+struct BuiltObject {
+    parts: Vec<Bytes>,
+    replacements: Vec<Replacement>,
+    /// Runs left out because some of their blocks were gone.
+    runs_dropped: u64,
+}
+
+/// Merges each run's fetched blocks into blocks of about `block_bytes` and lays them out
+/// in one object, in run order.
+fn build_object(
+    runs: &[CompactionRun],
+    blocks: &HashMap<(u128, u64), Bytes>,
+    block_bytes: u64,
+) -> Result<BuiltObject, CompactorError> {
+    let mut builder = SegmentBuilder::new();
+    let mut replacements = Vec::new();
+    let mut runs_dropped = 0;
+    for run in runs {
+        let Some(inputs) = run
+            .entries
+            .iter()
+            .map(|e| blocks.get(&(e.segment_id, e.offset)).map(|b| (*e, b.clone())))
+            .collect::<Option<Vec<_>>>()
+        else {
+            runs_dropped += 1;
+            continue;
+        };
+        let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
+        for merged in merge_run(&inputs, block_bytes)? {
+            let info = builder.push_block(stream_key.clone(), merged.record_count, merged.block);
+            let first = merged.old[0];
+            let new = IndexEntry {
+                segment_id: 0,
+                offset: info.offset,
+                len: info.len,
+                first_seq: first.first_seq,
+                record_count: merged.record_count,
+                first_timestamp: merged.first_timestamp,
+                last_timestamp: merged.last_timestamp,
+                timestamp_floor: merged.timestamp_floor,
+                timestamp_policy: MERGED_POLICY,
+                arrival_cap: None,
+                metered_end: merged.old.last().and_then(|last| last.metered_end),
+            };
+            replacements.push(Replacement { stream_id: run.stream_id, old: merged.old, new });
+        }
+    }
+    Ok(BuiltObject { parts: builder.finish_parts(), replacements, runs_dropped })
+}
+
 /// Requests `get_ranges` makes for sorted ranges: object_store merges ranges less than
 /// 1 MiB apart into one.
 fn coalesced_requests(ranges: &[Range<u64>]) -> u64 {
@@ -201,14 +229,19 @@ fn store_error(path: &Path, error: &shale_storage::object_store::Error) -> Compa
     CompactorError::Store { object: path.to_string(), reason: shale_storage::describe(error).to_string() }
 }
 
-/// Runs passes until `shutdown` resolves: at once again after a pass that wrote an object
-/// (there may be more), else after `interval`. Stops for good when metadata says this
-/// instance or its peer is fenced or stopped.
+/// Runs passes until `shutdown` resolves: again after a pass that wrote an object (there
+/// may be more) as soon as its `max_bytes_per_second` budget allows, else after
+/// `interval`. Stops for good when metadata says this instance or its peer is fenced or
+/// stopped.
 pub async fn run_compactor(compactor: Arc<Compactor>, shutdown: impl std::future::Future<Output = ()>) {
     tokio::pin!(shutdown);
     loop {
+        let started_ms = compactor.clock.now_ms();
         let pause = match compactor.run_once().await {
-            Ok(report) if report.objects_written > 0 => std::time::Duration::ZERO,
+            Ok(report) if report.objects_written > 0 => {
+                let took = std::time::Duration::from_millis(compactor.clock.now_ms().saturating_sub(started_ms));
+                compactor.config.pause_after(report.bytes_written, took)
+            }
             Ok(_) => compactor.config.interval,
             Err(CompactorError::Metadata(MetadataError::Fenced | MetadataError::Stopped)) => return,
             Err(error) => {

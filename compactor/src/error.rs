@@ -9,6 +9,9 @@ pub enum CompactorError {
     Store { object: String, reason: String },
     #[error(transparent)]
     Segment(#[from] SegmentError),
+    /// The merge task panicked or was cancelled (the runtime is shutting down).
+    #[error("compaction merge did not finish: {0}")]
+    Merge(String),
     #[error(transparent)]
     Metadata(#[from] MetadataError),
 }

@@ -17,7 +17,8 @@ use slatedb::WriteBatch;
 
 use crate::refs::{Releases, SegmentRefs};
 use crate::{
-    keys, CompactionPlan, CompactionRun, IndexEntry, Metadata, MetadataError, Replacement, Result, Stored, StreamRecord,
+    keys, CompactionPlan, CompactionRun, IndexEntry, Metadata, MetadataError, Replacement, Result, Stored,
+    StreamRecord, WriterState,
 };
 
 /// Stream records read per page while planning.
@@ -121,25 +122,35 @@ impl Metadata {
     /// Swaps each replacement's old entries for its new entry in compacted object
     /// `segment_id`; returns how many replacements were applied. Applied again (a retry),
     /// it changes nothing and answers with the object's referenced blocks.
+    ///
+    /// Checking a large object's replacements and reading the references they release
+    /// takes many reads: done without the writer lock, which appends need, and applied
+    /// under it only if nothing removed index entries or released references meanwhile
+    /// (appends only add). After `OPTIMISTIC_TRIES` such races it reads under the lock.
     pub(crate) async fn commit_compaction(&self, segment_id: u128, replacements: Vec<Replacement>) -> Result<u32> {
+        const OPTIMISTIC_TRIES: usize = 3;
         self.check_usable()?;
+        for _ in 0..OPTIMISTIC_TRIES {
+            let removals = self.writer.lock().await.removals;
+            let swap = self.prepare_swap(segment_id, &replacements).await?;
+            let writer = self.writer.lock().await;
+            if writer.removals == removals {
+                return self.apply_swap(writer, segment_id, swap).await;
+            }
+            tracing::debug!(segment = %ulid::Ulid(segment_id), "compaction swap raced a removal: reading again");
+        }
         let writer = self.writer.lock().await;
-        if let Some(error) = self.refuse_by_age(segment_id) {
-            self.settle(writer).await?;
-            return Err(error);
-        }
-        if self.segment_committed(segment_id).await? {
-            // Applied before (its references may since have gone to zero): nothing again.
-            let key = keys::segment(segment_id);
-            let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
-            let blocks = value.map(|v| SegmentRefs::decode(&key, &v)).transpose()?.map_or(0, |refs| refs.blocks);
-            self.settle(writer).await?;
-            return Ok(u32::try_from(blocks).unwrap_or(u32::MAX));
-        }
+        let swap = self.prepare_swap(segment_id, &replacements).await?;
+        self.apply_swap(writer, segment_id, swap).await
+    }
+
+    /// The write batch of a swap, from the latest state: entries still indexed as planned
+    /// are replaced, the rest dropped.
+    pub(crate) async fn prepare_swap(&self, segment_id: u128, replacements: &[Replacement]) -> Result<PreparedSwap> {
         let mut batch = WriteBatch::new();
         let mut releases = Releases::default();
         let mut accepted = Vec::new();
-        for replacement in &replacements {
+        for replacement in replacements {
             if !self.still_indexed(replacement).await? {
                 tracing::info!(
                     stream_id = replacement.stream_id,
@@ -159,14 +170,38 @@ impl Metadata {
             batch.put(keys::compaction_cursor(id), cursor.to_be_bytes());
             accepted.push(*new);
         }
-        if accepted.is_empty() {
+        batch.put(keys::segment(segment_id), SegmentRefs::committed(accepted.iter()).encode());
+        self.decrement_refs(&mut batch, &releases).await?;
+        Ok(PreparedSwap { batch, accepted: accepted.len() })
+    }
+
+    /// Applies a prepared swap under the writer lock, unless the object is too old to
+    /// commit or was committed before.
+    async fn apply_swap(
+        &self,
+        mut writer: tokio::sync::MutexGuard<'_, WriterState>,
+        segment_id: u128,
+        swap: PreparedSwap,
+    ) -> Result<u32> {
+        if let Some(error) = self.refuse_by_age(segment_id) {
+            self.settle(writer).await?;
+            return Err(error);
+        }
+        if self.segment_committed(segment_id).await? {
+            // Applied before (its references may since have gone to zero): nothing again.
+            let key = keys::segment(segment_id);
+            let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
+            let blocks = value.map(|v| SegmentRefs::decode(&key, &v)).transpose()?.map_or(0, |refs| refs.blocks);
+            self.settle(writer).await?;
+            return Ok(u32::try_from(blocks).unwrap_or(u32::MAX));
+        }
+        if swap.accepted == 0 {
             self.settle(writer).await?;
             return Ok(0);
         }
-        batch.put(keys::segment(segment_id), SegmentRefs::committed(accepted.iter()).encode());
-        self.release(&mut batch, &releases).await?;
-        self.write_durably(writer, batch).await?;
-        Ok(u32::try_from(accepted.len()).unwrap_or(u32::MAX))
+        writer.removals += 1;
+        self.write_durably(writer, swap.batch).await?;
+        Ok(u32::try_from(swap.accepted).unwrap_or(u32::MAX))
     }
 
     /// Whether a replacement still applies: its old entries are in the index exactly as
@@ -205,4 +240,11 @@ impl Metadata {
         let value = self.db.get_with_options(&key, options).await.map_err(|e| self.storage_error(e))?;
         value.map_or(Ok(0), |bytes| crate::decode_u64(&key, &bytes))
     }
+}
+
+/// A compaction swap read from the latest state, to apply if that state still holds.
+pub(crate) struct PreparedSwap {
+    batch: WriteBatch,
+    /// Replacements the batch applies.
+    pub accepted: usize,
 }

@@ -116,6 +116,9 @@ pub(crate) struct WriterState {
     /// Latest state of recently active idempotent producers, bounded like `streams`.
     producers: moka::sync::Cache<commit::ProducerKey, producers::ProducerState>,
     poison: poison::Poison,
+    /// Writes that removed index entries or released segment references, counted as
+    /// they are applied: a compaction swap prepared without the lock checks it.
+    removals: u64,
 }
 
 /// Memory the metadata database may use. Both bounds hold whatever the stream count.
@@ -281,6 +284,7 @@ impl Metadata {
                 streams,
                 producers: moka::sync::Cache::new(config.sequencer_streams),
                 poison: Default::default(),
+                removals: 0,
             }),
             durability,
             commit_stats,

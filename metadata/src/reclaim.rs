@@ -123,7 +123,7 @@ impl Metadata {
     /// lock, then deletes the stream if `delete_on_empty` says so.
     async fn expire_stream(&self, basin: &str, stream: &str, report: &mut ReclaimReport) -> Result<()> {
         loop {
-            let writer = self.writer.lock().await;
+            let mut writer = self.writer.lock().await;
             let Some(mut record) = self.latest_stream(&writer, basin, stream).await? else {
                 return Ok(());
             };
@@ -156,7 +156,7 @@ impl Metadata {
             batch.put(keys::stream(basin, stream), record.to_stored());
             writer.streams.insert((basin.to_string(), stream.to_string()), record);
             report.entries_removed += releases.entries;
-            report.segments_released += self.release(&mut batch, &releases).await?;
+            report.segments_released += self.release(&mut writer, &mut batch, &releases).await?;
             self.apply(batch).await?;
             if !more {
                 return Ok(());
@@ -176,7 +176,7 @@ impl Metadata {
             .await?;
         for stream_id in deleted.items {
             loop {
-                let _writer = self.writer.lock().await;
+                let mut writer = self.writer.lock().await;
                 let entries = self.first_entries(stream_id, ENTRY_PAGE).await?;
                 let mut batch = WriteBatch::new();
                 let mut releases = Releases::default();
@@ -193,7 +193,7 @@ impl Metadata {
                     report.streams_purged += 1;
                 }
                 report.entries_removed += releases.entries;
-                report.segments_released += self.release(&mut batch, &releases).await?;
+                report.segments_released += self.release(&mut writer, &mut batch, &releases).await?;
                 self.apply(batch).await?;
                 if done {
                     break;

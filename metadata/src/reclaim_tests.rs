@@ -180,7 +180,7 @@ async fn a_basin_delete_frees_every_stream_and_delete_on_empty_deletes_an_expire
 /// entries are swapped, the old segments are released and a repeated commit changes nothing.
 #[tokio::test]
 async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
-    use crate::{CatalogCall, Replacement};
+    use crate::CatalogCall;
     let f = open(&[("moved", StreamConfig::default()), ("trimmed", StreamConfig::default())]).await;
     let first = f.commit(1, &["moved", "trimmed"]).await;
     let second = f.commit(2, &["moved", "trimmed"]).await;
@@ -199,22 +199,7 @@ async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
     f.metadata.reclaim(f.store.as_ref()).await.unwrap();
 
     let compacted = ulid::Ulid::from_parts(f.clock.now_ms(), 4).0;
-    let replacements: Vec<Replacement> = plan
-        .runs
-        .iter()
-        .map(|run| {
-            let (first, last) = (run.entries[0], run.entries[run.entries.len() - 1]);
-            let new = crate::IndexEntry {
-                segment_id: compacted,
-                offset: 0,
-                len: 150,
-                record_count: u32::try_from(last.end_seq() - first.first_seq).unwrap(),
-                last_timestamp: last.last_timestamp,
-                ..first
-            };
-            Replacement { stream_id: run.stream_id, old: run.entries.clone(), new }
-        })
-        .collect();
+    let replacements = whole_run_replacements(&plan, compacted);
     let call = CatalogCall::CommitCompaction { segment_id: compacted, replacements };
     let accepted = f.metadata.catalog(call.clone()).await.unwrap().into_compaction_accepted().unwrap();
     assert_eq!(accepted, 1, "only the unchanged stream is swapped");
@@ -233,6 +218,60 @@ async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
     f.metadata.reclaim(f.store.as_ref()).await.unwrap();
     assert!(!f.exists(&first).await);
     assert!(f.exists(&second).await);
+    f.metadata.close().await.unwrap();
+}
+
+/// Each run's entries replaced by one entry in object `compacted`.
+fn whole_run_replacements(plan: &crate::CompactionPlan, compacted: u128) -> Vec<crate::Replacement> {
+    plan.runs
+        .iter()
+        .map(|run| {
+            let (first, last) = (run.entries[0], run.entries[run.entries.len() - 1]);
+            let new = crate::IndexEntry {
+                segment_id: compacted,
+                offset: 0,
+                len: 150,
+                record_count: u32::try_from(last.end_seq() - first.first_seq).unwrap(),
+                last_timestamp: last.last_timestamp,
+                ..first
+            };
+            crate::Replacement { stream_id: run.stream_id, old: run.entries.clone(), new }
+        })
+        .collect()
+}
+
+/// A compaction swap is read without the writer lock and applied only if no removal was
+/// applied meanwhile: a trim's reclaim and a compaction commit both move the count it
+/// checks, so a swap read before them is read again rather than applied stale.
+#[tokio::test]
+async fn removals_invalidate_a_compaction_swap_read_before_them() {
+    use crate::CatalogCall;
+    let f = open(&[("moved", StreamConfig::default()), ("trimmed", StreamConfig::default())]).await;
+    f.commit(1, &["moved", "trimmed"]).await;
+    f.commit(2, &["moved", "trimmed"]).await;
+    f.advance(61);
+    let call =
+        CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 60_000, max_bytes: 1 << 20, remerge_below: 0 };
+    let plan = f.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap();
+    let compacted = ulid::Ulid::from_parts(f.clock.now_ms(), 4).0;
+    let replacements = whole_run_replacements(&plan, compacted);
+
+    let seen = f.metadata.writer.lock().await.removals;
+    let stale = f.metadata.prepare_swap(compacted, &replacements).await.unwrap();
+    assert_eq!(stale.accepted, 2, "read before the trim, both streams' swaps apply");
+    let segment_id = ulid::Ulid::from_parts(f.clock.now_ms(), 3).0;
+    let trim = append("trimmed", 1, vec![Command::Trim(1)], f.clock.now_ms());
+    let request = CommitRequest { segment_id, units: vec![CommitUnit { appends: vec![trim] }] };
+    assert!(f.metadata.commit(request).await.unwrap()[0].is_ok());
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    let after_reclaim = f.metadata.writer.lock().await.removals;
+    assert_ne!(after_reclaim, seen, "the reclaim that removed the trimmed entry invalidates the swap read before it");
+
+    let call = CatalogCall::CommitCompaction { segment_id: compacted, replacements };
+    let accepted = f.metadata.catalog(call).await.unwrap().into_compaction_accepted().unwrap();
+    assert_eq!(accepted, 1, "read again, only the unchanged stream is swapped");
+    assert_eq!(f.first_seq("trimmed").await, Some(1));
+    assert_ne!(f.metadata.writer.lock().await.removals, after_reclaim, "a compaction commit counts as a removal too");
     f.metadata.close().await.unwrap();
 }
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use slatedb::WriteBatch;
 
-use crate::{keys, IndexEntry, Metadata, MetadataError, Result};
+use crate::{keys, IndexEntry, Metadata, MetadataError, Result, WriterState};
 
 /// The live part of one committed segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,10 +106,23 @@ impl Metadata {
         releases.add(entry);
     }
 
-    /// Adds to `batch` the decremented references of every segment in `releases`
-    /// (latest values: call under the writer lock, and apply `batch` before the next
-    /// call reads them). Returns how many segments lost their last reference.
-    pub(crate) async fn release(&self, batch: &mut WriteBatch, releases: &Releases) -> Result<u64> {
+    /// Adds to `batch` the decremented references of every segment in `releases`, and
+    /// counts the removal in `writer` (apply `batch` before releasing the lock). Returns
+    /// how many segments lost their last reference.
+    pub(crate) async fn release(
+        &self,
+        writer: &mut WriterState,
+        batch: &mut WriteBatch,
+        releases: &Releases,
+    ) -> Result<u64> {
+        writer.removals += 1;
+        self.decrement_refs(batch, releases).await
+    }
+
+    /// Adds to `batch` the decremented references of every segment in `releases`, from
+    /// their latest values: a batch built without the writer lock holds only if
+    /// `WriterState::removals` has not moved before it is applied.
+    pub(crate) async fn decrement_refs(&self, batch: &mut WriteBatch, releases: &Releases) -> Result<u64> {
         let now_ms = self.clock.now_ms();
         let mut released = 0;
         for (&segment_id, &(blocks, bytes)) in &releases.by_segment {
