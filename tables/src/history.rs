@@ -111,10 +111,13 @@ impl TableHistory {
     /// The file's footer and stream index, from the cache or the store (reads of the
     /// same file that miss together load it once).
     async fn open(&self, file: &DataFile) -> Result<Arc<OpenedFile>, TablesError> {
-        self.files
-            .try_get_with(file.path.clone(), self.load(file))
-            .await
-            .map_err(|e: Arc<TablesError>| TablesError::File(format!("{}: {e}", file.path)))
+        self.files.try_get_with(file.path.clone(), self.load(file)).await.map_err(|e: Arc<TablesError>| {
+            match e.as_ref() {
+                // Already names the file.
+                TablesError::File(message) => TablesError::File(message.clone()),
+                other => TablesError::File(format!("{}: {other}", file.path)),
+            }
+        })
     }
 
     async fn load(&self, file: &DataFile) -> Result<Arc<OpenedFile>, TablesError> {
@@ -236,5 +239,51 @@ fn records_of(batch: &RecordBatch) -> Option<Vec<SequencedRecord>> {
 impl History for TableHistory {
     async fn read(&self, read: &HistoryRead) -> Result<HistoryOutput, ReaderError> {
         self.read_table(read).await.map_err(|e| ReaderError::History(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::{ArrayRef, Int64Array};
+    use object_store::memory::InMemory;
+    use parquet::arrow::ArrowWriter;
+
+    use super::*;
+    use crate::iceberg::Bounds;
+
+    async fn history(store: Arc<dyn ObjectStore>) -> TableHistory {
+        let clock = Arc::new(shale_storage::ManualClock::new(1_800_000_000_000));
+        let metadata = shale_metadata::Metadata::open(store.clone(), "metadata", clock).await.unwrap();
+        TableHistory::new(Arc::new(metadata), store)
+    }
+
+    fn file(path: &str, size: usize) -> DataFile {
+        DataFile { path: path.into(), day: 0, records: 1, size: size as u64, bounds: Bounds::default() }
+    }
+
+    /// A file that cannot be opened is named once in the error, whether the footer does not
+    /// load or it lacks the stream index.
+    #[tokio::test]
+    async fn a_file_that_cannot_be_opened_is_named_once() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let batch = RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]).unwrap();
+        let mut parquet = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut parquet, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let not_parquet = b"not a parquet file".to_vec();
+        let (unindexed, garbage) =
+            (file("t/unindexed.parquet", parquet.len()), file("t/garbage.parquet", not_parquet.len()));
+        store.put(&Path::from(unindexed.path.as_str()), parquet.into()).await.unwrap();
+        store.put(&Path::from(garbage.path.as_str()), not_parquet.into()).await.unwrap();
+        let history = history(store).await;
+
+        for (file, reason) in [(&unindexed, "no stream index"), (&garbage, "")] {
+            let Err(error) = history.open(file).await else { panic!("{} opened", file.path) };
+            let message = error.to_string();
+            assert_eq!(message.matches(&file.path).count(), 1, "{message}");
+            assert!(message.starts_with(&format!("table file {}: ", file.path)), "{message}");
+            assert!(message.contains(reason), "{message}");
+        }
     }
 }
