@@ -33,6 +33,7 @@ impl CacheStats {
     }
 }
 
+#[derive(Clone)]
 pub(crate) struct Caches {
     store: Arc<dyn ObjectStore>,
     blocks: Cache<(u128, u64), Arc<DecodedBlock>>,
@@ -102,6 +103,22 @@ impl Caches {
         let counter = if cached.is_fresh() { &self.stats.block_misses } else { &self.stats.block_hits };
         counter.fetch_add(1, Ordering::Relaxed);
         Ok(cached.into_value())
+    }
+}
+
+impl Caches {
+    /// Fetches the blocks of `entries` into the cache in the background, all at once: a
+    /// session's next batch then finds them there (or joins their fetch). Errors are
+    /// left for that read to meet.
+    pub fn warm(&self, entries: Vec<IndexEntry>) {
+        if entries.is_empty() {
+            return;
+        }
+        let caches = self.clone();
+        tokio::spawn(async move {
+            let fetches = entries.iter().map(|entry| caches.block(entry));
+            let _ = futures::future::join_all(fetches).await;
+        });
     }
 }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use shale_metadata_contract::{IndexEntry, MetadataApi, Position, StreamInfo};
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS};
 use shale_proto::SequencedRecord;
@@ -59,6 +60,28 @@ const ENTRIES_PER_SCAN: usize = 32;
 
 /// Times one read looks the stream up again after finding an entry's object gone.
 const MAX_GONE_RETRIES: u32 = 8;
+
+/// Blocks a read fetches at once, in order: a catch-up over small entries waits about one
+/// store round trip per this many blocks instead of one per block. A session continuing
+/// also starts fetching this many blocks past its batch, for its next one.
+const BLOCKS_AHEAD: usize = 8;
+
+/// How many of `entries` (from the one holding `seq`) a batch with `count` records and
+/// `bytes` left can use before the tail: their blocks are fetched together, and none
+/// past them, so a small read costs no extra GETs. At least one.
+fn entries_needed(entries: &[IndexEntry], seq: u64, tail_seq: u64, count: u64, bytes: u64) -> usize {
+    let (mut records, mut len) = (0u64, 0u64);
+    let mut needed = 0;
+    for entry in entries {
+        if entry.first_seq >= tail_seq || records >= count || len >= bytes {
+            break;
+        }
+        records += entry.end_seq().saturating_sub(entry.first_seq.max(seq));
+        len += u64::from(entry.len);
+        needed += 1;
+    }
+    needed.max(1)
+}
 
 /// Index entries fetched per scan by a session past its first read: a catch-up session
 /// asks metadata once per this many appends (about 65 bytes each on the wire).
@@ -278,12 +301,25 @@ impl Reader {
             if entries.is_empty() {
                 break;
             }
-            for entry in entries {
-                // Full, or past the tail: the next block is not fetched at all.
+            let (count_left, bytes_left) =
+                (count.saturating_sub(records.len() as u64), bytes.saturating_sub(used_bytes));
+            let needed = entries_needed(&entries, seq, tail_seq, count_left, bytes_left);
+            if cursor.reads > 1 {
+                // A session continuing: its next batch will want the blocks after these.
+                let next = entries[needed..].iter().take_while(|entry| entry.first_seq < tail_seq);
+                self.caches.warm(next.take(BLOCKS_AHEAD).copied().collect());
+            }
+            let caches = &self.caches;
+            let mut blocks = futures::stream::iter(entries[..needed].to_vec())
+                .map(move |entry| async move { caches.block(&entry).await })
+                .buffered(BLOCKS_AHEAD);
+            for &entry in &entries[..needed] {
+                // Full, or past the tail: the next block is not used.
                 if entry.first_seq >= tail_seq || records.len() as u64 >= count || used_bytes >= bytes {
                     return Ok((records, false));
                 }
-                let block = match self.caches.block(&entry).await {
+                let Some(fetched) = blocks.next().await else { break };
+                let block = match fetched {
                     Ok(block) => block,
                     // What was read is delivered; the next read starts at this block and
                     // reports its error.
@@ -353,5 +389,46 @@ impl Reader {
         cursor.ahead = entries.clone();
         cursor.ahead_of = stream_id;
         Ok(entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shale_proto::{TimestampPolicy, TimestampingMode};
+
+    use super::*;
+
+    /// Ten entries of 100 records and 100 KiB each, from sequence number 0.
+    fn entries() -> Vec<IndexEntry> {
+        (0..10)
+            .map(|i| IndexEntry {
+                segment_id: i,
+                offset: 0,
+                len: 100 * 1024,
+                first_seq: i as u64 * 100,
+                record_count: 100,
+                first_timestamp: 0,
+                last_timestamp: 0,
+                timestamp_floor: 0,
+                timestamp_policy: TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: false },
+                arrival_cap: None,
+                metered_end: None,
+            })
+            .collect()
+    }
+
+    /// A batch fetches together the blocks it can use and none past them: not past its
+    /// record or byte limit, not past the tail, and never none.
+    #[test]
+    fn a_batch_fetches_only_the_blocks_its_limits_can_use() {
+        let entries = entries();
+        let (tail, plenty) = (1_000, u64::MAX);
+        assert_eq!(entries_needed(&entries, 0, tail, 1, plenty), 1, "one record: one block");
+        assert_eq!(entries_needed(&entries, 0, tail, 1_000, plenty), 10, "a whole catch-up batch: all at once");
+        assert_eq!(entries_needed(&entries, 0, tail, 250, plenty), 3);
+        assert_eq!(entries_needed(&entries, 50, tail, 100, plenty), 2, "the first entry counts from `seq`");
+        assert_eq!(entries_needed(&entries, 0, tail, 1_000, 300 * 1024), 3, "the byte limit");
+        assert_eq!(entries_needed(&entries, 0, 400, 1_000, plenty), 4, "nothing at or past the tail");
+        assert_eq!(entries_needed(&entries, 0, tail, 0, plenty), 1, "at least one");
     }
 }
