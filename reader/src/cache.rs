@@ -104,21 +104,22 @@ impl Caches {
         counter.fetch_add(1, Ordering::Relaxed);
         Ok(cached.into_value())
     }
-}
 
-impl Caches {
-    /// Fetches the blocks of `entries` into the cache in the background, all at once: a
-    /// session's next batch then finds them there (or joins their fetch). Errors are
-    /// left for that read to meet.
-    pub fn warm(&self, entries: Vec<IndexEntry>) {
-        if entries.is_empty() {
-            return;
+    /// Fetches the blocks of `entries` not yet cached into the cache in the background,
+    /// all at once: a session's next batch then finds them there (or joins their fetch).
+    /// Blocks already cached are not looked up, so the hit counts stay those of reads.
+    /// Errors are left for that read to meet. Returns the background fetch, if any.
+    pub fn warm(&self, entries: &[IndexEntry]) -> Option<tokio::task::JoinHandle<()>> {
+        let missing: Vec<IndexEntry> =
+            entries.iter().filter(|e| !self.blocks.contains_key(&(e.segment_id, e.offset))).copied().collect();
+        if missing.is_empty() {
+            return None;
         }
         let caches = self.clone();
-        tokio::spawn(async move {
-            let fetches = entries.iter().map(|entry| caches.block(entry));
+        Some(tokio::spawn(async move {
+            let fetches = missing.iter().map(|entry| caches.block(entry));
             let _ = futures::future::join_all(fetches).await;
-        });
+        }))
     }
 }
 
@@ -160,5 +161,65 @@ fn clone_error(error: &ReaderError) -> ReaderError {
         ReaderError::Gone { object } => ReaderError::Gone { object: object.clone() },
         ReaderError::Segment(e) => ReaderError::Segment(e.clone()),
         other => ReaderError::Fetch { object: String::new(), reason: other.to_string() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use shale_proto::segment::{encode_block, object_path};
+    use shale_proto::{Record, SegmentBuilder, TimestampPolicy, TimestampingMode};
+    use shale_storage::object_store::memory::InMemory;
+    use shale_storage::object_store::PutPayload;
+
+    use super::*;
+
+    /// One segment of `blocks` one-record blocks on `store`, and their index entries.
+    async fn segment(store: &dyn ObjectStore, blocks: u64) -> Vec<IndexEntry> {
+        let segment_id = 7;
+        let mut builder = SegmentBuilder::new();
+        let mut entries = Vec::new();
+        for seq in 0..blocks {
+            let record = Record { timestamp: None, headers: vec![], body: Bytes::from(format!("record {seq}")) };
+            let info = builder.push_block(Bytes::from_static(b"b/s"), 1, encode_block(100, &[record]));
+            entries.push(IndexEntry {
+                segment_id,
+                offset: info.offset,
+                len: info.len,
+                first_seq: seq,
+                record_count: 1,
+                first_timestamp: 100,
+                last_timestamp: 100,
+                timestamp_floor: 0,
+                timestamp_policy: TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: false },
+                arrival_cap: None,
+                metered_end: None,
+            });
+        }
+        let payload = PutPayload::from_iter(builder.finish_parts());
+        store.put(&Path::from(object_path(segment_id)), payload).await.unwrap();
+        entries
+    }
+
+    /// Warming fetches only what is not cached, and a read after it hits the cache: the
+    /// miss count is the GETs made, the hit count the reads served from memory.
+    #[tokio::test]
+    async fn warming_fetches_only_uncached_blocks_and_reads_then_hit() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let entries = segment(store.as_ref(), 3).await;
+        let caches = Caches::new(&ReaderConfig::default(), store);
+        caches.block(&entries[0]).await.unwrap();
+        let counts = |caches: &Caches| {
+            (caches.stats.block_hits.load(Ordering::Relaxed), caches.stats.block_misses.load(Ordering::Relaxed))
+        };
+        assert_eq!(counts(&caches), (0, 1));
+
+        assert!(caches.warm(&entries[..1]).is_none(), "nothing to fetch: no background task");
+        caches.warm(&entries).expect("two blocks to fetch").await.unwrap();
+        assert_eq!(counts(&caches), (0, 3), "the cached block was not looked up again");
+        for entry in &entries[1..] {
+            assert_eq!(caches.block(entry).await.unwrap().records.len(), 1);
+        }
+        assert_eq!(counts(&caches), (2, 3), "the warmed blocks are read from the cache");
     }
 }

@@ -306,8 +306,13 @@ impl Reader {
             let needed = entries_needed(&entries, seq, tail_seq, count_left, bytes_left);
             if cursor.reads > 1 {
                 // A session continuing: its next batch will want the blocks after these.
-                let next = entries[needed..].iter().take_while(|entry| entry.first_seq < tail_seq);
-                self.caches.warm(next.take(BLOCKS_AHEAD).copied().collect());
+                let next: Vec<IndexEntry> = entries[needed..]
+                    .iter()
+                    .take_while(|entry| entry.first_seq < tail_seq)
+                    .take(BLOCKS_AHEAD)
+                    .copied()
+                    .collect();
+                self.caches.warm(&next);
             }
             let caches = &self.caches;
             let mut blocks = futures::stream::iter(entries[..needed].to_vec())
