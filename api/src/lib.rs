@@ -12,13 +12,14 @@
 //! - `s2`: S2's REST API (JSON, protobuf, SSE, S2S);
 //! - `grpc`: `shale.v1` with reflection;
 //! - `layers`: the tower layers both transports share; `listener`: HTTP serving with
-//!   connection limits;
+//!   connection limits; `coalesce`: a connection's writes gathered into larger sends;
 //! - `ops`: `/health`, `/ready`, `/metrics`;
 //! - `tls`: TLS on the listeners;
 //! - `auth`: access tokens, scopes and the layer that authenticates each request;
 //! - `error`: [`ApiError`].
 
 pub mod auth;
+mod coalesce;
 mod error;
 mod grpc;
 mod layers;

@@ -2,7 +2,7 @@
 //! new connection is answered `503` with S2's JSON body and closed, so descriptors never
 //! run out), a deadline for a connection's first bytes and for a request's headers
 //! (slow or silent clients are dropped), HTTP/2 keep-alive pings (dead peers are
-//! dropped), `TCP_NODELAY`, and a graceful stop. gRPC listeners get the same cap,
+//! dropped), `TCP_NODELAY`, bursts of writes gathered into larger sends, and a graceful stop. gRPC listeners get the same cap,
 //! first-bytes deadline and keep-alive through [`capped_incoming`] and [`grpc_server`].
 
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
+use crate::coalesce::CoalescedWrites;
 use crate::tls::Conn;
 
 /// Connection limits of the client-facing listeners (`[connections]` in the config).
@@ -104,7 +105,7 @@ pub async fn serve(
                 Ok(conn) => conn,
                 Err(e) => return tracing::debug!(%peer, error = %e, "TLS handshake failed"),
             };
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(conn), service);
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(CoalescedWrites::new(conn)), service);
             if let Err(e) = watcher.watch(connection.into_owned()).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
@@ -131,7 +132,7 @@ pub fn grpc_server(limits: ConnectionLimits) -> tonic::transport::Server {
         .http2_keepalive_timeout(Some(limits.keep_alive_interval))
 }
 
-/// Accepted gRPC connections, `TCP_NODELAY`, at most `limits.max_connections` open at
+/// Accepted gRPC connections, `TCP_NODELAY`, writes gathered into larger sends, at most `limits.max_connections` open at
 /// once: one more is closed at once (the client sees the connection refused and may
 /// retry), so descriptors never run out; one that sends nothing within
 /// `limits.header_read_timeout` is closed.
@@ -139,7 +140,7 @@ pub fn capped_incoming(
     listener: TcpListener,
     limits: ConnectionLimits,
     tls: Option<TlsAcceptor>,
-) -> impl futures::Stream<Item = std::io::Result<Conn>> {
+) -> impl futures::Stream<Item = std::io::Result<CoalescedWrites<Conn>>> {
     // Handshakes run in their own tasks, so a slow client never holds up the next accept.
     let (opened, incoming) = tokio::sync::mpsc::channel(64);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -167,7 +168,7 @@ pub fn capped_incoming(
             tokio::spawn(async move {
                 match Conn::open(stream, tls.as_ref()).await {
                     Ok(conn) => {
-                        let _ = sender.send(Ok::<_, std::io::Error>(conn)).await;
+                        let _ = sender.send(Ok::<_, std::io::Error>(CoalescedWrites::new(conn))).await;
                     }
                     Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 }
