@@ -7,12 +7,14 @@
 //! [`SEND_AT`] bytes, or when the connection flushes with nothing written since its
 //! previous flush: the end of a burst.
 //!
-//! A flush that finds fewer than [`SEND_AT`] bytes and new writes since the previous
-//! flush is put off: it returns ready and wakes the connection's task, whose next poll
-//! flushes again (both HTTP stacks flush on every poll). That next flush sends unless
-//! more was written in between, and at most [`MAX_PUT_OFF`] flushes in a row are put
-//! off, so buffered bytes wait a bounded number of task polls, never for a timer or for
-//! more traffic.
+//! A flush that finds at least a frame's worth ([`PUT_OFF_FROM`]) but fewer than
+//! [`SEND_AT`] bytes, and new writes since the previous flush, is put off: it returns
+//! ready and wakes the connection's task, whose next poll flushes again (both HTTP
+//! stacks flush on every poll). That next flush sends unless more was written in
+//! between, and at most [`MAX_PUT_OFF`] flushes in a row are put off, so buffered bytes
+//! wait a bounded number of task polls, never for a timer or for more traffic. Less than
+//! a frame's worth (an ack, a heartbeat, a small live batch) is sent at the flush that
+//! finds it: latency is only traded where a burst of full frames is under way.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -24,6 +26,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 const CAPACITY: usize = 256 * 1024;
 /// A flush sends at once when this much is buffered.
 const SEND_AT: usize = 128 * 1024;
+/// A flush finding less than this buffered sends at once: the default HTTP/2 frame size.
+const PUT_OFF_FROM: usize = 16 * 1024;
 /// Consecutive flushes that may be put off before one must send.
 const MAX_PUT_OFF: u32 = 16;
 
@@ -137,7 +141,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for CoalescedWrites<T> {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let wrote = std::mem::take(&mut this.written_since_flush);
-        if wrote && this.buffered() < SEND_AT && this.put_off < MAX_PUT_OFF {
+        let buffered = this.buffered();
+        if wrote && (PUT_OFF_FROM..SEND_AT).contains(&buffered) && this.put_off < MAX_PUT_OFF {
             // The task's next poll flushes again and sends, unless the burst went on.
             this.put_off += 1;
             cx.waker().wake_by_ref();
@@ -241,13 +246,26 @@ mod tests {
         let std_waker = waker.clone().into();
         let mut cx = Context::from_waker(&std_waker);
         let mut io = CoalescedWrites::new(Recorder::default());
-        write(&mut io, &mut cx, b"headers");
+        let first = frame(1);
+        write(&mut io, &mut cx, &first);
         flush(&mut io, &mut cx);
-        assert!(io.get_ref().writes.is_empty(), "the first flush of a burst is put off");
+        assert!(io.get_ref().writes.is_empty(), "the first flush of a burst of frames is put off");
         assert_eq!(waker.0.load(Ordering::SeqCst), 1, "and wakes the task to flush again");
         flush(&mut io, &mut cx);
-        assert_eq!(io.get_ref().writes, vec![b"headers".to_vec()]);
+        assert_eq!(io.get_ref().writes, vec![first]);
         assert_eq!(io.get_ref().flushes, 1, "the inner stream is flushed once the bytes are sent");
+    }
+
+    #[test]
+    fn less_than_a_frame_is_sent_at_its_flush() {
+        let waker = Arc::new(CountingWaker::default());
+        let std_waker = waker.clone().into();
+        let mut cx = Context::from_waker(&std_waker);
+        let mut io = CoalescedWrites::new(Recorder::default());
+        write(&mut io, &mut cx, b"an ack");
+        flush(&mut io, &mut cx);
+        assert_eq!(io.get_ref().writes, vec![b"an ack".to_vec()]);
+        assert_eq!(waker.0.load(Ordering::SeqCst), 0, "nothing put off, no extra poll");
     }
 
     #[test]
@@ -256,6 +274,7 @@ mod tests {
         let std_waker = waker.clone().into();
         let mut cx = Context::from_waker(&std_waker);
         let mut io = CoalescedWrites::new(Recorder::default());
+        write(&mut io, &mut cx, &frame(0));
         let mut flushes_until_sent = None;
         for i in 0..100 {
             write(&mut io, &mut cx, b"x");

@@ -11,7 +11,7 @@ use object_store::{
 };
 
 /// Fault injection: fails chosen PUTs whose path starts with a prefix, and can hold
-/// such PUTs until released (a slow store), passing everything else to `inner`.
+/// such PUTs or GETs until released (a slow store), passing everything else to `inner`.
 #[derive(Debug)]
 pub struct FailingStore {
     inner: Arc<dyn ObjectStore>,
@@ -21,6 +21,10 @@ pub struct FailingStore {
     held: tokio::sync::watch::Sender<Option<String>>,
     /// `Some(prefix)`: every PUT under it fails, until cleared.
     broken: Mutex<Option<String>>,
+    /// `Some(prefix)`: GETs under it wait until [`FailingStore::release_gets`].
+    held_gets: tokio::sync::watch::Sender<Option<String>>,
+    /// How many GETs are waiting now.
+    waiting_gets: tokio::sync::watch::Sender<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -39,6 +43,8 @@ impl FailingStore {
             plan: Mutex::new(None),
             held: tokio::sync::watch::Sender::new(None),
             broken: Mutex::new(None),
+            held_gets: tokio::sync::watch::Sender::new(None),
+            waiting_gets: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -73,6 +79,33 @@ impl FailingStore {
             held.wait_for(|prefix| !prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()))).await;
     }
 
+    /// GETs under `prefix` wait from now until [`Self::release_gets`].
+    pub fn hold_gets(&self, prefix: &str) {
+        self.held_gets.send_replace(Some(prefix.to_string()));
+    }
+
+    /// Lets held GETs proceed.
+    pub fn release_gets(&self) {
+        self.held_gets.send_replace(None);
+    }
+
+    /// Returns once at least `count` GETs are held at the same time.
+    pub async fn held_gets_reach(&self, count: usize) {
+        let mut waiting = self.waiting_gets.subscribe();
+        let _ = waiting.wait_for(|waiting| *waiting >= count).await;
+    }
+
+    async fn wait_if_gets_held(&self, location: &Path) {
+        let held = |prefix: &Option<String>| prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()));
+        let mut watch = self.held_gets.subscribe();
+        if !held(&watch.borrow_and_update()) {
+            return;
+        }
+        self.waiting_gets.send_modify(|waiting| *waiting += 1);
+        let _counted = WaitingGet(&self.waiting_gets);
+        let _ = watch.wait_for(|prefix| !held(prefix)).await;
+    }
+
     /// Makes the `nth` (1-based) PUT under `prefix` from now on fail, once.
     pub fn fail_nth_put(&self, prefix: &str, nth: u64) {
         let mut plan = self.plan.lock().expect("fail plan lock is never poisoned");
@@ -91,6 +124,15 @@ impl FailingStore {
             return true;
         }
         false
+    }
+}
+
+/// Counts a held GET until it proceeds or is dropped.
+struct WaitingGet<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl Drop for WaitingGet<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|waiting| *waiting -= 1);
     }
 }
 
@@ -118,6 +160,7 @@ impl ObjectStore for FailingStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.wait_if_gets_held(location).await;
         self.inner.get_opts(location, options).await
     }
 

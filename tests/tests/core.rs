@@ -460,6 +460,28 @@ async fn suite_reads_stop_at_their_limit_and_deliver_what_is_readable(backend: B
     node.stop().await;
 }
 
+/// The blocks a read can use are fetched at once, not one store round trip after another:
+/// with segment GETs held, all four of a four-block read are waiting together.
+async fn suite_a_read_fetches_its_blocks_concurrently(backend: Backend) {
+    let store = backend.store().await;
+    let node = Node::start(&store, GatewayConfig::default()).await;
+    setup(&node, &["s"]).await;
+    for body in ["a", "b", "c", "d"] {
+        node.gateway.append(input("s", &[body])).await.unwrap();
+    }
+    node.faults.hold_gets("segments/");
+    let request = read_from("s", ReadStart::SeqNum(0));
+    let watch = async {
+        let all_waiting = tokio::time::timeout(Duration::from_secs(10), node.faults.held_gets_reach(4)).await;
+        node.faults.release_gets();
+        all_waiting.is_ok()
+    };
+    let (output, all_waiting) = tokio::join!(node.reader.read(&request), watch);
+    assert!(all_waiting, "the four block GETs were not in flight together");
+    assert_eq!(bodies(&output.unwrap().records), vec!["a", "b", "c", "d"]);
+    node.stop().await;
+}
+
 shale_tests::on_every_backend!(
     suite_concurrent_appends_share_segments,
     suite_reopen_keeps_acked_and_hides_uncommitted,
@@ -471,6 +493,7 @@ shale_tests::on_every_backend!(
     suite_waiting_read_wakes_on_commit,
     suite_retried_commits_and_orphan_collection,
     suite_reads_stop_at_their_limit_and_deliver_what_is_readable,
+    suite_a_read_fetches_its_blocks_concurrently,
 );
 
 /// A lone append seals at once instead of waiting for `linger`; appends that arrive
