@@ -28,6 +28,8 @@ const CAPACITY: usize = 256 * 1024;
 const SEND_AT: usize = 128 * 1024;
 /// A flush finding less than this buffered sends at once: the default HTTP/2 frame size.
 const PUT_OFF_FROM: usize = 16 * 1024;
+/// The buffer's size until a burst needs more: two default frames.
+const SMALL_BUFFER: usize = 2 * PUT_OFF_FROM;
 /// Consecutive flushes that may be put off before one must send.
 const MAX_PUT_OFF: u32 = 16;
 
@@ -35,7 +37,8 @@ const MAX_PUT_OFF: u32 = 16;
 #[derive(Debug)]
 pub struct CoalescedWrites<T> {
     inner: T,
-    /// Bytes written by the connection and not yet sent; allocated while a burst lasts.
+    /// Bytes written by the connection and not yet sent: small until a burst needs more,
+    /// given back when a send ends a burst.
     buffer: Vec<u8>,
     /// How much of `buffer` the inner stream has taken.
     sent: usize,
@@ -60,8 +63,12 @@ impl<T> CoalescedWrites<T> {
 
     /// Copies as much of `slices` as fits; returns how many bytes were taken.
     fn take(&mut self, slices: &[IoSlice<'_>]) -> usize {
-        if self.buffer.capacity() == 0 {
-            self.buffer.reserve_exact(CAPACITY);
+        let total: usize = slices.iter().map(|slice| slice.len()).sum();
+        let wanted = (self.buffer.len() + total).min(CAPACITY);
+        if self.buffer.capacity() < wanted {
+            // Acks and heartbeats fit the small size; a burst grows it once to the full one.
+            let size = if wanted <= SMALL_BUFFER { SMALL_BUFFER } else { CAPACITY };
+            self.buffer.reserve_exact(size - self.buffer.len());
         }
         let mut taken = 0;
         for slice in slices {
@@ -150,8 +157,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for CoalescedWrites<T> {
         }
         ready!(this.poll_send(cx))?;
         this.put_off = 0;
-        if !wrote {
-            // Between bursts the buffer is given back, so idle connections hold none.
+        if !wrote || buffered < PUT_OFF_FROM {
+            // The burst is over (or there was none): the buffer is given back, so a quiet
+            // connection holds none between its acks or heartbeats.
             this.buffer = Vec::new();
         }
         Pin::new(&mut this.inner).poll_flush(cx)
@@ -266,6 +274,25 @@ mod tests {
         flush(&mut io, &mut cx);
         assert_eq!(io.get_ref().writes, vec![b"an ack".to_vec()]);
         assert_eq!(waker.0.load(Ordering::SeqCst), 0, "nothing put off, no extra poll");
+    }
+
+    #[test]
+    fn the_buffer_stays_small_for_small_writes_and_is_given_back_after_a_burst() {
+        let waker = Arc::new(CountingWaker::default());
+        let std_waker = waker.clone().into();
+        let mut cx = Context::from_waker(&std_waker);
+        let mut io = CoalescedWrites::new(Recorder::default());
+        write(&mut io, &mut cx, b"heartbeat");
+        assert_eq!(io.buffer.capacity(), SMALL_BUFFER);
+        flush(&mut io, &mut cx);
+        assert_eq!(io.buffer.capacity(), 0, "a quiet connection holds no buffer after its send");
+        for i in 0..3 {
+            write(&mut io, &mut cx, &frame(i));
+            flush(&mut io, &mut cx);
+        }
+        assert_eq!(io.buffer.capacity(), CAPACITY, "a burst grows it to the full size");
+        flush(&mut io, &mut cx);
+        assert_eq!(io.buffer.capacity(), 0, "and gives it back when the burst is over");
     }
 
     #[test]
