@@ -2,8 +2,10 @@
 //! new connection is answered `503` with S2's JSON body and closed, so descriptors never
 //! run out), a deadline for a connection's first bytes and for a request's headers
 //! (slow or silent clients are dropped), HTTP/2 keep-alive pings (dead peers are
-//! dropped), `TCP_NODELAY`, bursts of writes gathered into larger sends, and a graceful stop. gRPC listeners get the same cap,
-//! first-bytes deadline and keep-alive through [`capped_incoming`] and [`grpc_server`].
+//! dropped), `TCP_NODELAY`, bursts of writes gathered into larger sends
+//! ([`crate::coalesce`]), and a graceful stop. gRPC listeners get the same cap,
+//! first-bytes deadline, keep-alive and gathered sends through [`capped_incoming`] and
+//! [`grpc_server`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,10 +134,10 @@ pub fn grpc_server(limits: ConnectionLimits) -> tonic::transport::Server {
         .http2_keepalive_timeout(Some(limits.keep_alive_interval))
 }
 
-/// Accepted gRPC connections, `TCP_NODELAY`, writes gathered into larger sends, at most `limits.max_connections` open at
-/// once: one more is closed at once (the client sees the connection refused and may
-/// retry), so descriptors never run out; one that sends nothing within
-/// `limits.header_read_timeout` is closed.
+/// Accepted gRPC connections, `TCP_NODELAY`, writes gathered into larger sends, at most
+/// `limits.max_connections` open at once: one more is closed at once (the client sees
+/// the connection refused and may retry), so descriptors never run out; one that sends
+/// nothing within `limits.header_read_timeout` is closed.
 pub fn capped_incoming(
     listener: TcpListener,
     limits: ConnectionLimits,
