@@ -53,17 +53,12 @@ impl<T> CoalescedWrites<T> {
         Self { inner, buffer: Vec::new(), sent: 0, written_since_flush: false, put_off: 0 }
     }
 
-    pub fn get_ref(&self) -> &T {
-        &self.inner
-    }
-
     fn buffered(&self) -> usize {
         self.buffer.len() - self.sent
     }
 
-    /// Copies as much of `slices` as fits; returns how many bytes were taken.
-    fn take(&mut self, slices: &[IoSlice<'_>]) -> usize {
-        let total: usize = slices.iter().map(|slice| slice.len()).sum();
+    /// Copies as much of `slices` (`total` bytes) as fits; returns how many bytes were taken.
+    fn take(&mut self, slices: &[IoSlice<'_>], total: usize) -> usize {
         let wanted = (self.buffer.len() + total).min(CAPACITY);
         if self.buffer.capacity() < wanted {
             // Acks and heartbeats fit the small size; a burst grows it once to the full one.
@@ -110,7 +105,7 @@ impl<T: AsyncWrite + Unpin> CoalescedWrites<T> {
         if self.buffer.is_empty() && total >= CAPACITY {
             return Pin::new(&mut self.inner).poll_write_vectored(cx, slices);
         }
-        Poll::Ready(Ok(self.take(slices)))
+        Poll::Ready(Ok(self.take(slices, total)))
     }
 }
 
@@ -213,13 +208,45 @@ mod tests {
         }
     }
 
-    fn write(io: &mut CoalescedWrites<Recorder>, cx: &mut Context<'_>, bytes: &[u8]) {
-        let Poll::Ready(Ok(n)) = Pin::new(&mut *io).poll_write(cx, bytes) else { panic!("write not taken") };
-        assert_eq!(n, bytes.len());
+    /// A coalescing stream over a [`Recorder`], polled with a waker that counts its wakes.
+    struct Probe {
+        io: CoalescedWrites<Recorder>,
+        wakes: Arc<CountingWaker>,
+        waker: std::task::Waker,
     }
 
-    fn flush(io: &mut CoalescedWrites<Recorder>, cx: &mut Context<'_>) {
-        assert!(matches!(Pin::new(&mut *io).poll_flush(cx), Poll::Ready(Ok(()))));
+    impl Probe {
+        fn new() -> Self {
+            let wakes = Arc::new(CountingWaker::default());
+            Self { io: CoalescedWrites::new(Recorder::default()), waker: wakes.clone().into(), wakes }
+        }
+
+        fn write(&mut self, bytes: &[u8]) {
+            let mut cx = Context::from_waker(&self.waker);
+            let Poll::Ready(Ok(n)) = Pin::new(&mut self.io).poll_write(&mut cx, bytes) else {
+                panic!("write not taken")
+            };
+            assert_eq!(n, bytes.len());
+        }
+
+        fn flush(&mut self) {
+            let mut cx = Context::from_waker(&self.waker);
+            assert!(matches!(Pin::new(&mut self.io).poll_flush(&mut cx), Poll::Ready(Ok(()))));
+        }
+
+        fn shutdown(&mut self) {
+            let mut cx = Context::from_waker(&self.waker);
+            assert!(matches!(Pin::new(&mut self.io).poll_shutdown(&mut cx), Poll::Ready(Ok(()))));
+        }
+
+        /// What reached the inner stream, one entry per write.
+        fn sent(&self) -> &[Vec<u8>] {
+            &self.io.inner.writes
+        }
+
+        fn wakes(&self) -> usize {
+            self.wakes.0.load(Ordering::SeqCst)
+        }
     }
 
     fn frame(i: usize) -> Vec<u8> {
@@ -228,85 +255,70 @@ mod tests {
 
     #[test]
     fn a_burst_of_flushed_frames_is_sent_in_large_writes_in_order() {
-        let waker = Arc::new(CountingWaker::default());
-        let std_waker = waker.clone().into();
-        let mut cx = Context::from_waker(&std_waker);
-        let mut io = CoalescedWrites::new(Recorder::default());
+        let mut io = Probe::new();
         let frames: Vec<Vec<u8>> = (0..64).map(frame).collect();
         for f in &frames {
             // The way the HTTP/2 stack writes: one frame, then a flush.
-            write(&mut io, &mut cx, f);
-            flush(&mut io, &mut cx);
+            io.write(f);
+            io.flush();
         }
         // The task's next poll flushes with nothing new: the rest goes out.
-        flush(&mut io, &mut cx);
-        let sent = &io.get_ref().writes;
+        io.flush();
+        let sent = io.sent();
         assert!(sent.len() <= 64 / 7 + 1, "{} writes for 64 frames", sent.len());
         assert!(sent.iter().all(|w| w.len() <= CAPACITY));
         assert_eq!(sent.concat(), frames.concat(), "every byte, in order");
-        assert!(waker.0.load(Ordering::SeqCst) > 0, "a put-off flush wakes the task");
-        assert_eq!(io.buffered(), 0);
+        assert!(io.wakes() > 0, "a put-off flush wakes the task");
+        assert_eq!(io.io.buffered(), 0);
     }
 
     #[test]
     fn a_flush_with_nothing_new_sends_what_is_buffered() {
-        let waker = Arc::new(CountingWaker::default());
-        let std_waker = waker.clone().into();
-        let mut cx = Context::from_waker(&std_waker);
-        let mut io = CoalescedWrites::new(Recorder::default());
+        let mut io = Probe::new();
         let first = frame(1);
-        write(&mut io, &mut cx, &first);
-        flush(&mut io, &mut cx);
-        assert!(io.get_ref().writes.is_empty(), "the first flush of a burst of frames is put off");
-        assert_eq!(waker.0.load(Ordering::SeqCst), 1, "and wakes the task to flush again");
-        flush(&mut io, &mut cx);
-        assert_eq!(io.get_ref().writes, vec![first]);
-        assert_eq!(io.get_ref().flushes, 1, "the inner stream is flushed once the bytes are sent");
+        io.write(&first);
+        io.flush();
+        assert!(io.sent().is_empty(), "the first flush of a burst of frames is put off");
+        assert_eq!(io.wakes(), 1, "and wakes the task to flush again");
+        io.flush();
+        assert_eq!(io.sent(), vec![first]);
+        assert_eq!(io.io.inner.flushes, 1, "the inner stream is flushed once the bytes are sent");
     }
 
     #[test]
     fn less_than_a_frame_is_sent_at_its_flush() {
-        let waker = Arc::new(CountingWaker::default());
-        let std_waker = waker.clone().into();
-        let mut cx = Context::from_waker(&std_waker);
-        let mut io = CoalescedWrites::new(Recorder::default());
-        write(&mut io, &mut cx, b"an ack");
-        flush(&mut io, &mut cx);
-        assert_eq!(io.get_ref().writes, vec![b"an ack".to_vec()]);
-        assert_eq!(waker.0.load(Ordering::SeqCst), 0, "nothing put off, no extra poll");
+        let mut io = Probe::new();
+        io.write(b"an ack");
+        io.flush();
+        assert_eq!(io.sent(), vec![b"an ack".to_vec()]);
+        assert_eq!(io.wakes(), 0, "nothing put off, no extra poll");
     }
 
     #[test]
     fn the_buffer_stays_small_for_small_writes_and_is_given_back_after_a_burst() {
-        let waker = Arc::new(CountingWaker::default());
-        let std_waker = waker.clone().into();
-        let mut cx = Context::from_waker(&std_waker);
-        let mut io = CoalescedWrites::new(Recorder::default());
-        write(&mut io, &mut cx, b"heartbeat");
-        assert_eq!(io.buffer.capacity(), SMALL_BUFFER);
-        flush(&mut io, &mut cx);
-        assert_eq!(io.buffer.capacity(), 0, "a quiet connection holds no buffer after its send");
+        let mut io = Probe::new();
+        io.write(b"heartbeat");
+        assert_eq!(io.io.buffer.capacity(), SMALL_BUFFER);
+        io.flush();
+        assert_eq!(io.io.buffer.capacity(), 0, "a quiet connection holds no buffer after its send");
         for i in 0..3 {
-            write(&mut io, &mut cx, &frame(i));
-            flush(&mut io, &mut cx);
+            io.write(&frame(i));
+            io.flush();
         }
-        assert_eq!(io.buffer.capacity(), CAPACITY, "a burst grows it to the full size");
-        flush(&mut io, &mut cx);
-        assert_eq!(io.buffer.capacity(), 0, "and gives it back when the burst is over");
+        assert_eq!(io.io.buffer.capacity(), CAPACITY, "a burst grows it to the full size");
+        io.flush();
+        assert_eq!(io.io.buffer.capacity(), 0, "and gives it back when the burst is over");
     }
 
     #[test]
     fn small_writes_between_every_flush_wait_a_bounded_number_of_flushes() {
-        let waker = Arc::new(CountingWaker::default());
-        let std_waker = waker.clone().into();
-        let mut cx = Context::from_waker(&std_waker);
-        let mut io = CoalescedWrites::new(Recorder::default());
-        write(&mut io, &mut cx, &frame(0));
+        let mut io = Probe::new();
+        io.write(&frame(0));
         let mut flushes_until_sent = None;
         for i in 0..100 {
-            write(&mut io, &mut cx, b"x");
-            flush(&mut io, &mut cx);
-            if !io.get_ref().writes.is_empty() {
+            io.write(b"x");
+            io.flush();
+            if !io.sent().is_empty() {
                 flushes_until_sent = Some(i + 1);
                 break;
             }
@@ -316,32 +328,26 @@ mod tests {
 
     #[test]
     fn writes_past_the_capacity_send_first_and_large_writes_pass_through() {
-        let waker = Arc::new(CountingWaker::default());
-        let std_waker = waker.clone().into();
-        let mut cx = Context::from_waker(&std_waker);
-        let mut io = CoalescedWrites::new(Recorder::default());
+        let mut io = Probe::new();
         let big = vec![3u8; CAPACITY - 10];
-        write(&mut io, &mut cx, &big);
-        assert!(io.get_ref().writes.is_empty());
-        write(&mut io, &mut cx, &[4u8; 20]);
-        assert_eq!(io.get_ref().writes, vec![big.clone()], "the buffer is sent before it overflows");
+        io.write(&big);
+        assert!(io.sent().is_empty());
+        io.write(&[4u8; 20]);
+        assert_eq!(io.sent(), vec![big.clone()], "the buffer is sent before it overflows");
         let huge = vec![5u8; CAPACITY * 2];
-        flush(&mut io, &mut cx);
-        flush(&mut io, &mut cx);
-        write(&mut io, &mut cx, &huge);
-        assert_eq!(io.get_ref().writes.last(), Some(&huge), "an empty buffer passes a large write through");
-        assert_eq!(io.get_ref().writes.concat(), [big, vec![4u8; 20], huge].concat());
+        io.flush();
+        io.flush();
+        io.write(&huge);
+        assert_eq!(io.sent().last(), Some(&huge), "an empty buffer passes a large write through");
+        assert_eq!(io.sent().concat(), [big, vec![4u8; 20], huge].concat());
     }
 
     #[test]
     fn shutdown_sends_what_is_buffered_first() {
-        let waker = Arc::new(CountingWaker::default());
-        let std_waker = waker.clone().into();
-        let mut cx = Context::from_waker(&std_waker);
-        let mut io = CoalescedWrites::new(Recorder::default());
-        write(&mut io, &mut cx, b"goodbye");
-        assert!(matches!(Pin::new(&mut io).poll_shutdown(&mut cx), Poll::Ready(Ok(()))));
-        assert_eq!(io.get_ref().writes, vec![b"goodbye".to_vec()]);
-        assert!(io.get_ref().shut);
+        let mut io = Probe::new();
+        io.write(b"goodbye");
+        io.shutdown();
+        assert_eq!(io.sent(), vec![b"goodbye".to_vec()]);
+        assert!(io.io.inner.shut);
     }
 }

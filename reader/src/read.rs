@@ -306,13 +306,9 @@ impl Reader {
             let needed = entries_needed(&entries, seq, tail_seq, count_left, bytes_left);
             if cursor.reads > 1 {
                 // A session continuing: its next batch will want the blocks after these.
-                let next: Vec<IndexEntry> = entries[needed..]
-                    .iter()
-                    .take_while(|entry| entry.first_seq < tail_seq)
-                    .take(BLOCKS_AHEAD)
-                    .copied()
-                    .collect();
-                self.caches.warm(&next);
+                let ahead =
+                    entries[needed..].iter().take(BLOCKS_AHEAD).take_while(|entry| entry.first_seq < tail_seq).count();
+                self.caches.warm(&entries[needed..needed + ahead]);
             }
             let caches = &self.caches;
             let mut blocks = futures::stream::iter(entries[..needed].to_vec())
