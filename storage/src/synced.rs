@@ -125,8 +125,9 @@ impl Syncer {
 
     /// Sends a large file's dirty data to the disk a step at a time, each waited for, so
     /// an fsync of another file meanwhile (each commit fsyncs a segment and a WAL object)
-    /// waits behind at most one step of it instead of all of it. The fsync that follows finds the data
-    /// written and has only the file's metadata and the disk's cache left to flush.
+    /// waits behind at most one step of it instead of all of it. The fsync that follows
+    /// finds the data written and has only the file's metadata and the disk's cache left
+    /// to flush.
     fn write_out_in_steps(&self, file: &std::fs::File) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
         {
