@@ -124,23 +124,11 @@ impl Metadata {
     /// it changes nothing and answers with the object's referenced blocks.
     ///
     /// Checking a large object's replacements and reading the references they release
-    /// takes many reads: done without the writer lock, which appends need, and applied
-    /// under it only if nothing removed index entries or released references meanwhile
-    /// (appends only add). After `OPTIMISTIC_TRIES` such races it reads under the lock.
+    /// takes many reads: done without the writer lock, which appends need
+    /// ([`Metadata::prepare_removal`]).
     pub(crate) async fn commit_compaction(&self, segment_id: u128, replacements: Vec<Replacement>) -> Result<u32> {
-        const OPTIMISTIC_TRIES: usize = 3;
         self.check_usable()?;
-        for _ in 0..OPTIMISTIC_TRIES {
-            let removals = self.writer.lock().await.removals;
-            let swap = self.prepare_swap(segment_id, &replacements).await?;
-            let writer = self.writer.lock().await;
-            if writer.removals == removals {
-                return self.apply_swap(writer, segment_id, swap).await;
-            }
-            tracing::debug!(segment = %ulid::Ulid(segment_id), "compaction swap raced a removal: reading again");
-        }
-        let writer = self.writer.lock().await;
-        let swap = self.prepare_swap(segment_id, &replacements).await?;
+        let (writer, swap) = self.prepare_removal(|| self.prepare_swap(segment_id, &replacements)).await?;
         self.apply_swap(writer, segment_id, swap).await
     }
 

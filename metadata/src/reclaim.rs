@@ -18,8 +18,9 @@
 //!    acted on, so a fenced instance never deletes what the new writer still references.
 //!
 //! Every removal of index entries decrements the segments' references in the same write
-//! batch (`refs`), under the writer lock, a page of entries at a time. Steps 1 and 2
-//! apply their batches one after another and wait for durability once, at the end.
+//! batch (`refs`), a page of entries at a time, read without the writer lock (which
+//! appends wait for) and applied under it. Steps 1 and 2 apply their batches one after
+//! another and wait for durability once, at the end.
 
 use std::sync::atomic::Ordering;
 
@@ -35,13 +36,46 @@ use crate::{keys, IndexEntry, Metadata, MetadataError, Result, RetentionPolicy, 
 
 /// Stream records read per page of step 1.
 const STREAM_PAGE: usize = 1_000;
-/// Index entries removed per hold of the writer lock.
+/// Index entries removed per write batch.
 const ENTRY_PAGE: usize = 512;
 /// Object deletions in flight at once: at store latency a pass waits about one round
 /// trip per this many released segments.
 const DELETE_CONCURRENCY: usize = 16;
 /// Released segments looked at per pass.
 const RELEASED_PAGE: usize = 10_000;
+
+/// A page of one stream's expired entries, read without the writer lock.
+pub(crate) struct ExpiryPage {
+    pub stream_id: u64,
+    /// The retention it was read under: a change before it is applied means reading again.
+    pub retention: Option<RetentionPolicy>,
+    pub batch: WriteBatch,
+    pub entries: u64,
+    /// Segments that lose their last reference.
+    pub released: u64,
+    /// The trim point past the removed entries.
+    pub trim_to: u64,
+    /// A full page: more may follow.
+    pub more: bool,
+}
+
+impl ExpiryPage {
+    /// Whether the page still applies to the stream's latest record: the same stream under
+    /// the same retention (a trim since only moves the trim point further).
+    pub fn applies_to(&self, record: &StreamRecord) -> bool {
+        self.stream_id == record.id && self.retention == record.config.retention_policy
+    }
+}
+
+/// A page of a deleted stream's entries, read without the writer lock.
+pub(crate) struct PurgePage {
+    pub batch: WriteBatch,
+    pub entries: u64,
+    /// Segments that lose their last reference.
+    pub released: u64,
+    /// The last page: the stream's other keys and marker are in the batch too.
+    pub done: bool,
+}
 
 /// What one reclaim pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,16 +153,16 @@ impl Metadata {
         }))
     }
 
-    /// Removes one stream's trimmed and expired entries, a page per hold of the writer
-    /// lock, then deletes the stream if `delete_on_empty` says so.
+    /// Removes one stream's trimmed and expired entries, a page at a time, then deletes
+    /// the stream if `delete_on_empty` says so. Each page is read without the writer lock
+    /// and applied under it ([`Metadata::prepare_removal`]).
     async fn expire_stream(&self, basin: &str, stream: &str, report: &mut ReclaimReport) -> Result<()> {
         loop {
-            let mut writer = self.writer.lock().await;
+            let (mut writer, page) = self.prepare_removal(|| self.expiry_page(basin, stream)).await?;
             let Some(mut record) = self.latest_stream(&writer, basin, stream).await? else {
                 return Ok(());
             };
-            let now_ms = self.clock.now_ms();
-            if delete_on_empty_due(&record, now_ms) {
+            if delete_on_empty_due(&record, self.clock.now_ms()) {
                 let mut batch = WriteBatch::new();
                 batch.delete(keys::stream(basin, stream));
                 batch.put(keys::deleted_stream(record.id), []);
@@ -137,34 +171,62 @@ impl Metadata {
                 report.streams_deleted_on_empty += 1;
                 return self.apply(batch).await;
             }
-            let cutoff = retention_cutoff(&record, now_ms);
-            let entries = self.first_entries(record.id, ENTRY_PAGE).await?;
-            let mut batch = WriteBatch::new();
-            let mut releases = Releases::default();
-            for entry in &entries {
-                let expired = cutoff.is_some_and(|cutoff| appended_at(entry) < cutoff);
-                if entry.last_seq() >= record.trim_point && !expired {
-                    break;
-                }
-                Self::remove_entry(&mut batch, &mut releases, record.id, entry);
-                record.trim_point = record.trim_point.max(entry.end_seq());
+            let Some(mut page) = page else { return Ok(()) };
+            if !page.applies_to(&record) {
+                tracing::debug!(basin, stream, "stream re-created or reconfigured while its expiry was read: again");
+                continue;
             }
-            if releases.is_empty() {
-                return Ok(());
-            }
-            let more = releases.entries as usize == ENTRY_PAGE;
-            batch.put(keys::stream(basin, stream), record.to_stored());
+            record.trim_point = record.trim_point.max(page.trim_to);
+            page.batch.put(keys::stream(basin, stream), record.to_stored());
             writer.streams.insert((basin.to_string(), stream.to_string()), record);
-            report.entries_removed += releases.entries;
-            report.segments_released += self.release(&mut writer, &mut batch, &releases).await?;
-            self.apply(batch).await?;
-            if !more {
+            writer.removals += 1;
+            report.entries_removed += page.entries;
+            report.segments_released += page.released;
+            self.apply(page.batch).await?;
+            if !page.more {
                 return Ok(());
             }
         }
     }
 
-    /// Step 2: the index entries of deleted streams, then their markers.
+    /// The first page of a stream's entries below its trim point or past its retention
+    /// age, as a batch removing them and decrementing their segments' references; `None`
+    /// when there are none.
+    pub(crate) async fn expiry_page(&self, basin: &str, stream: &str) -> Result<Option<ExpiryPage>> {
+        let Some(record) = self.get_latest::<StreamRecord>(&keys::stream(basin, stream)).await? else {
+            return Ok(None);
+        };
+        let cutoff = retention_cutoff(&record, self.clock.now_ms());
+        let entries = self.first_entries(record.id, ENTRY_PAGE).await?;
+        let mut batch = WriteBatch::new();
+        let mut releases = Releases::default();
+        let mut trim_to = record.trim_point;
+        for entry in &entries {
+            let expired = cutoff.is_some_and(|cutoff| appended_at(entry) < cutoff);
+            if entry.last_seq() >= record.trim_point && !expired {
+                break;
+            }
+            Self::remove_entry(&mut batch, &mut releases, record.id, entry);
+            trim_to = trim_to.max(entry.end_seq());
+        }
+        if releases.is_empty() {
+            return Ok(None);
+        }
+        let released = self.decrement_refs(&mut batch, &releases).await?;
+        Ok(Some(ExpiryPage {
+            stream_id: record.id,
+            retention: record.config.retention_policy,
+            batch,
+            entries: releases.entries,
+            released,
+            trim_to,
+            more: releases.entries as usize == ENTRY_PAGE,
+        }))
+    }
+
+    /// Step 2: the index entries of deleted streams, then their markers, a page at a
+    /// time, each read without the writer lock and applied under it
+    /// ([`Metadata::prepare_removal`]).
     async fn purge_deleted_streams(&self, report: &mut ReclaimReport) -> Result<()> {
         let deleted = self
             .scan_page(keys::DELETED_STREAM_PREFIX, &[], STREAM_PAGE, DurabilityLevel::Memory, |key, _| {
@@ -176,31 +238,40 @@ impl Metadata {
             .await?;
         for stream_id in deleted.items {
             loop {
-                let mut writer = self.writer.lock().await;
-                let entries = self.first_entries(stream_id, ENTRY_PAGE).await?;
-                let mut batch = WriteBatch::new();
-                let mut releases = Releases::default();
-                for entry in &entries {
-                    Self::remove_entry(&mut batch, &mut releases, stream_id, entry);
-                }
-                let done = entries.len() < ENTRY_PAGE;
-                if done {
-                    for key in self.named_keys_of(stream_id).await? {
-                        batch.delete(key);
-                    }
-                    batch.delete(keys::deleted_stream(stream_id));
-                    batch.delete(keys::compaction_cursor(stream_id));
-                    report.streams_purged += 1;
-                }
-                report.entries_removed += releases.entries;
-                report.segments_released += self.release(&mut writer, &mut batch, &releases).await?;
-                self.apply(batch).await?;
-                if done {
+                let (mut writer, page) = self.prepare_removal(|| self.purge_page(stream_id)).await?;
+                writer.removals += 1;
+                report.entries_removed += page.entries;
+                report.segments_released += page.released;
+                report.streams_purged += u64::from(page.done);
+                self.apply(page.batch).await?;
+                if page.done {
                     break;
                 }
             }
         }
         Ok(())
+    }
+
+    /// A batch removing the first page of a deleted stream's index entries and
+    /// decrementing their segments' references; on its last page, the stream's other
+    /// keys and its marker too.
+    pub(crate) async fn purge_page(&self, stream_id: u64) -> Result<PurgePage> {
+        let entries = self.first_entries(stream_id, ENTRY_PAGE).await?;
+        let mut batch = WriteBatch::new();
+        let mut releases = Releases::default();
+        for entry in &entries {
+            Self::remove_entry(&mut batch, &mut releases, stream_id, entry);
+        }
+        let done = entries.len() < ENTRY_PAGE;
+        if done {
+            for key in self.named_keys_of(stream_id).await? {
+                batch.delete(key);
+            }
+            batch.delete(keys::deleted_stream(stream_id));
+            batch.delete(keys::compaction_cursor(stream_id));
+        }
+        let released = self.decrement_refs(&mut batch, &releases).await?;
+        Ok(PurgePage { batch, entries: releases.entries, released, done })
     }
 
     /// Step 3: deletes segment objects released at least `delete_grace` ago. Only

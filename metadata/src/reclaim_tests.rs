@@ -308,3 +308,59 @@ async fn retention_ages_records_from_their_append_not_their_client_timestamps() 
     assert_eq!(f.metadata.stream(BASIN, "backfill").await.unwrap().record.trim_point, 3);
     f.metadata.close().await.unwrap();
 }
+
+/// A removal is read without the writer lock (the read below takes the lock itself, which
+/// would never return if the lock were held around it), and a read that another removal
+/// overtook is read again before it is applied.
+#[tokio::test]
+async fn a_removal_is_read_without_the_writer_lock_and_again_after_a_race() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let f = open(&[]).await;
+    let reads = AtomicU64::new(0);
+    let read = || async {
+        let read = reads.fetch_add(1, Ordering::SeqCst);
+        if read == 0 {
+            f.metadata.writer.lock().await.removals += 1;
+        }
+        Ok(read)
+    };
+    let prepared = tokio::time::timeout(Duration::from_secs(10), f.metadata.prepare_removal(read)).await;
+    let (writer, read) = prepared.expect("the read does not wait for the writer lock").unwrap();
+    assert_eq!(read, 1, "the first read was overtaken by a removal and read again");
+    drop(writer);
+    f.metadata.close().await.unwrap();
+}
+
+/// Reclaim's pages are read while an append could hold the writer lock: a deleted
+/// stream's and an expired stream's pages come out while the test holds it, and an
+/// expiry page read under one retention does not apply after the stream changed it.
+#[tokio::test]
+async fn reclaim_pages_are_read_while_the_writer_lock_is_held() {
+    let f = open(&[("deleted", StreamConfig::default()), ("expiring", retained_for(10))]).await;
+    f.commit(1, &["deleted", "expiring"]).await;
+    f.commit(2, &["deleted", "expiring"]).await;
+    let deleted_id = f.metadata.stream(BASIN, "deleted").await.unwrap().record.id;
+    f.metadata.delete_stream(BASIN, "deleted").await.unwrap();
+    f.advance(11);
+
+    let held = f.metadata.writer.lock().await;
+    let within = Duration::from_secs(10);
+    let purge = tokio::time::timeout(within, f.metadata.purge_page(deleted_id)).await;
+    let purge = purge.expect("read without the lock").unwrap();
+    assert_eq!((purge.entries, purge.released, purge.done), (2, 0, true), "the other stream still holds both segments");
+    let expiry = tokio::time::timeout(within, f.metadata.expiry_page(BASIN, "expiring")).await;
+    let expiry = expiry.expect("read without the lock").unwrap().expect("both appends are past the retention age");
+    let read = (expiry.entries, expiry.released, expiry.trim_to, expiry.more);
+    assert_eq!(read, (2, 0, 2, false), "the deleted stream's entries still hold both segments");
+    drop(held);
+
+    let mut record = f.metadata.stream(BASIN, "expiring").await.unwrap().record;
+    assert!(expiry.applies_to(&record));
+    record.config.retention_policy = Some(RetentionPolicy::Infinite);
+    assert!(!expiry.applies_to(&record), "read under another retention: read again");
+
+    let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert_eq!((report.entries_removed, report.streams_purged, report.segments_released), (4, 1, 2), "{report:?}");
+    assert_eq!(f.first_seq("expiring").await, None);
+    f.metadata.close().await.unwrap();
+}

@@ -3,10 +3,11 @@
 //! `o/<segment>` holds [`SegmentRefs`]: how many of the segment's blocks an index entry
 //! still names, their bytes, and the bytes its commit made visible. A commit writes it
 //! once per segment; whatever removes index entries (trim, retention, deletes,
-//! compaction) decrements it in the same write batch, under the writer lock, so the count
-//! is exact. When the last block goes, `o/` is replaced by `z/<segment>` ([`Released`]):
-//! nothing can reference the object again, and it is deleted after `delete_grace`, which
-//! gives reads that looked its entries up just before time to finish.
+//! compaction) decrements it in the same write batch, applied under the writer lock with
+//! no other removal since its reads, so the count is exact. When the last block goes,
+//! `o/` is replaced by `z/<segment>` ([`Released`]): nothing can reference the object
+//! again, and it is deleted after `delete_grace`, which gives reads that looked its
+//! entries up just before time to finish.
 
 use std::collections::HashMap;
 
@@ -106,22 +107,38 @@ impl Metadata {
         releases.add(entry);
     }
 
-    /// Adds to `batch` the decremented references of every segment in `releases`, and
-    /// counts the removal in `writer` (apply `batch` before releasing the lock). Returns
-    /// how many segments lost their last reference.
-    pub(crate) async fn release(
+    /// What `prepare` builds from the latest state, with the writer lock held and no
+    /// removal applied since it read: apply it, counting it (`WriterState::removals`),
+    /// before releasing the lock. A removal reads many keys (its index entries, the
+    /// references it decrements); appends, which need the lock, only add entries and
+    /// references, so `prepare` reads without the lock and its reads still hold unless
+    /// another removal moved the count meanwhile, in which case it reads again. After
+    /// `OPTIMISTIC_TRIES` such races it reads under the lock.
+    pub(crate) async fn prepare_removal<T, F>(
         &self,
-        writer: &mut WriterState,
-        batch: &mut WriteBatch,
-        releases: &Releases,
-    ) -> Result<u64> {
-        writer.removals += 1;
-        self.decrement_refs(batch, releases).await
+        prepare: impl Fn() -> F,
+    ) -> Result<(tokio::sync::MutexGuard<'_, WriterState>, T)>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        const OPTIMISTIC_TRIES: usize = 3;
+        for _ in 0..OPTIMISTIC_TRIES {
+            let removals = self.writer.lock().await.removals;
+            let prepared = prepare().await?;
+            let writer = self.writer.lock().await;
+            if writer.removals == removals {
+                return Ok((writer, prepared));
+            }
+            tracing::debug!("a removal was applied while another was read: reading again");
+        }
+        let writer = self.writer.lock().await;
+        let prepared = prepare().await?;
+        Ok((writer, prepared))
     }
 
     /// Adds to `batch` the decremented references of every segment in `releases`, from
-    /// their latest values: a batch built without the writer lock holds only if
-    /// `WriterState::removals` has not moved before it is applied.
+    /// their latest values (see [`Metadata::prepare_removal`]). Returns how many segments
+    /// lost their last reference.
     pub(crate) async fn decrement_refs(&self, batch: &mut WriteBatch, releases: &Releases) -> Result<u64> {
         let now_ms = self.clock.now_ms();
         let mut released = 0;
