@@ -158,8 +158,11 @@ fn start_compactor(
         return (Vec::new(), stats);
     }
     let compaction = tokio::spawn(run_compactor(Arc::new(compactor), std::future::pending()));
-    // The table tier runs with compaction, each shard tiering the basins it owns.
-    let reader = Arc::new(Reader::new(&config.reader, store.store.clone(), metadata.clone()));
+    // The table tier runs with compaction, each shard tiering the basins it owns. It reads
+    // each block once, so its reader keeps the smallest block cache, not the clients'.
+    let cache_floor = shale_reader::MIN_BLOCK_CACHE_BYTES.min(config.reader.block_cache_bytes);
+    let tiering_config = shale_reader::ReaderConfig { block_cache_bytes: cache_floor, ..config.reader.clone() };
+    let reader = Arc::new(Reader::new(&tiering_config, store.store.clone(), metadata.clone()));
     let (shard, shards) = (config.compactor.shard, config.compactor.shards);
     let owns = Box::new(move |basin: &str| shale_tables::shard_owns(basin, shard, shards));
     let location = shale_tables::StoreLocation::of_url(&store.url);

@@ -4,7 +4,10 @@ use serde::Deserialize;
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReaderConfig {
-    /// Bytes of decoded segment blocks kept in memory. A hit saves one range GET.
+    /// Bytes of decoded segment blocks kept in memory. A hit saves one range GET (and
+    /// the block's decoding). By default an eighth of the memory the process may use
+    /// (its cgroup's limit, else the machine's), at least 256 MiB: a catch-up over more
+    /// than the cache holds misses on every block.
     pub block_cache_bytes: u64,
     /// Index entries kept in memory (about 100 bytes each). A hit saves one metadata scan
     /// when a reader continues where its last entry ended.
@@ -16,6 +19,10 @@ pub struct ReaderConfig {
 
 impl Default for ReaderConfig {
     fn default() -> Self {
-        Self { block_cache_bytes: 256 * 1024 * 1024, index_cache_entries: 1_000_000, consumer_lag_top: 10 }
+        Self {
+            block_cache_bytes: crate::memory::block_cache_bytes(crate::memory::available()),
+            index_cache_entries: 1_000_000,
+            consumer_lag_top: 10,
+        }
     }
 }

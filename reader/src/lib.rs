@@ -11,17 +11,19 @@
 //! A reader may be given a [`History`] (the table tier) that serves reads starting
 //! below a stream's trim point.
 //!
-//! Modules: `config`, `cache` (blocks and index entries), `read` (positions and limits),
-//! `history`, `error`.
+//! Modules: `config`, `memory` (what the block cache is sized by), `cache` (blocks and
+//! index entries), `read` (positions and limits), `history`, `error`.
 
 mod cache;
 mod config;
 mod error;
 mod history;
+mod memory;
 mod read;
 
 pub use cache::CacheStats;
 pub use config::ReaderConfig;
 pub use error::ReaderError;
 pub use history::{History, HistoryOutput, HistoryRead};
+pub use memory::MIN_BLOCK_CACHE_BYTES;
 pub use read::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader};
