@@ -130,8 +130,10 @@ impl Gateway {
         let unit = PendingUnit { id, appends, reply, bytes, _permit: permit };
         self.units.send(unit).map_err(|_| GatewayError::ShuttingDown)?;
         let metrics = self.shared.metrics.clone();
+        let submitted_at = Instant::now();
         Ok(PendingAppend(Box::pin(async move {
             let result = answer.await.map_err(|_| GatewayError::ShuttingDown)?;
+            metrics.append_latency.observe(submitted_at.elapsed());
             match &result {
                 Ok(_) => metrics.appends_acked.fetch_add(1, Ordering::Relaxed),
                 Err(_) => metrics.appends_failed.fetch_add(1, Ordering::Relaxed),

@@ -91,12 +91,12 @@ pub(crate) async fn run_committer(
                 None => break,
             },
         };
-        let upload = finish_upload(&mut first).await;
+        let upload = finish_upload(&mut first, &shared).await;
         let mut group = vec![(first, upload)];
         while group.len() < shared.config.max_commit_group {
             match sealed.try_recv() {
                 Ok(mut next) if next.upload.is_finished() => {
-                    let upload = finish_upload(&mut next).await;
+                    let upload = finish_upload(&mut next, &shared).await;
                     group.push((next, upload));
                 }
                 Ok(next) => {
@@ -147,11 +147,13 @@ async fn run_acker(
     }
 }
 
-async fn finish_upload(segment: &mut Sealed) -> Upload {
-    match (&mut segment.upload).await {
+async fn finish_upload(segment: &mut Sealed, shared: &Shared) -> Upload {
+    let upload = match (&mut segment.upload).await {
         Ok(result) => result,
         Err(join) => Err(GatewayError::Upload { object: segment_path(segment.segment_id), reason: join.to_string() }),
-    }
+    };
+    shared.metrics.upload_latency.observe(segment.sealed_at.elapsed());
+    upload
 }
 
 /// The commit requests of a group of uploaded segments, and the units waiting on each;

@@ -443,6 +443,8 @@ async fn health_ready_and_metrics() {
     assert!(value("shale_object_puts_total") >= 1.0);
     assert_eq!(value("shale_cache_block_misses_total"), 1.0);
     assert_eq!(value("shale_segment_commit_seconds_count"), 1.0);
+    assert_eq!(value("shale_segment_upload_seconds_count"), 1.0);
+    assert_eq!(value("shale_append_seconds_count"), 1.0);
     server.stop().await;
 }
 
