@@ -31,14 +31,24 @@ median() {
   awk '{ v = $1 + 0; if ($1 ~ /[0-9]s$/) v *= 1000; if ($1 ~ /µs$/) v /= 1000; print v }' | sort -g \
     | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "n/a" }'
 }
+# append_latency URL: Shale's appends so far and how many took over 10 and 20 ms, from its
+# `shale_append_seconds` histogram; nothing for a peer without it.
+append_latency() {
+  curl -sf "$1/metrics" 2>/dev/null | awk '
+    /^shale_append_seconds_count/ { n = $2 }
+    /^shale_append_seconds_bucket\{le="0.01"\}/ { u10 = $2 }
+    /^shale_append_seconds_bucket\{le="0.02"\}/ { u20 = $2 }
+    END { if (n != "") print n, n - u10, n - u20 }' || true
+}
 # s2_bench NAME URL PIDS RATES...: `s2 bench` REPEATS times at each rate, then the
 # medians of the write rate, catch-up rate and ack p99, with the CPU the PIDS used.
 s2_bench() {
   local name="$1" url="$2" pids="$3"; shift 3
   curl -sf -X POST "$url/v1/basins" -H 'content-type: application/json' -d '{"basin":"bench-basin"}' >/dev/null || true
   for rate in "$@"; do
-    local before out writes="" catchups="" p99s=""
+    local before out writes="" catchups="" p99s="" appends_before
     before="$(cpu_seconds $pids)"
+    appends_before="$(append_latency "$url")"
     for run in $(seq "$REPEATS"); do
       echo "== $name s2 bench: 1 KiB records, target $rate MiB/s, ${SECONDS_PER_RUN}s, then catch-up (run $run of $REPEATS)"
       out="$(S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
@@ -50,6 +60,11 @@ s2_bench() {
       p99s+="$(awk '/^p99/ { print $3; exit }' <<<"$out")"$'\n'
     done
     echo "server CPU: $(awk -v a="$before" -v b="$(cpu_seconds $pids)" 'BEGIN { printf "%.1f", b - a }') s for $REPEATS runs"
+    if [ -n "$appends_before" ]; then
+      awk -v a="$appends_before" -v b="$(append_latency "$url")" 'BEGIN { split(a, x); split(b, y);
+        printf "server-side appends (submission to answer) in these runs: %d, over 10 ms: %d, over 20 ms: %d\n",
+          y[1] - x[1], y[2] - x[2], y[3] - x[3] }'
+    fi
     echo "== $name at $rate MiB/s, median of $REPEATS: write $(grep . <<<"$writes" | median) MiB/s," \
       "catch-up $(grep . <<<"$catchups" | median) MiB/s, ack p99 $(grep . <<<"$p99s" | median) ms"
   done
