@@ -13,7 +13,7 @@ pub struct GatewayMetrics {
     pub segment_bytes: AtomicU64,
     /// From seal to the end of the commit: upload plus sequencer round trip.
     pub commit_latency: Histogram,
-    /// From seal to the end of the segment's upload (the first part of `commit_latency`).
+    /// A segment object's PUT (the first part of `commit_latency`).
     pub upload_latency: Histogram,
     /// From an append's submission to its answer: the wait for a seal plus the commit.
     pub append_latency: Histogram,
@@ -35,7 +35,7 @@ impl GatewayMetrics {
             "Seal to commit of a segment (upload and sequencer)",
             out,
         );
-        self.upload_latency.render("shale_segment_upload_seconds", "Seal to the end of a segment's upload", out);
+        self.upload_latency.render("shale_segment_upload_seconds", "PUT of a segment object", out);
         self.append_latency.render("shale_append_seconds", "Submission to answer of an append", out);
     }
 }

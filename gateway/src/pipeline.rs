@@ -41,7 +41,10 @@ pub(crate) async fn upload(
     let object = PutPayload::from_iter(builder.finish_parts());
     metrics.segment_bytes.fetch_add(object.content_length() as u64, Ordering::Relaxed);
     let path = segment_path(segment_id);
-    store.put(&Path::from(path.as_str()), object).await.map_err(|e| {
+    let started = Instant::now();
+    let put = store.put(&Path::from(path.as_str()), object).await;
+    metrics.upload_latency.observe(started.elapsed());
+    put.map_err(|e| {
         tracing::warn!(object = %path, error = %e, "segment upload failed");
         GatewayError::Upload { object: path.clone(), reason: shale_storage::describe(&e).to_string() }
     })?;
@@ -91,12 +94,12 @@ pub(crate) async fn run_committer(
                 None => break,
             },
         };
-        let upload = finish_upload(&mut first, &shared).await;
+        let upload = finish_upload(&mut first).await;
         let mut group = vec![(first, upload)];
         while group.len() < shared.config.max_commit_group {
             match sealed.try_recv() {
                 Ok(mut next) if next.upload.is_finished() => {
-                    let upload = finish_upload(&mut next, &shared).await;
+                    let upload = finish_upload(&mut next).await;
                     group.push((next, upload));
                 }
                 Ok(next) => {
@@ -147,13 +150,11 @@ async fn run_acker(
     }
 }
 
-async fn finish_upload(segment: &mut Sealed, shared: &Shared) -> Upload {
-    let upload = match (&mut segment.upload).await {
+async fn finish_upload(segment: &mut Sealed) -> Upload {
+    match (&mut segment.upload).await {
         Ok(result) => result,
         Err(join) => Err(GatewayError::Upload { object: segment_path(segment.segment_id), reason: join.to_string() }),
-    };
-    shared.metrics.upload_latency.observe(segment.sealed_at.elapsed());
-    upload
+    }
 }
 
 /// The commit requests of a group of uploaded segments, and the units waiting on each;
