@@ -128,9 +128,9 @@ impl Gateway {
         let (reply, answer) = oneshot::channel();
         let id = self.shared.last_submitted.fetch_add(1, Ordering::SeqCst) + 1;
         let unit = PendingUnit { id, appends, reply, bytes, _permit: permit };
+        let submitted_at = Instant::now();
         self.units.send(unit).map_err(|_| GatewayError::ShuttingDown)?;
         let metrics = self.shared.metrics.clone();
-        let submitted_at = Instant::now();
         Ok(PendingAppend(Box::pin(async move {
             let result = answer.await.map_err(|_| GatewayError::ShuttingDown)?;
             metrics.append_latency.observe(submitted_at.elapsed());
