@@ -1,59 +1,52 @@
-//! [`ApiError`]: every error the service answers, and the one place it becomes an HTTP
-//! status and S2 JSON body or a gRPC status.
+//! [`ApiError`]: the service's errors and the HTTP stack's own refusals, and the one place
+//! they become an HTTP status and S2 JSON body or a gRPC status.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 use shale_gateway::GatewayError;
-use shale_metadata::MetadataError;
+use shale_metadata_contract::MetadataError;
 use shale_proto::ErrorCode;
 use shale_reader::ReaderError;
+use shale_service::ServiceError;
 
-/// Every error an HTTP handler returns. [`IntoResponse`] below is the one place they
+/// Every error a handler returns: the service's, or a refusal of the HTTP stack's own.
+/// [`IntoResponse`] below and the `tonic::Status` conversion are the one place they
 /// become statuses and bodies.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error("{0}")]
-    BadRequest(String),
+    #[error(transparent)]
+    Service(#[from] ServiceError),
     #[error("no such endpoint: {0}")]
     NoRoute(String),
-    #[error(transparent)]
-    Gateway(#[from] GatewayError),
-    #[error(transparent)]
-    Reader(#[from] ReaderError),
-    #[error(transparent)]
-    Metadata(#[from] MetadataError),
-    #[error("this is a {role} process; it does not serve {call}: send it to a {use_role}")]
-    WrongRole { role: &'static str, call: &'static str, use_role: &'static str },
-    #[error("no answer within {0:?}; a write may or may not have been applied")]
-    Timeout(std::time::Duration),
-    /// Too much is being handled at once; retry shortly.
-    #[error("overloaded: {0}")]
-    Overloaded(String),
-    /// No token, or one that is unknown, revoked or expired.
-    #[error("{0}")]
-    Unauthenticated(String),
-    /// The token does not permit the call; the message names what is missing.
-    #[error("{0}")]
-    PermissionDenied(String),
-    #[error("consumer `{0}` has committed no position on this stream")]
-    ConsumerNotFound(String),
-    /// Reading a basin table's state failed.
-    #[error(transparent)]
-    Tables(#[from] shale_tables::TablesError),
-    /// The process is stopping: live reads end with this; resume on another server.
-    #[error("the server is shutting down; resume the read on another server or after its restart")]
-    ShuttingDown,
     /// Refused by the HTTP stack before any handler ran (unknown method, body too large,
     /// a path that is not UTF-8): its own status, S2's JSON body.
     #[error("{message}")]
     Rejected { status: u16, message: String },
 }
 
+impl From<GatewayError> for ApiError {
+    fn from(error: GatewayError) -> Self {
+        ApiError::Service(error.into())
+    }
+}
+
+impl From<ReaderError> for ApiError {
+    fn from(error: ReaderError) -> Self {
+        ApiError::Service(error.into())
+    }
+}
+
+impl From<MetadataError> for ApiError {
+    fn from(error: MetadataError) -> Self {
+        ApiError::Service(error.into())
+    }
+}
+
 impl ApiError {
     pub fn bad(message: impl Into<String>) -> Self {
-        ApiError::BadRequest(message.into())
+        ApiError::Service(ServiceError::bad(message))
     }
 
     pub fn http_status(&self) -> u16 {
@@ -65,19 +58,8 @@ impl ApiError {
 
     fn code(&self) -> ErrorCode {
         match self {
-            ApiError::BadRequest(_) => ErrorCode::InvalidArgument,
-            ApiError::NoRoute(_) | ApiError::ConsumerNotFound(_) => ErrorCode::NotFound,
-            ApiError::Gateway(e) => e.code(),
-            ApiError::Reader(e) => e.code(),
-            ApiError::Metadata(e) => e.code(),
-            ApiError::WrongRole { .. } => ErrorCode::WrongRole,
-            ApiError::Timeout(_) => ErrorCode::RequestTimeout,
-            ApiError::ShuttingDown => ErrorCode::ShuttingDown,
-            ApiError::Tables(_) => ErrorCode::Unavailable,
-            ApiError::Overloaded(_) => ErrorCode::Overloaded,
-            ApiError::Unauthenticated(_) => ErrorCode::Unauthenticated,
-            ApiError::PermissionDenied(_) => ErrorCode::PermissionDenied,
-            ApiError::Rejected { status: 404, .. } => ErrorCode::NotFound,
+            ApiError::Service(e) => e.code(),
+            ApiError::NoRoute(_) | ApiError::Rejected { status: 404, .. } => ErrorCode::NotFound,
             ApiError::Rejected { status: 400..=499, .. } => ErrorCode::InvalidArgument,
             ApiError::Rejected { .. } => ErrorCode::Internal,
         }
@@ -85,9 +67,7 @@ impl ApiError {
 
     fn metadata(&self) -> Option<&MetadataError> {
         match self {
-            ApiError::Gateway(GatewayError::Metadata(e))
-            | ApiError::Reader(ReaderError::Metadata(e))
-            | ApiError::Metadata(e) => Some(e),
+            ApiError::Service(e) => e.metadata(),
             _ => None,
         }
     }
@@ -108,21 +88,16 @@ impl ApiError {
             return json!({ key: value });
         }
         match self {
-            ApiError::Reader(ReaderError::PastTail { tail }) => {
+            ApiError::Service(ServiceError::Reader(ReaderError::PastTail { tail })) => {
                 json!({ "tail": { "seq_num": tail.seq_num, "timestamp": tail.timestamp } })
             }
             _ => json!({ "code": self.code().as_str(), "message": self.client_message() }),
         }
     }
 
-    /// The message a client gets: the error's text, except that a store error of
-    /// metadata's (SlateDB's text, which for a local store names paths on the server's
-    /// disk) is summarised; the full text is logged.
     fn client_message(&self) -> String {
-        match self.metadata() {
-            Some(MetadataError::Storage(_)) => {
-                "metadata storage unavailable; the server log has the details".to_string()
-            }
+        match self {
+            ApiError::Service(e) => e.client_message(),
             _ => self.to_string(),
         }
     }

@@ -18,6 +18,7 @@ use tower::Layer;
 use tower_http::request_id::{MakeRequestId, RequestId};
 
 use crate::ApiError;
+use shale_service::ServiceError;
 
 /// Longest a unary HTTP call may take before it is answered `request_timeout`: above
 /// S2's longest `wait` (60 s) plus a metadata failover (30 s). Sessions answer their
@@ -459,7 +460,7 @@ pub async fn time_limit(
 ) -> axum::response::Response {
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => ApiError::Timeout(limit).into_response(),
+        Err(_) => ApiError::from(ServiceError::Timeout(limit)).into_response(),
     }
 }
 

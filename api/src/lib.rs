@@ -1,21 +1,20 @@
 //! Shale's client-facing APIs: S2's v1 REST API and the `shale.v1` gRPC API, both over
-//! one transport-neutral service.
+//! the transport-neutral service of `shale-service`.
 //!
 //! A request passes: a transport (axum or tonic) -> `layers` (request id, tracing span,
 //! metrics, timeout) -> a handler in `s2` or `grpc`, which only translates its wire
-//! format -> `service`, which owns every S2 rule and calls the gateway, the reader or
+//! format -> [`Service`], which owns every S2 rule and calls the gateway, the reader or
 //! metadata -> back out through [`ApiError`], the one place errors become HTTP statuses
 //! with S2's JSON body or gRPC statuses.
 //!
-//! - `service`: typed operations (basins, streams, append and append sessions, reads
-//!   and read sessions, check tail) and the rules they keep;
 //! - `s2`: S2's REST API (JSON, protobuf, SSE, S2S);
 //! - `grpc`: `shale.v1` with reflection;
 //! - `layers`: the tower layers both transports share; `listener`: HTTP serving with
 //!   connection limits; `coalesce`: a connection's writes gathered into larger sends;
 //! - `ops`: `/health`, `/ready`, `/metrics`;
 //! - `tls`: TLS on the listeners;
-//! - `auth`: access tokens, scopes and the layer that authenticates each request;
+//! - `auth`: the tower layer that authenticates each request (the access model itself
+//!   is the service's);
 //! - `error`: [`ApiError`].
 
 pub mod auth;
@@ -27,13 +26,12 @@ mod listener;
 mod ops;
 mod process;
 mod s2;
-mod service;
 mod tls;
 
 use std::sync::Arc;
 
 use shale_gateway::Gateway;
-use shale_metadata::MetadataApi;
+use shale_metadata_contract::MetadataApi;
 use shale_reader::Reader;
 use shale_storage::{Clock, StoreCounters};
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
@@ -48,30 +46,9 @@ pub use ops::ops_router;
 pub use process::render_process_metrics;
 /// Entry points for the fuzz targets in `fuzz/`: each parser of client bytes.
 pub use s2::fuzz;
-pub use service::{ConsumerView, ListQuery, Service};
+pub use shale_service::{ConsumerView, Draining, ListQuery, Role, Service, ServiceError};
 pub use tls::acceptor as tls_acceptor;
 pub use tokio_rustls::TlsAcceptor;
-
-/// Which calls this process serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// `shale serve`: everything.
-    AllInOne,
-    /// `shale gateway`: appends and basin/stream management.
-    Gateway,
-    /// `shale reader`: reads, check-tail and live reads.
-    Reader,
-}
-
-impl Role {
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::AllInOne => "all-in-one",
-            Role::Gateway => "gateway",
-            Role::Reader => "reader",
-        }
-    }
-}
 
 /// Appends Prometheus text for `/metrics`.
 pub type MetricsHook = Arc<dyn Fn(&mut String) + Send + Sync>;
@@ -96,29 +73,7 @@ pub struct AppState {
     /// Set when the process begins to stop: live reads end at once.
     pub draining: Draining,
     /// Where basins' tables are, for their status.
-    pub table_store: Option<service::TableStore>,
-}
-
-/// Whether the process is stopping: [`Self::begin`] ends every live read with
-/// [`ApiError::ShuttingDown`] (S2's error event on SSE and S2S, `UNAVAILABLE` on gRPC),
-/// so a graceful stop does not wait on sessions that never end by themselves.
-#[derive(Clone, Debug)]
-pub struct Draining(Arc<tokio::sync::watch::Sender<bool>>);
-
-impl Default for Draining {
-    fn default() -> Self {
-        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
-    }
-}
-
-impl Draining {
-    pub fn begin(&self) {
-        self.0.send_replace(true);
-    }
-
-    pub(crate) fn watch(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.0.subscribe()
-    }
+    pub table_store: Option<shale_service::TableStore>,
 }
 
 impl AppState {
@@ -157,7 +112,7 @@ impl AppState {
 
     /// The table tier's status read from `store` (at `url`).
     pub fn with_table_store(mut self, store: Arc<dyn shale_storage::object_store::ObjectStore>, url: String) -> Self {
-        self.table_store = Some(service::TableStore { store, url });
+        self.table_store = Some(shale_service::TableStore { store, url });
         self
     }
 
@@ -209,7 +164,7 @@ impl axum::extract::FromRequestParts<Http> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut axum::http::request::Parts, http: &Http) -> Result<Self, ApiError> {
-        Ok(Caller(http.service.for_caller(auth::Access::of(&parts.extensions)?)))
+        Ok(Caller(http.service.for_caller(auth::access_of(&parts.extensions)?)))
     }
 }
 

@@ -5,6 +5,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::{ApiError, Http};
+use shale_service::ServiceError;
 
 pub async fn health() -> &'static str {
     "ok"
@@ -25,9 +26,9 @@ pub async fn ready(State(http): State<Http>) -> Response {
 }
 
 /// Prometheus text; with access control on, the caller needs `account-metrics`.
-pub async fn metrics(State(http): State<Http>, access: crate::auth::Access) -> Response {
+pub async fn metrics(State(http): State<Http>, crate::auth::Caller(access): crate::auth::Caller) -> Response {
     if let Err(e) = access.allow_metrics() {
-        return e.into_response();
+        return ApiError::from(e).into_response();
     }
     let state = &http.state;
     let mut out = String::new();
@@ -79,9 +80,9 @@ where
         )
         .route(
             "/metrics",
-            get(move |access: crate::auth::Access| async move {
+            get(move |crate::auth::Caller(access): crate::auth::Caller| async move {
                 if let Err(e) = access.allow_metrics() {
-                    return e.into_response();
+                    return ApiError::from(e).into_response();
                 }
                 let mut out = String::new();
                 crate::render_process_metrics(role, &mut out);
@@ -90,11 +91,11 @@ where
             }),
         )
         .fallback(|| async {
-            ApiError::WrongRole {
+            ApiError::from(ServiceError::WrongRole {
                 role: "metadata",
                 call: "the client API",
                 use_role: "gateway (appends, management) or reader (reads)",
-            }
+            })
         })
         .layer(crate::auth::authenticate_http(auth))
 }

@@ -91,10 +91,10 @@ async fn lag_in_records_bytes_and_seconds_follows_appends_and_commits() {
 
     // Conditions and bounds.
     let stale = service.commit_consumer(BASIN, "s", "c1", 4, Some(2)).await.unwrap_err();
-    assert_eq!(stale.http_status(), 412, "{stale}");
+    assert_eq!(stale.code().http_status(), 412, "{stale}");
     let past = service.commit_consumer(BASIN, "s", "c1", 7, None).await.unwrap_err();
-    assert_eq!(past.http_status(), 400, "{past}");
-    assert_eq!(service.consumer(BASIN, "s", "nobody").await.unwrap_err().http_status(), 404);
+    assert_eq!(past.code().http_status(), 400, "{past}");
+    assert_eq!(service.consumer(BASIN, "s", "nobody").await.unwrap_err().code().http_status(), 404);
 
     let query = ListQuery::default();
     let listed = service.list_consumers(BASIN, "s", &query).await.unwrap();

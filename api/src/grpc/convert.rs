@@ -1,14 +1,14 @@
 //! Translations between `shale.v1` messages and domain types.
 
 use shale_gateway::AppendInput;
-use shale_metadata::{AppendAck, BasinConfig, Position, RetentionPolicy, StreamConfig, TimestampingConfig};
+use shale_metadata_contract::{AppendAck, BasinConfig, Position, RetentionPolicy, StreamConfig, TimestampingConfig};
 use shale_proto::grpc as pb;
 use shale_proto::{SequencedRecord, TimestampingMode};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
 use crate::s2::record_from_parts;
-use crate::service::{producer_stamp, ConsumerView};
-use crate::ApiError;
+use shale_service::ServiceError;
+use shale_service::{producer_stamp, ConsumerView};
 
 pub fn position(p: Position) -> pb::StreamPosition {
     pb::StreamPosition { seq_num: p.seq_num, timestamp: p.timestamp }
@@ -18,7 +18,7 @@ pub fn ack(ack: AppendAck) -> pb::AppendAck {
     pb::AppendAck { start: Some(position(ack.start)), end: Some(position(ack.end)), tail: Some(position(ack.tail)) }
 }
 
-pub fn append_input(request: pb::AppendRequest) -> Result<AppendInput, ApiError> {
+pub fn append_input(request: pb::AppendRequest) -> Result<AppendInput, ServiceError> {
     Ok(AppendInput {
         basin: request.basin,
         stream: request.stream,
@@ -75,14 +75,14 @@ pub fn basin_config(config: Option<pb::BasinConfig>) -> BasinConfig {
     }
 }
 
-pub fn stream_config(config: Option<pb::StreamConfig>) -> Result<StreamConfig, ApiError> {
+pub fn stream_config(config: Option<pb::StreamConfig>) -> Result<StreamConfig, ServiceError> {
     let Some(config) = config else { return Ok(StreamConfig::default()) };
     let mode = match pb::TimestampingMode::try_from(config.timestamping_mode) {
         Ok(pb::TimestampingMode::Unspecified) => None,
         Ok(pb::TimestampingMode::ClientPrefer) => Some(TimestampingMode::ClientPrefer),
         Ok(pb::TimestampingMode::ClientRequire) => Some(TimestampingMode::ClientRequire),
         Ok(pb::TimestampingMode::Arrival) => Some(TimestampingMode::Arrival),
-        Err(_) => return Err(ApiError::bad(format!("unknown timestamping mode {}", config.timestamping_mode))),
+        Err(_) => return Err(ServiceError::bad(format!("unknown timestamping mode {}", config.timestamping_mode))),
     };
     let timestamping = (mode.is_some() || config.timestamping_uncapped)
         .then_some(TimestampingConfig { mode, uncapped: Some(config.timestamping_uncapped) });

@@ -19,8 +19,9 @@ use tonic::{Request, Response, Status, Streaming};
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::service::{ListQuery, ReadSessionRequest, Service};
 use crate::{layers, ApiError, AppState};
+use shale_service::ServiceError;
+use shale_service::{ListQuery, ReadSessionRequest, Service};
 
 type Result<T> = std::result::Result<Response<T>, Status>;
 type EventStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + Send>>;
@@ -70,11 +71,9 @@ struct GrpcService {
 impl GrpcService {
     /// The service acting for the caller the auth layer found.
     fn caller<T>(&self, request: &Request<T>) -> std::result::Result<Service, Status> {
-        let access = request
-            .extensions()
-            .get::<crate::auth::Access>()
-            .cloned()
-            .ok_or_else(|| Status::from(ApiError::Unauthenticated("the request was not authenticated".into())))?;
+        let access = request.extensions().get::<crate::auth::Access>().cloned().ok_or_else(|| {
+            Status::from(ApiError::from(ServiceError::Unauthenticated("the request was not authenticated".into())))
+        })?;
         Ok(self.service.for_caller(access))
     }
 }
@@ -150,7 +149,7 @@ impl Streams for GrpcService {
     async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<pb::StreamInfo> {
         let service = self.caller(&request)?;
         let r = request.into_inner();
-        let config = convert::stream_config(r.config)?;
+        let config = convert::stream_config(r.config).map_err(err)?;
         let (info, _) = service.create_stream(&r.basin, &r.stream, config, None).await.map_err(err)?;
         ok(pb::StreamInfo { name: info.name, created_at: info.record.created_at_ms })
     }

@@ -7,8 +7,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
 use super::{convert, EventStream};
-use crate::service::{FollowEvent, ReadSessionRequest, Service, MAX_PENDING_APPENDS};
 use crate::ApiError;
+use shale_service::ServiceError;
+use shale_service::{FollowEvent, ReadSessionRequest, Service, MAX_PENDING_APPENDS};
 
 /// Acks in order; ends with an error status at the first failure.
 pub fn append_session(
@@ -18,11 +19,11 @@ pub fn append_session(
     let (acks_tx, acks) = mpsc::channel(MAX_PENDING_APPENDS);
     let inputs = inbound.map(|request| {
         request
-            .map_err(|status| ApiError::bad(format!("append session input: {}", status.message())))
+            .map_err(|status| ServiceError::bad(format!("append session input: {}", status.message())))
             .and_then(convert::append_input)
     });
     service.append_session(inputs, acks_tx)?;
-    let acks = ReceiverStream::new(acks).map(|ack| ack.map(convert::ack).map_err(Status::from));
+    let acks = ReceiverStream::new(acks).map(|ack| ack.map(convert::ack).map_err(|e| Status::from(ApiError::from(e))));
     Ok(Box::pin(acks))
 }
 
@@ -44,7 +45,7 @@ pub async fn read_session(
             event: Some(pb::read_session_response::Event::Heartbeat(convert::position(tail))),
         })),
         FollowEvent::Done => None,
-        FollowEvent::Error(error) => Some(Err(Status::from(error))),
+        FollowEvent::Error(error) => Some(Err(Status::from(ApiError::from(error)))),
     });
     Ok(Box::pin(messages))
 }

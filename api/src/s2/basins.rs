@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use shale_metadata::BasinRecord;
+use shale_metadata_contract::BasinRecord;
 
 use super::config::{BasinConfigJson, BasinPatchJson};
 use super::query::Query;

@@ -4,7 +4,7 @@
 //! are refused, as S2 does.
 
 use serde::{Deserialize, Serialize};
-use shale_metadata::{
+use shale_metadata_contract::{
     BasinConfig, BasinPatch, BodyFormat, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, TablesConfig,
     TimestampingConfig,
 };

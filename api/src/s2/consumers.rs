@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use super::query::Query;
 use super::wire::json_body;
-use crate::service::{ConsumerView, Service};
 use crate::ApiError;
+use shale_service::{ConsumerView, Service};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

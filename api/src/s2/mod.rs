@@ -1,6 +1,6 @@
 //! S2's v1 REST API: JSON, protobuf bodies, SSE and `s2s/proto` sessions, translated to
 //! and from the service's calls. Nothing here decides an S2 rule; it parses, calls
-//! [`crate::service::Service`], and renders.
+//! [`shale_service::Service`], and renders.
 //!
 //! - `basins`, `streams`, `access_tokens`, `records` (append, read, check tail), `consumers`
 //!   (tracked consumers, a Shale extension): the endpoints;

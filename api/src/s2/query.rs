@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use crate::service::ListQuery;
 use crate::ApiError;
+use shale_service::ListQuery;
 
 pub struct Query {
     params: HashMap<String, String>,

@@ -6,7 +6,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
-use shale_metadata::Position;
+use shale_metadata_contract::Position;
 use shale_proto::SequencedRecord;
 
 /// The encoded message's length.

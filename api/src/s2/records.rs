@@ -19,9 +19,10 @@ use super::consumers;
 use super::query::{percent_decode, Query};
 use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
 use super::{s2s, sse, streams};
-use crate::service::producer_stamp;
-use crate::service::{ReadSessionRequest, Service};
 use crate::{ApiError, Caller, Http};
+use shale_service::producer_stamp;
+use shale_service::ServiceError;
+use shale_service::{ReadSessionRequest, Service};
 
 /// Largest request body read whole: S2's largest append (1 MiB metered) as JSON with
 /// every byte escaped (`\u0000` is 6 bytes) fits, with room to spare.
@@ -38,11 +39,9 @@ async fn read_body(http: &Http, headers: &HeaderMap, body: axum::body::Body) -> 
     }
     // A body of unknown length may use the whole limit.
     let reserve = declared.unwrap_or(MAX_BODY_BYTES).max(1);
-    let permit = http
-        .body_budget
-        .clone()
-        .try_acquire_many_owned(reserve as u32)
-        .map_err(|_| ApiError::Overloaded("too many request bodies being read at once; retry shortly".into()))?;
+    let permit = http.body_budget.clone().try_acquire_many_owned(reserve as u32).map_err(|_| {
+        ApiError::from(ServiceError::Overloaded("too many request bodies being read at once; retry shortly".into()))
+    })?;
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
         if declared.is_none() {
             too_large(MAX_BODY_BYTES + 1)

@@ -15,7 +15,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::stream::{self, Stream, StreamExt};
 use prost::Message;
 use shale_gateway::AppendInput;
-use shale_metadata::{AppendAck, Position};
+use shale_metadata_contract::{AppendAck, Position};
 use shale_proto::s2 as pb;
 use shale_proto::SequencedRecord;
 use tokio::sync::mpsc;
@@ -23,9 +23,10 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::read_batch;
 use super::wire::record_from_parts;
-use crate::service::producer_stamp;
-use crate::service::{FollowEvent, ReadSessionRequest, Service, MAX_PENDING_APPENDS};
 use crate::ApiError;
+use shale_service::producer_stamp;
+use shale_service::ServiceError;
+use shale_service::{FollowEvent, ReadSessionRequest, Service, MAX_PENDING_APPENDS};
 
 pub const CONTENT_TYPE: &str = "s2s/proto";
 /// Largest frame S2 allows (length prefix value), and the limit for decompressed bodies.
@@ -75,13 +76,13 @@ pub enum Frame {
 }
 
 /// Takes one frame off the front of `buf`, or `None` when more bytes are needed.
-pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, ApiError> {
+pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, ServiceError> {
     if buf.len() < 3 {
         return Ok(None);
     }
     let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
     if len == 0 || len > MAX_FRAME_BYTES {
-        return Err(ApiError::bad(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
+        return Err(ServiceError::bad(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
     }
     if buf.len() < 3 + len {
         return Ok(None);
@@ -93,20 +94,20 @@ pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, ApiError> {
         0 => body,
         1 => decompress(zstd::stream::read::Decoder::new(&body[..]).map_err(bad_compression)?)?,
         2 => decompress(flate2::read::GzDecoder::new(&body[..]))?,
-        _ => return Err(ApiError::bad("s2s frame uses an unknown compression")),
+        _ => return Err(ServiceError::bad("s2s frame uses an unknown compression")),
     };
     Ok(Some(if flag & FLAG_TERMINAL != 0 { Frame::Terminal(body) } else { Frame::Regular(body) }))
 }
 
-fn bad_compression(e: std::io::Error) -> ApiError {
-    ApiError::bad(format!("s2s frame does not decompress: {e}"))
+fn bad_compression(e: std::io::Error) -> ServiceError {
+    ServiceError::bad(format!("s2s frame does not decompress: {e}"))
 }
 
-fn decompress(reader: impl Read) -> Result<Bytes, ApiError> {
+fn decompress(reader: impl Read) -> Result<Bytes, ServiceError> {
     let mut out = Vec::new();
     reader.take(MAX_FRAME_BYTES as u64 + 1).read_to_end(&mut out).map_err(bad_compression)?;
     if out.len() > MAX_FRAME_BYTES {
-        return Err(ApiError::bad("s2s frame decompresses past 2 MiB"));
+        return Err(ServiceError::bad("s2s frame decompresses past 2 MiB"));
     }
     Ok(Bytes::from(out))
 }
@@ -115,7 +116,7 @@ fn decompress(reader: impl Read) -> Result<Bytes, ApiError> {
 /// terminal frame.
 fn messages<M: Message + Default + Send + 'static>(
     body: Body,
-) -> impl Stream<Item = Result<M, ApiError>> + Unpin + Send {
+) -> impl Stream<Item = Result<M, ServiceError>> + Unpin + Send {
     let state = (body.into_data_stream(), BytesMut::new(), false);
     Box::pin(stream::unfold(state, |(mut data, mut buf, done)| async move {
         if done {
@@ -124,7 +125,7 @@ fn messages<M: Message + Default + Send + 'static>(
         loop {
             match decode_frame(&mut buf) {
                 Ok(Some(Frame::Regular(body))) => {
-                    let message = M::decode(body).map_err(|e| ApiError::bad(format!("bad s2s message: {e}")));
+                    let message = M::decode(body).map_err(|e| ServiceError::bad(format!("bad s2s message: {e}")));
                     return Some((message, (data, buf, false)));
                 }
                 Ok(Some(Frame::Terminal(_))) => return None,
@@ -134,10 +135,10 @@ fn messages<M: Message + Default + Send + 'static>(
             match data.next().await {
                 Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
                 Some(Err(e)) => {
-                    return Some((Err(ApiError::bad(format!("reading session body: {e}"))), (data, buf, true)))
+                    return Some((Err(ServiceError::bad(format!("reading session body: {e}"))), (data, buf, true)))
                 }
                 None if buf.is_empty() => return None,
-                None => return Some((Err(ApiError::bad("session body ended inside a frame")), (data, buf, true))),
+                None => return Some((Err(ServiceError::bad("session body ended inside a frame")), (data, buf, true))),
             }
         }
     }))
@@ -156,7 +157,7 @@ pub fn append_session(service: &Service, basin: String, stream: String, body: Bo
     service.append_session(inputs, acks_tx)?;
     let frames = ReceiverStream::new(acks).map(|ack| match ack {
         Ok(ack) => regular_frame(&append_ack(ack)),
-        Err(error) => terminal_frame(&error),
+        Err(error) => terminal_frame(&ApiError::from(error)),
     });
     Ok(session_response(frames))
 }
@@ -169,12 +170,12 @@ pub async fn read_session(service: &Service, request: ReadSessionRequest) -> Res
         FollowEvent::Batch(output, _) => Some(read_batch_frame(&output.records, Some(output.tail))),
         FollowEvent::Heartbeat(tail) => Some(read_batch_frame(&[], Some(tail))),
         FollowEvent::Done => None,
-        FollowEvent::Error(error) => Some(terminal_frame(&error)),
+        FollowEvent::Error(error) => Some(terminal_frame(&ApiError::from(error))),
     });
     Ok(session_response(frames))
 }
 
-pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Result<AppendInput, ApiError> {
+pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Result<AppendInput, ServiceError> {
     Ok(AppendInput {
         basin: basin.to_string(),
         stream: stream.to_string(),

@@ -14,8 +14,8 @@ use shale_storage::Clock;
 
 use super::records::ReadParams;
 use super::wire::{Format, ReadBatchJson};
-use crate::service::{FollowEvent, Follower, Service};
 use crate::ApiError;
+use shale_service::{FollowEvent, Follower, Service};
 
 /// Starts an SSE read. Resumes after `Last-Event-ID` (`<next seq>,<records>,<bytes>`).
 pub async fn read_session(service: &Service, params: ReadParams, headers: &HeaderMap) -> Result<Response, ApiError> {
@@ -54,7 +54,7 @@ fn events(follower: Follower, format: Format, clock: Arc<dyn Clock>) -> impl Str
                 Event::default().event("ping").data(json!({ "timestamp": now }).to_string())
             }
             FollowEvent::Done => Event::default().data("[DONE]"),
-            FollowEvent::Error(error) => Event::default().event("error").data(error.body().to_string()),
+            FollowEvent::Error(error) => Event::default().event("error").data(ApiError::from(error).body().to_string()),
         })
     });
     events.map(Ok)

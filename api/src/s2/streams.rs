@@ -12,8 +12,8 @@ use serde_json::json;
 use super::config::StreamConfigJson;
 use super::query::Query;
 use super::wire::{basin_header, config_body, request_token, rfc3339};
-use crate::service::Service;
 use crate::{ApiError, Caller};
+use shale_service::Service;
 
 fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };

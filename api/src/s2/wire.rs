@@ -8,7 +8,7 @@ use base64::Engine;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use shale_metadata::{AppendAck, Position};
+use shale_metadata_contract::{AppendAck, Position};
 use shale_proto::{names, Header, Record, SequencedRecord};
 
 use crate::ApiError;
@@ -72,7 +72,7 @@ pub fn basin_header(headers: &HeaderMap) -> Result<String, ApiError> {
         .ok_or_else(|| ApiError::bad("missing s2-basin header naming the basin"))?
         .to_str()
         .map_err(|_| ApiError::bad("s2-basin header is not ASCII"))?;
-    names::validate_basin(basin).map_err(ApiError::BadRequest)?;
+    names::validate_basin(basin).map_err(ApiError::bad)?;
     Ok(basin.to_string())
 }
 

@@ -7,7 +7,7 @@ use shale_storage::object_store::ObjectStore;
 
 use super::{valid_basin, Service};
 use crate::auth::{Operation, Target};
-use crate::ApiError;
+use crate::ServiceError;
 
 /// The store the tables are on, and its URL (for the query snippets).
 #[derive(Clone)]
@@ -44,15 +44,16 @@ pub struct StreamTableStatus {
 const MAX_STATUS_STREAMS: usize = 10_000;
 
 impl Service {
-    pub async fn table_status(&self, basin: &str) -> Result<TableStatus, ApiError> {
+    pub async fn table_status(&self, basin: &str) -> Result<TableStatus, ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::GetBasinConfig, Target::Basin(basin))?;
         let Some(tables) = self.metadata.basin(basin).await?.config.tables else {
-            return Err(ApiError::bad(format!(
+            return Err(ServiceError::bad(format!(
                 "the table tier is off for basin `{basin}`: set \"tables\" in its config"
             )));
         };
-        let table_store = self.table_store.as_ref().ok_or_else(|| ApiError::bad("this process has no table store"))?;
+        let table_store =
+            self.table_store.as_ref().ok_or_else(|| ServiceError::bad("this process has no table store"))?;
         let (state, _) = shale_tables::read_state(table_store.store.as_ref(), basin).await?;
         let mut streams = Vec::new();
         let mut start_after = String::new();

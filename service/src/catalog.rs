@@ -1,13 +1,13 @@
 //! Basins and streams: S2's create (idempotent with a request token), create-or-get,
 //! config, reconfigure (a patch applied at metadata), list and delete.
 
-use shale_metadata::{
+use shale_metadata_contract::{
     BasinConfig, BasinPatch, BasinRecord, ListPage, MetadataError, StreamConfig, StreamInfo, StreamPatch, StreamSummary,
 };
 
 use super::{valid_basin, valid_stream, Service};
 use crate::auth::{Operation, Target};
-use crate::ApiError;
+use crate::ServiceError;
 
 /// Largest page S2 returns, and what an unset or zero `limit` means.
 const MAX_LIST_LIMIT: usize = 1000;
@@ -22,17 +22,17 @@ pub struct ListQuery {
 }
 
 impl ListQuery {
-    pub(super) fn limit(&self) -> Result<usize, ApiError> {
+    pub(super) fn limit(&self) -> Result<usize, ServiceError> {
         match self.limit {
             None | Some(0) => Ok(MAX_LIST_LIMIT),
             Some(n) if n <= MAX_LIST_LIMIT => Ok(n),
-            Some(n) => Err(ApiError::bad(format!("limit {n} exceeds {MAX_LIST_LIMIT}"))),
+            Some(n) => Err(ServiceError::bad(format!("limit {n} exceeds {MAX_LIST_LIMIT}"))),
         }
     }
 }
 
 impl Service {
-    pub async fn list_basins(&self, query: &ListQuery) -> Result<ListPage<BasinRecord>, ApiError> {
+    pub async fn list_basins(&self, query: &ListQuery) -> Result<ListPage<BasinRecord>, ServiceError> {
         self.allow(Operation::ListBasins, Target::Account)?;
         let limit = query.limit()?;
         let mut page = self.metadata.list_basins(&query.prefix, &query.start_after, limit).await?;
@@ -47,14 +47,14 @@ impl Service {
         basin: &str,
         config: BasinConfig,
         request_token: Option<&str>,
-    ) -> Result<(BasinRecord, bool), ApiError> {
+    ) -> Result<(BasinRecord, bool), ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::CreateBasin, Target::Basin(basin))?;
         Ok(self.catalog()?.create_basin_idempotent(basin, config, request_token).await?)
     }
 
     /// S2's PUT: creates the basin, or answers the existing one with `false`.
-    pub async fn ensure_basin(&self, basin: &str, config: BasinConfig) -> Result<(BasinRecord, bool), ApiError> {
+    pub async fn ensure_basin(&self, basin: &str, config: BasinConfig) -> Result<(BasinRecord, bool), ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::CreateBasin, Target::Basin(basin))?;
         let catalog = self.catalog()?;
@@ -65,27 +65,27 @@ impl Service {
         }
     }
 
-    pub async fn basin_config(&self, basin: &str) -> Result<BasinConfig, ApiError> {
+    pub async fn basin_config(&self, basin: &str) -> Result<BasinConfig, ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::GetBasinConfig, Target::Basin(basin))?;
         Ok(self.catalog()?.basin(basin).await?.config)
     }
 
     /// Merges `patch` into the basin's config at metadata; answers the new config.
-    pub async fn reconfigure_basin(&self, basin: &str, patch: BasinPatch) -> Result<BasinConfig, ApiError> {
+    pub async fn reconfigure_basin(&self, basin: &str, patch: BasinPatch) -> Result<BasinConfig, ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::ReconfigureBasin, Target::Basin(basin))?;
         Ok(self.catalog()?.reconfigure_basin(basin, patch).await?.config)
     }
 
-    pub async fn delete_basin(&self, basin: &str) -> Result<(), ApiError> {
+    pub async fn delete_basin(&self, basin: &str) -> Result<(), ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::DeleteBasin, Target::Basin(basin))?;
         Ok(self.catalog()?.delete_basin(basin).await?)
     }
 
     /// Streams of an existing basin (a missing basin is `not_found`, as in S2).
-    pub async fn list_streams(&self, basin: &str, query: &ListQuery) -> Result<ListPage<StreamSummary>, ApiError> {
+    pub async fn list_streams(&self, basin: &str, query: &ListQuery) -> Result<ListPage<StreamSummary>, ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::ListStreams, Target::Basin(basin))?;
         let limit = query.limit()?;
@@ -112,7 +112,7 @@ impl Service {
         stream: &str,
         config: StreamConfig,
         request_token: Option<&str>,
-    ) -> Result<(StreamInfo, bool), ApiError> {
+    ) -> Result<(StreamInfo, bool), ServiceError> {
         valid_stream(basin, stream)?;
         let stream = self.allow_stream(Operation::CreateStream, basin, stream)?;
         let (info, created) = self.catalog()?.create_stream_idempotent(basin, &stream, config, request_token).await?;
@@ -125,7 +125,7 @@ impl Service {
         basin: &str,
         stream: &str,
         config: StreamConfig,
-    ) -> Result<(StreamInfo, bool), ApiError> {
+    ) -> Result<(StreamInfo, bool), ServiceError> {
         valid_stream(basin, stream)?;
         let stream = self.allow_stream(Operation::CreateStream, basin, stream)?;
         let catalog = self.catalog()?;
@@ -136,7 +136,7 @@ impl Service {
         }
     }
 
-    pub async fn stream_config(&self, basin: &str, stream: &str) -> Result<StreamConfig, ApiError> {
+    pub async fn stream_config(&self, basin: &str, stream: &str) -> Result<StreamConfig, ServiceError> {
         valid_stream(basin, stream)?;
         let stream = self.allow_stream(Operation::GetStreamConfig, basin, stream)?;
         Ok(self.catalog()?.stream(basin, &stream).await?.record.config)
@@ -148,13 +148,13 @@ impl Service {
         basin: &str,
         stream: &str,
         patch: StreamPatch,
-    ) -> Result<StreamConfig, ApiError> {
+    ) -> Result<StreamConfig, ServiceError> {
         valid_stream(basin, stream)?;
         let stream = self.allow_stream(Operation::ReconfigureStream, basin, stream)?;
         Ok(self.catalog()?.reconfigure_stream(basin, &stream, patch).await?.record.config)
     }
 
-    pub async fn delete_stream(&self, basin: &str, stream: &str) -> Result<(), ApiError> {
+    pub async fn delete_stream(&self, basin: &str, stream: &str) -> Result<(), ServiceError> {
         valid_stream(basin, stream)?;
         let stream = self.allow_stream(Operation::DeleteStream, basin, stream)?;
         Ok(self.catalog()?.delete_stream(basin, &stream).await?)

@@ -1,7 +1,12 @@
-//! The transport-neutral service: every operation of the client API with typed requests
-//! and answers, and every S2 rule (names, limits, create-on-read, the past-tail check,
-//! create-or-get, which role serves what) in one place. The S2 handlers (`crate::s2`)
-//! and `shale.v1` (`crate::grpc`) only translate their wire formats to these calls.
+//! The transport-neutral client service: every operation of the client API with typed
+//! requests and answers, and every S2 rule (names, limits, create-on-read, the past-tail
+//! check, create-or-get, which role serves what) in one place. Transports (`shale-api`'s
+//! S2 REST API and `shale.v1`, `shale-kafka`) only translate their wire formats to these
+//! calls; this crate knows none of them.
+//!
+//! It reaches the roles through `shale-gateway`, `shale-reader` and the metadata contract
+//! (`shale-metadata-contract`), never through the metadata implementation: it links no
+//! SlateDB.
 //!
 //! - `catalog`: basins and streams;
 //! - `records`: append, append sessions, reads, read sessions, check tail;
@@ -10,15 +15,19 @@
 //! - `tokens`: access tokens (issue, list, revoke);
 //! - `consumers`: tracked consumer positions and their lag (a Shale extension);
 //!   `consumer_metrics`: their lag on `/metrics`, top-N;
-//! - `tables`: a basin's table tier status (a Shale extension).
+//! - `tables`: a basin's table tier status (a Shale extension);
+//! - `auth`: the access model (tokens, scopes, [`Access`] and its checks);
+//! - `error`: [`ServiceError`], with the [`shale_proto::ErrorCode`] each transport maps.
 //!
-//! Every call first checks the caller's [`Access`] (`crate::auth`): one check per call,
-//! whatever the transport.
+//! Every call first checks the caller's [`Access`]: one check per call, whatever the
+//! transport.
 
 mod append_pipeline;
+pub mod auth;
 mod catalog;
 mod consumer_metrics;
 mod consumers;
+mod error;
 mod follow;
 mod records;
 mod tables;
@@ -27,12 +36,13 @@ mod tokens;
 use std::sync::Arc;
 
 use shale_gateway::Gateway;
-use shale_metadata::MetadataApi;
+use shale_metadata_contract::MetadataApi;
 use shale_reader::Reader;
 use shale_storage::Clock;
 
 use crate::auth::{Access, Authenticator, Operation, Target};
-use crate::{ApiError, Role};
+
+pub use error::ServiceError;
 
 pub use append_pipeline::MAX_PENDING as MAX_PENDING_APPENDS;
 pub use catalog::ListQuery;
@@ -40,6 +50,49 @@ pub use consumers::ConsumerView;
 pub use follow::{FollowEvent, Follower};
 pub use records::{producer_stamp, ReadSessionRequest};
 pub use tables::TableStore;
+
+/// Which calls this process serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `shale serve`: everything.
+    AllInOne,
+    /// `shale gateway`: appends and basin/stream management.
+    Gateway,
+    /// `shale reader`: reads, check-tail and live reads.
+    Reader,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::AllInOne => "all-in-one",
+            Role::Gateway => "gateway",
+            Role::Reader => "reader",
+        }
+    }
+}
+
+/// Whether the process is stopping: [`Self::begin`] ends every live read with
+/// [`ServiceError::ShuttingDown`] (S2's error event on SSE and S2S, `UNAVAILABLE` on
+/// gRPC), so a graceful stop does not wait on sessions that never end by themselves.
+#[derive(Clone, Debug)]
+pub struct Draining(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Draining {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Draining {
+    pub fn begin(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.0.subscribe()
+    }
+}
 
 /// The client API of one process, whatever transport asks, on behalf of one caller:
 /// every call checks the caller's [`Access`] before it does anything.
@@ -53,7 +106,7 @@ pub struct Service {
     auth: Arc<Authenticator>,
     /// Who is calling; [`Access::Open`] until [`Self::for_caller`] says otherwise.
     access: Access,
-    draining: crate::Draining,
+    draining: Draining,
     /// Where the basins' tables are, for their status.
     table_store: Option<TableStore>,
 }
@@ -66,7 +119,7 @@ impl Service {
         reader: Option<Arc<Reader>>,
         clock: Arc<dyn Clock>,
         auth: Arc<Authenticator>,
-        draining: crate::Draining,
+        draining: Draining,
     ) -> Self {
         Self { role, metadata, gateway, reader, clock, auth, access: Access::Open, draining, table_store: None }
     }
@@ -87,7 +140,7 @@ impl Service {
     }
 
     /// Refuses unless the caller may run `op` on `target`.
-    fn allow(&self, op: Operation, target: Target<'_>) -> Result<(), ApiError> {
+    fn allow(&self, op: Operation, target: Target<'_>) -> Result<(), ServiceError> {
         self.access.check(op, target)
     }
 
@@ -97,7 +150,7 @@ impl Service {
         op: Operation,
         basin: &str,
         stream: &'a str,
-    ) -> Result<std::borrow::Cow<'a, str>, ApiError> {
+    ) -> Result<std::borrow::Cow<'a, str>, ServiceError> {
         let stream = self.access.full_stream_name(stream);
         self.allow(op, Target::Stream { basin, stream: &stream })?;
         Ok(stream)
@@ -117,8 +170,8 @@ impl Service {
     }
 
     /// The gateway, or the error that says to send appends to one.
-    fn gateway(&self) -> Result<&Arc<Gateway>, ApiError> {
-        self.gateway.as_ref().ok_or(ApiError::WrongRole {
+    fn gateway(&self) -> Result<&Arc<Gateway>, ServiceError> {
+        self.gateway.as_ref().ok_or(ServiceError::WrongRole {
             role: self.role.name(),
             call: "appends",
             use_role: "gateway",
@@ -126,8 +179,8 @@ impl Service {
     }
 
     /// The reader, or the error that says to send reads to one.
-    fn reader(&self) -> Result<&Arc<Reader>, ApiError> {
-        self.reader.as_ref().ok_or(ApiError::WrongRole {
+    fn reader(&self) -> Result<&Arc<Reader>, ServiceError> {
+        self.reader.as_ref().ok_or(ServiceError::WrongRole {
             role: self.role.name(),
             call: "reads, check-tail and live reads",
             use_role: "reader",
@@ -135,9 +188,9 @@ impl Service {
     }
 
     /// Metadata for basin and stream management, which gateways serve.
-    fn catalog(&self) -> Result<&dyn MetadataApi, ApiError> {
+    fn catalog(&self) -> Result<&dyn MetadataApi, ServiceError> {
         match self.role {
-            Role::Reader => Err(ApiError::WrongRole {
+            Role::Reader => Err(ServiceError::WrongRole {
                 role: self.role.name(),
                 call: "basin and stream management",
                 use_role: "gateway",
@@ -147,11 +200,11 @@ impl Service {
     }
 }
 
-fn valid_basin(basin: &str) -> Result<(), ApiError> {
-    shale_proto::names::validate_basin(basin).map_err(ApiError::BadRequest)
+fn valid_basin(basin: &str) -> Result<(), ServiceError> {
+    shale_proto::names::validate_basin(basin).map_err(ServiceError::BadRequest)
 }
 
-fn valid_stream(basin: &str, stream: &str) -> Result<(), ApiError> {
+fn valid_stream(basin: &str, stream: &str) -> Result<(), ServiceError> {
     valid_basin(basin)?;
-    shale_proto::names::validate_stream(stream).map_err(ApiError::BadRequest)
+    shale_proto::names::validate_stream(stream).map_err(ServiceError::BadRequest)
 }

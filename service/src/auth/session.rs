@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::access::Access;
 use super::tokens::Authenticator;
-use crate::ApiError;
+use crate::ServiceError;
 
 pub struct SessionGuard {
     auth: Arc<Authenticator>,
@@ -32,7 +32,7 @@ impl SessionGuard {
     }
 
     /// Refuses once the token is revoked or expired; looks at most once per bound.
-    pub async fn check(&mut self) -> Result<(), ApiError> {
+    pub async fn check(&mut self) -> Result<(), ServiceError> {
         if self.access.permits_everything() || Instant::now() < self.next_check {
             return Ok(());
         }

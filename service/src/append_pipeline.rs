@@ -5,10 +5,10 @@
 use futures::stream::FuturesOrdered;
 use futures::{Stream, StreamExt};
 use shale_gateway::{AppendInput, GatewayError, PendingAppend};
-use shale_metadata::AppendAck;
+use shale_metadata_contract::AppendAck;
 use tokio::sync::mpsc;
 
-use crate::ApiError;
+use crate::ServiceError;
 
 /// Inputs a session may have submitted but not yet acknowledged. Beyond it the session
 /// stops reading input, which pushes back on the client through transport flow control.
@@ -16,9 +16,9 @@ pub const MAX_PENDING: usize = 256;
 
 /// Runs a session until the input ends and every ack is sent, the receiver goes away, or
 /// the first failure, which is sent as the last item.
-pub async fn run<S>(gateway: &shale_gateway::Gateway, inputs: S, acks: mpsc::Sender<Result<AppendAck, ApiError>>)
+pub async fn run<S>(gateway: &shale_gateway::Gateway, inputs: S, acks: mpsc::Sender<Result<AppendAck, ServiceError>>)
 where
-    S: Stream<Item = Result<AppendInput, ApiError>> + Unpin,
+    S: Stream<Item = Result<AppendInput, ServiceError>> + Unpin,
 {
     if let Err(error) = pipeline(gateway, inputs, &acks).await {
         let _ = acks.send(Err(error)).await;
@@ -28,10 +28,10 @@ where
 async fn pipeline<S>(
     gateway: &shale_gateway::Gateway,
     mut inputs: S,
-    acks: &mpsc::Sender<Result<AppendAck, ApiError>>,
-) -> Result<(), ApiError>
+    acks: &mpsc::Sender<Result<AppendAck, ServiceError>>,
+) -> Result<(), ServiceError>
 where
-    S: Stream<Item = Result<AppendInput, ApiError>> + Unpin,
+    S: Stream<Item = Result<AppendInput, ServiceError>> + Unpin,
 {
     let mut pending: FuturesOrdered<PendingAppend> = FuturesOrdered::new();
     let mut stream: Option<(String, String)> = None;
@@ -54,7 +54,7 @@ where
                     match &stream {
                         None => stream = Some(this),
                         Some(first) if *first != this => {
-                            let error = ApiError::bad("an append session writes to one stream; start another session for another");
+                            let error = ServiceError::bad("an append session writes to one stream; start another session for another");
                             return drain_then_fail(pending, acks, error).await;
                         }
                         Some(_) => {}
@@ -89,9 +89,9 @@ where
 /// resend it), then the error.
 async fn drain_then_fail(
     mut pending: FuturesOrdered<PendingAppend>,
-    acks: &mpsc::Sender<Result<AppendAck, ApiError>>,
-    error: ApiError,
-) -> Result<(), ApiError> {
+    acks: &mpsc::Sender<Result<AppendAck, ServiceError>>,
+    error: ServiceError,
+) -> Result<(), ServiceError> {
     while let Some(result) = pending.next().await {
         if !deliver(result, acks).await? {
             return Ok(());
@@ -103,8 +103,8 @@ async fn drain_then_fail(
 /// Sends one ack; `Ok(false)` when the receiver has gone.
 async fn deliver(
     result: Result<Vec<AppendAck>, GatewayError>,
-    acks: &mpsc::Sender<Result<AppendAck, ApiError>>,
-) -> Result<bool, ApiError> {
+    acks: &mpsc::Sender<Result<AppendAck, ServiceError>>,
+) -> Result<bool, ServiceError> {
     for ack in result? {
         if acks.send(Ok(ack)).await.is_err() {
             return Ok(false);

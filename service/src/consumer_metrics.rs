@@ -5,17 +5,17 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use shale_metadata::{CatalogCall, ConsumerPosition, MetadataError, StreamRecord};
+use shale_metadata_contract::{CatalogCall, ConsumerPosition, MetadataError, StreamRecord};
 
 use super::Service;
-use crate::ApiError;
+use crate::ServiceError;
 
 /// Most consumers one scrape looks at.
 pub const MAX_SCANNED_CONSUMERS: usize = 10_000;
 
 impl Service {
     /// Appends the consumer series to `out` (a reader's `/metrics`).
-    pub async fn render_consumer_lag(&self, top: usize, out: &mut String) -> Result<(), ApiError> {
+    pub async fn render_consumer_lag(&self, top: usize, out: &mut String) -> Result<(), ServiceError> {
         let call = CatalogCall::ListConsumers {
             basin: String::new(),
             stream: String::new(),

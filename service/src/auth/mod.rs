@@ -7,17 +7,17 @@
 //! - `tokens`: [`Authenticator`]: the root token, issuing, listing and revoking, and
 //!   resolving a presented secret (cached for [`AuthConfig::revocation_bound`]);
 //! - `access`: [`Access`], what one request may do, and its checks;
-//! - `session`: the same checks again during sessions that outlive their request;
-//! - `layer`: the tower layer that resolves `Authorization: Bearer` on HTTP and gRPC.
+//! - `session`: the same checks again during sessions that outlive their request.
+//!
+//! Each transport finds the presented secret in its own way (`shale-api`'s tower layer
+//! reads `Authorization: Bearer`) and asks [`Authenticator::authenticate`] for the caller.
 
 mod access;
-mod layer;
 mod scope;
 mod session;
 mod tokens;
 
 pub use access::{Access, Grant, Target};
-pub use layer::{authenticate_grpc, authenticate_http, Authenticate};
 pub use scope::{OpGroups, Operation, ReadWrite, ResourceSet, Scope, TokenInfo};
 pub use session::SessionGuard;
 pub use tokens::{AuthConfig, Authenticator, IssuedToken, DEFAULT_REVOCATION_BOUND};

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::scope::{Operation, ResourceSet, TokenInfo};
-use crate::ApiError;
+use crate::ServiceError;
 
 /// The caller of one request.
 #[derive(Clone, Debug)]
@@ -52,10 +52,10 @@ pub enum Target<'a> {
 impl Access {
     /// Refuses with `permission_denied`, naming what is missing, unless the caller may
     /// run `op` on `target`.
-    pub fn check(&self, op: Operation, target: Target<'_>) -> Result<(), ApiError> {
+    pub fn check(&self, op: Operation, target: Target<'_>) -> Result<(), ServiceError> {
         let Access::Token(token) = self else { return Ok(()) };
         let scope = &token.scope;
-        let denied = |what: String| ApiError::PermissionDenied(format!("access token `{}` {what}", token.id));
+        let denied = |what: String| ServiceError::PermissionDenied(format!("access token `{}` {what}", token.id));
         if !scope.permits(op) {
             return Err(denied(format!("does not permit the `{}` operation", op.name())));
         }
@@ -148,30 +148,15 @@ impl Access {
     }
 }
 
-/// The caller the auth layer found, for HTTP handlers. A request that did not pass the
-/// layer has none and is refused: access is never assumed.
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Access {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, _state: &S) -> Result<Self, ApiError> {
-        Access::of(&parts.extensions)
-    }
-}
-
 impl Access {
-    /// The caller the auth layer placed in an HTTP request's extensions.
-    pub fn of(extensions: &axum::http::Extensions) -> Result<Access, ApiError> {
-        Access::found(extensions.get::<Access>())
-    }
-
     /// The caller the auth layer found (`None`: the request did not pass the layer, and
     /// is refused).
-    pub fn found(access: Option<&Access>) -> Result<Access, ApiError> {
-        access.cloned().ok_or_else(|| ApiError::Unauthenticated("the request was not authenticated".into()))
+    pub fn found(access: Option<&Access>) -> Result<Access, ServiceError> {
+        access.cloned().ok_or_else(|| ServiceError::Unauthenticated("the request was not authenticated".into()))
     }
 
     /// Refuses unless the caller may read a process's `/metrics`.
-    pub fn allow_metrics(&self) -> Result<(), ApiError> {
+    pub fn allow_metrics(&self) -> Result<(), ServiceError> {
         self.check(Operation::AccountMetrics, Target::Account)
     }
 }

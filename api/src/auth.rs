@@ -12,7 +12,8 @@ use axum::http::{Request, Response};
 use axum::response::IntoResponse;
 use tower::Layer;
 
-use super::tokens::Authenticator;
+pub use shale_service::auth::*;
+
 use crate::ApiError;
 
 /// Paths anyone may call.
@@ -21,7 +22,7 @@ const OPEN_PATHS: [&str; 2] = ["/health", "/ready"];
 /// Authenticates every request; `refuse` renders a refusal for the transport.
 pub struct Authenticate<R> {
     auth: Arc<Authenticator>,
-    refuse: fn(ApiError) -> Response<R>,
+    refuse: fn(shale_service::ServiceError) -> Response<R>,
 }
 
 impl<R> Clone for Authenticate<R> {
@@ -32,12 +33,12 @@ impl<R> Clone for Authenticate<R> {
 
 /// For the HTTP API: refusals in S2's JSON shape.
 pub fn authenticate_http(auth: Arc<Authenticator>) -> Authenticate<axum::body::Body> {
-    Authenticate { auth, refuse: |error| error.into_response() }
+    Authenticate { auth, refuse: |error| ApiError::from(error).into_response() }
 }
 
 /// For gRPC: refusals as a gRPC status.
 pub fn authenticate_grpc<R: Default>(auth: Arc<Authenticator>) -> Authenticate<R> {
-    Authenticate { auth, refuse: |error| tonic::Status::from(error).into_http() }
+    Authenticate { auth, refuse: |error| tonic::Status::from(ApiError::from(error)).into_http() }
 }
 
 impl<S, R> Layer<S> for Authenticate<R> {
@@ -98,5 +99,22 @@ where
             }
             Ok(response)
         })
+    }
+}
+
+/// The caller the auth layer placed in an HTTP request's extensions. A request that did
+/// not pass the layer has none and is refused: access is never assumed.
+pub fn access_of(extensions: &axum::http::Extensions) -> Result<Access, ApiError> {
+    Ok(Access::found(extensions.get::<Access>())?)
+}
+
+/// The caller the auth layer found, as an HTTP handler's argument.
+pub struct Caller(pub Access);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _state: &S) -> Result<Self, ApiError> {
+        Ok(Caller(access_of(&parts.extensions)?))
     }
 }

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shale_metadata::Position;
+use shale_metadata_contract::Position;
 use shale_reader::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader, ReaderError};
 
 use crate::auth::SessionGuard;
-use crate::ApiError;
+use crate::ServiceError;
 
 /// Longest quiet spell before a heartbeat.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -21,7 +21,7 @@ pub enum FollowEvent {
     Heartbeat(Position),
     /// A bounded read (`count`, `bytes` or `until`) is complete.
     Done,
-    Error(ApiError),
+    Error(ServiceError),
 }
 
 /// Where a session stands after a batch: the next sequence number and the records and
@@ -65,7 +65,7 @@ impl Follower {
         mut cursor: ReadCursor,
         guard: SessionGuard,
         draining: tokio::sync::watch::Receiver<bool>,
-    ) -> Result<Self, ApiError> {
+    ) -> Result<Self, ServiceError> {
         if let ReadStart::SeqNum(seq) = request.start {
             let tail = reader.tail_with(&request.basin, &request.stream, &mut cursor).await?;
             if seq > tail.seq_num && !request.clamp {
@@ -110,7 +110,7 @@ impl Follower {
         }
         if *self.draining.borrow() {
             self.finished = true;
-            return Some(FollowEvent::Error(ApiError::ShuttingDown));
+            return Some(FollowEvent::Error(ServiceError::ShuttingDown));
         }
         let Some(limits) = self.remaining() else {
             self.finished = true;
@@ -132,7 +132,7 @@ impl Follower {
             read = reader.read_with(&request, cursor) => read,
             _ = draining.wait_for(|stopping| *stopping) => {
                 self.finished = true;
-                return Some(FollowEvent::Error(ApiError::ShuttingDown));
+                return Some(FollowEvent::Error(ServiceError::ShuttingDown));
             }
         };
         let event = match read {

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use shale_metadata::{CatalogCall, ConsumerPosition, ListPage, StreamRecord};
+use shale_metadata_contract::{CatalogCall, ConsumerPosition, ListPage, StreamRecord};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
 use super::{valid_stream, ListQuery, Service};
 use crate::auth::Operation;
-use crate::ApiError;
+use crate::ServiceError;
 
 /// How far a consumer is behind the tail.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -40,7 +40,7 @@ impl Service {
         name: &str,
         seq_num: u64,
         match_seq_num: Option<u64>,
-    ) -> Result<ConsumerView, ApiError> {
+    ) -> Result<ConsumerView, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
         let call = CatalogCall::CommitConsumer {
@@ -51,17 +51,17 @@ impl Service {
             expected: match_seq_num,
         };
         let position = self.metadata.catalog(call).await?.into_consumer()?;
-        let position = position.ok_or_else(|| ApiError::ConsumerNotFound(name.into()))?;
+        let position = position.ok_or_else(|| ServiceError::ConsumerNotFound(name.into()))?;
         let record = self.metadata.stream(basin, &position.stream).await?.record;
         self.view(position, &record).await
     }
 
-    pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<ConsumerView, ApiError> {
+    pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<ConsumerView, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
         let call = CatalogCall::GetConsumer { basin: basin.into(), stream: stream.clone(), name: name.into() };
         let position = self.metadata.catalog(call).await?.into_consumer()?;
-        let position = position.ok_or_else(|| ApiError::ConsumerNotFound(name.into()))?;
+        let position = position.ok_or_else(|| ServiceError::ConsumerNotFound(name.into()))?;
         let record = self.metadata.stream(basin, &stream).await?.record;
         self.view(position, &record).await
     }
@@ -71,7 +71,7 @@ impl Service {
         basin: &str,
         stream: &str,
         query: &ListQuery,
-    ) -> Result<ListPage<ConsumerView>, ApiError> {
+    ) -> Result<ListPage<ConsumerView>, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
         let call = CatalogCall::ListConsumers {
@@ -91,12 +91,12 @@ impl Service {
     }
 
     /// Consumers are the stream's readers: every call needs `read` on the stream.
-    fn allow_consumers(&self, basin: &str, stream: &str) -> Result<String, ApiError> {
+    fn allow_consumers(&self, basin: &str, stream: &str) -> Result<String, ServiceError> {
         valid_stream(basin, stream)?;
         Ok(self.allow_stream(Operation::Read, basin, stream)?.into_owned())
     }
 
-    async fn view(&self, mut position: ConsumerPosition, record: &StreamRecord) -> Result<ConsumerView, ApiError> {
+    async fn view(&self, mut position: ConsumerPosition, record: &StreamRecord) -> Result<ConsumerView, ServiceError> {
         let lag = self.lag(&position, record).await?;
         position.stream = self.access.shown_stream_name(position.stream);
         Ok(ConsumerView { position, lag })
@@ -109,7 +109,7 @@ impl Service {
         &self,
         position: &ConsumerPosition,
         record: &StreamRecord,
-    ) -> Result<ConsumerLag, ApiError> {
+    ) -> Result<ConsumerLag, ServiceError> {
         if position.seq_num >= record.next_seq {
             return Ok(ConsumerLag { bytes: Some(0), ..ConsumerLag::default() });
         }

@@ -1,26 +1,26 @@
 //! Access tokens (S2's `/v1/access-tokens`): issue, list, revoke, for the caller's
 //! [`crate::auth::Access`].
 
-use shale_metadata::ListPage;
+use shale_metadata_contract::ListPage;
 
 use super::{ListQuery, Service};
 use crate::auth::{IssuedToken, TokenInfo};
-use crate::ApiError;
+use crate::ServiceError;
 
 impl Service {
     /// Issues a token no wider than the caller's; answers its secret.
-    pub async fn issue_access_token(&self, info: TokenInfo) -> Result<IssuedToken, ApiError> {
+    pub async fn issue_access_token(&self, info: TokenInfo) -> Result<IssuedToken, ServiceError> {
         self.catalog()?;
         self.auth.issue(&self.access, info).await
     }
 
-    pub async fn list_access_tokens(&self, query: &ListQuery) -> Result<ListPage<TokenInfo>, ApiError> {
+    pub async fn list_access_tokens(&self, query: &ListQuery) -> Result<ListPage<TokenInfo>, ServiceError> {
         self.catalog()?;
         let limit = query.limit()?;
         self.auth.list(&self.access, &query.prefix, &query.start_after, limit).await
     }
 
-    pub async fn revoke_access_token(&self, id: &str) -> Result<(), ApiError> {
+    pub async fn revoke_access_token(&self, id: &str) -> Result<(), ServiceError> {
         self.catalog()?;
         self.auth.revoke(&self.access, id).await
     }

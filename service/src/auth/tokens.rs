@@ -9,12 +9,12 @@ use std::time::Duration;
 use base64::Engine;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-use shale_metadata::{AccessTokenRecord, CatalogCall, ListPage, MetadataApi};
+use shale_metadata_contract::{AccessTokenRecord, CatalogCall, ListPage, MetadataApi};
 use shale_storage::Clock;
 
 use super::access::{Access, Grant, Target};
 use super::scope::{Operation, ResourceSet, TokenInfo};
-use crate::ApiError;
+use crate::ServiceError;
 
 /// How access control is set up in one process.
 #[derive(Clone, Debug)]
@@ -85,11 +85,13 @@ impl Authenticator {
     }
 
     /// The caller behind an `Authorization` header value: `Bearer <secret>`.
-    pub async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Access, ApiError> {
+    pub async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Access, ServiceError> {
         let Some(root) = &self.root else { return Ok(Access::Open) };
         let Some(secret) = authorization.and_then(bearer) else {
             self.failures.missing.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::Unauthenticated("missing access token: send `Authorization: Bearer <token>`".into()));
+            return Err(ServiceError::Unauthenticated(
+                "missing access token: send `Authorization: Bearer <token>`".into(),
+            ));
         };
         let presented = hash(secret);
         if presented == *root {
@@ -100,7 +102,7 @@ impl Authenticator {
 
     /// The live token whose secret hashes to `presented`: known (as of at most the
     /// revocation bound ago) and not expired.
-    async fn resolve(&self, presented: SecretHash) -> Result<Arc<Grant>, ApiError> {
+    async fn resolve(&self, presented: SecretHash) -> Result<Arc<Grant>, ServiceError> {
         let grant = match self.known.get(&presented).await {
             Some(grant) => grant,
             None => {
@@ -113,19 +115,19 @@ impl Authenticator {
         };
         let Some(grant) = grant else {
             self.failures.unknown.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::Unauthenticated("unknown or revoked access token".into()));
+            return Err(ServiceError::Unauthenticated("unknown or revoked access token".into()));
         };
         if grant.expires_at_ms.is_some_and(|at| at <= self.clock.now_ms()) {
             self.failures.expired.fetch_add(1, Ordering::Relaxed);
             let at = grant.expires_at.as_deref().unwrap_or_default();
-            return Err(ApiError::Unauthenticated(format!("access token `{}` expired at {at}", grant.id)));
+            return Err(ServiceError::Unauthenticated(format!("access token `{}` expired at {at}", grant.id)));
         }
         Ok(grant)
     }
 
     /// Whether a caller that was let in is still: its token not revoked (as of the
     /// revocation bound) nor expired. For sessions that outlive a request.
-    pub async fn recheck(&self, access: &Access) -> Result<(), ApiError> {
+    pub async fn recheck(&self, access: &Access) -> Result<(), ServiceError> {
         match access {
             Access::Open | Access::Root => Ok(()),
             Access::Token(grant) => self.resolve(grant.secret_hash).await.map(|_| ()),
@@ -144,24 +146,24 @@ impl Authenticator {
 
     /// Issues a token on behalf of `issuer`: its scope and expiry may not exceed the
     /// issuer's. Returns the secret, which is not kept.
-    pub async fn issue(&self, issuer: &Access, mut info: TokenInfo) -> Result<IssuedToken, ApiError> {
+    pub async fn issue(&self, issuer: &Access, mut info: TokenInfo) -> Result<IssuedToken, ServiceError> {
         if !self.is_on() {
-            return Err(ApiError::bad(
+            return Err(ServiceError::bad(
                 "access control is off (no root token configured): a token issued now would not be checked",
             ));
         }
         validate_id(&info.id)?;
         issuer.check(Operation::IssueAccessToken, Target::AccessToken(&info.id))?;
         if info.scope.operations().is_empty() {
-            return Err(ApiError::bad("the scope must permit at least one operation (`ops` or `op_groups`)"));
+            return Err(ServiceError::bad("the scope must permit at least one operation (`ops` or `op_groups`)"));
         }
         if info.auto_prefix_streams && !matches!(info.scope.streams, ResourceSet::Prefix(_)) {
-            return Err(ApiError::bad("auto_prefix_streams needs a stream scope that is a prefix"));
+            return Err(ServiceError::bad("auto_prefix_streams needs a stream scope that is a prefix"));
         }
         let requested_expiry = info.expires_at.as_deref().map(expiry_ms).transpose()?;
         if let Some(issuer) = issuer.token() {
             if !issuer.scope.covers(&info.scope) {
-                return Err(ApiError::PermissionDenied(format!(
+                return Err(ServiceError::PermissionDenied(format!(
                     "access token `{}` may not issue a token with a wider scope than its own",
                     issuer.id
                 )));
@@ -171,7 +173,7 @@ impl Authenticator {
                 match requested_expiry {
                     None => info.expires_at = Some(limit.to_string()),
                     Some(at) if at > limit_ms => {
-                        return Err(ApiError::bad(format!(
+                        return Err(ServiceError::bad(format!(
                             "expires_at must not be later than the issuing token's expiry ({limit})"
                         )))
                     }
@@ -182,7 +184,7 @@ impl Authenticator {
         let mut random = [0u8; SECRET_BYTES];
         rand::rng().fill_bytes(&mut random);
         let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
-        let encoded = serde_json::to_vec(&info).map_err(|e| ApiError::bad(format!("access token info: {e}")))?;
+        let encoded = serde_json::to_vec(&info).map_err(|e| ServiceError::bad(format!("access token info: {e}")))?;
         let record = AccessTokenRecord { id: info.id.clone(), secret_hash: hash(&secret).to_vec(), info: encoded };
         self.metadata.catalog(CatalogCall::IssueAccessToken { record }).await?.into_done()?;
         tracing::info!(id = %info.id, "access token issued");
@@ -196,7 +198,7 @@ impl Authenticator {
         prefix: &str,
         start_after: &str,
         limit: usize,
-    ) -> Result<ListPage<TokenInfo>, ApiError> {
+    ) -> Result<ListPage<TokenInfo>, ServiceError> {
         caller.check(Operation::ListAccessTokens, Target::Account)?;
         let call = CatalogCall::ListAccessTokens { prefix: prefix.into(), start_after: start_after.into(), limit };
         let page = self.metadata.catalog(call).await?.into_access_tokens()?;
@@ -210,7 +212,7 @@ impl Authenticator {
     }
 
     /// Revokes a token: at once on this process, within the revocation bound elsewhere.
-    pub async fn revoke(&self, caller: &Access, id: &str) -> Result<(), ApiError> {
+    pub async fn revoke(&self, caller: &Access, id: &str) -> Result<(), ServiceError> {
         validate_id(id)?;
         caller.check(Operation::RevokeAccessToken, Target::AccessToken(id))?;
         self.metadata.catalog(CatalogCall::RevokeAccessToken { id: id.into() }).await?.into_done()?;
@@ -261,20 +263,20 @@ fn bearer(value: &[u8]) -> Option<&str> {
 }
 
 /// S2's rules for a token id.
-fn validate_id(id: &str) -> Result<(), ApiError> {
+fn validate_id(id: &str) -> Result<(), ServiceError> {
     if id.is_empty() || id.len() > MAX_TOKEN_ID_BYTES {
-        return Err(ApiError::bad(format!("access token id must be 1 to {MAX_TOKEN_ID_BYTES} bytes")));
+        return Err(ServiceError::bad(format!("access token id must be 1 to {MAX_TOKEN_ID_BYTES} bytes")));
     }
     if id == "." || id == ".." || id.contains('\0') {
-        return Err(ApiError::bad("access token id must not be `.`, `..` or contain NUL"));
+        return Err(ServiceError::bad("access token id must not be `.`, `..` or contain NUL"));
     }
     Ok(())
 }
 
 /// An RFC 3339 time as milliseconds since the epoch.
-fn expiry_ms(rfc3339: &str) -> Result<u64, ApiError> {
+fn expiry_ms(rfc3339: &str) -> Result<u64, ServiceError> {
     let at = time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| ApiError::bad(format!("expires_at `{rfc3339}` is not an RFC 3339 time: {e}")))?;
+        .map_err(|e| ServiceError::bad(format!("expires_at `{rfc3339}` is not an RFC 3339 time: {e}")))?;
     Ok(u64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use shale_gateway::AppendInput;
-use shale_metadata::{AppendAck, MetadataError, Position, ProducerStamp};
+use shale_metadata_contract::{AppendAck, MetadataError, Position, ProducerStamp};
 use shale_proto::Command;
 use shale_reader::{ReadCursor, ReadOutput, ReadRequest, ReaderError};
 use tokio::sync::mpsc;
@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::follow::Follower;
 use super::{append_pipeline, valid_stream, Service};
 use crate::auth::Operation;
-use crate::ApiError;
+use crate::ServiceError;
 
 /// Most streams one atomic append may name.
 pub const MAX_ATOMIC_STREAMS: usize = 100;
@@ -24,11 +24,11 @@ pub const MAX_ATOMIC_STREAMS: usize = 100;
 const MAX_WAIT_SECS: u64 = 60;
 
 /// An idempotent producer's fields as every transport carries them: both or neither.
-pub fn producer_stamp(id: Option<String>, seq: Option<u64>) -> Result<Option<ProducerStamp>, ApiError> {
+pub fn producer_stamp(id: Option<String>, seq: Option<u64>) -> Result<Option<ProducerStamp>, ServiceError> {
     match (id, seq) {
         (Some(id), Some(seq)) => Ok(Some(ProducerStamp { id, seq })),
         (None, None) => Ok(None),
-        _ => Err(ApiError::bad("producer_id and producer_seq go together: give both or neither")),
+        _ => Err(ServiceError::bad("producer_id and producer_seq go together: give both or neither")),
     }
 }
 
@@ -44,7 +44,7 @@ pub struct ReadSessionRequest {
 }
 
 impl Service {
-    pub async fn append(&self, input: AppendInput) -> Result<AppendAck, ApiError> {
+    pub async fn append(&self, input: AppendInput) -> Result<AppendAck, ServiceError> {
         let gateway = self.gateway()?;
         let input = self.authorize_append(input)?;
         Ok(gateway.append(input).await?)
@@ -52,17 +52,19 @@ impl Service {
 
     /// Appends to several streams of one basin atomically: every stream advances or none
     /// does; a refusal names the stream and the condition that failed.
-    pub async fn append_atomic(&self, inputs: Vec<AppendInput>) -> Result<Vec<AppendAck>, ApiError> {
+    pub async fn append_atomic(&self, inputs: Vec<AppendInput>) -> Result<Vec<AppendAck>, ServiceError> {
         let gateway = self.gateway()?;
         if inputs.is_empty() || inputs.len() > MAX_ATOMIC_STREAMS {
-            return Err(ApiError::bad(format!("an atomic append names 1 to {MAX_ATOMIC_STREAMS} streams")));
+            return Err(ServiceError::bad(format!("an atomic append names 1 to {MAX_ATOMIC_STREAMS} streams")));
         }
         if inputs.iter().any(|input| input.producer.is_some()) {
-            return Err(ApiError::bad("an atomic append takes no producer_id: retry it with match_seq_num instead"));
+            return Err(ServiceError::bad(
+                "an atomic append takes no producer_id: retry it with match_seq_num instead",
+            ));
         }
         let mut streams = std::collections::HashSet::new();
         if let Some(repeated) = inputs.iter().find(|input| !streams.insert((&input.basin, &input.stream))) {
-            return Err(ApiError::bad(format!("stream `{}` appears twice in one atomic append", repeated.stream)));
+            return Err(ServiceError::bad(format!("stream `{}` appears twice in one atomic append", repeated.stream)));
         }
         let inputs = inputs.into_iter().map(|input| self.authorize_append(input)).collect::<Result<Vec<_>, _>>()?;
         Ok(gateway.append_atomic(inputs).await?)
@@ -70,7 +72,7 @@ impl Service {
 
     /// Checks that the caller may append these records (command records need `trim` or
     /// `fence`, others `append`) and gives the input the stream's full name.
-    fn authorize_append(&self, mut input: AppendInput) -> Result<AppendInput, ApiError> {
+    fn authorize_append(&self, mut input: AppendInput) -> Result<AppendInput, ServiceError> {
         valid_stream(&input.basin, &input.stream)?;
         if self.access.permits_everything() {
             return Ok(input);
@@ -100,9 +102,13 @@ impl Service {
     /// Starts an append session: inputs are submitted as they arrive and acked in order
     /// on `acks`; the first failure is the last item sent. Every input must name the
     /// same stream.
-    pub fn append_session<S>(&self, inputs: S, acks: mpsc::Sender<Result<AppendAck, ApiError>>) -> Result<(), ApiError>
+    pub fn append_session<S>(
+        &self,
+        inputs: S,
+        acks: mpsc::Sender<Result<AppendAck, ServiceError>>,
+    ) -> Result<(), ServiceError>
     where
-        S: Stream<Item = Result<AppendInput, ApiError>> + Unpin + Send + 'static,
+        S: Stream<Item = Result<AppendInput, ServiceError>> + Unpin + Send + 'static,
     {
         use futures::StreamExt;
         let gateway = self.gateway()?.clone();
@@ -120,7 +126,7 @@ impl Service {
     }
 
     /// A one-off read: at most S2's limits, waiting up to `wait` for new records.
-    pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ApiError> {
+    pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ServiceError> {
         let reader = self.reader()?;
         validate_read(request)?;
         let request = self.authorize_read(request)?;
@@ -129,7 +135,7 @@ impl Service {
     }
 
     /// Checks that the caller may read the stream; the request with its full name.
-    fn authorize_read<'a>(&self, request: &'a ReadRequest) -> Result<std::borrow::Cow<'a, ReadRequest>, ApiError> {
+    fn authorize_read<'a>(&self, request: &'a ReadRequest) -> Result<std::borrow::Cow<'a, ReadRequest>, ServiceError> {
         valid_stream(&request.basin, &request.stream)?;
         let stream = self.allow_stream(Operation::Read, &request.basin, &request.stream)?;
         Ok(match stream {
@@ -140,7 +146,7 @@ impl Service {
 
     /// Opens a read session; a start past the tail is refused here, before any event,
     /// unless the request clamps.
-    pub async fn read_session(&self, mut request: ReadSessionRequest) -> Result<Follower, ApiError> {
+    pub async fn read_session(&self, mut request: ReadSessionRequest) -> Result<Follower, ServiceError> {
         let reader = self.reader()?.clone();
         validate_read(&request.read)?;
         if let std::borrow::Cow::Owned(read) = self.authorize_read(&request.read)? {
@@ -151,7 +157,7 @@ impl Service {
         Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor, guard, draining).await
     }
 
-    pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ApiError> {
+    pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ServiceError> {
         let reader = self.reader()?;
         valid_stream(basin, stream)?;
         let stream = self.allow_stream(Operation::CheckTail, basin, stream)?;
@@ -160,7 +166,7 @@ impl Service {
 
     /// Opens a read cursor on the stream (its one metadata lookup), creating the stream
     /// first when it is missing and its basin creates streams on read.
-    async fn open_read(&self, request: &ReadRequest) -> Result<ReadCursor, ApiError> {
+    async fn open_read(&self, request: &ReadRequest) -> Result<ReadCursor, ServiceError> {
         valid_stream(&request.basin, &request.stream)?;
         let reader = self.reader()?;
         match reader.open(&request.basin, &request.stream).await {
@@ -187,9 +193,9 @@ impl Service {
 /// S2's read limits, for every transport. `count` and `bytes` above S2's per-call
 /// maximum are not refused: the reader clamps each call to it, as S2 does, and in a
 /// session they bound the whole session.
-fn validate_read(request: &ReadRequest) -> Result<(), ApiError> {
+fn validate_read(request: &ReadRequest) -> Result<(), ServiceError> {
     if request.wait > Duration::from_secs(MAX_WAIT_SECS) {
-        return Err(ApiError::bad(format!("wait must be at most {MAX_WAIT_SECS} seconds")));
+        return Err(ServiceError::bad(format!("wait must be at most {MAX_WAIT_SECS} seconds")));
     }
     Ok(())
 }
