@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// 50052 gateway, 50053 reader].
     #[arg(long, env = "SHALE_GRPC")]
     pub grpc: Option<SocketAddr>,
+    /// Address for Kafka's protocol (`shale serve` only), e.g. `127.0.0.1:9092`; off
+    /// unless given here or as `[kafka] listen`.
+    #[arg(long, env = "SHALE_KAFKA")]
+    pub kafka: Option<SocketAddr>,
     /// Added latency per object-store request, e.g. `30ms` (benchmarks at S3-like latency).
     #[arg(long, env = "SHALE_STORE_DELAY", value_parser = humantime::parse_duration)]
     pub store_delay: Option<Duration>,
@@ -227,6 +231,8 @@ pub struct ServeConfig {
     pub store_faults: Option<String>,
     pub http: SocketAddr,
     pub grpc: SocketAddr,
+    /// Kafka's protocol over the same streams (`shale serve`); off unless `listen` is set.
+    pub kafka: shale_kafka::KafkaConfig,
     pub gateway: GatewayConfig,
     pub reader: ReaderConfig,
     pub metadata: MetadataConfig,
@@ -258,6 +264,7 @@ impl Default for ServeConfig {
             store_faults: None,
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             grpc: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            kafka: shale_kafka::KafkaConfig::default(),
             gateway: GatewayConfig::default(),
             reader: ReaderConfig::default(),
             metadata: MetadataConfig::default(),
@@ -318,6 +325,9 @@ impl ServeConfig {
         }
         if let Some(grpc) = args.grpc {
             config.grpc = grpc;
+        }
+        if let Some(kafka) = args.kafka {
+            config.kafka.listen = Some(kafka);
         }
         if let Some(delay) = args.store_delay {
             config.store_delay = delay;
@@ -396,6 +406,7 @@ mod tests {
             store: None,
             http: None,
             grpc,
+            kafka: None,
             store_delay: None,
             tls_cert: None,
             tls_key: None,

@@ -32,6 +32,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Running {
     pub http_addr: SocketAddr,
     pub grpc_addr: SocketAddr,
+    /// Where Kafka's protocol is served, when it is.
+    pub kafka_addr: Option<SocketAddr>,
     /// The metadata this process owns, if it runs that role.
     metadata: Option<Arc<Metadata>>,
     gateway: Option<Arc<Gateway>>,
@@ -128,12 +130,19 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     .with_auth(&config.auth.api_config())
     .with_table_store(store.store.clone(), store.url.clone());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
-    let mut running = client_api(&config, state).await?;
+    let mut running = client_api(&config, state.clone()).await?;
+    if let Some(listen) = config.kafka.listen {
+        let (addr, stop, server) = kafka_listener(&config, listen, state.service()).await?;
+        running.kafka_addr = Some(addr);
+        running.stop.push(stop);
+        running.servers.push(server);
+    }
     running.metadata = Some(metadata);
     running.background.push(gc);
     running.background.extend(compactor);
     running.lock = lock;
-    tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
+    let kafka = running.kafka_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
+    tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, %kafka, store = %store.url,
         version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(running)
 }
@@ -199,6 +208,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         http_addr,
         // A compactor serves no gRPC; its one listener is the HTTP one.
         grpc_addr: http_addr,
+        kafka_addr: None,
         metadata: None,
         gateway: None,
         stop: vec![stop_http],
@@ -311,6 +321,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     Ok(Running {
         http_addr,
         grpc_addr,
+        kafka_addr: None,
         metadata: Some(metadata),
         gateway: None,
         stop: vec![stop_http, stop_grpc],
@@ -340,6 +351,28 @@ fn spawn_http(
     (stop, server)
 }
 
+/// Binds and serves Kafka's protocol over `service`.
+async fn kafka_listener(
+    config: &ServeConfig,
+    listen: SocketAddr,
+    service: shale_api::Service,
+) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>, JoinHandle<()>)> {
+    config.kafka.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let listener = bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let kafka = config.kafka.clone();
+    let server = tokio::spawn(async move {
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = shale_kafka::serve(listener, service, kafka, stopped).await {
+            tracing::error!(error = %e, "kafka listener failed");
+        }
+    });
+    Ok((addr, stop, server))
+}
+
 /// Binds and serves the client API (HTTP and `shale.v1` gRPC) for `state`.
 async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Running> {
     if state.auth.is_on() {
@@ -366,6 +399,7 @@ async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Run
     Ok(Running {
         http_addr,
         grpc_addr,
+        kafka_addr: None,
         metadata: None,
         gateway,
         stop: vec![stop_http, stop_grpc],

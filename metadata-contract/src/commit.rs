@@ -31,12 +31,14 @@ pub struct CommitAppend {
     pub producer: Option<ProducerStamp>,
 }
 
-/// An idempotent producer's id and an append's sequence number in it: one per append
-/// call, from any start, each the previous plus one.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// An idempotent producer's id and an append's sequence number in it, from any start:
+/// each the previous plus one (S2's and `shale.v1`'s producers), or, with
+/// `counts_records`, the previous plus the previous append's record count (Kafka's).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ProducerStamp {
     pub id: String,
     pub seq: u64,
+    pub counts_records: bool,
 }
 
 impl ProducerStamp {

@@ -42,7 +42,11 @@ fn append_to_wire(append: &CommitAppend) -> pb::CommitAppend {
         match_seq_num: append.match_seq_num,
         fencing_token: append.fencing_token.clone(),
         metered_bytes: append.metered_bytes,
-        producer: append.producer.as_ref().map(|p| pb::ProducerStamp { id: p.id.clone(), seq: p.seq }),
+        producer: append.producer.as_ref().map(|p| pb::ProducerStamp {
+            id: p.id.clone(),
+            seq: p.seq,
+            counts_records: p.counts_records,
+        }),
     }
 }
 
@@ -94,7 +98,7 @@ fn append_from_wire(append: pb::CommitAppend) -> Result<CommitAppend, MetadataEr
         match_seq_num: append.match_seq_num,
         fencing_token: append.fencing_token,
         metered_bytes: append.metered_bytes,
-        producer: append.producer.map(|p| ProducerStamp { id: p.id, seq: p.seq }),
+        producer: append.producer.map(|p| ProducerStamp { id: p.id, seq: p.seq, counts_records: p.counts_records }),
     })
 }
 
@@ -389,7 +393,7 @@ mod tests {
                     match_seq_num: Some(2),
                     fencing_token: None,
                     metered_bytes: 77,
-                    producer: Some(ProducerStamp { id: "p-1".into(), seq: 41 }),
+                    producer: Some(ProducerStamp { id: "p-1".into(), seq: 41, counts_records: true }),
                 }],
             }],
         };

@@ -293,9 +293,7 @@ impl Metadata {
                             Some(state) => Some(state.clone()),
                             None => self.producer_state(writer, &producer_key).await?,
                         };
-                    match ProducerState::admit(state.as_ref(), stamp.seq, record.tail())
-                        .map_err(|e| member(append, e))?
-                    {
+                    match ProducerState::admit(state.as_ref(), stamp, record.tail()).map_err(|e| member(append, e))? {
                         Admission::Duplicate(ack) => {
                             acks.push(ack);
                             continue;

@@ -55,7 +55,7 @@ fn append(stream: &str, producer: &str, seq: u64, records: usize) -> CommitUnit 
             match_seq_num: None,
             fencing_token: None,
             metered_bytes: 10,
-            producer: Some(ProducerStamp { id: producer.into(), seq }),
+            producer: Some(ProducerStamp { id: producer.into(), seq, counts_records: false }),
         }],
     }
 }

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use shale_metadata_contract::records::{decode_v1, encode_stored};
 use shale_proto::metadata_rpc as pb;
 
-use crate::{AppendAck, MetadataError, Position, Result, Stored};
+use crate::{AppendAck, MetadataError, Position, ProducerStamp, Result, Stored};
 
 /// Acks kept per producer and stream: the most appends a producer may keep in flight
 /// and still get every original ack back on retry.
@@ -42,13 +42,15 @@ impl ProducerState {
         (now_ms.saturating_sub(self.last_active_ms) <= expiry_ms).then_some(self)
     }
 
-    /// Whether an append with sequence `seq` is new, a duplicate (with its original
+    /// Whether an append with `stamp`'s sequence is new, a duplicate (with its original
     /// ack, whose tail is the stream's `tail` now) or out of order.
-    pub fn admit(state: Option<&Self>, seq: u64, tail: Position) -> Result<Admission> {
-        let Some(&(last, _, _)) = state.and_then(|s| s.acks.back()) else {
+    pub fn admit(state: Option<&Self>, stamp: &ProducerStamp, tail: Position) -> Result<Admission> {
+        let seq = stamp.seq;
+        let Some(&(last, start, end)) = state.and_then(|s| s.acks.back()) else {
             return Ok(Admission::Apply);
         };
-        let expected = last.checked_add(1);
+        let step = if stamp.counts_records { end.seq_num.saturating_sub(start.seq_num) } else { 1 };
+        let expected = last.checked_add(step);
         if Some(seq) == expected {
             return Ok(Admission::Apply);
         }
@@ -113,13 +115,30 @@ mod tests {
         Position { seq_num: 1000, timestamp: 1 }
     }
 
+    fn by_one(seq: u64) -> ProducerStamp {
+        ProducerStamp { id: "p".into(), seq, counts_records: false }
+    }
+
+    #[test]
+    fn a_record_counting_producer_moves_by_each_appends_record_count() {
+        let counting = |seq| ProducerStamp { id: "k".into(), seq, counts_records: true };
+        let mut state = ProducerState::default();
+        // ack(3) covers two records: the next Kafka-style sequence is 3 + 2.
+        state.applied(3, &ack(3), 5);
+        assert_eq!(ProducerState::admit(Some(&state), &counting(5), tail()).unwrap(), Admission::Apply);
+        let skipped = ProducerState::admit(Some(&state), &counting(4), tail()).unwrap_err();
+        assert!(matches!(skipped, MetadataError::ProducerSeqMismatch { expected: 5, got: 4 }), "{skipped}");
+        let retry = ProducerState::admit(Some(&state), &counting(3), tail()).unwrap();
+        assert_eq!(retry, Admission::Duplicate(AppendAck { tail: tail(), ..ack(3) }));
+    }
+
     #[test]
     fn a_new_producer_starts_anywhere_then_moves_by_one() {
-        assert_eq!(ProducerState::admit(None, 17, tail()).unwrap(), Admission::Apply);
+        assert_eq!(ProducerState::admit(None, &by_one(17), tail()).unwrap(), Admission::Apply);
         let mut state = ProducerState::default();
         state.applied(17, &ack(17), 5);
-        assert_eq!(ProducerState::admit(Some(&state), 18, tail()).unwrap(), Admission::Apply);
-        let gap = ProducerState::admit(Some(&state), 20, tail()).unwrap_err();
+        assert_eq!(ProducerState::admit(Some(&state), &by_one(18), tail()).unwrap(), Admission::Apply);
+        let gap = ProducerState::admit(Some(&state), &by_one(20), tail()).unwrap_err();
         assert!(matches!(gap, MetadataError::ProducerSeqMismatch { expected: 18, got: 20 }), "{gap}");
     }
 
@@ -132,9 +151,12 @@ mod tests {
         let oldest_kept = 20 - ACK_WINDOW as u64;
         for seq in oldest_kept..20 {
             let expected = AppendAck { tail: tail(), ..ack(seq) };
-            assert_eq!(ProducerState::admit(Some(&state), seq, tail()).unwrap(), Admission::Duplicate(expected));
+            assert_eq!(
+                ProducerState::admit(Some(&state), &by_one(seq), tail()).unwrap(),
+                Admission::Duplicate(expected)
+            );
         }
-        let old = ProducerState::admit(Some(&state), oldest_kept - 1, tail()).unwrap_err();
+        let old = ProducerState::admit(Some(&state), &by_one(oldest_kept - 1), tail()).unwrap_err();
         assert!(matches!(old, MetadataError::ProducerSeqMismatch { expected: 20, .. }), "{old}");
     }
 

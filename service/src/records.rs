@@ -26,7 +26,7 @@ const MAX_WAIT_SECS: u64 = 60;
 /// An idempotent producer's fields as every transport carries them: both or neither.
 pub fn producer_stamp(id: Option<String>, seq: Option<u64>) -> Result<Option<ProducerStamp>, ServiceError> {
     match (id, seq) {
-        (Some(id), Some(seq)) => Ok(Some(ProducerStamp { id, seq })),
+        (Some(id), Some(seq)) => Ok(Some(ProducerStamp { id, seq, counts_records: false })),
         (None, None) => Ok(None),
         _ => Err(ServiceError::bad("producer_id and producer_seq go together: give both or neither")),
     }

@@ -1,0 +1,147 @@
+//! Fetch: each partition read from its offset through the reader, up to the partition's
+//! and the request's byte bounds, answered as uncompressed record batches v2. With
+//! nothing to answer and `max_wait_ms` given, the fetch waits on the live tails of every
+//! partition it asked for and answers as soon as one has records (a long poll). Fetch
+//! sessions (KIP-227) are not kept: every answer has session id 0, so clients send full
+//! fetches.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::stream::{FuturesUnordered, StreamExt};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use shale_reader::{ReadLimits, ReadRequest, ReadStart};
+use shale_service::ServiceError;
+
+use crate::records::{encode_batch, to_kafka};
+use crate::topics::stream_of;
+use crate::Kafka;
+
+/// Reads one partition may take per fetch: past this the client fetches again.
+const MAX_READS_PER_PARTITION: usize = 16;
+/// The longest long poll served (a client asking more waits this long).
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// One partition of a fetch: what was asked and what was found.
+struct PartitionFetch {
+    topic: usize,
+    partition: i32,
+    offset: i64,
+    max_bytes: u64,
+    answer: PartitionData,
+    bytes: usize,
+}
+
+pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
+    let mut budget = u64::try_from(request.max_bytes).unwrap_or(0).max(1);
+    let mut names: Vec<TopicName> = Vec::new();
+    let mut wanted = Vec::new();
+    for topic in request.topics {
+        names.push(topic.topic);
+        for p in topic.partitions {
+            let max_bytes = u64::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
+            wanted.push(PartitionFetch {
+                topic: names.len() - 1,
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes,
+                answer: PartitionData::default().with_partition_index(p.partition),
+                bytes: 0,
+            });
+        }
+    }
+    for fetch in &mut wanted {
+        let topic = names[fetch.topic].0.to_string();
+        read_partition(kafka, &topic, fetch, &mut budget, Duration::ZERO).await;
+    }
+    let found: usize = wanted.iter().map(|f| f.bytes).sum();
+    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
+    if found == 0 && request.min_bytes > 0 && !wait.is_zero() {
+        long_poll(kafka, &names, &mut wanted, budget, wait).await;
+    }
+    let mut topics: Vec<FetchableTopicResponse> =
+        names.into_iter().map(|name| FetchableTopicResponse::default().with_topic(name)).collect();
+    for fetch in wanted {
+        topics[fetch.topic].partitions.push(fetch.answer);
+    }
+    FetchResponse::default().with_responses(topics)
+}
+
+/// Waits up to `wait` for any waiting partition to get records, then answers it.
+async fn long_poll(kafka: &Kafka, names: &[TopicName], wanted: &mut [PartitionFetch], budget: u64, wait: Duration) {
+    let mut waiting: FuturesUnordered<_> = wanted
+        .iter_mut()
+        .filter(|f| f.answer.error_code == 0)
+        .map(|fetch| async move {
+            let topic = names[fetch.topic].0.to_string();
+            let mut budget = budget;
+            read_partition(kafka, &topic, fetch, &mut budget, wait).await;
+            fetch.bytes
+        })
+        .collect();
+    let first = async {
+        while let Some(bytes) = waiting.next().await {
+            if bytes > 0 {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(wait, first).await;
+}
+
+/// Reads `fetch`'s partition into its answer, within its bound and `budget`.
+async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, budget: &mut u64, wait: Duration) {
+    let Ok(mut next) = u64::try_from(fetch.offset) else {
+        fetch.answer.error_code = kafka_protocol::ResponseError::OffsetOutOfRange.code();
+        return;
+    };
+    let mut out = BytesMut::new();
+    let mut left = fetch.max_bytes.min(*budget);
+    for _ in 0..MAX_READS_PER_PARTITION {
+        let request = ReadRequest {
+            basin: kafka.config.basin.clone(),
+            stream: stream_of(topic, fetch.partition),
+            start: ReadStart::SeqNum(next),
+            limits: ReadLimits { count: None, bytes: Some(left.max(1)) },
+            until: None,
+            clamp: false,
+            wait: if out.is_empty() { wait } else { Duration::ZERO },
+        };
+        let output = match kafka.service.read(&request).await {
+            Ok(output) => output,
+            Err(e) => {
+                if out.is_empty() {
+                    fail(&mut fetch.answer, &e);
+                }
+                break;
+            }
+        };
+        let tail = i64::try_from(output.tail.seq_num).unwrap_or(i64::MAX);
+        fetch.answer.high_watermark = tail;
+        fetch.answer.last_stable_offset = tail;
+        let Some(last) = output.records.last() else { break };
+        next = last.seq_num + 1;
+        let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
+        let records: Vec<_> = output.records.iter().filter_map(to_kafka).collect();
+        if let Err(e) = encode_batch(&records, &mut out) {
+            tracing::warn!(topic, partition = fetch.partition, error = %e, "kafka fetch batch did not encode");
+            break;
+        }
+        left = left.saturating_sub(read_bytes);
+        if left == 0 || next >= output.tail.seq_num {
+            break;
+        }
+    }
+    *budget = budget.saturating_sub(out.len() as u64);
+    fetch.bytes = out.len();
+    if !out.is_empty() {
+        fetch.answer.records = Some(out.freeze());
+    }
+}
+
+fn fail(answer: &mut PartitionData, error: &ServiceError) {
+    answer.error_code = crate::error::code(error);
+    answer.high_watermark = -1;
+    answer.last_stable_offset = -1;
+}

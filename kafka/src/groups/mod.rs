@@ -1,0 +1,376 @@
+//! Consumer groups under the classic protocol. Membership, generations and assignments
+//! live in memory with this process, the group's coordinator (`state`); a coordinator
+//! that restarts forgets them and members rejoin, as they do when Kafka moves a group.
+//! Committed offsets are tracked consumers in metadata (`offsets`): the group's name is
+//! the consumer's on each partition's stream, so they are durable, survive any restart,
+//! and show their lag through the consumer API and `/metrics`.
+//!
+//! Waiting (a join until its round completes, a sync until the leader assigns) ticks at
+//! least once a second, and each tick drops members whose session has run out, so no
+//! background task is needed.
+
+mod offsets;
+mod state;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, DescribeGroupsResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use shale_storage::Clock;
+use tokio::sync::watch;
+
+pub use offsets::{commit_offsets, fetch_offsets};
+use state::{Group, Member, Phase, Refusal};
+
+use crate::Kafka;
+
+/// The longest a waiting join or sync goes without looking at the clock.
+const TICK: Duration = Duration::from_secs(1);
+/// Session timeouts a member may ask for (Kafka's `group.min/max.session.timeout.ms`,
+/// with a lower minimum so tests can expire members quickly).
+const SESSION_TIMEOUTS_MS: std::ops::RangeInclusive<i32> = 1_000..=1_800_000;
+
+pub struct Coordinator {
+    clock: Arc<dyn Clock>,
+    groups: Mutex<HashMap<String, Group>>,
+    /// Bumped on every change, to wake waiting joins and syncs.
+    changed: watch::Sender<u64>,
+    next_member: std::sync::atomic::AtomicU64,
+}
+
+impl Coordinator {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        let start = rand::random_range(0..u64::from(u32::MAX));
+        Self {
+            clock,
+            groups: Mutex::new(HashMap::new()),
+            changed: watch::Sender::new(0),
+            next_member: std::sync::atomic::AtomicU64::new(start),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+        // A panic while holding the lock leaves plain data behind: keep serving.
+        self.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    fn notify(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn member_id(&self, client_id: &str) -> String {
+        let n = self.next_member.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{client_id}-{n:016x}")
+    }
+
+    /// Waits for a change, at most until `deadline_ms` or one tick.
+    async fn wait(&self, receiver: &mut watch::Receiver<u64>, deadline_ms: u64) {
+        let left = Duration::from_millis(deadline_ms.saturating_sub(self.now())).min(TICK);
+        let _ = tokio::time::timeout(left, receiver.changed()).await;
+    }
+}
+
+fn code(refusal: Refusal) -> i16 {
+    match refusal {
+        Refusal::UnknownMember => ResponseError::UnknownMemberId,
+        Refusal::IllegalGeneration => ResponseError::IllegalGeneration,
+        Refusal::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        Refusal::InconsistentProtocol => ResponseError::InconsistentGroupProtocol,
+    }
+    .code()
+}
+
+fn text(s: &StrBytes) -> String {
+    s.to_string()
+}
+
+pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client_id: &str) -> JoinGroupResponse {
+    let coordinator = &kafka.groups;
+    let refuse =
+        |error: ResponseError| JoinGroupResponse::default().with_error_code(error.code()).with_generation_id(-1);
+    let group_id = request.group_id.0.to_string();
+    if group_id.is_empty() {
+        return refuse(ResponseError::InvalidGroupId);
+    }
+    if !SESSION_TIMEOUTS_MS.contains(&request.session_timeout_ms) {
+        return refuse(ResponseError::InvalidSessionTimeout);
+    }
+    let rebalance_timeout = if version >= 1 && request.rebalance_timeout_ms > 0 {
+        request.rebalance_timeout_ms
+    } else {
+        request.session_timeout_ms
+    };
+    let member_id = match text(&request.member_id) {
+        id if id.is_empty() => coordinator.member_id(client_id),
+        id => id,
+    };
+    let member = Member {
+        client_id: client_id.to_string(),
+        client_host: String::new(),
+        group_instance_id: request.group_instance_id.as_ref().map(text),
+        session_timeout_ms: request.session_timeout_ms as u64,
+        rebalance_timeout_ms: rebalance_timeout as u64,
+        protocols: request.protocols.iter().map(|p| (text(&p.name), p.metadata.clone())).collect(),
+        assignment: Bytes::new(),
+        last_seen_ms: coordinator.now(),
+        joined: true,
+    };
+    let protocol_type = text(&request.protocol_type);
+    let mut receiver = coordinator.changed.subscribe();
+    {
+        let now = coordinator.now();
+        let mut groups = coordinator.lock();
+        let group = groups.entry(group_id.clone()).or_insert_with(|| Group::new(protocol_type.clone()));
+        group.expire(now);
+        if group.members.is_empty() {
+            group.protocol_type = protocol_type.clone();
+        } else if group.protocol_type != protocol_type {
+            return refuse(ResponseError::InconsistentGroupProtocol);
+        }
+        if let Err(refusal) = group.join(&member_id, member, now) {
+            return JoinGroupResponse::default().with_error_code(code(refusal)).with_generation_id(-1);
+        }
+    }
+    coordinator.notify();
+    loop {
+        let deadline = {
+            let now = coordinator.now();
+            let mut groups = coordinator.lock();
+            let Some(group) = groups.get_mut(&group_id) else { return refuse(ResponseError::UnknownMemberId) };
+            if group.try_complete(now) {
+                coordinator.notify();
+            }
+            if group.phase != Phase::PreparingRebalance {
+                return joined(group, &member_id);
+            }
+            if !group.members.get(&member_id).is_some_and(|m| m.joined) {
+                return refuse(ResponseError::UnknownMemberId);
+            }
+            group.round_deadline_ms
+        };
+        coordinator.wait(&mut receiver, deadline).await;
+    }
+}
+
+/// A completed join's answer: the member list for the leader only.
+fn joined(group: &Group, member_id: &str) -> JoinGroupResponse {
+    if !group.members.contains_key(member_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::UnknownMemberId.code())
+            .with_generation_id(-1);
+    }
+    let protocol = group.protocol.clone().unwrap_or_default();
+    let leader = group.leader.clone().unwrap_or_default();
+    let members = if leader == member_id {
+        group
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let metadata =
+                    m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default();
+                JoinGroupResponseMember::default()
+                    .with_member_id(StrBytes::from_string(id.clone()))
+                    .with_group_instance_id(m.group_instance_id.clone().map(StrBytes::from_string))
+                    .with_metadata(metadata)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    JoinGroupResponse::default()
+        .with_generation_id(group.generation)
+        .with_protocol_type(Some(StrBytes::from_string(group.protocol_type.clone())))
+        .with_protocol_name(Some(StrBytes::from_string(protocol)))
+        .with_leader(StrBytes::from_string(leader))
+        .with_member_id(StrBytes::from_string(member_id.to_string()))
+        .with_members(members)
+}
+
+pub async fn sync(kafka: &Kafka, request: SyncGroupRequest) -> SyncGroupResponse {
+    let coordinator = &kafka.groups;
+    let group_id = request.group_id.0.to_string();
+    let member_id = text(&request.member_id);
+    let generation = request.generation_id;
+    let refuse = |error: i16| SyncGroupResponse::default().with_error_code(error);
+    let mut receiver = coordinator.changed.subscribe();
+    let deadline = {
+        let now = coordinator.now();
+        let mut groups = coordinator.lock();
+        let Some(group) = groups.get_mut(&group_id) else { return refuse(ResponseError::UnknownMemberId.code()) };
+        let assignments = request.assignments.iter().map(|a| (text(&a.member_id), a.assignment.clone())).collect();
+        if let Err(refusal) = group.assign(&member_id, generation, assignments) {
+            return refuse(code(refusal));
+        }
+        let timeout = group.members.get(&member_id).map_or(0, |m| m.rebalance_timeout_ms);
+        now.saturating_add(timeout)
+    };
+    coordinator.notify();
+    loop {
+        {
+            let now = coordinator.now();
+            let mut groups = coordinator.lock();
+            let Some(group) = groups.get_mut(&group_id) else { return refuse(ResponseError::UnknownMemberId.code()) };
+            if group.expire(now) {
+                coordinator.notify();
+            }
+            if let Err(refusal) = group.check(&member_id, generation) {
+                return refuse(code(refusal));
+            }
+            match group.phase {
+                Phase::Stable => {
+                    let assignment = group.members.get(&member_id).map(|m| m.assignment.clone()).unwrap_or_default();
+                    return SyncGroupResponse::default()
+                        .with_protocol_type(Some(StrBytes::from_string(group.protocol_type.clone())))
+                        .with_protocol_name(group.protocol.clone().map(StrBytes::from_string))
+                        .with_assignment(assignment);
+                }
+                Phase::PreparingRebalance | Phase::Empty => return refuse(ResponseError::RebalanceInProgress.code()),
+                Phase::CompletingRebalance if now >= deadline => {
+                    return refuse(ResponseError::RebalanceInProgress.code());
+                }
+                Phase::CompletingRebalance => {}
+            }
+        }
+        coordinator.wait(&mut receiver, deadline).await;
+    }
+}
+
+pub fn heartbeat(kafka: &Kafka, request: HeartbeatRequest) -> HeartbeatResponse {
+    let coordinator = &kafka.groups;
+    let now = coordinator.now();
+    let outcome = {
+        let mut groups = coordinator.lock();
+        match groups.get_mut(&request.group_id.0.to_string()) {
+            None => Err(Refusal::UnknownMember),
+            Some(group) => {
+                if group.expire(now) {
+                    coordinator.notify();
+                }
+                group.heartbeat(&text(&request.member_id), request.generation_id, now)
+            }
+        }
+    };
+    HeartbeatResponse::default().with_error_code(outcome.err().map_or(0, code))
+}
+
+pub fn leave(kafka: &Kafka, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    let coordinator = &kafka.groups;
+    let now = coordinator.now();
+    let leaving: Vec<String> = if version >= 3 {
+        request.members.iter().map(|m| text(&m.member_id)).collect()
+    } else {
+        vec![text(&request.member_id)]
+    };
+    let outcomes: Vec<(String, Result<(), Refusal>)> = {
+        let mut groups = coordinator.lock();
+        let group = groups.get_mut(&request.group_id.0.to_string());
+        match group {
+            None => leaving.into_iter().map(|m| (m, Err(Refusal::UnknownMember))).collect(),
+            Some(group) => leaving
+                .into_iter()
+                .map(|m| {
+                    let r = group.leave(&m, now);
+                    (m, r)
+                })
+                .collect(),
+        }
+    };
+    coordinator.notify();
+    if version >= 3 {
+        let members = outcomes
+            .into_iter()
+            .map(|(id, r)| {
+                MemberResponse::default()
+                    .with_member_id(StrBytes::from_string(id))
+                    .with_error_code(r.err().map_or(0, code))
+            })
+            .collect();
+        return LeaveGroupResponse::default().with_members(members);
+    }
+    let error = outcomes.into_iter().next().and_then(|(_, r)| r.err()).map_or(0, code);
+    LeaveGroupResponse::default().with_error_code(error)
+}
+
+/// Whether `member_id` at `generation` may commit for `group_id`: members of the
+/// current generation may; a commit with no member and generation -1 (a consumer that
+/// assigns its own partitions) may while the group has no members.
+pub fn may_commit(kafka: &Kafka, group_id: &str, member_id: &str, generation: i32) -> Result<(), i16> {
+    let groups = kafka.groups.lock();
+    let Some(group) = groups.get(group_id) else {
+        return if generation < 0 { Ok(()) } else { Err(ResponseError::IllegalGeneration.code()) };
+    };
+    if generation < 0 && member_id.is_empty() {
+        return if group.members.is_empty() { Ok(()) } else { Err(ResponseError::UnknownMemberId.code()) };
+    }
+    group.check(member_id, generation).map_err(code)
+}
+
+pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let groups = kafka.groups.lock();
+    let described = request
+        .groups
+        .into_iter()
+        .map(|id| {
+            let Some(group) = groups.get(&id.0.to_string()) else {
+                return DescribedGroup::default().with_group_id(id).with_group_state(StrBytes::from_static_str("Dead"));
+            };
+            let protocol = group.protocol.clone().unwrap_or_default();
+            let members = group
+                .members
+                .iter()
+                .map(|(member_id, m)| {
+                    let metadata =
+                        m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default();
+                    DescribedGroupMember::default()
+                        .with_member_id(StrBytes::from_string(member_id.clone()))
+                        .with_group_instance_id(m.group_instance_id.clone().map(StrBytes::from_string))
+                        .with_client_id(StrBytes::from_string(m.client_id.clone()))
+                        .with_client_host(StrBytes::from_string(m.client_host.clone()))
+                        .with_member_metadata(metadata)
+                        .with_member_assignment(m.assignment.clone())
+                })
+                .collect();
+            DescribedGroup::default()
+                .with_group_id(id)
+                .with_group_state(StrBytes::from_static_str(group.phase.name()))
+                .with_protocol_type(StrBytes::from_string(group.protocol_type.clone()))
+                .with_protocol_data(StrBytes::from_string(protocol))
+                .with_members(members)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(described)
+}
+
+pub fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsResponse {
+    let groups = kafka.groups.lock();
+    let listed = groups
+        .iter()
+        .filter(|(_, g)| {
+            request.states_filter.is_empty() || request.states_filter.iter().any(|s| &**s == g.phase.name())
+        })
+        .map(|(id, g)| {
+            ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(id.clone())))
+                .with_protocol_type(StrBytes::from_string(g.protocol_type.clone()))
+                .with_group_state(StrBytes::from_static_str(g.phase.name()))
+                .with_group_type(StrBytes::from_static_str("classic"))
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(listed)
+}

@@ -1,0 +1,122 @@
+//! OffsetCommit and OffsetFetch over tracked consumers: group `G`'s committed offset on
+//! partition `P` of topic `T` is the position of consumer `G` on stream `T/P`. Commit
+//! metadata strings are not kept (OffsetFetch answers an empty one).
+
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use shale_service::ServiceError;
+
+use crate::error::code;
+use crate::topics::{self, stream_of};
+use crate::Kafka;
+
+pub async fn commit_offsets(kafka: &Kafka, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    let group = request.group_id.0.to_string();
+    let allowed = if group.is_empty() {
+        Err(ResponseError::InvalidGroupId.code())
+    } else {
+        super::may_commit(kafka, &group, &request.member_id, request.generation_id_or_member_epoch)
+    };
+    let mut topics = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let mut partitions = Vec::new();
+        for p in topic.partitions {
+            let error = match (&allowed, u64::try_from(p.committed_offset)) {
+                (Err(error), _) => *error,
+                (Ok(()), Err(_)) => ResponseError::InvalidCommitOffsetSize.code(),
+                (Ok(()), Ok(offset)) => {
+                    let stream = stream_of(&name, p.partition_index);
+                    match kafka.service.commit_consumer(&kafka.config.basin, &stream, &group, offset, None).await {
+                        Ok(_) => 0,
+                        Err(e) => code(&e),
+                    }
+                }
+            };
+            partitions.push(
+                OffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(error),
+            );
+        }
+        topics.push(OffsetCommitResponseTopic::default().with_name(topic.name).with_partitions(partitions));
+    }
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Group `group`'s committed offset on `stream`: -1 when it has none.
+async fn committed(kafka: &Kafka, stream: &str, group: &str) -> Result<i64, ServiceError> {
+    match kafka.service.consumer(&kafka.config.basin, stream, group).await {
+        Ok(view) => Ok(i64::try_from(view.position.seq_num).unwrap_or(i64::MAX)),
+        Err(ServiceError::ConsumerNotFound(_)) => Ok(-1),
+        Err(e) => Err(e),
+    }
+}
+
+/// `(topic, partitions)` asked for, every topic when `None`.
+async fn asked(
+    kafka: &Kafka,
+    topics: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> Result<Vec<(TopicName, Vec<i32>)>, ServiceError> {
+    if let Some(topics) = topics {
+        return Ok(topics);
+    }
+    let all = topics::all_topics(kafka).await?;
+    Ok(all.into_iter().map(|(name, n)| (TopicName(StrBytes::from_string(name)), (0..n as i32).collect())).collect())
+}
+
+/// Each asked partition's committed offset and error code.
+async fn lookup(
+    kafka: &Kafka,
+    group: &str,
+    asked: Vec<(TopicName, Vec<i32>)>,
+) -> Vec<(TopicName, Vec<(i32, i64, i16)>)> {
+    let mut answers = Vec::new();
+    for (name, partitions) in asked {
+        let topic = name.0.to_string();
+        let mut found = Vec::new();
+        for partition in partitions {
+            found.push(match committed(kafka, &stream_of(&topic, partition), group).await {
+                Ok(offset) => (partition, offset, 0),
+                Err(e) => (partition, -1, code(&e)),
+            });
+        }
+        answers.push((name, found));
+    }
+    answers
+}
+
+pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    if version >= 8 {
+        // Batched groups (v8+) are not listed in ApiVersions.
+        return OffsetFetchResponse::default().with_error_code(ResponseError::UnsupportedVersion.code());
+    }
+    let group = request.group_id.0.to_string();
+    let topics = request.topics.map(|topics| topics.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
+    let asked = match asked(kafka, topics).await {
+        Ok(asked) => asked,
+        Err(e) => return OffsetFetchResponse::default().with_error_code(code(&e)),
+    };
+    let topics = lookup(kafka, &group, asked)
+        .await
+        .into_iter()
+        .map(|(name, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|(index, offset, error)| {
+                    OffsetFetchResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(-1)
+                        .with_metadata(Some(StrBytes::default()))
+                        .with_error_code(error)
+                })
+                .collect();
+            OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_topics(topics)
+}

@@ -1,0 +1,309 @@
+//! One consumer group's membership under the classic protocol: members join, the round
+//! completes when every known member has rejoined (or the rebalance timeout drops the
+//! rest), the leader's SyncGroup hands out assignments, heartbeats keep members alive
+//! and tell them when to rejoin. Pure state: time comes in as milliseconds, and the
+//! waiting lives in `mod.rs`.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+/// Where a group is in its cycle (Kafka's names, as DescribeGroups shows them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Empty => "Empty",
+            Phase::PreparingRebalance => "PreparingRebalance",
+            Phase::CompletingRebalance => "CompletingRebalance",
+            Phase::Stable => "Stable",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub client_id: String,
+    pub client_host: String,
+    pub group_instance_id: Option<String>,
+    pub session_timeout_ms: u64,
+    pub rebalance_timeout_ms: u64,
+    /// The protocols (assignors) it supports, in its order of preference, with their
+    /// metadata.
+    pub protocols: Vec<(String, Bytes)>,
+    pub assignment: Bytes,
+    pub last_seen_ms: u64,
+    /// Joined in the current round.
+    pub joined: bool,
+}
+
+#[derive(Debug)]
+pub struct Group {
+    pub phase: Phase,
+    pub generation: i32,
+    pub protocol_type: String,
+    /// The protocol chosen for the current generation.
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub members: BTreeMap<String, Member>,
+    /// When the current round gives up on members that have not rejoined.
+    pub round_deadline_ms: u64,
+}
+
+/// Why a call is refused, as Kafka's error codes name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    UnknownMember,
+    IllegalGeneration,
+    RebalanceInProgress,
+    InconsistentProtocol,
+}
+
+impl Group {
+    pub fn new(protocol_type: String) -> Self {
+        Self {
+            phase: Phase::Empty,
+            generation: 0,
+            protocol_type,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            round_deadline_ms: 0,
+        }
+    }
+
+    /// Starts a round: every member must rejoin.
+    fn start_round(&mut self, now_ms: u64) {
+        let timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max().unwrap_or(0);
+        self.phase = Phase::PreparingRebalance;
+        self.round_deadline_ms = now_ms.saturating_add(timeout);
+        for member in self.members.values_mut() {
+            member.joined = false;
+        }
+    }
+
+    /// A member joins (or rejoins) with its protocols. Outside a round, any join starts
+    /// one: a new member, or a known one asking for a fresh assignment.
+    pub fn join(&mut self, member_id: &str, member: Member, now_ms: u64) -> Result<(), Refusal> {
+        let others = self.members.keys().any(|id| id != member_id);
+        if others && !member.protocols.iter().any(|(name, _)| self.others_support(member_id, name)) {
+            return Err(Refusal::InconsistentProtocol);
+        }
+        if self.phase != Phase::PreparingRebalance {
+            self.members.insert(member_id.to_string(), member.clone());
+            self.start_round(now_ms);
+        }
+        let entry = self.members.entry(member_id.to_string()).or_insert_with(|| member.clone());
+        *entry = Member { joined: true, last_seen_ms: now_ms, assignment: Bytes::new(), ..member };
+        self.try_complete(now_ms);
+        Ok(())
+    }
+
+    /// Whether every member but `member_id` supports `protocol`.
+    fn others_support(&self, member_id: &str, protocol: &str) -> bool {
+        self.members
+            .iter()
+            .filter(|(id, _)| id.as_str() != member_id)
+            .all(|(_, m)| m.protocols.iter().any(|(name, _)| name == protocol))
+    }
+
+    fn all_support(&self, protocol: &str) -> bool {
+        self.members.values().all(|m| m.protocols.iter().any(|(name, _)| name == protocol))
+    }
+
+    /// Completes the round once every member has rejoined, or, past its deadline, with
+    /// those that have.
+    pub fn try_complete(&mut self, now_ms: u64) -> bool {
+        if self.phase != Phase::PreparingRebalance {
+            return false;
+        }
+        let all_joined = self.members.values().all(|m| m.joined);
+        if !all_joined && now_ms < self.round_deadline_ms {
+            return false;
+        }
+        self.members.retain(|_, m| m.joined);
+        if self.members.is_empty() {
+            self.phase = Phase::Empty;
+            self.leader = None;
+            self.protocol = None;
+            self.generation += 1;
+            return true;
+        }
+        self.generation += 1;
+        self.protocol = self.choose_protocol();
+        if !self.leader.as_ref().is_some_and(|l| self.members.contains_key(l)) {
+            self.leader = self.members.keys().next().cloned();
+        }
+        for member in self.members.values_mut() {
+            member.assignment = Bytes::new();
+        }
+        self.phase = Phase::CompletingRebalance;
+        true
+    }
+
+    /// The protocol every member supports that the members prefer most (by summed rank).
+    fn choose_protocol(&self) -> Option<String> {
+        let first = self.members.values().next()?;
+        first
+            .protocols
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| self.all_support(name))
+            .min_by_key(|name| {
+                self.members
+                    .values()
+                    .map(|m| m.protocols.iter().position(|(n, _)| n == *name).unwrap_or(usize::MAX))
+                    .sum::<usize>()
+            })
+            .cloned()
+    }
+
+    pub fn check(&self, member_id: &str, generation: i32) -> Result<(), Refusal> {
+        if !self.members.contains_key(member_id) {
+            return Err(Refusal::UnknownMember);
+        }
+        if generation != self.generation {
+            return Err(Refusal::IllegalGeneration);
+        }
+        Ok(())
+    }
+
+    /// The leader's assignments: the group becomes stable.
+    pub fn assign(
+        &mut self,
+        member_id: &str,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+    ) -> Result<(), Refusal> {
+        self.check(member_id, generation)?;
+        if self.phase == Phase::PreparingRebalance {
+            return Err(Refusal::RebalanceInProgress);
+        }
+        if self.leader.as_deref() == Some(member_id) && self.phase == Phase::CompletingRebalance {
+            for (member, assignment) in assignments {
+                if let Some(m) = self.members.get_mut(&member) {
+                    m.assignment = assignment;
+                }
+            }
+            self.phase = Phase::Stable;
+        }
+        Ok(())
+    }
+
+    pub fn heartbeat(&mut self, member_id: &str, generation: i32, now_ms: u64) -> Result<(), Refusal> {
+        self.check(member_id, generation)?;
+        if let Some(m) = self.members.get_mut(member_id) {
+            m.last_seen_ms = now_ms;
+        }
+        match self.phase {
+            Phase::PreparingRebalance => Err(Refusal::RebalanceInProgress),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn leave(&mut self, member_id: &str, now_ms: u64) -> Result<(), Refusal> {
+        if self.members.remove(member_id).is_none() {
+            return Err(Refusal::UnknownMember);
+        }
+        self.rebalance_after_loss(now_ms);
+        Ok(())
+    }
+
+    /// Drops members whose session expired; `true` if any was dropped.
+    pub fn expire(&mut self, now_ms: u64) -> bool {
+        let before = self.members.len();
+        // Members waiting in a join of the current round do not heartbeat.
+        let preparing = self.phase == Phase::PreparingRebalance;
+        self.members
+            .retain(|_, m| now_ms.saturating_sub(m.last_seen_ms) <= m.session_timeout_ms || (m.joined && preparing));
+        let dropped = self.members.len() != before;
+        if dropped {
+            self.rebalance_after_loss(now_ms);
+        }
+        dropped
+    }
+
+    fn rebalance_after_loss(&mut self, now_ms: u64) {
+        if self.members.is_empty() {
+            self.phase = Phase::Empty;
+            self.leader = None;
+            self.protocol = None;
+            self.generation += 1;
+        } else if self.phase == Phase::PreparingRebalance {
+            self.try_complete(now_ms);
+        } else {
+            self.start_round(now_ms);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn member(protocols: &[&str]) -> Member {
+        Member {
+            client_id: "c".into(),
+            client_host: "h".into(),
+            group_instance_id: None,
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocols: protocols.iter().map(|p| (p.to_string(), Bytes::new())).collect(),
+            assignment: Bytes::new(),
+            last_seen_ms: 0,
+            joined: false,
+        }
+    }
+
+    #[test]
+    fn a_second_member_makes_the_first_rejoin_and_leaving_rebalances() {
+        let mut group = Group::new("consumer".into());
+        group.join("a", member(&["range"]), 0).unwrap();
+        assert_eq!(
+            (group.phase, group.generation, group.leader.as_deref()),
+            (Phase::CompletingRebalance, 1, Some("a"))
+        );
+        group.assign("a", 1, vec![("a".into(), Bytes::from_static(b"all"))]).unwrap();
+        assert_eq!(group.phase, Phase::Stable);
+        group.join("b", member(&["range", "roundrobin"]), 10).unwrap();
+        assert_eq!(group.phase, Phase::PreparingRebalance, "b waits for a to rejoin");
+        assert_eq!(group.heartbeat("a", 1, 20), Err(Refusal::RebalanceInProgress));
+        group.join("a", member(&["range"]), 30).unwrap();
+        assert_eq!((group.phase, group.generation), (Phase::CompletingRebalance, 2));
+        assert_eq!(group.protocol.as_deref(), Some("range"));
+        assert_eq!(group.check("b", 1), Err(Refusal::IllegalGeneration));
+        group.assign("a", 2, vec![]).unwrap();
+        group.leave("a", 40).unwrap();
+        assert_eq!(group.phase, Phase::PreparingRebalance);
+        group.join("b", member(&["range"]), 50).unwrap();
+        assert_eq!(
+            (group.phase, group.generation, group.leader.as_deref()),
+            (Phase::CompletingRebalance, 3, Some("b"))
+        );
+    }
+
+    #[test]
+    fn a_member_that_stops_heartbeating_is_dropped_and_one_that_never_rejoins_times_out() {
+        let mut group = Group::new("consumer".into());
+        group.join("a", member(&["range"]), 0).unwrap();
+        group.join("b", member(&["range"]), 0).unwrap();
+        group.join("a", member(&["range"]), 0).unwrap();
+        group.assign("a", 2, vec![]).unwrap();
+        assert!(!group.expire(5_000));
+        group.heartbeat("a", 2, 9_000).unwrap();
+        assert!(group.expire(12_000), "b's session ran out");
+        assert_eq!(group.phase, Phase::PreparingRebalance);
+        assert!(!group.try_complete(12_001), "a must rejoin first");
+        assert!(group.try_complete(12_000 + 30_000), "past the deadline the round completes without it");
+        assert_eq!(group.phase, Phase::Empty);
+        assert_eq!(group.join("c", member(&["sticky"]), 50_000), Ok(()), "an empty group takes any protocol");
+    }
+}

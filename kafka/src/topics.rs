@@ -1,0 +1,289 @@
+//! Topics as sets of streams: partition `P` of topic `T` is the stream `T/P` of the
+//! Kafka basin. A topic exists while its stream `T/0` does, and has as many partitions as
+//! there are streams `T/0`, `T/1`, ... without a gap. Partitions are created from the
+//! highest down and `T/0` (or, when adding, the lowest new one) last, so a topic and its
+//! new partitions appear all at once; a create that stops half way leaves streams no
+//! Kafka client sees, and its retry creates the rest. Deletion removes `T/0` first.
+//!
+//! Configs: `retention.ms`, `message.timestamp.type` and `cleanup.policy=delete` map onto
+//! each partition's stream config; `retention.bytes` and `max.message.bytes` are fixed.
+
+mod configs;
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use shale_metadata_contract::StreamConfig;
+use shale_service::{ListQuery, ServiceError};
+
+pub use configs::{alter_configs, describe_configs, incremental_alter_configs};
+
+use crate::config::MAX_PARTITIONS;
+use crate::error::code;
+use crate::Kafka;
+
+/// The stream holding `partition` of `topic`.
+pub fn stream_of(topic: &str, partition: i32) -> String {
+    format!("{topic}/{partition}")
+}
+
+/// Kafka's rules for topic names: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn valid_topic(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 249 {
+        return Err(format!("topic name must be 1 to 249 characters, got {}", name.len()));
+    }
+    if name == "." || name == ".." {
+        return Err("topic name must not be `.` or `..`".into());
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return Err(format!("topic name `{name}` may contain only ASCII letters, digits, `.`, `_` and `-`"));
+    }
+    Ok(())
+}
+
+/// The partition number a stream name's suffix gives (`"12"`), with no leading zero.
+fn partition_of(suffix: &str) -> Option<u32> {
+    if suffix.is_empty() || (suffix.len() > 1 && suffix.starts_with('0')) {
+        return None;
+    }
+    suffix.parse().ok().filter(|&p| p < MAX_PARTITIONS)
+}
+
+/// Every stream name of the Kafka basin starting with `prefix`, page by page.
+async fn stream_names(kafka: &Kafka, prefix: &str) -> Result<Vec<String>, ServiceError> {
+    let mut names = Vec::new();
+    let mut start_after = String::new();
+    loop {
+        let query = ListQuery { prefix: prefix.to_string(), start_after: start_after.clone(), limit: None };
+        let page = kafka.service.list_streams(&kafka.config.basin, &query).await?;
+        let Some(last) = page.items.last() else { break };
+        start_after = last.name.clone();
+        names.extend(page.items.into_iter().map(|s| s.name));
+        if !page.has_more {
+            break;
+        }
+    }
+    Ok(names)
+}
+
+/// How many partitions a set of partition numbers makes: the run from 0 without a gap.
+fn contiguous(mut partitions: Vec<u32>) -> u32 {
+    partitions.sort_unstable();
+    partitions.dedup();
+    partitions.iter().enumerate().take_while(|&(i, &p)| i as u32 == p).count() as u32
+}
+
+/// Partitions of `topic`; 0 when it does not exist.
+pub async fn partition_count(kafka: &Kafka, topic: &str) -> Result<u32, ServiceError> {
+    let prefix = format!("{topic}/");
+    let names = stream_names(kafka, &prefix).await?;
+    Ok(contiguous(names.iter().filter_map(|n| partition_of(&n[prefix.len()..])).collect()))
+}
+
+/// Every topic and its partition count.
+pub async fn all_topics(kafka: &Kafka) -> Result<BTreeMap<String, u32>, ServiceError> {
+    let mut partitions: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for name in stream_names(kafka, "").await? {
+        let Some((topic, suffix)) = name.rsplit_once('/') else { continue };
+        if let (Ok(()), Some(p)) = (valid_topic(topic), partition_of(suffix)) {
+            partitions.entry(topic.to_string()).or_default().push(p);
+        }
+    }
+    Ok(partitions.into_iter().map(|(t, p)| (t, contiguous(p))).filter(|&(_, n)| n > 0).collect())
+}
+
+/// Creates partitions `from..to` of `topic`, highest first, so the lowest, which makes
+/// them all visible, comes last. Existing streams are kept (a retry carries on).
+async fn create_range(
+    kafka: &Kafka,
+    topic: &str,
+    from: u32,
+    to: u32,
+    config: &StreamConfig,
+) -> Result<(), ServiceError> {
+    for partition in (from..to).rev() {
+        let stream = stream_of(topic, partition as i32);
+        kafka.service.ensure_stream(&kafka.config.basin, &stream, config.clone()).await?;
+    }
+    Ok(())
+}
+
+/// Creates `topic` with `partitions` partitions (used by auto-creation too).
+pub async fn create_topic(
+    kafka: &Kafka,
+    topic: &str,
+    partitions: u32,
+    config: &StreamConfig,
+) -> Result<(), ServiceError> {
+    create_range(kafka, topic, 0, partitions, config).await
+}
+
+fn error_result(name: TopicName, error: ResponseError, message: String) -> CreatableTopicResult {
+    CreatableTopicResult::default()
+        .with_name(name)
+        .with_error_code(error.code())
+        .with_error_message(Some(StrBytes::from_string(message)))
+}
+
+pub async fn create(kafka: &Kafka, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut results = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        if let Err(message) = valid_topic(&name) {
+            results.push(error_result(topic.name, ResponseError::InvalidTopicException, message));
+            continue;
+        }
+        let partitions = match topic.num_partitions {
+            -1 => kafka.config.default_partitions,
+            n if n >= 1 && (n as u32) <= MAX_PARTITIONS => n as u32,
+            n => {
+                let message = format!("num_partitions must be 1 to {MAX_PARTITIONS} or -1, got {n}");
+                results.push(error_result(topic.name, ResponseError::InvalidPartitions, message));
+                continue;
+            }
+        };
+        if topic.replication_factor != -1 && topic.replication_factor < 1 || !topic.assignments.is_empty() {
+            let message = "replication is the object store's: give replication_factor -1 or at least 1, no assignments";
+            results.push(error_result(topic.name, ResponseError::InvalidReplicationFactor, message.into()));
+            continue;
+        }
+        let settings = topic.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())));
+        let config = match configs::stream_config(settings) {
+            Ok(config) => config,
+            Err(message) => {
+                results.push(error_result(topic.name, ResponseError::InvalidConfig, message));
+                continue;
+            }
+        };
+        let outcome = match partition_count(kafka, &name).await {
+            Ok(n) if n > 0 => Err((ResponseError::TopicAlreadyExists, format!("topic `{name}` already exists"))),
+            Ok(_) if request.validate_only => Ok(()),
+            Ok(_) => create_topic(kafka, &name, partitions, &config)
+                .await
+                .map_err(|e| (crate::error::code_of(&e), e.to_string())),
+            Err(e) => Err((crate::error::code_of(&e), e.to_string())),
+        };
+        results.push(match outcome {
+            Ok(()) => CreatableTopicResult::default()
+                .with_name(topic.name)
+                .with_topic_id(crate::cluster::topic_id(&name))
+                .with_num_partitions(partitions as i32)
+                .with_replication_factor(1),
+            Err((error, message)) => error_result(topic.name, error, message),
+        });
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+pub async fn delete(kafka: &Kafka, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+    let names: Vec<TopicName> =
+        if version >= 6 { request.topics.into_iter().filter_map(|t| t.name).collect() } else { request.topic_names };
+    let mut responses = Vec::new();
+    for name in names {
+        let topic = name.0.to_string();
+        let result =
+            DeletableTopicResult::default().with_name(Some(name)).with_topic_id(crate::cluster::topic_id(&topic));
+        let error = match delete_topic(kafka, &topic).await {
+            Ok(true) => None,
+            Ok(false) => {
+                Some((ResponseError::UnknownTopicOrPartition.code(), format!("topic `{topic}` does not exist")))
+            }
+            Err(e) => Some((code(&e), e.to_string())),
+        };
+        responses.push(match error {
+            None => result,
+            Some((code, message)) => {
+                result.with_error_code(code).with_error_message(Some(StrBytes::from_string(message)))
+            }
+        });
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+/// Deletes every partition of `topic`, `T/0` first so the topic disappears at once;
+/// `false` when it did not exist.
+async fn delete_topic(kafka: &Kafka, topic: &str) -> Result<bool, ServiceError> {
+    let partitions = partition_count(kafka, topic).await?;
+    if partitions == 0 {
+        return Ok(false);
+    }
+    for partition in 0..partitions {
+        match kafka.service.delete_stream(&kafka.config.basin, &stream_of(topic, partition as i32)).await {
+            Ok(()) => {}
+            Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+pub async fn create_partitions(kafka: &Kafka, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let mut results = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let outcome = add_partitions(kafka, &name, topic.count, request.validate_only).await;
+        let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+        results.push(match outcome {
+            Ok(()) => result,
+            Err((error, message)) => {
+                result.with_error_code(error.code()).with_error_message(Some(StrBytes::from_string(message)))
+            }
+        });
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}
+
+async fn add_partitions(
+    kafka: &Kafka,
+    topic: &str,
+    count: i32,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let service_error = |e: ServiceError| (crate::error::code_of(&e), e.to_string());
+    let current = partition_count(kafka, topic).await.map_err(service_error)?;
+    if current == 0 {
+        return Err((ResponseError::UnknownTopicOrPartition, format!("topic `{topic}` does not exist")));
+    }
+    if count <= current as i32 || count as u32 > MAX_PARTITIONS {
+        let message =
+            format!("topic `{topic}` has {current} partitions: the new count must be more, at most {MAX_PARTITIONS}");
+        return Err((ResponseError::InvalidPartitions, message));
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let config = kafka.service.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await.map_err(service_error)?;
+    create_range(kafka, topic, current, count as u32, &config).await.map_err(service_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafkas_rules() {
+        assert!(valid_topic("orders.v1_x-2").is_ok());
+        for bad in ["", ".", "..", "a/b", "a b", "ü"] {
+            assert!(valid_topic(bad).is_err(), "{bad}");
+        }
+        assert!(valid_topic(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn partitions_count_the_run_from_zero() {
+        assert_eq!(contiguous(vec![2, 0, 1]), 3);
+        assert_eq!(contiguous(vec![1, 2]), 0, "without partition 0 the topic does not exist");
+        assert_eq!(contiguous(vec![0, 1, 3]), 2, "a partition past a gap is not yet visible");
+        assert_eq!(partition_of("07"), None);
+        assert_eq!(partition_of("0"), Some(0));
+        assert_eq!(partition_of("x"), None);
+    }
+}

@@ -1,0 +1,304 @@
+//! Topic configs, kept on each partition's stream config: `retention.ms` is the
+//! retention age, `message.timestamp.type=LogAppendTime` is the arrival timestamping
+//! mode. `cleanup.policy` is `delete` only, `retention.bytes` is -1 only and
+//! `max.message.bytes` is the fixed batch limit; other values are INVALID_CONFIG. Settings
+//! of Kafka's that have no meaning on an object store (segment and replica settings) are
+//! accepted and ignored.
+
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use shale_metadata_contract::{RetentionPolicy, StreamConfig, StreamPatch, TimestampingConfig};
+use shale_proto::TimestampingMode;
+
+use super::{partition_count, stream_of};
+use crate::error::code_of;
+use crate::Kafka;
+
+/// Kafka's resource type for topics in the config APIs.
+const TOPIC: i8 = 2;
+/// Config sources as DescribeConfigs reports them.
+const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DEFAULT: i8 = 5;
+
+/// The largest batch one produce may carry per partition: Shale's append limit.
+pub const MAX_MESSAGE_BYTES: u64 = 1 << 20;
+
+/// Kafka topic settings with no meaning here, accepted and ignored.
+const IGNORED: &[&str] = &[
+    "compression.type",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "segment.bytes",
+    "segment.ms",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "file.delete.delay.ms",
+    "preallocate",
+    "message.downconversion.enable",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+];
+
+/// The stream config a topic's settings give; `Err` names the first refused setting.
+pub fn stream_config(settings: impl IntoIterator<Item = (String, Option<String>)>) -> Result<StreamConfig, String> {
+    let mut config = StreamConfig::default();
+    for (name, value) in settings {
+        let patch = setting(&name, value.as_deref())?;
+        config = patch.apply(config);
+    }
+    Ok(config)
+}
+
+/// What one setting changes; `None` resets it to its default.
+fn setting(name: &str, value: Option<&str>) -> Result<StreamPatch, String> {
+    let invalid = |why: &str| Err(format!("{name}={}: {why}", value.unwrap_or("(default)")));
+    let mut patch = StreamPatch::default();
+    match (name, value) {
+        ("retention.ms", None | Some("-1")) => patch.retention_policy = Some(RetentionPolicy::Infinite),
+        ("retention.ms", Some(ms)) => match ms.parse::<u64>() {
+            Ok(ms) if ms > 0 => patch.retention_policy = Some(RetentionPolicy::Age(ms.div_ceil(1000))),
+            _ => return invalid("must be -1 or a positive number of milliseconds"),
+        },
+        ("message.timestamp.type", None | Some("CreateTime")) => patch.timestamping = Some(timestamping(false)),
+        ("message.timestamp.type", Some("LogAppendTime")) => patch.timestamping = Some(timestamping(true)),
+        ("message.timestamp.type", _) => return invalid("must be CreateTime or LogAppendTime"),
+        ("cleanup.policy", None | Some("delete")) => {}
+        ("cleanup.policy", _) => return invalid("only `delete` is supported"),
+        ("retention.bytes", None | Some("-1")) => {}
+        ("retention.bytes", _) => return invalid("retention by size is not supported; use retention.ms"),
+        ("max.message.bytes", None) => {}
+        ("max.message.bytes", Some(v)) if v.parse::<u64>() == Ok(MAX_MESSAGE_BYTES) => {}
+        ("max.message.bytes", _) => return invalid("fixed at 1048576, Shale's largest append"),
+        (name, _) if IGNORED.contains(&name) => {}
+        _ => return invalid("unknown topic config"),
+    }
+    Ok(patch)
+}
+
+fn timestamping(log_append_time: bool) -> TimestampingConfig {
+    let mode = if log_append_time { TimestampingMode::Arrival } else { TimestampingMode::ClientPrefer };
+    TimestampingConfig { mode: Some(mode), uncapped: None }
+}
+
+/// The configs DescribeConfigs shows for a topic whose partition 0 has `config`.
+fn described(config: &StreamConfig) -> Vec<(&'static str, String, bool, i8)> {
+    let retention = match config.retention_policy {
+        Some(RetentionPolicy::Age(secs)) => (secs.saturating_mul(1000).to_string(), SOURCE_TOPIC),
+        Some(RetentionPolicy::Infinite) | None => ("-1".to_string(), SOURCE_DEFAULT),
+    };
+    let arrival = config.timestamp_policy().mode == TimestampingMode::Arrival;
+    let timestamp = if arrival { ("LogAppendTime", SOURCE_TOPIC) } else { ("CreateTime", SOURCE_DEFAULT) };
+    vec![
+        ("retention.ms", retention.0, false, retention.1),
+        ("message.timestamp.type", timestamp.0.to_string(), false, timestamp.1),
+        ("cleanup.policy", "delete".into(), true, SOURCE_DEFAULT),
+        ("retention.bytes", "-1".into(), true, SOURCE_DEFAULT),
+        ("max.message.bytes", MAX_MESSAGE_BYTES.to_string(), true, SOURCE_DEFAULT),
+    ]
+}
+
+pub async fn describe_configs(kafka: &Kafka, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let mut results = Vec::new();
+    for resource in request.resources {
+        let result = DescribeConfigsResult::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name.clone());
+        if resource.resource_type != TOPIC {
+            // Brokers (and the rest) have no settings a client can see or change here.
+            results.push(result);
+            continue;
+        }
+        let topic = resource.resource_name.to_string();
+        let config = match partition_count(kafka, &topic).await {
+            Ok(0) => Err((ResponseError::UnknownTopicOrPartition, format!("topic `{topic}` does not exist"))),
+            Ok(_) => kafka
+                .service
+                .stream_config(&kafka.config.basin, &stream_of(&topic, 0))
+                .await
+                .map_err(|e| (code_of(&e), e.to_string())),
+            Err(e) => Err((code_of(&e), e.to_string())),
+        };
+        let config = match config {
+            Ok(config) => config,
+            Err((error, message)) => {
+                let failed =
+                    result.with_error_code(error.code()).with_error_message(Some(StrBytes::from_string(message)));
+                results.push(failed);
+                continue;
+            }
+        };
+        let wanted = resource.configuration_keys.as_ref();
+        let configs = described(&config)
+            .into_iter()
+            .filter(|(name, ..)| wanted.is_none_or(|keys| keys.iter().any(|k| &**k == *name)))
+            .map(|(name, value, read_only, source)| {
+                DescribeConfigsResourceResult::default()
+                    .with_name(StrBytes::from_static_str(name))
+                    .with_value(Some(StrBytes::from_string(value)))
+                    .with_read_only(read_only)
+                    .with_config_source(source)
+            })
+            .collect();
+        results.push(result.with_configs(configs));
+    }
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+/// Applies `patch` to every partition of `topic`.
+async fn apply(
+    kafka: &Kafka,
+    topic: &str,
+    patch: StreamPatch,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let partitions = partition_count(kafka, topic).await.map_err(|e| (code_of(&e), e.to_string()))?;
+    if partitions == 0 {
+        return Err((ResponseError::UnknownTopicOrPartition, format!("topic `{topic}` does not exist")));
+    }
+    if validate_only {
+        return Ok(());
+    }
+    for partition in 0..partitions {
+        let stream = stream_of(topic, partition as i32);
+        kafka
+            .service
+            .reconfigure_stream(&kafka.config.basin, &stream, patch.clone())
+            .await
+            .map_err(|e| (code_of(&e), e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The patch a set of settings makes, after every other setting is reset (`reset`).
+fn patch_of(settings: Vec<(String, Option<String>)>, reset: bool) -> Result<StreamPatch, (ResponseError, String)> {
+    let mut patch = StreamPatch::default();
+    if reset {
+        patch = merge(patch, setting("retention.ms", None).map_err(invalid)?);
+        patch = merge(patch, setting("message.timestamp.type", None).map_err(invalid)?);
+    }
+    for (name, value) in settings {
+        patch = merge(patch, setting(&name, value.as_deref()).map_err(invalid)?);
+    }
+    Ok(patch)
+}
+
+fn invalid(message: String) -> (ResponseError, String) {
+    (ResponseError::InvalidConfig, message)
+}
+
+fn merge(mut into: StreamPatch, from: StreamPatch) -> StreamPatch {
+    into.retention_policy = from.retention_policy.or(into.retention_policy);
+    into.timestamping = from.timestamping.or(into.timestamping);
+    into
+}
+
+/// The error fields of one resource's answer.
+fn outcome(result: Result<(), (ResponseError, String)>) -> (i16, Option<StrBytes>) {
+    match result {
+        Ok(()) => (0, None),
+        Err((error, message)) => (error.code(), Some(StrBytes::from_string(message))),
+    }
+}
+
+async fn alter_one(
+    kafka: &Kafka,
+    resource_type: i8,
+    topic: &str,
+    settings: Result<Vec<(String, Option<String>)>, (ResponseError, String)>,
+    reset: bool,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    if resource_type != TOPIC {
+        return Err((ResponseError::InvalidRequest, "only topic configs can be changed".into()));
+    }
+    let patch = patch_of(settings?, reset)?;
+    apply(kafka, topic, patch, validate_only).await
+}
+
+pub async fn alter_configs(kafka: &Kafka, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut responses = Vec::new();
+    for resource in request.resources {
+        let settings = resource.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())));
+        let topic = resource.resource_name.to_string();
+        let result =
+            alter_one(kafka, resource.resource_type, &topic, Ok(settings.collect()), true, request.validate_only).await;
+        let (error_code, error_message) = outcome(result);
+        responses.push(
+            alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name)
+                .with_error_code(error_code)
+                .with_error_message(error_message),
+        );
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// IncrementalAlterConfigs' operations: set and delete (back to the default).
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+
+pub async fn incremental_alter_configs(
+    kafka: &Kafka,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut responses = Vec::new();
+    for resource in request.resources {
+        let settings: Result<Vec<_>, _> = resource
+            .configs
+            .iter()
+            .map(|c| match c.config_operation {
+                OP_SET => Ok((c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))),
+                OP_DELETE => Ok((c.name.to_string(), None)),
+                _ => Err(invalid(format!("{}: only SET and DELETE apply to these configs", &*c.name))),
+            })
+            .collect();
+        let topic = resource.resource_name.to_string();
+        let result = alter_one(kafka, resource.resource_type, &topic, settings, false, request.validate_only).await;
+        let (error_code, error_message) = outcome(result);
+        responses.push(
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name)
+                .with_error_code(error_code)
+                .with_error_message(error_message),
+        );
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn settings_map_onto_stream_configs_or_are_refused() {
+        let config = stream_config([
+            ("retention.ms".to_string(), Some("1500".to_string())),
+            ("message.timestamp.type".to_string(), Some("LogAppendTime".to_string())),
+            ("segment.bytes".to_string(), Some("1024".to_string())),
+        ])
+        .unwrap();
+        assert_eq!(config.retention_policy, Some(RetentionPolicy::Age(2)));
+        assert_eq!(config.timestamp_policy().mode, TimestampingMode::Arrival);
+        for (name, value) in [
+            ("cleanup.policy", "compact"),
+            ("retention.bytes", "100"),
+            ("max.message.bytes", "10"),
+            ("retention.ms", "0"),
+            ("no.such.config", "1"),
+        ] {
+            let refused = stream_config([(name.to_string(), Some(value.to_string()))]).unwrap_err();
+            assert!(refused.starts_with(name), "{refused}");
+        }
+    }
+}
