@@ -17,10 +17,12 @@ case "${1:-}" in
     # The gRPC stubs test generates Python code from proto/ with grpcio-tools and decodes
     # error details with grpcio-status; the metrics test parses /metrics with
     # prometheus-client; the table tier is read back with DuckDB and pyiceberg (with
-    # pyarrow, whose S3 file system DuckDB is given for s3:// paths).
-    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client, duckdb, pyiceberg, pyarrow, fsspec' 2>/dev/null; then
+    # pyarrow, whose S3 file system DuckDB is given for s3:// paths); the Kafka tests run
+    # confluent-kafka (its wheel bundles librdkafka) and kafka-python with its codecs.
+    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client, duckdb, pyiceberg, pyarrow, fsspec, confluent_kafka, kafka, lz4, cramjam, zstandard' 2>/dev/null; then
       "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*' 'grpcio-status==1.*' \
-        'prometheus-client==0.*' 'duckdb==1.*' 'pyiceberg[pyarrow]==0.*'
+        'prometheus-client==0.*' 'duckdb==1.*' 'pyiceberg[pyarrow]==0.*' 'confluent-kafka==2.*' \
+        'kafka-python[lz4,snappy,zstd]==3.*'
     fi
     "$venv/bin/moto_server" --help >/dev/null
     echo "moto installed at $venv/bin/moto_server"

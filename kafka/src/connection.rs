@@ -37,7 +37,13 @@ async fn serve(kafka: &Kafka, mut socket: TcpStream) -> Result<(), KafkaError> {
             }
         };
         let Some(response) = answer(kafka, &request).await? else { continue };
-        write_response(&mut out, &request, &response)?;
+        // An ApiVersions at a version not served is answered at version 0, which every
+        // client can read, so it can retry at one both sides know.
+        let version = match request.api_key {
+            ApiKey::ApiVersions if !versions::served(request.api_key, request.header.request_api_version) => 0,
+            _ => request.header.request_api_version,
+        };
+        write_response(&mut out, &request, version, &response)?;
         socket.write_all(&out).await?;
     }
     Ok(())
@@ -102,8 +108,12 @@ async fn answer(kafka: &Kafka, request: &Request) -> Result<Option<ResponseKind>
 }
 
 /// Lays out one response frame in `out`: length, header, body.
-fn write_response(out: &mut BytesMut, request: &Request, response: &ResponseKind) -> Result<(), KafkaError> {
-    let version = request.header.request_api_version;
+fn write_response(
+    out: &mut BytesMut,
+    request: &Request,
+    version: i16,
+    response: &ResponseKind,
+) -> Result<(), KafkaError> {
     let header_version = request.api_key.response_header_version(version);
     out.clear();
     out.put_i32(0);

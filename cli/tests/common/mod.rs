@@ -26,6 +26,23 @@ pub fn spawn_logged(
     args: &[&str],
     env: &[(&str, String)],
 ) -> (Child, String, String, std::sync::mpsc::Receiver<String>) {
+    let (child, start, logs) = spawn_started(dir, args, env);
+    let field = |name: &str| start_field(&start, name).unwrap_or_default();
+    (child, format!("http://{}", field("http=")), format!("http://{}", field("grpc=")), logs)
+}
+
+/// The value of `name` (`"kafka="`) in a server's start line.
+pub fn start_field(start: &str, name: &str) -> Option<String> {
+    start.split(name).nth(1).map(|rest| rest.split_whitespace().next().unwrap_or_default().to_string())
+}
+
+/// Starts `shale` with `args` (a server command); returns the process, its start line
+/// (`shale serving ...`, ANSI codes stripped) and the log lines after it.
+pub fn spawn_started(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> (Child, String, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
         .args(args)
         .current_dir(dir)
@@ -38,17 +55,12 @@ pub fn spawn_logged(
         .unwrap();
     let logs = child.stderr.take().unwrap();
     let mut lines = BufReader::new(logs).lines();
-    let (addr, grpc) = loop {
+    let start = loop {
         let line = lines.next().expect("shale exited before listening").unwrap();
         let plain: String = strip_ansi(&line);
-        let field =
-            |name: &str| plain.split(name).nth(1).map(|rest| rest.split_whitespace().next().unwrap().to_string());
-        if !plain.contains("shale serving") {
-            continue;
-        }
         // Every server logs its HTTP address; all but the compactor a gRPC one too.
-        if let Some(http) = field("http=") {
-            break (http, field("grpc=").unwrap_or_default());
+        if plain.contains("shale serving") && start_field(&plain, "http=").is_some() {
+            break plain;
         }
     };
     // Keep draining the log so the child never blocks on a full pipe.
@@ -58,7 +70,7 @@ pub fn spawn_logged(
             let _ = sender.send(strip_ansi(&line));
         }
     });
-    (child, format!("http://{addr}"), format!("http://{grpc}"), receiver)
+    (child, start, receiver)
 }
 
 fn strip_ansi(s: &str) -> String {

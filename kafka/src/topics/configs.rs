@@ -135,7 +135,7 @@ pub async fn describe_configs(kafka: &Kafka, request: DescribeConfigsRequest) ->
                 continue;
             }
         };
-        let wanted = resource.configuration_keys.as_ref();
+        let wanted = resource.configuration_keys.as_ref().filter(|keys| !keys.is_empty());
         let configs = described(&config)
             .into_iter()
             .filter(|(name, ..)| wanted.is_none_or(|keys| keys.iter().any(|k| &**k == *name)))

@@ -1,0 +1,171 @@
+//! Real, unmodified Kafka clients against `shale serve --kafka`: confluent-kafka
+//! (librdkafka), kafka-python (an independent implementation) and kcat, each driven by
+//! a script that asserts every step (`tests/kafka/*.py`), and a `kill -9` of the server
+//! under idempotent acks=all producers.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{python, spawn_started, start_field, terminate};
+
+/// The Kafka basin `shale serve` creates by default.
+const BASIN: &str = "kafka-topics";
+
+fn script(name: &str) -> String {
+    format!("{}/tests/kafka/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `shale serve` in `dir` with Kafka on `kafka` (a port, or 0 for any): the process,
+/// its HTTP base URL and its Kafka bootstrap address.
+fn serve_kafka(dir: &std::path::Path, kafka: u16) -> (std::process::Child, String, String) {
+    let listen = format!("127.0.0.1:{kafka}");
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", &listen];
+    let (child, start, _logs) = spawn_started(dir, &args, &[]);
+    let http = format!("http://{}", start_field(&start, "http=").unwrap());
+    (child, http, start_field(&start, "kafka=").unwrap())
+}
+
+fn run_script(args: &[&str]) -> String {
+    let out = Command::new(python()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}\n{}",
+        args[0],
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn confluent_kafka_produces_consumes_and_administers_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, http, kafka) = serve_kafka(dir.path(), 0);
+    let out = run_script(&[&script("confluent.py"), &kafka, &http, BASIN]);
+    assert!(out.contains("every step passed"), "{out}");
+    assert!(terminate(server).success());
+}
+
+#[test]
+fn kafka_python_produces_consumes_and_administers_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let out = run_script(&[&script("kafka_python.py"), &kafka]);
+    assert!(out.contains("every step passed"), "{out}");
+    assert!(terminate(server).success());
+}
+
+/// kcat (librdkafka 2.0, from Debian): keyed records in, the same records out, and the
+/// metadata listing.
+#[test]
+fn kcat_produces_and_consumes() {
+    let kcat = which("kcat").expect("kcat missing: apt-get install kcat (.ci/run installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let create = run_script(&["-c", CREATE_TOPIC, &kafka, "kcat-topic", "2"]);
+    assert!(create.contains("created"), "{create}");
+    let mut produce = Command::new(&kcat)
+        .args(["-b", &kafka, "-P", "-t", "kcat-topic", "-K", ":", "-p", "1", "-z", "lz4"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    produce.stdin.take().unwrap().write_all(b"a:1\nb:2\nc:3\n").unwrap();
+    assert!(produce.wait().unwrap().success());
+    let consumed = Command::new(&kcat)
+        .args(["-b", &kafka, "-C", "-t", "kcat-topic", "-p", "1", "-o", "beginning", "-e", "-f", "%k=%s@%o\n"])
+        .output()
+        .unwrap();
+    assert!(consumed.status.success(), "{}", String::from_utf8_lossy(&consumed.stderr));
+    assert_eq!(String::from_utf8_lossy(&consumed.stdout), "a=1@0\nb=2@1\nc=3@2\n");
+    let listing = Command::new(&kcat).args(["-b", &kafka, "-L", "-t", "kcat-topic"]).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("topic \"kcat-topic\" with 2 partitions"), "{listing}");
+    assert!(terminate(server).success());
+}
+
+const CREATE_TOPIC: &str = r#"
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+admin = AdminClient({"bootstrap.servers": sys.argv[1]})
+for _, f in admin.create_topics([NewTopic(sys.argv[2], num_partitions=int(sys.argv[3]))]).items():
+    f.result(20)
+print("created")
+"#;
+
+fn which(tool: &str) -> Option<String> {
+    let out = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A loopback port free now, for a server that must come back on the same address.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// `kill -9` of the server while idempotent acks=all producers produce, then a restart
+/// on the same address: the producers retry what was not acked, and every acknowledged
+/// record is there exactly once (no record at all is there twice).
+#[test]
+fn kill_9_under_idempotent_producers_loses_and_duplicates_nothing() {
+    const COUNT: usize = 3000;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (mut server, _http, kafka) = serve_kafka(dir.path(), port);
+    run_script(&["-c", CREATE_TOPIC, &kafka, "crash", "4"]);
+    let producers: Vec<_> = (0..2)
+        .map(|n| {
+            let acked = dir.path().join(format!("acked-{n}"));
+            let child = Command::new(python())
+                .args([&script("crash_producer.py"), &kafka, "crash", &COUNT.to_string()])
+                .arg(&acked)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (child, acked)
+        })
+        .collect();
+    // Kill once both producers have had a third of their records acked.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while producers.iter().any(|(_, acked)| lines(acked).len() < COUNT / 3) {
+        assert!(Instant::now() < deadline, "producers did not get a third acked in 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let acked_before_kill: usize = producers.iter().map(|(_, acked)| lines(acked).len()).sum();
+    assert!(acked_before_kill < 2 * COUNT, "the kill came after every record was acked: raise COUNT");
+    let (server, _http, kafka) = serve_kafka(dir.path(), port);
+    let mut acked = Vec::new();
+    for (n, (child, path)) in producers.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "producer {n}: {}", String::from_utf8_lossy(&out.stderr));
+        acked.extend(lines(&path));
+    }
+    // Both producers wrote the same values; each is expected once per producer.
+    let values: Vec<String> = serde_json::from_str(&run_script(&[&script("read_all.py"), &kafka, "crash"])).unwrap();
+    let mut stored: HashMap<&str, usize> = HashMap::new();
+    for value in &values {
+        *stored.entry(value.as_str()).or_default() += 1;
+    }
+    assert_eq!(acked.len(), 2 * COUNT, "every record was acked once the producers finished");
+    let mut want: HashMap<&str, usize> = HashMap::new();
+    for value in &acked {
+        *want.entry(value.as_str()).or_default() += 1;
+    }
+    let wrong: Vec<_> = want.iter().filter(|(v, n)| stored.get(*v) != Some(n)).take(5).collect();
+    assert!(wrong.is_empty(), "acked values stored a different number of times: {wrong:?} (stored {})", values.len());
+    assert_eq!(values.len(), 2 * COUNT, "nothing but the acked records is stored");
+    eprintln!("{acked_before_kill} of {} records acked before the kill", 2 * COUNT);
+    assert!(terminate(server).success());
+}

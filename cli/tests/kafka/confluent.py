@@ -1,0 +1,267 @@
+"""confluent-kafka (librdkafka) against `shale serve --kafka`, unmodified.
+
+Usage: confluent.py BOOTSTRAP HTTP_BASE BASIN. Every step asserts; the first failure
+exits non-zero with its reason.
+"""
+import json
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+BOOTSTRAP, HTTP, BASIN = sys.argv[1], sys.argv[2], sys.argv[3]
+DEADLINE_S = 60
+
+
+ADMIN = AdminClient({"bootstrap.servers": BOOTSTRAP})
+
+
+def admin():
+    return ADMIN
+
+
+def create(topic, partitions):
+    for name, future in admin().create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).items():
+        future.result(20)
+
+
+def consumer(group, **extra):
+    config = {
+        "bootstrap.servers": BOOTSTRAP,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    }
+    config.update(extra)
+    return Consumer(config)
+
+
+def drain(c, want, seconds=DEADLINE_S):
+    """Polls until `want` records arrived (or the deadline); returns them."""
+    got = []
+    deadline = time.time() + seconds
+    while len(got) < want and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        assert not m.error(), m.error()
+        got.append(m)
+    return got
+
+
+def http(method, path, body=None):
+    request = urllib.request.Request(HTTP + path, method=method, headers={"s2-basin": BASIN, "content-type": "application/json"})
+    data = None if body is None else json.dumps(body).encode()
+    with urllib.request.urlopen(request, data, timeout=20) as response:
+        return json.loads(response.read() or b"null")
+
+
+def stream_path(topic, partition):
+    return "/v1/streams/" + urllib.parse.quote(f"{topic}/{partition}", safe="")
+
+
+def produce_every_codec():
+    create("orders", 3)
+    sent = {}
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"]:
+        p = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True, "acks": "all", "compression.type": codec, "linger.ms": 5})
+        errors = []
+
+        def acked(err, msg):
+            if err:
+                errors.append(err)
+            else:
+                i = msg.value().decode().rsplit("-", 1)[1]
+                # Delivery reports carry no headers: these are the ones produced.
+                sent[msg.value()] = (msg.partition(), msg.offset(), msg.key(), [("codec", codec.encode()), ("i", i.encode())])
+
+        for i in range(40):
+            value = f"{codec}-{i}".encode()
+            p.produce("orders", key=f"key-{i % 7}".encode(), value=value, headers=[("codec", codec.encode()), ("i", str(i).encode())], on_delivery=acked)
+        assert p.flush(30) == 0, "unflushed records"
+        assert not errors, errors
+    # A null key and a tombstone (null value) stay distinct from empty ones.
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True, "acks": "all"})
+    specials = []
+    p.produce("orders", value=b"null-key", partition=0, on_delivery=lambda e, m: specials.append((e, m.offset())))
+    p.produce("orders", key=b"", value=b"", partition=0, on_delivery=lambda e, m: specials.append((e, m.offset())))
+    p.produce("orders", key=b"gone", value=None, partition=0, on_delivery=lambda e, m: specials.append((e, m.offset())))
+    assert p.flush(30) == 0 and all(e is None for e, _ in specials), specials
+    assert len(sent) == 200, len(sent)
+    return sent
+
+
+def consume_with_a_group(sent):
+    c = consumer("billing")
+    c.subscribe(["orders"])
+    got = drain(c, 203)
+    assert len(got) == 203, f"consumed {len(got)} of 203"
+    by_value = {}
+    last_offset = {}
+    for m in got:
+        assert m.offset() > last_offset.get(m.partition(), -1), "per-partition order"
+        last_offset[m.partition()] = m.offset()
+        if m.value() in sent:
+            assert m.value() not in by_value, f"{m.value()} twice"
+            by_value[m.value()] = (m.partition(), m.offset(), m.key(), m.headers())
+    diff = [(v, sent.get(v), by_value.get(v)) for v in set(sent) | set(by_value) if sent.get(v) != by_value.get(v)]
+    assert not diff, f"every record once, key, value and headers intact: {diff[:3]}"
+    specials = [(m.key(), m.value()) for m in got if m.partition() == 0 and m.value() in (b"null-key", b"", None)]
+    assert specials == [(None, b"null-key"), (b"", b""), (b"gone", None)], specials
+    c.commit(asynchronous=False)
+    committed = c.committed([TopicPartition("orders", p) for p in range(3)], timeout=20)
+    assert [tp.offset for tp in committed] == [last_offset[p] + 1 for p in range(3)], committed
+    c.close()
+    return last_offset
+
+
+def resume_after_restart(last_offset):
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    for i in range(9):
+        p.produce("orders", value=f"after-{i}".encode(), partition=i % 3)
+    assert p.flush(30) == 0
+    c = consumer("billing")
+    c.subscribe(["orders"])
+    got = drain(c, 9)
+    assert sorted(m.value() for m in got) == sorted(f"after-{i}".encode() for i in range(9)), [m.value() for m in got]
+    assert all(m.offset() > last_offset[m.partition()] for m in got), "resumed after the committed offsets"
+    c.commit(asynchronous=False)
+    c.close()
+
+
+def assigned(c):
+    return {tp.partition for tp in c.assignment()}
+
+
+def wait_for(condition, what, seconds=DEADLINE_S):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if condition():
+            return
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def two_members_split_and_rebalance():
+    create("split", 4)
+    for assignor in ["range", "roundrobin", "cooperative-sticky"]:
+        group = f"split-{assignor}"
+        a = consumer(group, **{"partition.assignment.strategy": assignor})
+        b = consumer(group, **{"partition.assignment.strategy": assignor})
+        a.subscribe(["split"])
+        b.subscribe(["split"])
+
+        def split():
+            a.poll(0.2)
+            b.poll(0.2)
+            return len(assigned(a)) == 2 and len(assigned(b)) == 2 and not (assigned(a) & assigned(b))
+
+        wait_for(split, f"{assignor}: two members with two partitions each")
+        b.close()
+
+        def all_to_a():
+            a.poll(0.2)
+            return assigned(a) == {0, 1, 2, 3}
+
+        wait_for(all_to_a, f"{assignor}: the remaining member takes every partition")
+        a.close()
+
+
+def assign_seek_watermarks_and_times():
+    create("seek", 1)
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    base = int(time.time() * 1000) - 100_000
+    for i in range(10):
+        p.produce("seek", value=f"s{i}".encode(), timestamp=base + i * 1000)
+    assert p.flush(30) == 0
+    c = consumer("seeker")
+    low, high = c.get_watermark_offsets(TopicPartition("seek", 0), timeout=20)
+    assert (low, high) == (0, 10), (low, high)
+    found = c.offsets_for_times([TopicPartition("seek", 0, base + 4500)], timeout=20)
+    assert found[0].offset == 5, found
+    beyond = c.offsets_for_times([TopicPartition("seek", 0, base + 999_999)], timeout=20)
+    assert beyond[0].offset == -1, beyond
+    c.assign([TopicPartition("seek", 0, 7)])
+    got = drain(c, 3)
+    assert [m.value() for m in got] == [b"s7", b"s8", b"s9"], [m.value() for m in got]
+    assert got[0].timestamp()[1] == base + 7000
+    c.seek(TopicPartition("seek", 0, 2))
+    again = drain(c, 1)
+    assert again[0].value() == b"s2", again[0].value()
+    c.close()
+
+
+def create_partitions_and_delete_records():
+    a = admin()
+    for _, f in a.create_partitions([NewPartitions("seek", 3)]).items():
+        f.result(20)
+    md = a.list_topics("seek", timeout=20)
+    assert len(md.topics["seek"].partitions) == 3, md.topics["seek"].partitions
+    bad = a.create_partitions([NewPartitions("seek", 2)])
+    try:
+        bad["seek"].result(20)
+        raise AssertionError("shrinking partitions was accepted")
+    except KafkaException as e:
+        assert e.args[0].name() == "INVALID_PARTITIONS", e
+    from confluent_kafka.admin import OffsetSpec  # noqa: F401 (present in the client)
+    result = a.delete_records([TopicPartition("seek", 0, 4)])
+    for _, f in result.items():
+        f.result(20)
+    c = consumer("after-trim")
+    low, _ = c.get_watermark_offsets(TopicPartition("seek", 0), timeout=20)
+    assert low == 4, low
+    c.assign([TopicPartition("seek", 0, 0)])
+    first = drain(c, 1)
+    assert first[0].value() == b"s4", first[0].value()
+    c.close()
+
+
+def interop_with_s2():
+    # An S2 append read by a Kafka consumer...
+    http("POST", stream_path("seek", 1) + "/records", {"records": [{"body": "from-s2", "headers": [["kafka.key", "s2-key"], ["h", "v"]]}]})
+    c = consumer("interop")
+    c.assign([TopicPartition("seek", 1, 0)])
+    m = drain(c, 1)[0]
+    assert (m.key(), m.value(), m.headers()) == (b"s2-key", b"from-s2", [("h", b"v")]), (m.key(), m.value(), m.headers())
+    c.close()
+    # ... and a Kafka record read through S2's API.
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    p.produce("seek", value=b"from-kafka", key=b"k", partition=2, headers=[("x", b"y")])
+    assert p.flush(30) == 0
+    read = http("GET", stream_path("seek", 2) + "/records?seq_num=0")
+    [record] = read["records"]
+    assert record["body"] == "from-kafka", record
+    assert ["kafka.key", "k"] in record["headers"] and ["x", "y"] in record["headers"], record
+
+
+def lag_through_the_consumer_api():
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    for i in range(5):
+        p.produce("orders", value=f"lag-{i}".encode(), partition=1)
+    assert p.flush(30) == 0
+    view = http("GET", stream_path("orders", 1) + "/consumers/billing")
+    assert view["lag"]["records"] == 5, view
+
+
+def unknown_topics_are_refused():
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "message.timeout.ms": 3000})
+    errors = []
+    p.produce("no-such-topic", value=b"x", on_delivery=lambda e, m: errors.append(e))
+    p.flush(10)
+    assert errors and errors[0] is not None and errors[0].name() in ("UNKNOWN_TOPIC_OR_PART", "_MSG_TIMED_OUT"), errors
+
+
+sent = produce_every_codec()
+last = consume_with_a_group(sent)
+resume_after_restart(last)
+two_members_split_and_rebalance()
+assign_seek_watermarks_and_times()
+create_partitions_and_delete_records()
+interop_with_s2()
+lag_through_the_consumer_api()
+unknown_topics_are_refused()
+print("confluent-kafka: every step passed")
