@@ -20,6 +20,26 @@ pub struct AppendInput {
     pub fencing_token: Option<String>,
     /// An idempotent producer's id and this append's sequence in it.
     pub producer: Option<ProducerStamp>,
+    /// How large the batch may be: S2's limits unless the transport's differ.
+    pub limits: BatchLimits,
+}
+
+/// The most records and metered bytes one append may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchLimits {
+    pub records: usize,
+    pub metered_bytes: u64,
+}
+
+impl BatchLimits {
+    /// S2's: 1000 records, 1 MiB.
+    pub const S2: Self = Self { records: MAX_BATCH_RECORDS, metered_bytes: MAX_BATCH_METERED_BYTES };
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        Self::S2
+    }
 }
 
 /// An append ready for a segment: its block, and what the sequencer needs as a
@@ -45,13 +65,15 @@ pub(crate) fn encode(input: AppendInput, arrival: u64) -> Result<EncodedAppend, 
     let invalid = GatewayError::InvalidArgument;
     names::validate_basin(&input.basin).map_err(invalid)?;
     names::validate_stream(&input.stream).map_err(invalid)?;
-    if input.records.is_empty() || input.records.len() > MAX_BATCH_RECORDS {
-        return Err(invalid(format!("a batch holds 1 to {MAX_BATCH_RECORDS} records, got {}", input.records.len())));
+    let limits = input.limits;
+    if input.records.is_empty() || input.records.len() > limits.records {
+        return Err(invalid(format!("a batch holds 1 to {} records, got {}", limits.records, input.records.len())));
     }
     let metered_bytes: u64 = input.records.iter().map(Record::metered_bytes).sum();
-    if metered_bytes > MAX_BATCH_METERED_BYTES {
+    if metered_bytes > limits.metered_bytes {
         return Err(invalid(format!(
-            "a batch holds at most {MAX_BATCH_METERED_BYTES} metered bytes, got {metered_bytes}"
+            "a batch holds at most {} metered bytes, got {metered_bytes}",
+            limits.metered_bytes
         )));
     }
     if let Some(token) = &input.fencing_token {

@@ -19,7 +19,7 @@ mod error;
 mod metrics;
 mod pipeline;
 
-pub use append::AppendInput;
+pub use append::{AppendInput, BatchLimits};
 pub use batcher::{Gateway, PendingAppend};
 pub use config::GatewayConfig;
 pub use error::GatewayError;

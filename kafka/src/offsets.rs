@@ -104,6 +104,7 @@ async fn trim(kafka: &Kafka, stream: &str, offset: i64) -> Result<i64, (i16, Str
         match_seq_num: None,
         fencing_token: None,
         producer: None,
+        limits: Default::default(),
     };
     kafka.service.append(input).await.map_err(|e| (code(&e), e.to_string()))?;
     Ok(self::offset(point))

@@ -10,12 +10,12 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use shale_gateway::AppendInput;
+use shale_gateway::{AppendInput, BatchLimits};
 use shale_metadata_contract::{MetadataError, ProducerStamp};
 use shale_service::ServiceError;
 
 use crate::records::{decode_produced, ProducedBatch, Refused};
-use crate::topics::{self, stream_of};
+use crate::topics::{self, stream_of, MAX_MESSAGE_BYTES};
 use crate::Kafka;
 
 /// Shale's producer id for Kafka producer `id` at `epoch`: a new epoch starts afresh.
@@ -66,10 +66,24 @@ async fn produce_partition(
     if let Err(message) = topics::valid_topic(topic) {
         return Err((ResponseError::InvalidTopicException, message));
     }
+    if bytes.len() as u64 > MAX_MESSAGE_BYTES {
+        let message = format!("a batch of {} bytes is over max.message.bytes ({MAX_MESSAGE_BYTES})", bytes.len());
+        return Err((ResponseError::MessageTooLarge, message));
+    }
     let batch = decode_produced(bytes).map_err(|refused| match refused {
         Refused::Corrupt(why) => (ResponseError::CorruptMessage, why),
         Refused::Invalid(why) => (ResponseError::InvalidRecord, why),
     })?;
+    let metered: u64 = batch.records.iter().map(shale_proto::Record::metered_bytes).sum();
+    if metered > KAFKA_BATCH_LIMITS.metered_bytes || batch.records.len() > KAFKA_BATCH_LIMITS.records {
+        let message = format!(
+            "a batch of {} records and {metered} bytes decompressed is over the limit of {} records and {} bytes",
+            batch.records.len(),
+            KAFKA_BATCH_LIMITS.records,
+            KAFKA_BATCH_LIMITS.metered_bytes
+        );
+        return Err((ResponseError::MessageTooLarge, message));
+    }
     if batch.transactional {
         return Err((ResponseError::InvalidTxnState, "transactions are not served yet".into()));
     }
@@ -101,8 +115,13 @@ fn append_input(kafka: &Kafka, topic: &str, partition: i32, batch: ProducedBatch
             seq: u64::try_from(seq).unwrap_or_default(),
             counts_records: true,
         }),
+        limits: KAFKA_BATCH_LIMITS,
     }
 }
+
+/// A Kafka batch may hold more records than S2's 1000 (librdkafka sends up to 10,000)
+/// and, decompressed, more than 1 MiB: up to this much goes into one append.
+pub const KAFKA_BATCH_LIMITS: BatchLimits = BatchLimits { records: 200_000, metered_bytes: 8 << 20 };
 
 pub fn is_missing_stream(error: &ServiceError) -> bool {
     matches!(error.metadata(), Some(MetadataError::StreamNotFound { .. }))

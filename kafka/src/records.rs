@@ -14,7 +14,7 @@ use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record as KafkaRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use shale_proto::{Header, Record, SequencedRecord};
 
@@ -106,6 +106,7 @@ pub fn to_kafka(record: &SequencedRecord) -> Option<KafkaRecord> {
             }
         }
     }
+    let offset = i64::try_from(record.seq_num).unwrap_or(i64::MAX);
     Some(KafkaRecord {
         transactional: false,
         control: false,
@@ -114,8 +115,11 @@ pub fn to_kafka(record: &SequencedRecord) -> Option<KafkaRecord> {
         producer_id: NO_PRODUCER_ID,
         producer_epoch: NO_PRODUCER_EPOCH,
         timestamp_type: TimestampType::Creation,
-        offset: i64::try_from(record.seq_num).unwrap_or(i64::MAX),
-        sequence: NO_SEQUENCE,
+        offset,
+        // The codec starts a new batch wherever offset minus sequence changes; keeping
+        // it constant puts every record of a read in one batch. Without a producer id
+        // the batch's sequence means nothing to consumers.
+        sequence: offset as i32,
         timestamp: i64::try_from(record.timestamp).unwrap_or(i64::MAX),
         key,
         value: (!null_value).then(|| record.body.clone()),
@@ -197,6 +201,18 @@ mod tests {
         let mut two = produced(None, Some(b"a"), Compression::None).to_vec();
         two.extend_from_slice(&produced(None, Some(b"b"), Compression::None));
         assert!(matches!(decode_produced(&two), Err(Refused::Invalid(_))));
+    }
+
+    #[test]
+    fn a_read_with_gaps_encodes_as_one_batch() {
+        let stored =
+            |seq_num| SequencedRecord { seq_num, timestamp: 5, headers: vec![], body: Bytes::from_static(b"v") };
+        let records: Vec<_> = [3, 4, 6, 9].into_iter().map(|s| to_kafka(&stored(s)).unwrap()).collect();
+        let mut out = BytesMut::new();
+        encode_batch(&records, &mut out).unwrap();
+        let sets = RecordBatchDecoder::decode_all(&mut out.freeze()).unwrap();
+        assert_eq!(sets.len(), 1, "one batch");
+        assert_eq!(sets[0].records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![3, 4, 6, 9]);
     }
 
     #[test]

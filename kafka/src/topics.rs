@@ -24,7 +24,7 @@ use kafka_protocol::ResponseError;
 use shale_metadata_contract::StreamConfig;
 use shale_service::{ListQuery, ServiceError};
 
-pub use configs::{alter_configs, describe_configs, incremental_alter_configs};
+pub use configs::{alter_configs, describe_configs, incremental_alter_configs, MAX_MESSAGE_BYTES};
 
 use crate::config::MAX_PARTITIONS;
 use crate::error::code;

@@ -7,6 +7,8 @@ use shale::{serve, Running, ServeConfig};
 pub struct TestServer {
     pub base: String,
     pub grpc: String,
+    /// Kafka's bootstrap address, when the configuration turned the listener on.
+    pub kafka: Option<String>,
     pub client: reqwest::Client,
     running: Running,
 }
@@ -29,6 +31,7 @@ impl TestServer {
         TestServer {
             base: format!("http://{}", running.http_addr),
             grpc: format!("http://{}", running.grpc_addr),
+            kafka: running.kafka_addr.map(|addr| addr.to_string()),
             client: reqwest::Client::new(),
             running,
         }

@@ -25,8 +25,9 @@ const TOPIC: i8 = 2;
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 
-/// The largest batch one produce may carry per partition: Shale's append limit.
-pub const MAX_MESSAGE_BYTES: u64 = 1 << 20;
+/// The largest record batch (as sent, compressed) one produce may carry per partition:
+/// Kafka's default `max.message.bytes`.
+pub const MAX_MESSAGE_BYTES: u64 = 1_048_588;
 
 /// Kafka topic settings with no meaning here, accepted and ignored.
 const IGNORED: &[&str] = &[
@@ -76,7 +77,7 @@ fn setting(name: &str, value: Option<&str>) -> Result<StreamPatch, String> {
         ("retention.bytes", _) => return invalid("retention by size is not supported; use retention.ms"),
         ("max.message.bytes", None) => {}
         ("max.message.bytes", Some(v)) if v.parse::<u64>() == Ok(MAX_MESSAGE_BYTES) => {}
-        ("max.message.bytes", _) => return invalid("fixed at 1048576, Shale's largest append"),
+        ("max.message.bytes", _) => return invalid("fixed at 1048588, Kafka's default"),
         (name, _) if IGNORED.contains(&name) => {}
         _ => return invalid("unknown topic config"),
     }

@@ -1,0 +1,226 @@
+//! Kafka's wire protocol with bad input, byte by byte over a real socket: malformed and
+//! oversized frames and unknown APIs close the connection; unsupported ApiVersions,
+//! corrupt and oversized batches, unknown and invalid topics each get Kafka's error
+//! code; nothing is half applied.
+
+#![allow(clippy::unwrap_used)]
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::ResponseError;
+use shale_tests::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+async fn server() -> TestServer {
+    TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await
+}
+
+async fn connect(server: &TestServer) -> TcpStream {
+    TcpStream::connect(server.kafka.as_ref().unwrap()).await.unwrap()
+}
+
+/// Sends `request` as `api` at `version`; the response body, or `None` if the server
+/// closed the connection instead.
+async fn call<Req: Encodable>(socket: &mut TcpStream, api: ApiKey, version: i16, request: &Req) -> Option<Bytes> {
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(42)
+        .with_client_id(Some(StrBytes::from_static_str("wire-test")));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, api.request_header_version(version)).unwrap();
+    request.encode(&mut body, version).unwrap();
+    send_frame(socket, &body).await;
+    let mut frame = read_frame(socket).await?;
+    let header_version = if api == ApiKey::ApiVersions { 0 } else { api.response_header_version(version) };
+    let response_header = ResponseHeader::decode(&mut frame, header_version).unwrap();
+    assert_eq!(response_header.correlation_id, 42);
+    Some(frame)
+}
+
+async fn send_frame(socket: &mut TcpStream, body: &[u8]) {
+    socket.write_all(&(body.len() as i32).to_be_bytes()).await.unwrap();
+    socket.write_all(body).await.unwrap();
+}
+
+async fn read_frame(socket: &mut TcpStream) -> Option<Bytes> {
+    let mut len = [0u8; 4];
+    socket.read_exact(&mut len).await.ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    socket.read_exact(&mut body).await.ok()?;
+    Some(Bytes::from(body))
+}
+
+/// Whether the server closed the connection (rather than answering).
+async fn closed(socket: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(socket.read(&mut byte).await, Ok(0) | Err(_))
+}
+
+fn batch(values: &[&'static [u8]], compression: Compression) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // Offset minus sequence constant: the codec keeps them in one batch.
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::from_static(v)),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(&mut out, records.iter(), &RecordEncodeOptions { version: 2, compression }).unwrap();
+    out.freeze()
+}
+
+async fn produce(socket: &mut TcpStream, topic: &str, records: Bytes) -> (i16, i64) {
+    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
+    let topic = TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partition_data(vec![partition]);
+    let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![topic]);
+    let mut body = call(socket, ApiKey::Produce, 9, &request).await.unwrap();
+    let response = ProduceResponse::decode(&mut body, 9).unwrap();
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+async fn latest(socket: &mut TcpStream, topic: &str) -> i64 {
+    let partition = ListOffsetsPartition::default().with_partition_index(0).with_timestamp(-1);
+    let topic = ListOffsetsTopic::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partitions(vec![partition]);
+    let request = ListOffsetsRequest::default().with_topics(vec![topic]);
+    let mut body = call(socket, ApiKey::ListOffsets, 5, &request).await.unwrap();
+    let response = ListOffsetsResponse::decode(&mut body, 5).unwrap();
+    let p = &response.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.offset
+}
+
+#[tokio::test]
+async fn malformed_frames_and_unknown_apis_close_the_connection() {
+    let server = server().await;
+    for frame_len in [i32::MAX, -5, 3] {
+        let mut socket = connect(&server).await;
+        socket.write_all(&frame_len.to_be_bytes()).await.unwrap();
+        assert!(closed(&mut socket).await, "a frame of {frame_len} bytes must close the connection");
+    }
+    let mut socket = connect(&server).await;
+    send_frame(&mut socket, &[0x30, 0x39, 0, 0, 0, 0, 0, 1, 0, 0]).await;
+    assert!(closed(&mut socket).await, "unknown api key 12345");
+    // A known API at a version not served (Produce v2: before record batch v2).
+    let mut socket = connect(&server).await;
+    let header = RequestHeader::default().with_request_api_key(ApiKey::Produce as i16).with_request_api_version(2);
+    let mut request = BytesMut::new();
+    header.encode(&mut request, 1).unwrap();
+    request.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 0]);
+    send_frame(&mut socket, &request).await;
+    assert!(closed(&mut socket).await, "produce v2");
+    // A body that does not decode at its version.
+    let mut socket = connect(&server).await;
+    let header = RequestHeader::default().with_request_api_key(ApiKey::Metadata as i16).with_request_api_version(9);
+    let mut body = BytesMut::new();
+    header.encode(&mut body, ApiKey::Metadata.request_header_version(9)).unwrap();
+    body.extend_from_slice(&[0xff, 0xff, 0xff]);
+    send_frame(&mut socket, &body).await;
+    assert!(closed(&mut socket).await, "a truncated metadata body");
+    // The server is still there for everyone else.
+    let mut socket = connect(&server).await;
+    let mut body = call(&mut socket, ApiKey::Metadata, 9, &MetadataRequest::default()).await.unwrap();
+    assert!(MetadataResponse::decode(&mut body, 9).is_ok());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unsupported_api_versions_gets_version_0_with_the_list() {
+    let server = server().await;
+    let mut socket = connect(&server).await;
+    // Version 99's header is laid out as version 3's (flexible); its body is empty.
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::ApiVersions as i16)
+        .with_request_api_version(99)
+        .with_correlation_id(42);
+    let mut request = BytesMut::new();
+    header.encode(&mut request, ApiKey::ApiVersions.request_header_version(3)).unwrap();
+    ApiVersionsRequest::default().encode(&mut request, 3).unwrap();
+    send_frame(&mut socket, &request).await;
+    let mut body = read_frame(&mut socket).await.unwrap();
+    assert_eq!(ResponseHeader::decode(&mut body, 0).unwrap().correlation_id, 42);
+    let response = ApiVersionsResponse::decode(&mut body, 0).unwrap();
+    assert_eq!(response.error_code, ResponseError::UnsupportedVersion.code());
+    let produce = response.api_keys.iter().find(|k| k.api_key == ApiKey::Produce as i16).unwrap();
+    assert_eq!((produce.min_version, produce.max_version), (3, 11));
+    assert!(response.api_keys.iter().all(|k| k.api_key != ApiKey::EndTxn as i16), "transactions are not listed");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_batches_and_topics_get_their_error_codes_and_apply_nothing() {
+    let server = server().await;
+    let mut socket = connect(&server).await;
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("wire")))
+        .with_num_partitions(1)
+        .with_replication_factor(-1);
+    let invalid =
+        CreatableTopic::default().with_name(TopicName(StrBytes::from_static_str("no/slash"))).with_num_partitions(1);
+    let request = CreateTopicsRequest::default().with_topics(vec![topic, invalid]).with_timeout_ms(5000);
+    let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
+    let created = CreateTopicsResponse::decode(&mut body, 5).unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(created.topics[1].error_code, ResponseError::InvalidTopicException.code());
+
+    assert_eq!(produce(&mut socket, "wire", batch(&[b"a", b"b"], Compression::Gzip)).await, (0, 0));
+    // A flipped byte inside the batch fails its CRC.
+    let mut corrupt = batch(&[b"c", b"d"], Compression::None).to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x55;
+    assert_eq!(produce(&mut socket, "wire", Bytes::from(corrupt)).await.0, ResponseError::CorruptMessage.code());
+    // Two batches in one partition's records.
+    let mut two = batch(&[b"e"], Compression::None).to_vec();
+    two.extend_from_slice(&batch(&[b"f"], Compression::None));
+    assert_eq!(produce(&mut socket, "wire", Bytes::from(two)).await.0, ResponseError::InvalidRecord.code());
+    // A batch over max.message.bytes.
+    let big: &'static [u8] = Box::leak(vec![7u8; 1_100_000].into_boxed_slice());
+    assert_eq!(
+        produce(&mut socket, "wire", batch(&[big], Compression::None)).await.0,
+        ResponseError::MessageTooLarge.code()
+    );
+    // Garbage where the records go.
+    assert_eq!(
+        produce(&mut socket, "wire", Bytes::from_static(b"not a batch")).await.0,
+        ResponseError::CorruptMessage.code()
+    );
+    assert_eq!(
+        produce(&mut socket, "no-such-topic", batch(&[b"x"], Compression::None)).await.0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert_eq!(
+        produce(&mut socket, "bad/name", batch(&[b"x"], Compression::None)).await.0,
+        ResponseError::InvalidTopicException.code()
+    );
+    assert_eq!(latest(&mut socket, "wire").await, 2, "only the good batch was applied");
+    assert_eq!(produce(&mut socket, "wire", batch(&[b"g"], Compression::Lz4)).await, (0, 2));
+    server.stop().await;
+}
