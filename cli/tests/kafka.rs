@@ -169,3 +169,42 @@ fn kill_9_under_idempotent_producers_loses_and_duplicates_nothing() {
     eprintln!("{acked_before_kill} of {} records acked before the kill", 2 * COUNT);
     assert!(terminate(server).success());
 }
+
+/// Kafka's codec sizes an array from the length a request claims before reading it:
+/// requests claiming 2^31 and 2^32 elements close their connection, and the server
+/// (on jemalloc, which reserves such sizes without backing them) goes on serving.
+#[test]
+fn requests_claiming_huge_arrays_close_only_their_connection() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    // Metadata v1 (topics: a 4-byte length) and v9 (flexible: a varint length + 1).
+    let v1: Vec<u8> = [
+        &3i16.to_be_bytes()[..],
+        &1i16.to_be_bytes(),
+        &7i32.to_be_bytes(),
+        &(-1i16).to_be_bytes(),
+        &i32::MAX.to_be_bytes(),
+    ]
+    .concat();
+    let v9: Vec<u8> = [
+        &3i16.to_be_bytes()[..],
+        &9i16.to_be_bytes(),
+        &7i32.to_be_bytes(),
+        &(-1i16).to_be_bytes(),
+        &[0],
+        &[0xff, 0xff, 0xff, 0xff, 0x0f],
+    ]
+    .concat();
+    for body in [v1, v9] {
+        let mut socket = std::net::TcpStream::connect(&kafka).unwrap();
+        socket.write_all(&(body.len() as i32).to_be_bytes()).unwrap();
+        socket.write_all(&body).unwrap();
+        let mut rest = Vec::new();
+        socket.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "answered instead of closing: {rest:?}");
+    }
+    let create = run_script(&["-c", CREATE_TOPIC, &kafka, "still-up", "1"]);
+    assert!(create.contains("created"), "{create}");
+    assert!(terminate(server).success());
+}

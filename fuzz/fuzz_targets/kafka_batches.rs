@@ -1,0 +1,12 @@
+//! A produced partition's record batch on arbitrary bytes: the batch header, its CRC,
+//! decompression (every codec) and the records, turned into Shale records.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = shale_kafka::fuzz::decode_produced(data);
+});
