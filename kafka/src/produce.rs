@@ -99,7 +99,7 @@ async fn produce_partition(
     let base = i64::try_from(ack.start.seq_num).unwrap_or(i64::MAX);
     // A LogAppendTime topic's records all carry their arrival time; CreateTime topics
     // answer -1 as Kafka does.
-    let append_time = input_is_arrival(kafka, topic).await.then(|| ack.start.timestamp as i64);
+    let append_time = input_is_arrival(kafka, topic).await.then_some(ack.start.timestamp as i64);
     Ok((base, append_time))
 }
 

@@ -166,8 +166,8 @@ mod tests {
 
     #[test]
     fn keys_and_values_keep_null_apart_from_empty_through_a_round_trip() {
-        let cases: [(Option<&'static [u8]>, Option<&'static [u8]>); 4] =
-            [(None, None), (Some(b""), Some(b"")), (Some(b"k"), None), (None, Some(b"v"))];
+        type Field = Option<&'static [u8]>;
+        let cases: [(Field, Field); 4] = [(None, None), (Some(b""), Some(b"")), (Some(b"k"), None), (None, Some(b"v"))];
         for compression in
             [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
         {

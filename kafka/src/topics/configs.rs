@@ -19,6 +19,11 @@ use super::{partition_count, stream_of};
 use crate::error::code_of;
 use crate::Kafka;
 
+/// Settings as `(name, value)`; `None` resets one to its default.
+type Settings = Vec<(String, Option<String>)>;
+/// A refusal: its error code and message.
+type Refused = (ResponseError, String);
+
 /// Kafka's resource type for topics in the config APIs.
 const TOPIC: i8 = 2;
 /// Config sources as DescribeConfigs reports them.
@@ -154,12 +159,7 @@ pub async fn describe_configs(kafka: &Kafka, request: DescribeConfigsRequest) ->
 }
 
 /// Applies `patch` to every partition of `topic`.
-async fn apply(
-    kafka: &Kafka,
-    topic: &str,
-    patch: StreamPatch,
-    validate_only: bool,
-) -> Result<(), (ResponseError, String)> {
+async fn apply(kafka: &Kafka, topic: &str, patch: StreamPatch, validate_only: bool) -> Result<(), Refused> {
     let partitions = partition_count(kafka, topic).await.map_err(|e| (code_of(&e), e.to_string()))?;
     if partitions == 0 {
         return Err((ResponseError::UnknownTopicOrPartition, format!("topic `{topic}` does not exist")));
@@ -179,7 +179,7 @@ async fn apply(
 }
 
 /// The patch a set of settings makes, after every other setting is reset (`reset`).
-fn patch_of(settings: Vec<(String, Option<String>)>, reset: bool) -> Result<StreamPatch, (ResponseError, String)> {
+fn patch_of(settings: Settings, reset: bool) -> Result<StreamPatch, Refused> {
     let mut patch = StreamPatch::default();
     if reset {
         patch = merge(patch, setting("retention.ms", None).map_err(invalid)?);
@@ -191,7 +191,7 @@ fn patch_of(settings: Vec<(String, Option<String>)>, reset: bool) -> Result<Stre
     Ok(patch)
 }
 
-fn invalid(message: String) -> (ResponseError, String) {
+fn invalid(message: String) -> Refused {
     (ResponseError::InvalidConfig, message)
 }
 
@@ -202,7 +202,7 @@ fn merge(mut into: StreamPatch, from: StreamPatch) -> StreamPatch {
 }
 
 /// The error fields of one resource's answer.
-fn outcome(result: Result<(), (ResponseError, String)>) -> (i16, Option<StrBytes>) {
+fn outcome(result: Result<(), Refused>) -> (i16, Option<StrBytes>) {
     match result {
         Ok(()) => (0, None),
         Err((error, message)) => (error.code(), Some(StrBytes::from_string(message))),
@@ -213,10 +213,10 @@ async fn alter_one(
     kafka: &Kafka,
     resource_type: i8,
     topic: &str,
-    settings: Result<Vec<(String, Option<String>)>, (ResponseError, String)>,
+    settings: Result<Settings, Refused>,
     reset: bool,
     validate_only: bool,
-) -> Result<(), (ResponseError, String)> {
+) -> Result<(), Refused> {
     if resource_type != TOPIC {
         return Err((ResponseError::InvalidRequest, "only topic configs can be changed".into()));
     }
