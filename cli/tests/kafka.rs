@@ -12,7 +12,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{python, spawn_started, start_field, terminate};
+use common::{python, shale, spawn_started, start_field, terminate};
 
 /// The Kafka basin `shale serve` creates by default.
 const BASIN: &str = "kafka-topics";
@@ -207,4 +207,20 @@ fn requests_claiming_huge_arrays_close_only_their_connection() {
     let create = run_script(&["-c", CREATE_TOPIC, &kafka, "still-up", "1"]);
     assert!(create.contains("created"), "{create}");
     assert!(terminate(server).success());
+}
+
+/// With access control on, Kafka clients would bypass every token: until SASL is built,
+/// such a start is refused with the reason.
+#[test]
+fn a_kafka_listener_is_refused_while_access_control_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = shale()
+        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env("SHALE_ROOT_TOKEN", "a-root-token-of-some-length")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the Kafka listener has no authentication yet"), "{stderr}");
 }
