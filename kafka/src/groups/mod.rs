@@ -182,8 +182,7 @@ fn joined(group: &Group, member_id: &str) -> JoinGroupResponse {
             .members
             .iter()
             .map(|(id, m)| {
-                let metadata =
-                    m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default();
+                let metadata = m.metadata_for(&protocol);
                 JoinGroupResponseMember::default()
                     .with_member_id(StrBytes::from_string(id.clone()))
                     .with_group_instance_id(m.group_instance_id.clone().map(StrBytes::from_string))
@@ -335,8 +334,7 @@ pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroups
                 .members
                 .iter()
                 .map(|(member_id, m)| {
-                    let metadata =
-                        m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default();
+                    let metadata = m.metadata_for(&protocol);
                     DescribedGroupMember::default()
                         .with_member_id(StrBytes::from_string(member_id.clone()))
                         .with_group_instance_id(m.group_instance_id.clone().map(StrBytes::from_string))

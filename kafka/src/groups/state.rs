@@ -44,6 +44,13 @@ pub struct Member {
     pub joined: bool,
 }
 
+impl Member {
+    /// What the member sent for `protocol` (its subscription, for the leader to assign).
+    pub fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols.iter().find(|(name, _)| name == protocol).map(|(_, m)| m.clone()).unwrap_or_default()
+    }
+}
+
 #[derive(Debug)]
 pub struct Group {
     pub phase: Phase,
