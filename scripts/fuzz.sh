@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
 # Runs every fuzz target in fuzz/ for SECONDS each (default 60): the segment decoder, S2S
-# frames, protobuf and JSON request bodies, read queries. The Kafka targets (kafka_requests,
-# kafka_batches) run when named: `scripts/fuzz.sh 600 kafka_requests kafka_batches`.
-# Installs cargo-fuzz if needed.
+# frames, protobuf and JSON request bodies, read queries, Kafka requests and batches. Installs cargo-fuzz if needed.
 # The toolchain is stable, so its unstable flags are allowed with RUSTC_BOOTSTRAP; no
 # sanitizer (a panic is what the targets look for). A crash fails the run and leaves the
 # input under fuzz/artifacts/<target>/.
@@ -13,7 +11,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(segment s2s_frames protobuf_append json_bodies read_query)
+  targets=(segment s2s_frames protobuf_append json_bodies read_query kafka_requests kafka_batches)
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install --locked cargo-fuzz --version 0.13.2
