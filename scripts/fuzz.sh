@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target in fuzz/ for SECONDS each (default 60): the segment decoder, S2S
-# frames, protobuf and JSON request bodies, read queries, Kafka requests and batches. Installs cargo-fuzz if needed.
+# frames, protobuf and JSON request bodies, read queries, Kafka requests and batches.
+# Installs cargo-fuzz if needed.
 # The toolchain is stable, so its unstable flags are allowed with RUSTC_BOOTSTRAP; no
 # sanitizer (a panic is what the targets look for). A crash fails the run and leaves the
 # input under fuzz/artifacts/<target>/.
