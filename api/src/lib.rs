@@ -18,6 +18,7 @@
 //! - `error`: [`ApiError`].
 
 pub mod auth;
+mod capped;
 mod coalesce;
 mod error;
 mod grpc;

@@ -40,7 +40,7 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
 impl Conn {
     /// `stream` as it is, or after a TLS handshake when `tls` is given.
-    pub async fn open(stream: crate::listener::CappedStream, tls: Option<&TlsAcceptor>) -> std::io::Result<Conn> {
+    pub async fn open(stream: crate::capped::CappedStream, tls: Option<&TlsAcceptor>) -> std::io::Result<Conn> {
         use tonic::transport::server::Connected;
         let info = stream.connect_info();
         let io: Box<dyn Io> = match tls {

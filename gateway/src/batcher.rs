@@ -10,35 +10,14 @@ use std::time::Instant;
 use shale_metadata_contract::AppendAck;
 use shale_storage::object_store::ObjectStore;
 use shale_storage::Clock;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::append::{encode, AppendInput, EncodedAppend};
+use crate::append::{encode, AppendInput};
 use crate::pipeline::{run_committer, Sealed};
+use crate::unit::{PendingUnit, Shared};
 use crate::{GatewayConfig, GatewayError, GatewayMetrics};
 use shale_metadata_contract::MetadataApi;
-
-pub(crate) type Reply = oneshot::Sender<Result<Vec<AppendAck>, GatewayError>>;
-
-/// Appends that must commit together, waiting for a segment.
-pub(crate) struct PendingUnit {
-    /// Submission order: ids grow with each `submit`.
-    pub id: u64,
-    pub appends: Vec<EncodedAppend>,
-    pub reply: Reply,
-    pub bytes: usize,
-    pub _permit: OwnedSemaphorePermit,
-}
-
-/// State the gateway handle, batcher and committer share.
-pub(crate) struct Shared {
-    pub config: GatewayConfig,
-    pub clock: Arc<dyn Clock>,
-    pub store: Arc<dyn ObjectStore>,
-    pub metrics: Arc<GatewayMetrics>,
-    /// Highest unit id handed out by `submit`: a failure poisons its streams up to here.
-    pub last_submitted: AtomicU64,
-}
 
 /// The acks of a submitted append, once it is committed.
 pub struct PendingAppend(Pin<Box<dyn Future<Output = Result<Vec<AppendAck>, GatewayError>> + Send>>);

@@ -10,7 +10,7 @@
 //!
 //! Modules: `config` (knobs and their costs), `append` (validation and encoding),
 //! `batcher` (the open segment and when to seal), `pipeline` (upload and ordered commit),
-//! `metrics`, `error`.
+//! `unit` (what those two share), `metrics`, `error`.
 
 mod append;
 mod batcher;
@@ -18,6 +18,7 @@ mod config;
 mod error;
 mod metrics;
 mod pipeline;
+mod unit;
 
 pub use append::{AppendInput, BatchLimits};
 pub use batcher::{Gateway, PendingAppend};

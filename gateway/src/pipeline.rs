@@ -15,7 +15,7 @@ use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::batcher::{PendingUnit, Shared};
+use crate::unit::{PendingUnit, Shared};
 use crate::GatewayError;
 use shale_metadata_contract::MetadataApi;
 use shale_proto::segment::object_path as segment_path;

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::{produce, topics, Kafka, KafkaConfig, KafkaError};
+use crate::{topics, Kafka, KafkaConfig, KafkaError};
 
 /// The id clients know this broker by.
 const NODE_ID: i32 = 0;
@@ -47,18 +47,6 @@ impl Node {
     }
 }
 
-/// A topic's id: derived from its name, so every process gives the same one. (A topic
-/// deleted and created again keeps its id.)
-pub fn topic_id(name: &str) -> uuid::Uuid {
-    // FNV-1a over the name, twice with different seeds, for 128 bits.
-    let hash = |seed: u64| name.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    let (high, low) = (hash(0xcbf2_9ce4_8422_2325), hash(0x8422_2325_cbf2_9ce4));
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&high.to_be_bytes());
-    bytes[8..].copy_from_slice(&low.to_be_bytes());
-    uuid::Builder::from_random_bytes(bytes).into_uuid()
-}
-
 fn broker(kafka: &Kafka) -> MetadataResponseBroker {
     MetadataResponseBroker::default()
         .with_node_id(BrokerId(NODE_ID))
@@ -79,7 +67,7 @@ fn topic_answer(name: &str, partitions: u32) -> MetadataResponseTopic {
         .collect();
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
-        .with_topic_id(topic_id(name))
+        .with_topic_id(topics::topic_id(name))
         .with_partitions(partitions)
 }
 
@@ -120,7 +108,7 @@ async fn one_topic(kafka: &Kafka, name: TopicName, auto_create: bool) -> Metadat
         return topic_error(name, ResponseError::InvalidTopicException);
     }
     match topics::partition_count(kafka, &topic).await {
-        Ok(0) if auto_create => match produce::auto_create(kafka, &topic, 0).await {
+        Ok(0) if auto_create => match topics::auto_create(kafka, &topic, 0).await {
             // Kafka answers LEADER_NOT_AVAILABLE while a new topic's partitions settle;
             // here they are there at once.
             Ok(()) => topic_answer(&topic, kafka.config.default_partitions),

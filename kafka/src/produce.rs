@@ -90,7 +90,7 @@ async fn produce_partition(
     let input = append_input(kafka, topic, partition, batch);
     let ack = match kafka.service.append(input.clone()).await {
         Err(e) if is_missing_stream(&e) && kafka.config.auto_create_topics => {
-            auto_create(kafka, topic, partition).await?;
+            topics::auto_create(kafka, topic, partition).await?;
             kafka.service.append(input).await
         }
         other => other,
@@ -125,21 +125,6 @@ pub const KAFKA_BATCH_LIMITS: BatchLimits = BatchLimits { records: 200_000, mete
 
 pub fn is_missing_stream(error: &ServiceError) -> bool {
     matches!(error.metadata(), Some(MetadataError::StreamNotFound { .. }))
-}
-
-/// Creates a topic that a produce or metadata request named, with the default
-/// partition count; a partition past that count stays unknown.
-pub async fn auto_create(kafka: &Kafka, topic: &str, partition: i32) -> Result<(), (ResponseError, String)> {
-    let unknown =
-        || (ResponseError::UnknownTopicOrPartition, format!("partition {partition} of topic `{topic}` does not exist"));
-    let service_error = |e: ServiceError| (crate::error::code_of(&e), e.to_string());
-    let existing = topics::partition_count(kafka, topic).await.map_err(service_error)?;
-    if existing > 0 || partition < 0 || partition as u32 >= kafka.config.default_partitions {
-        return Err(unknown());
-    }
-    topics::create_topic(kafka, topic, kafka.config.default_partitions, &Default::default())
-        .await
-        .map_err(service_error)
 }
 
 /// Whether the topic's partitions take arrival timestamps (LogAppendTime). Asked only

@@ -174,7 +174,7 @@ pub async fn create(kafka: &Kafka, request: CreateTopicsRequest) -> CreateTopics
         results.push(match outcome {
             Ok(()) => CreatableTopicResult::default()
                 .with_name(topic.name)
-                .with_topic_id(crate::cluster::topic_id(&name))
+                .with_topic_id(topic_id(&name))
                 .with_num_partitions(partitions as i32)
                 .with_replication_factor(1),
             Err((error, message)) => error_result(topic.name, error, message),
@@ -189,8 +189,7 @@ pub async fn delete(kafka: &Kafka, request: DeleteTopicsRequest, version: i16) -
     let mut responses = Vec::new();
     for name in names {
         let topic = name.0.to_string();
-        let result =
-            DeletableTopicResult::default().with_name(Some(name)).with_topic_id(crate::cluster::topic_id(&topic));
+        let result = DeletableTopicResult::default().with_name(Some(name)).with_topic_id(topic_id(&topic));
         let error = match delete_topic(kafka, &topic).await {
             Ok(true) => None,
             Ok(false) => {
@@ -262,6 +261,31 @@ async fn add_partitions(
     }
     let config = kafka.service.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await.map_err(service_error)?;
     create_range(kafka, topic, current, count as u32, &config).await.map_err(service_error)
+}
+
+/// A topic's id: derived from its name, so every process gives the same one. (A topic
+/// deleted and created again keeps its id.)
+pub fn topic_id(name: &str) -> uuid::Uuid {
+    // FNV-1a over the name, twice with different seeds, for 128 bits.
+    let hash = |seed: u64| name.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let (high, low) = (hash(0xcbf2_9ce4_8422_2325), hash(0x8422_2325_cbf2_9ce4));
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&high.to_be_bytes());
+    bytes[8..].copy_from_slice(&low.to_be_bytes());
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
+/// Creates a topic that a produce or metadata request named, with the default
+/// partition count; a partition past that count stays unknown.
+pub async fn auto_create(kafka: &Kafka, topic: &str, partition: i32) -> Result<(), (ResponseError, String)> {
+    let unknown =
+        || (ResponseError::UnknownTopicOrPartition, format!("partition {partition} of topic `{topic}` does not exist"));
+    let service_error = |e: ServiceError| (crate::error::code_of(&e), e.to_string());
+    let existing = partition_count(kafka, topic).await.map_err(service_error)?;
+    if existing > 0 || partition < 0 || partition as u32 >= kafka.config.default_partitions {
+        return Err(unknown());
+    }
+    create_topic(kafka, topic, kafka.config.default_partitions, &Default::default()).await.map_err(service_error)
 }
 
 #[cfg(test)]

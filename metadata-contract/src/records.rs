@@ -8,8 +8,8 @@ use shale_proto::metadata_rpc as pb;
 use shale_proto::TimestampingMode;
 
 use crate::{
-    BasinConfig, BasinPatch, BasinRecord, DeleteOnEmpty, MetadataError, Result, RetentionPolicy, StreamConfig,
-    StreamPatch, StreamRecord, TimestampingConfig,
+    AccessTokenRecord, BasinConfig, BasinPatch, BasinRecord, ConsumerPosition, DeleteOnEmpty, MetadataError, Result,
+    RetentionPolicy, StreamConfig, StreamPatch, StreamRecord, TimestampingConfig,
 };
 
 /// The first byte of a stored record in the protobuf format.
@@ -72,21 +72,21 @@ impl Stored for BasinRecord {
 /// Access tokens were stored in the protobuf format from the start.
 impl Stored for crate::AccessTokenRecord {
     fn to_stored(&self) -> Vec<u8> {
-        encode_stored(crate::wire_catalog::token_to_wire(self))
+        encode_stored(token_to_wire(self))
     }
 
     fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
-        decode_v1::<pb::AccessTokenRecord>(key, bytes).map(crate::wire_catalog::token_from_wire)
+        decode_v1::<pb::AccessTokenRecord>(key, bytes).map(token_from_wire)
     }
 }
 
 impl Stored for crate::ConsumerPosition {
     fn to_stored(&self) -> Vec<u8> {
-        encode_stored(crate::wire_catalog::consumer_to_wire(self))
+        encode_stored(consumer_to_wire(self))
     }
 
     fn from_stored(key: &[u8], bytes: &[u8]) -> Result<Self> {
-        decode_v1::<pb::ConsumerPosition>(key, bytes).map(crate::wire_catalog::consumer_from_wire)
+        decode_v1::<pb::ConsumerPosition>(key, bytes).map(consumer_from_wire)
     }
 }
 
@@ -392,6 +392,34 @@ mod legacy {
                 delete_on_empty: self.delete_on_empty.map(|d| crate::DeleteOnEmpty { min_age_secs: d.min_age_secs }),
             }
         }
+    }
+}
+
+pub fn token_to_wire(record: &AccessTokenRecord) -> pb::AccessTokenRecord {
+    pb::AccessTokenRecord { id: record.id.clone(), secret_hash: record.secret_hash.clone(), info: record.info.clone() }
+}
+
+pub fn token_from_wire(record: pb::AccessTokenRecord) -> AccessTokenRecord {
+    AccessTokenRecord { id: record.id, secret_hash: record.secret_hash, info: record.info }
+}
+
+pub fn consumer_to_wire(position: &ConsumerPosition) -> pb::ConsumerPosition {
+    pb::ConsumerPosition {
+        basin: position.basin.clone(),
+        stream: position.stream.clone(),
+        name: position.name.clone(),
+        seq_num: position.seq_num,
+        updated_ms: position.updated_ms,
+    }
+}
+
+pub fn consumer_from_wire(position: pb::ConsumerPosition) -> ConsumerPosition {
+    ConsumerPosition {
+        basin: position.basin,
+        stream: position.stream,
+        name: position.name,
+        seq_num: position.seq_num,
+        updated_ms: position.updated_ms,
     }
 }
 

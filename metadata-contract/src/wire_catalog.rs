@@ -3,11 +3,12 @@
 use shale_proto::metadata_rpc as pb;
 
 use crate::records;
+use crate::records::{consumer_from_wire, consumer_to_wire, token_from_wire, token_to_wire};
 use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
-    AccessTokenRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ConsumerPosition, IndexEntry,
-    ListPage, Replacement, Result, StreamInfo, StreamSummary,
+    CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement, Result, StreamInfo,
+    StreamSummary,
 };
 
 pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
@@ -182,14 +183,6 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
     })
 }
 
-pub(crate) fn token_to_wire(record: &AccessTokenRecord) -> pb::AccessTokenRecord {
-    pb::AccessTokenRecord { id: record.id.clone(), secret_hash: record.secret_hash.clone(), info: record.info.clone() }
-}
-
-pub(crate) fn token_from_wire(record: pb::AccessTokenRecord) -> AccessTokenRecord {
-    AccessTokenRecord { id: record.id, secret_hash: record.secret_hash, info: record.info }
-}
-
 fn entry(bytes: &[u8]) -> Result<IndexEntry> {
     IndexEntry::decode(bytes).ok_or_else(|| malformed("index entry"))
 }
@@ -329,30 +322,10 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
     })
 }
 
-pub fn consumer_to_wire(position: &ConsumerPosition) -> pb::ConsumerPosition {
-    pb::ConsumerPosition {
-        basin: position.basin.clone(),
-        stream: position.stream.clone(),
-        name: position.name.clone(),
-        seq_num: position.seq_num,
-        updated_ms: position.updated_ms,
-    }
-}
-
-pub fn consumer_from_wire(position: pb::ConsumerPosition) -> ConsumerPosition {
-    ConsumerPosition {
-        basin: position.basin,
-        stream: position.stream,
-        name: position.name,
-        seq_num: position.seq_num,
-        updated_ms: position.updated_ms,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BasinConfig, StreamConfig};
+    use crate::{AccessTokenRecord, BasinConfig, ConsumerPosition, StreamConfig};
     use shale_proto::{TimestampPolicy, TimestampingMode};
 
     fn entry(first_seq: u64) -> IndexEntry {

@@ -24,6 +24,13 @@ pub enum ReadStart {
     TailOffset(u64),
 }
 
+/// A read that names no start begins at the tail (it waits for new records), as in S2.
+impl Default for ReadStart {
+    fn default() -> Self {
+        ReadStart::TailOffset(0)
+    }
+}
+
 /// Bounds on one read; unset means S2's maximum (1000 records, 1 MiB).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadLimits {

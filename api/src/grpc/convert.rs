@@ -49,7 +49,7 @@ pub fn read_response(records: &[SequencedRecord], tail: Position) -> pb::ReadRes
 
 pub fn read_request(request: pb::ReadRequest) -> ReadRequest {
     let start = match request.start {
-        None => ReadStart::TailOffset(0),
+        None => ReadStart::default(),
         Some(pb::read_request::Start::SeqNum(seq)) => ReadStart::SeqNum(seq),
         Some(pb::read_request::Start::Timestamp(ts)) => ReadStart::Timestamp(ts),
         Some(pb::read_request::Start::TailOffset(offset)) => ReadStart::TailOffset(offset),

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use prost::Message;
 
 use super::config::{BasinConfigJson, BasinPatchJson, StreamConfigJson};
-use super::records::read_params;
+use super::read_params::read_params;
 use super::s2s::{append_input, decode_frame};
 use super::wire::{config_body, json_body, AppendInputJson, Format};
 

@@ -14,6 +14,7 @@ mod consumers;
 pub mod fuzz;
 mod query;
 mod read_batch;
+mod read_params;
 mod records;
 mod s2s;
 mod sse;

@@ -3,8 +3,6 @@
 //! Stream names may contain `/`, so the path is split on the raw (still percent-encoded)
 //! URI: the first segment is the stream, the rest picks the endpoint.
 
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method};
@@ -13,16 +11,16 @@ use axum::Json;
 use prost::Message;
 use serde_json::json;
 use shale_gateway::AppendInput;
-use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
 use super::consumers;
 use super::query::{percent_decode, Query};
+use super::read_params::read_params;
 use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
 use super::{s2s, sse, streams};
 use crate::{ApiError, Caller, Http};
 use shale_service::producer_stamp;
+use shale_service::Service;
 use shale_service::ServiceError;
-use shale_service::{ReadSessionRequest, Service};
 
 /// Largest request body read whole: S2's largest append (1 MiB metered) as JSON with
 /// every byte escaped (`\u0000` is 6 bytes) fits, with room to spare.
@@ -154,53 +152,6 @@ async fn append(
         return Ok(protobuf_response(&s2s::append_ack(ack)));
     }
     Ok(Json(AppendAckJson::from(ack)).into_response())
-}
-
-/// A read's parameters as S2's query string gives them.
-pub struct ReadParams {
-    pub request: ReadRequest,
-    pub format: Format,
-    /// `wait` as given: on a session (SSE or S2S) it bounds how long to follow once
-    /// caught up; absent, the session follows forever.
-    pub session_wait: Option<Duration>,
-}
-
-impl ReadParams {
-    pub fn session(self) -> ReadSessionRequest {
-        ReadSessionRequest { read: self.request, idle_limit: self.session_wait, resumed_after: (0, 0) }
-    }
-}
-
-pub fn read_params(
-    basin: String,
-    stream: String,
-    headers: &HeaderMap,
-    query: Option<&str>,
-) -> Result<ReadParams, ApiError> {
-    let query =
-        Query::parse(query, &["seq_num", "timestamp", "tail_offset", "count", "bytes", "until", "clamp", "wait"])?;
-    let starts = [
-        query.number::<u64>("seq_num")?.map(ReadStart::SeqNum),
-        query.number::<u64>("timestamp")?.map(ReadStart::Timestamp),
-        query.number::<u64>("tail_offset")?.map(ReadStart::TailOffset),
-    ];
-    let mut given = starts.into_iter().flatten();
-    // S2 reads from the tail when no start is given.
-    let start = given.next().unwrap_or(ReadStart::TailOffset(0));
-    if given.next().is_some() {
-        return Err(ApiError::bad("give at most one of seq_num, timestamp and tail_offset"));
-    }
-    let session_wait = query.number::<u64>("wait")?.map(Duration::from_secs);
-    let request = ReadRequest {
-        basin,
-        stream,
-        start,
-        limits: ReadLimits { count: query.number("count")?, bytes: query.number("bytes")? },
-        until: query.number("until")?,
-        clamp: query.boolean("clamp")?.unwrap_or(false),
-        wait: session_wait.unwrap_or_default(),
-    };
-    Ok(ReadParams { request, format: Format::from_headers(headers)?, session_wait })
 }
 
 async fn read(

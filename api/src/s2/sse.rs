@@ -12,7 +12,7 @@ use serde_json::json;
 use shale_reader::ReadStart;
 use shale_storage::Clock;
 
-use super::records::ReadParams;
+use super::read_params::ReadParams;
 use super::wire::{Format, ReadBatchJson};
 use crate::ApiError;
 use shale_service::{FollowEvent, Follower, Service};

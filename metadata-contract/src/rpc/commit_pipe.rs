@@ -16,7 +16,7 @@ use shale_proto::metadata_rpc as pb;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::client::{moves_on, Inner};
+use super::connection::{moves_on, Connection};
 use crate::wire::{commit_outcomes_from_wire, error_from_wire};
 use crate::{MetadataError, Result, UnitOutcome};
 
@@ -42,7 +42,7 @@ enum Broken {
     Idle,
 }
 
-pub(crate) async fn run(inner: Arc<Inner>, mut calls: mpsc::UnboundedReceiver<Call>) {
+pub(crate) async fn run(inner: Arc<Connection>, mut calls: mpsc::UnboundedReceiver<Call>) {
     let mut unanswered: VecDeque<Unanswered> = VecDeque::new();
     loop {
         if unanswered.is_empty() {
@@ -62,7 +62,7 @@ pub(crate) async fn run(inner: Arc<Inner>, mut calls: mpsc::UnboundedReceiver<Ca
             None => "no metadata address accepted a connection".to_string(),
         };
         give_up_on_expired(&inner, &mut unanswered, &failure);
-        tokio::time::sleep(super::client::RETRY_PAUSE).await;
+        tokio::time::sleep(super::connection::RETRY_PAUSE).await;
     }
 }
 
@@ -72,7 +72,7 @@ fn queued(call: Call) -> Unanswered {
 
 /// Fails the oldest calls once they have waited past the failover timeout, with every
 /// call behind them (they were ordered after it).
-fn give_up_on_expired(inner: &Inner, unanswered: &mut VecDeque<Unanswered>, failure: &str) {
+fn give_up_on_expired(inner: &Connection, unanswered: &mut VecDeque<Unanswered>, failure: &str) {
     let expired = unanswered.front().is_some_and(|call| call.queued_at.elapsed() >= inner.config.failover_timeout);
     if expired {
         tracing::warn!(calls = unanswered.len(), failure, "commit pipeline gave up");
@@ -85,8 +85,8 @@ fn give_up_on_expired(inner: &Inner, unanswered: &mut VecDeque<Unanswered>, fail
 /// Runs one stream: resends the unanswered calls, then sends new ones as they come and
 /// resolves answers in order, until the stream breaks.
 async fn pump(
-    inner: &Inner,
-    mut client: super::client::Client,
+    inner: &Connection,
+    mut client: super::connection::Client,
     unanswered: &mut VecDeque<Unanswered>,
     calls: &mut mpsc::UnboundedReceiver<Call>,
 ) -> Broken {

@@ -4,8 +4,10 @@
 
 mod client;
 mod commit_pipe;
+mod connection;
 
-pub use client::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata};
+pub use client::RemoteMetadata;
+pub use connection::{BearerToken, ClusterToken, RemoteConfig};
 
 /// Commit requests carry one entry per append; allow large groups.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
