@@ -101,7 +101,7 @@ mod tests {
         };
         assert!(value("process_resident_memory_bytes") > 1e6, "{out}");
         assert!(value("process_threads") >= 1.0 && value("process_open_fds") >= 3.0, "{out}");
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        let now = shale_storage::Clock::now_ms(&shale_storage::SystemClock) as f64 / 1000.0;
         let started = value("process_start_time_seconds");
         assert!(started <= now + 1.0 && started > now - 86_400.0 * 30.0, "{started} vs {now}");
         assert!(value("process_cpu_seconds_total") >= 0.0);

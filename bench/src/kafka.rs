@@ -7,7 +7,9 @@
 //! (from the server's `/metrics`) and the server's CPU seconds per GiB (`--server-pid`).
 //! Loopback only.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;

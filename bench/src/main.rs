@@ -17,7 +17,9 @@
 mod client;
 mod workloads;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use anyhow::bail;
 use clap::Parser;

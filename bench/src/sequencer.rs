@@ -12,7 +12,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use clap::Parser;
 use shale_metadata::{
@@ -169,7 +171,7 @@ async fn run_level(
 
 fn one_append(stream: usize) -> CommitRequest {
     CommitRequest {
-        segment_id: ulid::Ulid::new().0,
+        segment_id: shale_storage::ids::segment_id(&shale_storage::SystemClock),
         units: vec![CommitUnit {
             appends: vec![CommitAppend {
                 basin: BASIN.into(),

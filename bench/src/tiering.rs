@@ -13,7 +13,9 @@
 //! repeated bytes would).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use clap::Parser;

@@ -1,6 +1,8 @@
 //! The workloads. Each returns its figures as JSON.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use std::sync::{Arc, Mutex};
 
@@ -56,7 +58,7 @@ pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
     let deadline = started + Duration::from_secs(args.seconds);
     let per_producer_interval = args.rate.map(|rate| Duration::from_secs_f64(args.producers as f64 / rate));
     // Unique per run, so a producer never meets the state an earlier run left.
-    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+    let run = shale_storage::Clock::now_ms(&shale_storage::SystemClock);
     let mut tasks = Vec::new();
     for p in 0..args.producers {
         let (client, mut body, streams, idempotent) = (client.clone(), body.clone(), args.streams, args.idempotent);
@@ -70,7 +72,7 @@ pub async fn throughput(client: &Client, args: &Args) -> anyhow::Result<Value> {
             }
             while Instant::now() < deadline {
                 if let Some(interval) = per_producer_interval {
-                    tokio::time::sleep_until(next_send.into()).await;
+                    tokio::time::sleep_until(next_send).await;
                     next_send += interval;
                 }
                 let stream = i % streams;

@@ -6,7 +6,9 @@
 
 use std::collections::VecDeque;
 use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use clap::Args;
 use shale_proto::grpc as pb;
@@ -59,7 +61,10 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Reads records from stdin and appends them; see the module doc.
 pub async fn append(args: AppendArgs) -> Result<(), Failure> {
     let (basin, stream) = split_target(&args.target)?;
-    let producer_id = args.producer_id.clone().unwrap_or_else(|| format!("cli-{}", ulid::Ulid::new()));
+    let producer_id = args
+        .producer_id
+        .clone()
+        .unwrap_or_else(|| format!("cli-{}", shale_storage::ids::unique_id(&shale_storage::SystemClock)));
     let (batches_tx, batches) = mpsc::channel(1);
     let reader = tokio::spawn(read_batches(args.format, batches_tx));
     let mut run = Run {

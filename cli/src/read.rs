@@ -157,8 +157,8 @@ fn start(args: &ReadArgs) -> pb::read_request::Start {
     } else if let Some(timestamp) = args.timestamp {
         Start::Timestamp(timestamp)
     } else if let Some(ago) = args.ago {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Start::Timestamp(now.saturating_sub(ago).as_millis() as u64)
+        let now_ms = shale_storage::Clock::now_ms(&shale_storage::SystemClock);
+        Start::Timestamp(now_ms.saturating_sub(ago.as_millis() as u64))
     } else {
         Start::TailOffset(args.tail_offset.unwrap_or(0))
     }

@@ -7,7 +7,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use common::cluster::Cluster;
 use common::terminate;

@@ -10,7 +10,9 @@ mod common;
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use common::{python, shale, spawn_started, start_field, terminate};
 

@@ -161,7 +161,10 @@ enum Victim {
 /// `victim` killed halfway, then checks every stream's history; returns the store faults the
 /// surviving processes injected.
 async fn run_and_check(toml: &str, victim: Victim) -> u64 {
-    let seed: u64 = std::env::var("SHALE_HISTORY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    let seed: u64 = std::env::var("SHALE_HISTORY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| shale_storage::ids::random_in(0..u64::MAX));
     println!("history seed {seed} (SHALE_HISTORY_SEED={seed} replays the choices)");
     let toml = toml.replace("SEED", &seed.to_string());
     let mut cluster = Cluster::new(&toml).await;

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::cluster::wait_until;
 use common::{python, shale, spawn, terminate};
-use rand::Rng;
 use serde_json::{json, Value};
 use shale_tests::tables::read_table;
 
@@ -46,7 +45,6 @@ async fn tiering_through_kill_9_keeps_every_record_once() {
     let basin = json!({ "basin": BASIN, "config": { "create_stream_on_append": true, "tables": { "after_secs": 0 } } });
     assert_eq!(client.post(format!("{http}/v1/basins")).json(&basin).send().await.unwrap().status(), 201);
 
-    let mut rng = rand::rng();
     for round in 0..ROUNDS {
         for stream in 0..STREAMS {
             let records: Vec<Value> = (0..PER_ROUND)
@@ -57,7 +55,7 @@ async fn tiering_through_kill_9_keeps_every_record_once() {
             assert_eq!(appended.await.unwrap().status(), 200);
         }
         // Tiering passes run every 100 ms: the kill lands before, during or after one.
-        tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
+        tokio::time::sleep(Duration::from_millis(shale_storage::ids::random_in(0..400))).await;
         server.kill().unwrap();
         server.wait().unwrap();
         (server, http, grpc) = serve(dir.path());

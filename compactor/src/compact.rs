@@ -94,7 +94,7 @@ impl Compactor {
         }
         // Stamped just before the upload: metadata refuses commits of objects older than
         // its max_commit_age, which is what lets orphan collection delete unclaimed ones.
-        let segment_id = ulid::Ulid::from_parts(self.clock.now_ms(), rand::random::<u128>()).0;
+        let segment_id = shale_storage::ids::segment_id(self.clock.as_ref());
         for replacement in &mut replacements {
             replacement.new.segment_id = segment_id;
         }

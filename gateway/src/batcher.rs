@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use shale_metadata_contract::AppendAck;
 use shale_storage::object_store::ObjectStore;
@@ -184,7 +184,7 @@ impl Batcher {
                 },
                 _ = sleep_until(deadline), if deadline.is_some() => {}
             }
-            let now = tokio::time::Instant::now();
+            let now = Instant::now();
             if self.due(now) || (!receiving && self.in_flight < max_inflight) {
                 self.seal();
             }
@@ -223,7 +223,7 @@ impl Batcher {
 
     fn add(&mut self, unit: PendingUnit) {
         self.open.bytes += unit.bytes;
-        self.open.opened_at.get_or_insert_with(tokio::time::Instant::now);
+        self.open.opened_at.get_or_insert_with(Instant::now);
         self.open.units.push(unit);
     }
 
@@ -231,7 +231,7 @@ impl Batcher {
     /// greater than the previous one even within one millisecond, so one gateway's
     /// segments sort in seal order (compaction takes the oldest segments first).
     fn next_segment_id(&mut self) -> u128 {
-        let fresh = ulid::Ulid::from_parts(self.shared.clock.now_ms(), rand::random::<u128>()).0;
+        let fresh = shale_storage::ids::segment_id(self.shared.clock.as_ref());
         self.last_segment_id = fresh.max(self.last_segment_id.saturating_add(1));
         self.last_segment_id
     }
@@ -242,7 +242,7 @@ impl Batcher {
             return;
         }
         let open = std::mem::take(&mut self.open);
-        self.last_seal = Some(tokio::time::Instant::now());
+        self.last_seal = Some(Instant::now());
         let segment_id = self.next_segment_id();
         let metrics = &self.shared.metrics;
         metrics.segments_sealed.fetch_add(1, Ordering::Relaxed);

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use shale_metadata_contract::{
@@ -83,7 +83,7 @@ pub(crate) async fn run_committer(
     let seen_through = Arc::new(AtomicU64::new(0));
     let (in_flight, to_ack) = mpsc::channel(shared.config.max_inflight_segments);
     let acker = tokio::spawn(run_acker(to_ack, poisoned.clone(), seen_through.clone(), done, shared.clone()));
-    let pipeline = ulid::Ulid::new().0;
+    let pipeline = shale_storage::ids::unique_id(shared.clock.as_ref()).0;
     let mut seq = 0;
     let mut carried: Option<Sealed> = None;
     loop {

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
-use rand::Rng;
 use shale_storage::Clock;
 
 use crate::Kafka;
@@ -21,7 +20,7 @@ pub struct ProducerIds {
 
 impl ProducerIds {
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self { clock, counter: AtomicU64::new(rand::rng().random::<u16>().into()) }
+        Self { clock, counter: AtomicU64::new(shale_storage::ids::random_in(0..1 << 16)) }
     }
 
     /// A fresh producer id: positive, and unique as long as fewer than 65,536 are

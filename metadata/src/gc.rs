@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn only_segment_objects_are_candidates() {
-        let id = ulid::Ulid::new();
+        let id = shale_storage::ids::unique_id(&shale_storage::SystemClock);
         assert_eq!(segment_id_of(&Path::from(format!("segments/{id}.seg"))), Some(id.0));
         assert_eq!(segment_id_of(&Path::from("segments/notes.txt")), None);
         assert_eq!(segment_id_of(&Path::from("segments/xyz.seg")), None);

@@ -274,11 +274,12 @@ impl Metadata {
         let commit_stats = Arc::new(CommitStats::default());
         let durability = DurabilityQueue::start(db.clone(), tails.clone(), halt.clone(), commit_stats.clone());
         let streams = moka::sync::Cache::new(config.sequencer_streams);
+        let instance = shale_storage::ids::unique_id(clock.as_ref()).to_string();
         Ok(Self {
             db,
             clock,
             config: config.clone(),
-            instance: ulid::Ulid::new().to_string(),
+            instance,
             writer: Mutex::new(WriterState {
                 next_stream_id,
                 streams,

@@ -15,6 +15,7 @@
 //! - [`Histogram`]: latency histogram rendered as Prometheus text.
 //! - [`describe`]: a failed request's kind, for clients (no paths from the server's disk).
 //! - [`Clock`]: the one place that reads wall-clock time, so tests can control it.
+//! - [`ids`]: the one place ids and random numbers come from.
 //!
 //! `object_store` (the version slatedb uses) is re-exported so the workspace agrees on
 //! one version.
@@ -25,6 +26,7 @@ mod describe;
 mod failing;
 mod faulty;
 mod histogram;
+pub mod ids;
 mod instrumented;
 mod open;
 mod synced;

@@ -2,7 +2,9 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use shale_storage::object_store::aws::AmazonS3Builder;
 use shale_storage::object_store::ObjectStore;

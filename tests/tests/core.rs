@@ -120,7 +120,7 @@ async fn suite_reopen_keeps_acked_and_hides_uncommitted(backend: Backend) {
     let mut orphan = SegmentBuilder::new();
     let block = encode_block(1, &[record("orphan")]);
     orphan.push_block(Bytes::from_static(b"test-basin/s"), 1, block.clone());
-    let orphan_path = object_path(ulid::Ulid::new().0);
+    let orphan_path = object_path(shale_storage::ids::segment_id(&shale_storage::SystemClock));
     store.raw.put(&Path::from(orphan_path.as_str()), PutPayload::from(orphan.finish())).await.unwrap();
 
     let node = Node::start(&store, GatewayConfig::default()).await;
@@ -407,7 +407,7 @@ async fn suite_retried_commits_and_orphan_collection(backend: Backend) {
             }
         }
     };
-    let ulid_at = |ms: u64| ulid::Ulid::from_parts(ms, rand::random()).0;
+    let ulid_at = |ms: u64| shale_storage::ids::segment_id(&shale_storage::ManualClock::new(ms));
     let committed = upload(ulid_at(t0 - 1_000), "committed").await;
     let orphan = upload(ulid_at(t0 - 1_000), "orphan").await;
     let young = upload(ulid_at(t0 + 15_000), "young").await;
@@ -532,7 +532,7 @@ async fn min_seal_interval_caps_segments_per_second() {
     let config = GatewayConfig { min_seal_interval: interval, ..GatewayConfig::default() };
     let node = Arc::new(Node::start(&store, config).await);
     setup(&node, &["s"]).await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let tasks: Vec<_> = (0..40)
         .map(|i| {
             let node = node.clone();

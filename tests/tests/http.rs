@@ -648,7 +648,7 @@ async fn a_caught_up_session_ends_after_its_wait() {
     let server = TestServer::start().await;
     setup(&server, &["s"]).await;
     append(&server, "s", &["a"]).await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     assert_eq!(sse_to_the_end(&server, "/v1/streams/s/records?seq_num=0&wait=2").await, (1, true));
     let took = started.elapsed();
     assert!(took >= Duration::from_secs(2), "ended before its wait: {took:?}");

@@ -52,7 +52,7 @@ pub struct Coordinator {
 
 impl Coordinator {
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        let start = rand::random_range(0..u64::from(u32::MAX));
+        let start = shale_storage::ids::random_in(0..u64::from(u32::MAX));
         Self {
             clock,
             groups: Mutex::new(HashMap::new()),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 use shale_metadata_contract::{AccessTokenRecord, CatalogCall, ListPage, MetadataApi};
 use shale_storage::Clock;
@@ -182,7 +181,7 @@ impl Authenticator {
             }
         }
         let mut random = [0u8; SECRET_BYTES];
-        rand::rng().fill_bytes(&mut random);
+        shale_storage::ids::fill_secret(&mut random);
         let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
         let encoded = serde_json::to_vec(&info).map_err(|e| ServiceError::bad(format!("access token info: {e}")))?;
         let record = AccessTokenRecord { id: info.id.clone(), secret_hash: hash(&secret).to_vec(), info: encoded };
