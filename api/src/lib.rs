@@ -22,6 +22,7 @@ mod capped;
 mod coalesce;
 mod error;
 mod grpc;
+mod http_layers;
 mod layers;
 mod listener;
 mod ops;
@@ -41,7 +42,7 @@ use tower_http::trace::TraceLayer;
 pub use axum::Router;
 pub use error::ApiError;
 pub use grpc::serve_grpc;
-pub use layers::REQUEST_TIMEOUT;
+pub use http_layers::REQUEST_TIMEOUT;
 pub use listener::{capped_incoming, grpc_server, serve, ConnectionLimits};
 pub use ops::ops_router;
 pub use process::render_process_metrics;
@@ -182,13 +183,13 @@ pub fn router(state: AppState) -> Router {
     let auth = auth::authenticate_http(state.auth.clone());
     let http = Http(Arc::new(HttpParts { service: state.service(), state, body_budget }));
     s2::router(http)
-        .layer(axum::middleware::from_fn_with_state(REQUEST_TIMEOUT, layers::time_limit))
+        .layer(axum::middleware::from_fn_with_state(REQUEST_TIMEOUT, http_layers::time_limit))
         .layer(auth)
-        .layer(axum::middleware::from_fn(layers::header_limits))
-        .layer(axum::middleware::from_fn(layers::json_errors))
-        .layer(axum::middleware::from_fn(layers::close_after_unread_body))
-        .layer(axum::middleware::from_fn(layers::grpc_on_http_port))
-        .layer(layers::CountRequests(requests))
+        .layer(axum::middleware::from_fn(http_layers::header_limits))
+        .layer(axum::middleware::from_fn(http_layers::json_errors))
+        .layer(axum::middleware::from_fn(http_layers::close_after_unread_body))
+        .layer(axum::middleware::from_fn(http_layers::grpc_on_http_port))
+        .layer(layers::CountRequests::http(requests))
         .layer(TraceLayer::new_for_http().make_span_with(layers::request_span).on_response(layers::request_logged()))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(ids))

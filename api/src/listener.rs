@@ -74,10 +74,10 @@ pub async fn serve(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .max_headers(4 * crate::layers::MAX_HEADERS);
+        .max_headers(4 * crate::http_layers::MAX_HEADERS);
     builder
         .http2()
-        .max_header_list_size(4 * crate::layers::MAX_HEADER_BYTES as u32)
+        .max_header_list_size(4 * crate::http_layers::MAX_HEADER_BYTES as u32)
         .timer(TokioTimer::new())
         .keep_alive_interval(limits.keep_alive_interval)
         .keep_alive_timeout(limits.keep_alive_interval);

@@ -47,8 +47,8 @@ pub async fn serve_grpc(
         .layer(SetRequestIdLayer::x_request_id(state.request_ids()))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_grpc().make_span_with(layers::request_span).on_response(layers::request_logged()))
-        .layer(layers::CountRequests(state.requests.clone()))
-        .map_response(layers::correct_grpc_status)
+        .layer(layers::CountRequests { metrics: state.requests.clone(), grpc_services: grpc_services() })
+        .map_response(correct_grpc_status)
         .layer(crate::auth::authenticate_grpc(state.auth.clone()));
     let service = GrpcService { service: state.service() };
     crate::listener::grpc_server(limits)
@@ -61,6 +61,41 @@ pub async fn serve_grpc(
         .add_service(reflection_v1alpha)
         .serve_with_incoming_shutdown(crate::listener::capped_incoming(listener, limits, tls), shutdown)
         .await
+}
+
+/// gRPC statuses tonic picks itself before a handler runs, corrected to what the call
+/// deserves: a request that does not decode is the client's error (`INVALID_ARGUMENT`,
+/// not `INTERNAL`), a message over the size limit is `RESOURCE_EXHAUSTED` (gRPC's code
+/// for it, not `OUT_OF_RANGE`).
+fn correct_grpc_status<B>(mut response: axum::http::Response<B>) -> axum::http::Response<B> {
+    let headers = response.headers_mut();
+    let code = headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok());
+    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let corrected = match code {
+        Some(13) if message.starts_with("failed%20to%20decode") || message.starts_with("failed to decode") => "3",
+        Some(11)
+            if message.contains("message%20length%20too%20large") || message.contains("message length too large") =>
+        {
+            "8"
+        }
+        _ => return response,
+    };
+    headers.insert("grpc-status", axum::http::HeaderValue::from_static(corrected));
+    response
+}
+
+/// The gRPC services this listener serves, by their generated names: the request
+/// metrics label calls to their methods by path, any other call as `other`.
+fn grpc_services() -> std::sync::Arc<[&'static str]> {
+    use tonic::server::NamedService;
+    std::sync::Arc::new([
+        <BasinsServer<GrpcService> as NamedService>::NAME,
+        <StreamsServer<GrpcService> as NamedService>::NAME,
+        <AccessTokensServer<GrpcService> as NamedService>::NAME,
+        <RecordsServer<GrpcService> as NamedService>::NAME,
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ])
 }
 
 #[derive(Clone)]

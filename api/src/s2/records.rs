@@ -60,48 +60,99 @@ fn too_large(len: usize) -> ApiError {
     }
 }
 
-pub async fn dispatch(
-    State(http): State<Http>,
-    Caller(service): Caller,
+/// The endpoints under `/v1/streams/{stream}`: the router's table for paths whose
+/// first part (the stream) may contain `/`.
+#[derive(Debug, PartialEq, Eq)]
+enum StreamRoute {
+    Stream,
+    Records,
+    Tail,
+    Consumers,
+    Consumer(String),
+}
+
+impl StreamRoute {
+    /// The endpoint after the stream's name (`records/tail`), still percent-encoded.
+    fn parse(endpoint: &str) -> Result<Option<Self>, ApiError> {
+        Ok(Some(match endpoint {
+            "" => StreamRoute::Stream,
+            "records" => StreamRoute::Records,
+            "records/tail" => StreamRoute::Tail,
+            "consumers" => StreamRoute::Consumers,
+            _ => match endpoint.strip_prefix("consumers/") {
+                Some(name) => StreamRoute::Consumer(percent_decode(name, false)?),
+                None => return Ok(None),
+            },
+        }))
+    }
+
+    /// The route's template, the label its requests are counted under.
+    fn template(&self) -> &'static str {
+        match self {
+            StreamRoute::Stream => "/v1/streams/{stream}",
+            StreamRoute::Records => "/v1/streams/{stream}/records",
+            StreamRoute::Tail => "/v1/streams/{stream}/records/tail",
+            StreamRoute::Consumers => "/v1/streams/{stream}/consumers",
+            StreamRoute::Consumer(_) => "/v1/streams/{stream}/consumers/{name}",
+        }
+    }
+}
+
+/// Serves every path under `/v1/streams/`, and labels the answer with the route taken
+/// ([`crate::layers::RouteLabel`]) for the request metrics.
+pub async fn dispatch(State(http): State<Http>, Caller(service): Caller, request: Request) -> Response {
+    let rest = request.uri().path().strip_prefix("/v1/streams/").unwrap_or_default();
+    let endpoint = rest.split_once('/').map_or("", |(_, endpoint)| endpoint);
+    let route = match StreamRoute::parse(endpoint) {
+        Ok(Some(route)) => route,
+        Ok(None) => return ApiError::NoRoute(format!("{} {}", request.method(), request.uri().path())).into_response(),
+        Err(e) => return e.into_response(),
+    };
+    let label = crate::layers::RouteLabel(route.template());
+    let mut response = serve_stream_route(&http, &service, route, request).await.unwrap_or_else(|e| e.into_response());
+    response.extensions_mut().insert(label);
+    response
+}
+
+async fn serve_stream_route(
+    http: &Http,
+    service: &Service,
+    route: StreamRoute,
     request: Request,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let rest = uri.path().strip_prefix("/v1/streams/").unwrap_or_default();
-    let (raw_stream, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
+    let raw_stream = rest.split_once('/').map_or(rest, |(stream, _)| stream);
     let stream = percent_decode(raw_stream, false)?;
     let basin = basin_header(&headers)?;
     let query = uri.query();
     let session = content_type(&headers).is_some_and(|t| t.starts_with(s2s::CONTENT_TYPE));
-    match (endpoint, method) {
-        ("records", Method::POST) if session => s2s::append_session(&service, basin, stream, body),
-        ("records", Method::GET) if session => {
+    match (route, method) {
+        (StreamRoute::Records, Method::POST) if session => s2s::append_session(service, basin, stream, body),
+        (StreamRoute::Records, Method::GET) if session => {
             let params = read_params(basin, stream, &headers, query)?;
-            s2s::read_session(&service, params.session()).await
+            s2s::read_session(service, params.session()).await
         }
-        (endpoint, method) => {
-            let (body, _permit) = read_body(&http, &headers, body).await?;
-            match (endpoint, method) {
-                ("", Method::GET) => streams::get_config(&service, &basin, &stream).await,
-                ("", Method::PUT) => streams::ensure(&service, &basin, &stream, &body).await,
-                ("", Method::PATCH) => streams::reconfigure(&service, &basin, &stream, &body).await,
-                ("", Method::DELETE) => streams::delete(&service, &basin, &stream).await,
-                ("records", Method::POST) => append(&service, basin, stream, &headers, &body).await,
-                ("consumers", Method::GET) => consumers::list(&service, &basin, &stream, query).await,
-                (endpoint, method) if endpoint.starts_with("consumers/") => {
-                    let name = percent_decode(&endpoint["consumers/".len()..], false)?;
-                    match method {
-                        Method::PUT => consumers::commit(&service, &basin, &stream, &name, &body).await,
-                        Method::GET => consumers::get(&service, &basin, &stream, &name).await,
-                        method => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
-                    }
-                }
-                ("records", Method::GET) => read(&service, basin, stream, &headers, query).await,
-                ("records/tail", Method::GET) => {
+        (route, method) => {
+            let (body, _permit) = read_body(http, &headers, body).await?;
+            match (route, method) {
+                (StreamRoute::Stream, Method::GET) => streams::get_config(service, &basin, &stream).await,
+                (StreamRoute::Stream, Method::PUT) => streams::ensure(service, &basin, &stream, &body).await,
+                (StreamRoute::Stream, Method::PATCH) => streams::reconfigure(service, &basin, &stream, &body).await,
+                (StreamRoute::Stream, Method::DELETE) => streams::delete(service, &basin, &stream).await,
+                (StreamRoute::Records, Method::POST) => append(service, basin, stream, &headers, &body).await,
+                (StreamRoute::Records, Method::GET) => read(service, basin, stream, &headers, query).await,
+                (StreamRoute::Tail, Method::GET) => {
                     Query::parse(query, &[])?;
                     let tail = service.check_tail(&basin, &stream).await?;
                     Ok(Json(json!({ "tail": PositionJson::from(tail) })).into_response())
                 }
+                (StreamRoute::Consumers, Method::GET) => consumers::list(service, &basin, &stream, query).await,
+                (StreamRoute::Consumer(name), Method::PUT) => {
+                    consumers::commit(service, &basin, &stream, &name, &body).await
+                }
+                (StreamRoute::Consumer(name), Method::GET) => consumers::get(service, &basin, &stream, &name).await,
                 (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
             }
         }
