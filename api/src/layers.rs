@@ -12,7 +12,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::http::{HeaderValue, Request, Response};
-use axum::response::IntoResponse;
 use shale_storage::{render_counters, Histogram};
 use tower::Layer;
 use tower_http::request_id::{MakeRequestId, RequestId};
@@ -322,6 +321,7 @@ where
 #[cfg(test)]
 mod tests {
     use axum::body::Body;
+    use axum::response::IntoResponse;
     use axum::routing::get;
     use tower::ServiceExt;
 
@@ -374,7 +374,7 @@ mod tests {
     async fn routes_are_the_routers_templates() {
         let metrics = Arc::new(RequestMetrics::new("gateway"));
         let labeled = || async {
-            let mut response = axum::response::IntoResponse::into_response("ok");
+            let mut response = "ok".into_response();
             response.extensions_mut().insert(RouteLabel("/v1/streams/{stream}/records"));
             response
         };

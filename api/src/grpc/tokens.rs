@@ -64,10 +64,7 @@ fn info_from_wire(info: pb::AccessTokenInfo) -> Result<TokenInfo, ApiError> {
     let ops = scope
         .ops
         .into_iter()
-        .map(|name| {
-            serde_json::from_value::<Operation>(serde_json::Value::String(name.clone()))
-                .map_err(|_| ApiError::bad(format!("unknown operation `{name}`")))
-        })
+        .map(|name| Operation::from_name(&name).ok_or_else(|| ApiError::bad(format!("unknown operation `{name}`"))))
         .collect::<Result<_, _>>()?;
     let rw = |p: Option<pb::ReadWritePermissions>| p.map(|p| ReadWrite { read: p.read, write: p.write });
     let op_groups =
@@ -102,7 +99,7 @@ fn info_to_wire(info: TokenInfo) -> pb::AccessTokenInfo {
                 basin: rw(g.basin),
                 stream: rw(g.stream),
             }),
-            ops: scope.ops.unwrap_or_default().into_iter().map(Operation::name).collect(),
+            ops: scope.ops.unwrap_or_default().into_iter().map(|op| op.name().to_string()).collect(),
         }),
     }
 }

@@ -8,12 +8,13 @@ use axum::Json;
 use serde_json::json;
 
 use super::query::Query;
+use super::token_json::TokenInfoJson;
 use super::wire::json_body;
-use crate::auth::TokenInfo;
 use crate::{ApiError, Caller};
 
 pub async fn issue(Caller(service): Caller, body: Bytes) -> Result<Response, ApiError> {
-    let info: TokenInfo = json_body(&body)?;
+    let info: TokenInfoJson = json_body(&body)?;
+    let info = info.into_info().map_err(ApiError::bad)?;
     let issued = service.issue_access_token(info).await?;
     Ok((StatusCode::CREATED, Json(json!({ "access_token": issued.secret }))).into_response())
 }
@@ -21,7 +22,8 @@ pub async fn issue(Caller(service): Caller, body: Bytes) -> Result<Response, Api
 pub async fn list(Caller(service): Caller, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
     let page = service.list_access_tokens(&query).await?;
-    Ok(Json(json!({ "access_tokens": page.items, "has_more": page.has_more })).into_response())
+    let tokens: Vec<TokenInfoJson> = page.items.iter().map(TokenInfoJson::from).collect();
+    Ok(Json(json!({ "access_tokens": tokens, "has_more": page.has_more })).into_response())
 }
 
 pub async fn revoke(Caller(service): Caller, Path(id): Path<String>) -> Result<Response, ApiError> {

@@ -169,7 +169,7 @@ mod tests {
 
     fn token(json: serde_json::Value) -> Access {
         Access::Token(Arc::new(Grant {
-            info: serde_json::from_value(json).unwrap(),
+            info: super::super::stored::decode(json.to_string().as_bytes()).unwrap(),
             secret_hash: [0; 32],
             expires_at_ms: None,
         }))

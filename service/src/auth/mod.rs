@@ -3,7 +3,8 @@
 //! stored hashed in metadata, a root token from the configuration, and the checks every
 //! service call makes, whatever transport it came on.
 //!
-//! - `scope`: S2's token model and JSON;
+//! - `scope`: the token model (operations, groups, resource sets, scopes);
+//! - `stored`: a token's info as metadata stores it (a frozen JSON shape);
 //! - `tokens`: [`Authenticator`]: the root token, issuing, listing and revoking, and
 //!   resolving a presented secret (cached for [`AuthConfig::revocation_bound`]);
 //! - `access`: [`Access`], what one request may do, and its checks;
@@ -15,6 +16,7 @@
 mod access;
 mod scope;
 mod session;
+mod stored;
 mod tokens;
 
 pub use access::{Access, Grant, Target};

@@ -1,46 +1,61 @@
-//! S2's access-token model: operations, the groups that grant them, resource sets, and a
-//! token's scope, in S2's JSON shapes (`AccessTokenInfo` of S2's OpenAPI spec).
+//! The access-token model: operations, the groups that grant them, resource sets, and
+//! a token's scope, as domain types. Their encodings live at the edges: S2's JSON in the
+//! S2 API, protobuf in `shale.v1`, and the stored form in [`super::stored`].
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-
-/// Declares [`Operation`] and the list of all of them from one list of names.
+/// Declares [`Operation`], its names and the list of all of them from one table.
 macro_rules! operations {
-    ($($op:ident),* $(,)?) => {
-        /// Every operation a token may be granted (S2's `Operation`).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "kebab-case")]
+    ($($op:ident = $name:literal),* $(,)?) => {
+        /// Every operation a token may be granted.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Operation {
             $($op),*
         }
 
         const ALL_OPERATIONS: &[Operation] = &[$(Operation::$op),*];
+
+        impl Operation {
+            /// The operation's name (kebab-case, as S2 names it too).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Operation::$op => $name),*
+                }
+            }
+
+            /// The operation with this name, if there is one.
+            pub fn from_name(name: &str) -> Option<Operation> {
+                match name {
+                    $($name => Some(Operation::$op),)*
+                    _ => None,
+                }
+            }
+        }
     };
 }
 
 operations!(
-    ListBasins,
-    CreateBasin,
-    DeleteBasin,
-    ReconfigureBasin,
-    GetBasinConfig,
-    IssueAccessToken,
-    RevokeAccessToken,
-    ListAccessTokens,
-    ListStreams,
-    CreateStream,
-    DeleteStream,
-    GetStreamConfig,
-    ReconfigureStream,
-    CheckTail,
-    Append,
-    Read,
-    Trim,
-    Fence,
-    AccountMetrics,
-    BasinMetrics,
-    StreamMetrics,
+    ListBasins = "list-basins",
+    CreateBasin = "create-basin",
+    DeleteBasin = "delete-basin",
+    ReconfigureBasin = "reconfigure-basin",
+    GetBasinConfig = "get-basin-config",
+    IssueAccessToken = "issue-access-token",
+    RevokeAccessToken = "revoke-access-token",
+    ListAccessTokens = "list-access-tokens",
+    ListStreams = "list-streams",
+    CreateStream = "create-stream",
+    DeleteStream = "delete-stream",
+    GetStreamConfig = "get-stream-config",
+    ReconfigureStream = "reconfigure-stream",
+    CheckTail = "check-tail",
+    Append = "append",
+    Read = "read",
+    Trim = "trim",
+    Fence = "fence",
+    AccountMetrics = "account-metrics",
+    BasinMetrics = "basin-metrics",
+    StreamMetrics = "stream-metrics",
 );
 
 /// The level of an operation group.
@@ -64,20 +79,13 @@ impl Operation {
             CreateStream | DeleteStream | ReconfigureStream | Append | Trim | Fence => (Level::Stream, true),
         }
     }
-
-    /// The kebab-case name S2 gives it.
-    pub fn name(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-    }
 }
 
 /// Names a token may act on: none, one exact name, or every name with a prefix (an empty
 /// prefix is every name; an empty exact name is none).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ResourceSet {
     #[default]
-    #[serde(skip)]
     None,
     Exact(String),
     Prefix(String),
@@ -104,18 +112,12 @@ impl ResourceSet {
             },
         }
     }
-
-    fn is_none(&self) -> bool {
-        *self == ResourceSet::None
-    }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Read and write permission on one level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadWrite {
-    #[serde(default, deserialize_with = "null_is_default")]
     pub read: bool,
-    #[serde(default, deserialize_with = "null_is_default")]
     pub write: bool,
 }
 
@@ -129,45 +131,22 @@ impl ReadWrite {
     }
 }
 
-/// Read and write permissions per level (S2's `PermittedOperationGroups`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Read and write permissions per level.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpGroups {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<ReadWrite>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basin: Option<ReadWrite>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<ReadWrite>,
 }
 
-/// What a token may do, and on what (S2's `AccessTokenScope`). Missing resource sets
-/// match nothing.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// What a token may do, and on what. Missing resource sets match nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Scope {
-    #[serde(default, skip_serializing_if = "ResourceSet::is_none", deserialize_with = "resource_set")]
     pub basins: ResourceSet,
-    #[serde(default, skip_serializing_if = "ResourceSet::is_none", deserialize_with = "resource_set")]
     pub streams: ResourceSet,
-    #[serde(default, skip_serializing_if = "ResourceSet::is_none", deserialize_with = "resource_set")]
     pub access_tokens: ResourceSet,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op_groups: Option<OpGroups>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops: Option<BTreeSet<Operation>>,
-}
-
-/// S2's clients send `null` for unset fields.
-fn null_is_default<'de, D: serde::Deserializer<'de>, T: Default + Deserialize<'de>>(
-    deserializer: D,
-) -> Result<T, D::Error> {
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
-
-/// `null` is the same as a missing set.
-fn resource_set<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ResourceSet, D::Error> {
-    null_is_default(deserializer)
 }
 
 impl Scope {
@@ -201,15 +180,12 @@ impl Scope {
     }
 }
 
-/// A token as it is issued and listed (S2's `AccessTokenInfo`), and as metadata stores it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A token as it is issued and listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenInfo {
     pub id: String,
     /// RFC 3339; `None` never expires.
-    #[serde(default)]
     pub expires_at: Option<String>,
-    #[serde(default, deserialize_with = "null_is_default")]
     pub auto_prefix_streams: bool,
     pub scope: Scope,
 }
@@ -221,7 +197,8 @@ mod tests {
     use super::*;
 
     fn scope(json: serde_json::Value) -> Scope {
-        serde_json::from_value(json).unwrap()
+        let info = serde_json::json!({ "id": "t", "scope": json });
+        super::super::stored::decode(info.to_string().as_bytes()).unwrap().scope
     }
 
     #[test]
@@ -235,6 +212,10 @@ mod tests {
         assert!(with_op.permits(Operation::Append));
         assert!(!with_op.permits(Operation::Trim));
         assert_eq!(Operation::IssueAccessToken.name(), "issue-access-token");
+        for op in ALL_OPERATIONS {
+            assert_eq!(Operation::from_name(op.name()), Some(*op));
+        }
+        assert_eq!(Operation::from_name("no-such-op"), None);
     }
 
     #[test]
@@ -264,21 +245,5 @@ mod tests {
         assert!(wide.covers(&narrow));
         assert!(!narrow.covers(&wide));
         assert!(!wide.covers(&wider_ops));
-    }
-
-    #[test]
-    fn token_info_reads_s2_json() {
-        let json = serde_json::json!({
-            "id": "ro", "expires_at": null, "auto_prefix_streams": false,
-            "scope": { "basins": { "prefix": "team-a-" }, "streams": null, "access_tokens": null,
-                       "op_groups": { "account": null, "basin": null, "stream": { "read": true, "write": false } },
-                       "ops": null }
-        });
-        let info: TokenInfo = serde_json::from_value(json).unwrap();
-        assert_eq!(info.scope.basins, ResourceSet::Prefix("team-a-".into()));
-        assert_eq!(info.scope.streams, ResourceSet::None);
-        let back = serde_json::to_value(&info).unwrap();
-        assert_eq!(back["scope"]["basins"], serde_json::json!({ "prefix": "team-a-" }));
-        assert!(serde_json::from_value::<Scope>(serde_json::json!({ "ops": ["no-such-op"] })).is_err());
     }
 }

@@ -183,7 +183,7 @@ impl Authenticator {
         let mut random = [0u8; SECRET_BYTES];
         shale_storage::ids::fill_secret(&mut random);
         let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
-        let encoded = serde_json::to_vec(&info).map_err(|e| ServiceError::bad(format!("access token info: {e}")))?;
+        let encoded = super::stored::encode(&info);
         let record = AccessTokenRecord { id: info.id.clone(), secret_hash: hash(&secret).to_vec(), info: encoded };
         self.metadata.catalog(CatalogCall::IssueAccessToken { record }).await?.into_done()?;
         tracing::info!(id = %info.id, "access token issued");
@@ -205,7 +205,7 @@ impl Authenticator {
             .items
             .iter()
             .filter(|record| caller.sees_token(&record.id))
-            .filter_map(|record| serde_json::from_slice::<TokenInfo>(&record.info).ok())
+            .filter_map(|record| super::stored::decode(&record.info).ok())
             .collect();
         Ok(ListPage { items, has_more: page.has_more })
     }
@@ -236,7 +236,7 @@ impl Authenticator {
 /// A stored token as a caller's grant; `None` (and a warning) when its record does not
 /// decode, so a damaged record lets nobody in.
 fn grant(record: AccessTokenRecord, secret_hash: SecretHash) -> Option<Grant> {
-    let info = match serde_json::from_slice::<TokenInfo>(&record.info) {
+    let info = match super::stored::decode(&record.info) {
         Ok(info) => info,
         Err(e) => {
             tracing::warn!(id = %record.id, error = %e, "access token record does not decode; refusing it");
