@@ -89,7 +89,8 @@ impl AppState {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let requests = Arc::new(layers::RequestMetrics::new(role.name()));
-        let auth = Arc::new(auth::Authenticator::new(&auth::AuthConfig::default(), metadata.clone(), clock.clone()));
+        let auth =
+            Arc::new(auth::Authenticator::new(None, auth::DEFAULT_REVOCATION_BOUND, metadata.clone(), clock.clone()));
         let draining = Draining::default();
         Self {
             role,
@@ -106,9 +107,10 @@ impl AppState {
         }
     }
 
-    /// Access control as `config` sets it up.
-    pub fn with_auth(mut self, config: &auth::AuthConfig) -> Self {
-        self.auth = Arc::new(auth::Authenticator::new(config, self.metadata.clone(), self.clock.clone()));
+    /// Access control on, with this root token (see [`auth::Authenticator::new`]).
+    pub fn with_auth(mut self, root_token: Option<&str>, revocation_bound: std::time::Duration) -> Self {
+        let (metadata, clock) = (self.metadata.clone(), self.clock.clone());
+        self.auth = Arc::new(auth::Authenticator::new(root_token, revocation_bound, metadata, clock));
         self
     }
 

@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use shale_compactor::CompactorConfig;
 use shale_gateway::GatewayConfig;
-use shale_metadata::{ClusterToken, LeaseConfig, MetadataConfig, RemoteConfig};
+use shale_metadata::{ClusterTiming, ClusterToken, MetadataConfig, RemoteConfig};
 use shale_reader::ReaderConfig;
 
 #[derive(Debug, clap::Args)]
@@ -75,51 +75,6 @@ pub struct MetadataArgs {
     pub advertise: Option<String>,
 }
 
-/// Timing between roles: the metadata leader lease and the metadata client's patience.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClusterConfig {
-    /// How long a metadata instance may answer after it last saw itself in the leader
-    /// record; a new leader waits this long (plus `renew_interval`) before answering.
-    #[serde(with = "humantime_serde")]
-    pub lease: Duration,
-    #[serde(with = "humantime_serde")]
-    pub renew_interval: Duration,
-    /// One metadata call attempt.
-    #[serde(with = "humantime_serde")]
-    pub call_timeout: Duration,
-    /// All attempts of one metadata call, across failovers.
-    #[serde(with = "humantime_serde")]
-    pub failover_timeout: Duration,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        let lease = LeaseConfig::default();
-        let remote = RemoteConfig::default();
-        Self {
-            lease: lease.lease,
-            renew_interval: lease.renew_interval,
-            call_timeout: remote.call_timeout,
-            failover_timeout: remote.failover_timeout,
-        }
-    }
-}
-
-impl ClusterConfig {
-    pub fn lease_config(&self) -> LeaseConfig {
-        LeaseConfig { lease: self.lease, renew_interval: self.renew_interval }
-    }
-
-    pub fn remote_config(&self) -> RemoteConfig {
-        RemoteConfig {
-            call_timeout: self.call_timeout,
-            failover_timeout: self.failover_timeout,
-            ..RemoteConfig::default()
-        }
-    }
-}
-
 /// `[auth]`: access control. With a root token, every API call needs a token (S2's
 /// `Authorization: Bearer`), and metadata's internal API needs the cluster token.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -163,12 +118,9 @@ impl AuthSettings {
         Ok(())
     }
 
-    /// What the client API checks.
-    pub fn api_config(&self) -> shale_api::auth::AuthConfig {
-        shale_api::auth::AuthConfig {
-            root_token: self.root_token.as_ref().map(|t| t.0.clone()),
-            revocation_bound: self.revocation_bound,
-        }
+    /// The root token the client API checks, once resolved.
+    pub fn root_token(&self) -> Option<&str> {
+        self.root_token.as_ref().map(|t| t.0.as_str())
     }
 }
 
@@ -241,7 +193,7 @@ pub struct ServeConfig {
     pub compactor: CompactorConfig,
     /// The table tier's passes, which run with compaction.
     pub tables: shale_tables::TieringConfig,
-    pub cluster: ClusterConfig,
+    pub cluster: ClusterTiming,
     /// Limits of the HTTP listeners.
     pub connections: shale_api::ConnectionLimits,
     pub auth: AuthSettings,
@@ -270,7 +222,7 @@ impl Default for ServeConfig {
             metadata: MetadataConfig::default(),
             compactor: CompactorConfig::default(),
             tables: shale_tables::TieringConfig::default(),
-            cluster: ClusterConfig::default(),
+            cluster: ClusterTiming::default(),
             connections: shale_api::ConnectionLimits::default(),
             auth: AuthSettings::default(),
             tls: TlsSettings::default(),
@@ -365,7 +317,8 @@ impl ServeConfig {
         Ok(RemoteConfig {
             token: self.auth.cluster_token.clone(),
             ca_pem: self.tls.ca_pem()?,
-            ..self.cluster.remote_config()
+            timing: self.cluster,
+            ..RemoteConfig::default()
         })
     }
 

@@ -101,12 +101,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     } else {
         // A shared store: a second `serve` on it fences this one, which must then stop
         // answering at once, so every call needs the leader lease, as on the metadata role.
-        let lease = hold_leadership(
-            metadata.clone(),
-            store.store.clone(),
-            format!("serve {}", config.grpc),
-            config.cluster.lease_config(),
-        );
+        let lease =
+            hold_leadership(metadata.clone(), store.store.clone(), format!("serve {}", config.grpc), config.cluster);
         Arc::new(LeasedMetadata::new(metadata.clone(), Some(lease)))
     };
     let gateway =
@@ -127,7 +123,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
         Some(background),
         Arc::new(SystemClock),
     )
-    .with_auth(&config.auth.api_config())
+    .with_auth(config.auth.root_token(), config.auth.revocation_bound)
     .with_table_store(store.store.clone(), store.url.clone());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     if config.kafka.listen.is_some() && state.auth.is_on() {
@@ -206,7 +202,12 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         counters.render(&mut out);
         out
     };
-    let auth = Arc::new(Authenticator::new(&config.auth.api_config(), metadata.clone(), Arc::new(SystemClock)));
+    let auth = Arc::new(Authenticator::new(
+        config.auth.root_token(),
+        config.auth.revocation_bound,
+        metadata.clone(),
+        Arc::new(SystemClock),
+    ));
     let router = shale_api::ops_router("compactor", || Ok(()), metrics, auth);
     let (stop_http, http) = spawn_http(http_listener, router, config.connections, config.tls.acceptor()?);
     tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
@@ -248,7 +249,7 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
     };
     let state =
         AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock))
-            .with_auth(&config.auth.api_config())
+            .with_auth(config.auth.root_token(), config.auth.revocation_bound)
             .with_table_store(store.store.clone(), store.url.clone());
     let running = client_api(&config, state).await?;
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
@@ -266,8 +267,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let grpc_addr = grpc_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
     let advertise = advertise.unwrap_or_else(|| grpc_addr.to_string());
-    let lease =
-        hold_leadership(metadata.clone(), store.store.clone(), advertise.clone(), config.cluster.lease_config());
+    let lease = hold_leadership(metadata.clone(), store.store.clone(), advertise.clone(), config.cluster);
     let service =
         MetadataService::new(metadata.clone(), Some(lease.clone())).into_server(config.auth.cluster_token.as_ref());
     if config.auth.cluster_token.is_none() {
@@ -319,7 +319,12 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
             out
         }
     };
-    let auth = Arc::new(Authenticator::new(&config.auth.api_config(), leased.clone(), Arc::new(SystemClock)));
+    let auth = Arc::new(Authenticator::new(
+        config.auth.root_token(),
+        config.auth.revocation_bound,
+        leased.clone(),
+        Arc::new(SystemClock),
+    ));
     let router = shale_api::ops_router("metadata", ready, metrics, auth);
     let (stop_http, http) = spawn_http(http_listener, router, config.connections, http_tls);
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));

@@ -23,6 +23,7 @@ mod model;
 pub mod records;
 mod rpc;
 mod tails;
+mod timing;
 pub mod wire;
 pub mod wire_catalog;
 
@@ -41,3 +42,4 @@ pub use model::{
 pub use records::Stored;
 pub use rpc::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};
 pub use tails::{TailUpdate, TailWatch};
+pub use timing::ClusterTiming;

@@ -20,27 +20,13 @@
 //! than that.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tokio::time::Instant;
 
 use crate::leader_record::read_record;
-use crate::{LeaderRecord, Metadata, MetadataError, LEADER_RECORD};
-
-/// Lease timing.
-#[derive(Clone, Copy, Debug)]
-pub struct LeaseConfig {
-    pub lease: Duration,
-    pub renew_interval: Duration,
-}
-
-impl Default for LeaseConfig {
-    fn default() -> Self {
-        Self { lease: Duration::from_millis(1500), renew_interval: Duration::from_millis(250) }
-    }
-}
+use crate::{ClusterTiming, LeaderRecord, Metadata, MetadataError, LEADER_RECORD};
 
 /// Whether this instance may answer calls right now.
 #[derive(Debug)]
@@ -80,7 +66,7 @@ pub fn hold_leadership(
     metadata: Arc<Metadata>,
     store: Arc<dyn ObjectStore>,
     address: String,
-    config: LeaseConfig,
+    config: ClusterTiming,
 ) -> Arc<LeaderLease> {
     let lease = Arc::new(LeaderLease { instance: metadata.instance.clone(), valid_until: Mutex::new(None) });
     tokio::spawn(keep_lease(metadata, store, address, config, lease.clone()));
@@ -91,7 +77,7 @@ async fn keep_lease(
     metadata: Arc<Metadata>,
     store: Arc<dyn ObjectStore>,
     address: String,
-    config: LeaseConfig,
+    config: ClusterTiming,
     lease: Arc<LeaderLease>,
 ) {
     let path = Path::from(LEADER_RECORD);
@@ -182,7 +168,11 @@ mod tests {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let stale = Arc::new(Metadata::open(store.clone(), "metadata", Arc::new(SystemClock)).await.unwrap());
         let newer = Metadata::open(store.clone(), "metadata", Arc::new(SystemClock)).await.unwrap();
-        let config = LeaseConfig { lease: Duration::from_millis(200), renew_interval: Duration::from_millis(50) };
+        let config = ClusterTiming {
+            lease: Duration::from_millis(200),
+            renew_interval: Duration::from_millis(50),
+            ..Default::default()
+        };
         let lease = hold_leadership(stale.clone(), store, "127.0.0.1:1".into(), config);
         let mut halted = stale.watch_halted();
         tokio::time::timeout(Duration::from_secs(10), halted.wait_for(Option::is_some)).await.unwrap().unwrap();

@@ -77,7 +77,7 @@ pub use durability::CommitStats;
 pub use gc::{run_collection, GcReport};
 pub use gc_stats::GcStats;
 pub use halt::HaltReason;
-pub use leader::{hold_leadership, LeaderLease, LeaseConfig};
+pub use leader::{hold_leadership, LeaderLease};
 pub use leased::LeasedMetadata;
 pub use reclaim::ReclaimReport;
 pub use rpc::MetadataService;

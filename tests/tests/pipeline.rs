@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use shale_gateway::{AppendInput, Gateway, GatewayConfig};
 use shale_metadata::{
-    hold_leadership, BasinConfig, HaltReason, LeaseConfig, Metadata, MetadataApi, MetadataConfig, StreamConfig,
+    hold_leadership, BasinConfig, ClusterTiming, HaltReason, Metadata, MetadataApi, MetadataConfig, StreamConfig,
     DEFAULT_DB_PATH,
 };
 use shale_proto::Record;
@@ -72,7 +72,11 @@ async fn a_failed_wal_write_acks_nothing_after_the_last_durable_point() {
     let store = Backend::S3.store().await;
     let node = Node::start(&store, GatewayConfig::default()).await;
     let streams = setup(node.metadata.as_ref(), 6).await;
-    let lease_config = LeaseConfig { lease: Duration::from_secs(2), renew_interval: Duration::from_millis(100) };
+    let lease_config = ClusterTiming {
+        lease: Duration::from_secs(2),
+        renew_interval: Duration::from_millis(100),
+        ..Default::default()
+    };
     let lease = hold_leadership(node.metadata.clone(), store.raw.clone(), "127.0.0.1:1".into(), lease_config);
     wait_until("the lease", || lease.is_held()).await;
     let gateway = Arc::new(node.gateway);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use shale_gateway::{AppendInput, Gateway, GatewayConfig, GatewayError};
 use shale_metadata::{
-    hold_leadership, BasinConfig, LeaseConfig, Metadata, MetadataApi, MetadataConfig, MetadataError, MetadataService,
+    hold_leadership, BasinConfig, ClusterTiming, Metadata, MetadataApi, MetadataConfig, MetadataError, MetadataService,
     RemoteConfig, RemoteMetadata, StreamConfig, DEFAULT_DB_PATH,
 };
 use shale_proto::Record;
@@ -31,7 +31,7 @@ struct Served {
 }
 
 impl Served {
-    async fn start(store: Arc<dyn ObjectStore>, listener: TcpListener, lease: Option<LeaseConfig>) -> Served {
+    async fn start(store: Arc<dyn ObjectStore>, listener: TcpListener, lease: Option<ClusterTiming>) -> Served {
         let metadata = Arc::new(
             Metadata::open_with(store.clone(), DEFAULT_DB_PATH, Arc::new(SystemClock), &MetadataConfig::default())
                 .await
@@ -196,13 +196,18 @@ async fn gateway_and_reader_work_through_remote_metadata() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     let store = Backend::S3.store().await;
-    let lease = LeaseConfig { lease: Duration::from_millis(600), renew_interval: Duration::from_millis(100) };
+    let lease = ClusterTiming {
+        lease: Duration::from_millis(600),
+        renew_interval: Duration::from_millis(100),
+        ..Default::default()
+    };
     let first_listener = loopback().await;
     // Only the first instance is configured: the client finds the second through the
     // leader record.
     let addresses = vec![first_listener.local_addr().unwrap().to_string()];
     let first = Served::start(store.raw.clone(), first_listener, Some(lease)).await;
-    let config = RemoteConfig { failover_timeout: Duration::from_secs(20), ..RemoteConfig::default() };
+    let timing = ClusterTiming { failover_timeout: Duration::from_secs(20), ..Default::default() };
+    let config = RemoteConfig { timing, ..RemoteConfig::default() };
     let metadata = remote(&addresses, Some(store.raw.clone()), config);
     let gateway = Arc::new(
         Gateway::start(GatewayConfig::default(), store.raw.clone(), metadata.clone(), Arc::new(SystemClock)).unwrap(),

@@ -73,7 +73,8 @@ fn queued(call: Call) -> Unanswered {
 /// Fails the oldest calls once they have waited past the failover timeout, with every
 /// call behind them (they were ordered after it).
 fn give_up_on_expired(inner: &Connection, unanswered: &mut VecDeque<Unanswered>, failure: &str) {
-    let expired = unanswered.front().is_some_and(|call| call.queued_at.elapsed() >= inner.config.failover_timeout);
+    let expired =
+        unanswered.front().is_some_and(|call| call.queued_at.elapsed() >= inner.config.timing.failover_timeout);
     if expired {
         tracing::warn!(calls = unanswered.len(), failure, "commit pipeline gave up");
         for call in unanswered.drain(..) {
@@ -95,7 +96,7 @@ async fn pump(
         let _ = outgoing.send(call.wire.clone());
     }
     let opened = tokio::time::timeout(
-        inner.config.call_timeout,
+        inner.config.timing.call_timeout,
         client.commit_stream(tokio_stream::wrappers::UnboundedReceiverStream::new(outgoing_rx)),
     )
     .await;
@@ -110,7 +111,7 @@ async fn pump(
         let oldest = unanswered.front().map(|call| call.queued_at);
         let stalled = async {
             match oldest {
-                Some(at) => tokio::time::sleep_until(at.max(opened_at) + inner.config.call_timeout).await,
+                Some(at) => tokio::time::sleep_until(at.max(opened_at) + inner.config.timing.call_timeout).await,
                 None => std::future::pending().await,
             }
         };
@@ -143,7 +144,7 @@ async fn pump(
                     return Broken::Idle;
                 }
             }
-            () = stalled => return Broken::Retry(format!("no answer within {:?}", inner.config.call_timeout)),
+            () = stalled => return Broken::Retry(format!("no answer within {:?}", inner.config.timing.call_timeout)),
         }
     }
 }

@@ -22,20 +22,19 @@ use tonic::Status;
 use super::MAX_MESSAGE_BYTES;
 use crate::leader_record::{read_record, LEADER_RECORD};
 use crate::wire::error_from_wire;
-use crate::{IndexEntry, MetadataError, Result, Retry, TailWatch};
+use crate::{ClusterTiming, IndexEntry, MetadataError, Result, Retry, TailWatch};
 
 /// Pause before another round when no address answered.
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// Client timeouts.
+/// The client's settings.
 #[derive(Clone, Debug)]
 pub struct RemoteConfig {
     /// Connecting to one address.
     pub connect_timeout: Duration,
-    /// One attempt of one call.
-    pub call_timeout: Duration,
-    /// All attempts of one call, across failovers.
-    pub failover_timeout: Duration,
+    /// The cluster's timing: the client follows its `call_timeout` and
+    /// `failover_timeout`.
+    pub timing: ClusterTiming,
     /// The cluster token sent with every call (`authorization: Bearer`), when metadata
     /// requires one.
     pub token: Option<ClusterToken>,
@@ -46,13 +45,7 @@ pub struct RemoteConfig {
 
 impl Default for RemoteConfig {
     fn default() -> Self {
-        Self {
-            connect_timeout: Duration::from_secs(1),
-            call_timeout: Duration::from_secs(10),
-            failover_timeout: Duration::from_secs(30),
-            token: None,
-            ca_pem: None,
-        }
+        Self { connect_timeout: Duration::from_secs(1), timing: ClusterTiming::default(), token: None, ca_pem: None }
     }
 }
 
@@ -211,12 +204,12 @@ impl Connection {
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let deadline = Instant::now() + self.config.failover_timeout;
+        let deadline = Instant::now() + self.config.timing.failover_timeout;
         let mut unanswered = false;
         let mut last_failure = String::from("no metadata address accepted a connection");
         loop {
             if let Some((address, client)) = self.connected().await {
-                match tokio::time::timeout(self.config.call_timeout, op(client)).await {
+                match tokio::time::timeout(self.config.timing.call_timeout, op(client)).await {
                     Ok(Ok(response)) => return Ok(response.into_inner()),
                     Ok(Err(status)) => match decode_status(&status) {
                         Some(error) if !moves_on(&error) => return Err(error),
@@ -236,7 +229,7 @@ impl Connection {
                         }
                     },
                     Err(_elapsed) => {
-                        last_failure = format!("{address}: no answer within {:?}", self.config.call_timeout);
+                        last_failure = format!("{address}: no answer within {:?}", self.config.timing.call_timeout);
                         self.abandon(&address).await;
                         unanswered = true;
                     }

@@ -6,7 +6,7 @@
 //! - `scope`: the token model (operations, groups, resource sets, scopes);
 //! - `stored`: a token's info as metadata stores it (a frozen JSON shape);
 //! - `tokens`: [`Authenticator`]: the root token, issuing, listing and revoking, and
-//!   resolving a presented secret (cached for [`AuthConfig::revocation_bound`]);
+//!   resolving a presented secret (cached for the revocation bound);
 //! - `access`: [`Access`], what one request may do, and its checks;
 //! - `session`: the same checks again during sessions that outlive their request.
 //!
@@ -22,4 +22,4 @@ mod tokens;
 pub use access::{Access, Grant, Target};
 pub use scope::{OpGroups, Operation, ReadWrite, ResourceSet, Scope, TokenInfo};
 pub use session::SessionGuard;
-pub use tokens::{AuthConfig, Authenticator, IssuedToken, DEFAULT_REVOCATION_BOUND};
+pub use tokens::{Authenticator, IssuedToken, DEFAULT_REVOCATION_BOUND};

@@ -15,22 +15,9 @@ use super::access::{Access, Grant, Target};
 use super::scope::{Operation, ResourceSet, TokenInfo};
 use crate::ServiceError;
 
-/// How access control is set up in one process.
-#[derive(Clone, Debug)]
-pub struct AuthConfig {
-    /// With a root token every call needs a token; without one, access control is off.
-    pub root_token: Option<String>,
-    /// How long a process trusts what it learned about a token: a revoked token stops
-    /// working on every process within this long.
-    pub revocation_bound: Duration,
-}
-
-impl Default for AuthConfig {
-    fn default() -> Self {
-        Self { root_token: None, revocation_bound: DEFAULT_REVOCATION_BOUND }
-    }
-}
-
+/// How long a process trusts what it learned about a token unless configured otherwise
+/// (`[auth] revocation_bound`): a revoked token stops working on every process within
+/// this long.
 pub const DEFAULT_REVOCATION_BOUND: Duration = Duration::from_secs(5);
 
 /// Longest access token id (S2's limit).
@@ -72,10 +59,17 @@ struct Failures {
 }
 
 impl Authenticator {
-    pub fn new(config: &AuthConfig, metadata: Arc<dyn MetadataApi>, clock: Arc<dyn Clock>) -> Self {
-        let known = moka::future::Cache::builder().max_capacity(100_000).time_to_live(config.revocation_bound).build();
-        let root = config.root_token.as_deref().map(hash);
-        Self { root, metadata, clock, known, failures: Failures::default(), revocation_bound: config.revocation_bound }
+    /// With a root token every call needs a token; without one, access control is off.
+    /// What is learned about a token is trusted for `revocation_bound`.
+    pub fn new(
+        root_token: Option<&str>,
+        revocation_bound: Duration,
+        metadata: Arc<dyn MetadataApi>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let known = moka::future::Cache::builder().max_capacity(100_000).time_to_live(revocation_bound).build();
+        let root = root_token.map(hash);
+        Self { root, metadata, clock, known, failures: Failures::default(), revocation_bound }
     }
 
     /// Whether calls need a token.
