@@ -29,8 +29,10 @@
 //! - idempotent producers (`producers`): each producer's latest acks per stream, checked
 //!   at commit; tracked consumers (`consumers`): named positions per stream.
 //!
-//! Other modules: `keys` (the SlateDB key families), `model` (stored records and
-//! wire-neutral types), `error`.
+//! Other modules: `keys` (the SlateDB key families), `halt` (the latch of a failed
+//! instance), `poison` (streams failed after a failed append), `service` (the gRPC
+//! server of `shale.metadata.v1`), `tokens` (access tokens by secret). Stored records,
+//! wire-neutral types, `tails` and the error enum live in `shale-metadata-contract`.
 //!
 //! A second instance opened on the same database fences this one: from the first failed
 //! write on, every call returns [`MetadataError::Fenced`] and nothing is written again.

@@ -12,10 +12,12 @@ mod node;
 mod server;
 pub mod tables;
 pub mod tls;
+mod wait;
 
 pub use moto::Moto;
 pub use node::{Backend, Node, TestStore};
 pub use server::{SseEvent, SseReader, TestServer};
+pub use wait::wait_until;
 
 /// A one-off read of `basin/stream` from `start`: default limits, no `until`, no clamp,
 /// no wait (tests set other fields with struct update syntax).

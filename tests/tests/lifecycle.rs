@@ -165,13 +165,9 @@ fn highest_number_under(dir: &std::path::Path) -> u64 {
     names.filter_map(|e| e.file_name().to_str()?.split('.').next()?.parse().ok()).max().unwrap_or(0)
 }
 
-/// Polls `done` every 100 ms until it holds, or fails after `limit`.
+/// Waits for a synchronous condition (see [`shale_tests::wait_until`]).
 async fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "{what} did not happen within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    shale_tests::wait_until(what, limit, || std::future::ready(done())).await;
 }
 
 /// `shale serve` on a local directory, left alone: a deleted stream's segments and

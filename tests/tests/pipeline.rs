@@ -34,12 +34,9 @@ fn input(stream: &str, body: String) -> AppendInput {
     }
 }
 
+/// Waits for a synchronous condition (see [`shale_tests::wait_until`]).
 async fn wait_until(what: &str, condition: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !condition() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    shale_tests::wait_until(what, Duration::from_secs(30), || std::future::ready(condition())).await;
 }
 
 /// Every record body of a stream, in sequence order.

@@ -92,13 +92,9 @@ async fn read_bodies(reader: &Reader, stream: &str) -> Vec<String> {
     }
 }
 
-/// Polls `condition` until it holds; fails the test after 20 s.
+/// Waits for a synchronous condition (see [`shale_tests::wait_until`]).
 async fn wait_until(what: &str, condition: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !condition() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    shale_tests::wait_until(what, Duration::from_secs(20), || std::future::ready(condition())).await;
 }
 
 fn remote(addresses: &[String], store: Option<Arc<dyn ObjectStore>>, config: RemoteConfig) -> Arc<dyn MetadataApi> {

@@ -162,18 +162,7 @@ pub async fn read_stream(client: &reqwest::Client, basin: &str, reader: &str, st
     }
 }
 
-/// Polls `condition` every 50 ms; fails after `limit`.
-pub async fn wait_until<F, Fut>(what: &str, limit: Duration, condition: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    while !condition().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use shale_tests::wait_until;
 
 /// One counter or gauge from a process's `/metrics`; `None` when absent or unreachable.
 pub async fn metric(client: &reqwest::Client, base: &str, name: &str) -> Option<u64> {
