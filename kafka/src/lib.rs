@@ -13,6 +13,7 @@
 //! - `versions`: the APIs and versions served, for ApiVersions and for refusing the rest;
 //! - `topics`: topics as sets of streams, their creation, deletion and configs;
 //! - `records`: Kafka records to Shale records and back (record batch v2);
+//! - `decompress`: produced batches decompressed within a bound;
 //! - `topic_cache`: the topic settings produce reads, kept for a few seconds;
 //! - `produce`, `fetch`, `offsets` (ListOffsets, DeleteRecords), `cluster` (Metadata,
 //!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `groups`
@@ -22,6 +23,7 @@
 mod cluster;
 mod config;
 mod connection;
+mod decompress;
 mod error;
 mod fetch;
 mod frame;

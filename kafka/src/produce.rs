@@ -73,6 +73,7 @@ async fn produce_partition(
     let batch = decode_produced(bytes).map_err(|refused| match refused {
         Refused::Corrupt(why) => (ResponseError::CorruptMessage, why),
         Refused::Invalid(why) => (ResponseError::InvalidRecord, why),
+        Refused::TooLarge(why) => (ResponseError::MessageTooLarge, why),
     })?;
     let metered: u64 = batch.records.iter().map(shale_proto::Record::metered_bytes).sum();
     if metered > KAFKA_BATCH_LIMITS.metered_bytes || batch.records.len() > KAFKA_BATCH_LIMITS.records {

@@ -9,7 +9,7 @@
 //! are already compressed at rest if the operator chose so, and compressing again on the
 //! way out would spend the agent's CPU for loopback-or-zone traffic.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -17,6 +17,8 @@ use kafka_protocol::records::{
     NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use shale_proto::{Header, Record, SequencedRecord};
+
+use crate::decompress::{decompress, TooLarge, MAX_DECOMPRESSED_BYTES};
 
 /// The header holding a record's key.
 pub const KEY_HEADER: &[u8] = b"kafka.key";
@@ -39,17 +41,30 @@ pub enum Refused {
     Corrupt(String),
     /// They decode but break a rule (several batches, a reserved header): INVALID_RECORD.
     Invalid(String),
+    /// They decompress past [`MAX_DECOMPRESSED_BYTES`]: MESSAGE_TOO_LARGE.
+    TooLarge(String),
 }
 
 /// Decodes a partition's produced bytes: exactly one record batch v2, as Kafka requires
-/// from produce v3 on. The CRC is checked and the batch decompressed by the codec.
+/// from produce v3 on. The CRC is checked and the batch decompressed, within
+/// [`MAX_DECOMPRESSED_BYTES`].
 pub fn decode_produced(bytes: &[u8]) -> Result<ProducedBatch, Refused> {
     let mut buf = Bytes::copy_from_slice(bytes);
+    let bounded = |compressed: &mut Bytes, codec| decompress(compressed, codec, MAX_DECOMPRESSED_BYTES);
     // The codec's decoders index into what they are given; a fault in them must cost
     // one request, not the process.
-    let sets = std::panic::catch_unwind(move || RecordBatchDecoder::decode_all(&mut buf))
-        .map_err(|_| Refused::Corrupt("record batch does not decode".into()))?
-        .map_err(|e| Refused::Corrupt(e.to_string()))?;
+    let sets = std::panic::catch_unwind(move || {
+        let mut sets = Vec::new();
+        while buf.has_remaining() {
+            sets.push(RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(bounded))?);
+        }
+        Ok::<_, anyhow::Error>(sets)
+    })
+    .map_err(|_| Refused::Corrupt("record batch does not decode".into()))?
+    .map_err(|e| match e.downcast_ref::<TooLarge>() {
+        Some(too_large) => Refused::TooLarge(too_large.to_string()),
+        None => Refused::Corrupt(e.to_string()),
+    })?;
     let [set] = sets.as_slice() else {
         return Err(Refused::Invalid(format!("a partition's records must be one batch, got {}", sets.len())));
     };

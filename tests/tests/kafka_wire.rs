@@ -207,6 +207,11 @@ async fn bad_batches_and_topics_get_their_error_codes_and_apply_nothing() {
         produce(&mut socket, "wire", batch(&[big], Compression::None)).await.0,
         ResponseError::MessageTooLarge.code()
     );
+    // A small zstd batch that decompresses past the bound (a decompression bomb).
+    let bomb: &'static [u8] = Box::leak(vec![0u8; 65 << 20].into_boxed_slice());
+    let bomb = batch(&[bomb], Compression::Zstd);
+    assert!(bomb.len() < 1 << 20, "{} bytes compressed", bomb.len());
+    assert_eq!(produce(&mut socket, "wire", bomb).await.0, ResponseError::MessageTooLarge.code());
     // Garbage where the records go.
     assert_eq!(
         produce(&mut socket, "wire", Bytes::from_static(b"not a batch")).await.0,
