@@ -102,6 +102,7 @@ async fn answer(kafka: &Kafka, request: &Request) -> Result<Option<ResponseKind>
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(groups::fetch_offsets(kafka, r, version).await),
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(groups::describe(kafka, r)),
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list(kafka, r)),
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(groups::delete(kafka, r).await),
         other => return Err(KafkaError::Malformed(format!("{other:?} is listed but not dispatched"))),
     };
     Ok(Some(response))

@@ -134,6 +134,12 @@ pub enum CatalogCall {
         stream: String,
         name: String,
     },
+    /// Removes a tracked consumer; done also when there was none.
+    DeleteConsumer {
+        basin: String,
+        stream: String,
+        name: String,
+    },
     /// A stream's consumers by name; with an empty `basin`, every stream's.
     ListConsumers {
         basin: String,
@@ -230,6 +236,7 @@ impl CatalogCall {
             CatalogCall::CommitConsumer { .. } => "commit_consumer",
             CatalogCall::GetConsumer { .. } => "get_consumer",
             CatalogCall::ListConsumers { .. } => "list_consumers",
+            CatalogCall::DeleteConsumer { .. } => "delete_consumer",
         }
     }
 
@@ -263,6 +270,8 @@ impl CatalogCall {
                 }
             }
             CatalogCall::ReconfigureBasin { .. } | CatalogCall::ReconfigureStream { .. } => Retry::Idempotent,
+            // Removing what is gone already is done too.
+            CatalogCall::DeleteConsumer { .. } => Retry::Idempotent,
             // A revoke or issue sent twice could answer "not found" or "exists" for its own success.
             CatalogCall::DeleteBasin { .. }
             | CatalogCall::DeleteStream { .. }

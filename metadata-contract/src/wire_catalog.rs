@@ -89,6 +89,9 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
                 expected: *expected,
             })
         }
+        CatalogCall::DeleteConsumer { basin, stream, name } => {
+            Call::DeleteConsumer(pb::ConsumerRef { basin: basin.clone(), stream: stream.clone(), name: name.clone() })
+        }
         CatalogCall::GetConsumer { basin, stream, name } => {
             Call::GetConsumer(pb::ConsumerRef { basin: basin.clone(), stream: stream.clone(), name: name.clone() })
         }
@@ -173,6 +176,7 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             expected: r.expected,
         },
         Call::GetConsumer(r) => CatalogCall::GetConsumer { basin: r.basin, stream: r.stream, name: r.name },
+        Call::DeleteConsumer(r) => CatalogCall::DeleteConsumer { basin: r.basin, stream: r.stream, name: r.name },
         Call::CompactedThrough(r) => CatalogCall::CompactedThrough { basin: r.basin, stream: r.stream },
         Call::ListConsumers(r) => CatalogCall::ListConsumers {
             basin: r.basin,
@@ -385,6 +389,7 @@ mod tests {
                 expected: Some(4),
             },
             CatalogCall::GetConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
+            CatalogCall::DeleteConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
             CatalogCall::ListConsumers { basin: "b".into(), stream: "s".into(), start_after: "a".into(), limit: 3 },
             CatalogCall::CompactedThrough { basin: "b".into(), stream: "s".into() },
         ];

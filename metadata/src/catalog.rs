@@ -82,6 +82,10 @@ impl Metadata {
             CatalogCall::GetConsumer { basin, stream, name } => {
                 CatalogReply::Consumer(self.consumer(&basin, &stream, &name).await?)
             }
+            CatalogCall::DeleteConsumer { basin, stream, name } => {
+                self.delete_consumer(&basin, &stream, &name).await?;
+                CatalogReply::Done
+            }
             CatalogCall::ListConsumers { basin, stream, start_after, limit } => {
                 CatalogReply::Consumers(self.list_consumers(&basin, &stream, &start_after, limit).await?)
             }

@@ -62,6 +62,27 @@ impl Metadata {
         Ok(position)
     }
 
+    /// Removes `name`'s position on the stream; done also when it had none.
+    pub async fn delete_consumer(&self, basin: &str, stream: &str, name: &str) -> Result<()> {
+        self.check_usable()?;
+        let writer = self.writer.lock().await;
+        self.check_usable()?;
+        let stream_id = match self.latest_stream(&writer, basin, stream).await? {
+            Some(record) => record.id,
+            None => {
+                self.settle(writer).await?;
+                return Err(MetadataError::StreamNotFound { basin: basin.into(), stream: stream.into() });
+            }
+        };
+        let key = keys::consumer(stream_id, name);
+        if self.get_latest::<ConsumerPosition>(&key).await?.is_none() {
+            return self.settle(writer).await;
+        }
+        let mut batch = WriteBatch::new();
+        batch.delete(&key);
+        self.write_durably(writer, batch).await
+    }
+
     /// `name`'s durable position on the stream, if it committed one.
     pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<Option<ConsumerPosition>> {
         self.check_usable()?;

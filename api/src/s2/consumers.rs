@@ -51,6 +51,12 @@ pub async fn get(service: &Service, basin: &str, stream: &str, name: &str) -> Re
     Ok(Json(view_json(&service.consumer(basin, stream, name).await?)).into_response())
 }
 
+/// Removes the consumer: 204, also when there was none.
+pub async fn delete(service: &Service, basin: &str, stream: &str, name: &str) -> Result<Response, ApiError> {
+    service.delete_consumer(basin, stream, name).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}
+
 pub async fn list(service: &Service, basin: &str, stream: &str, query: Option<&str>) -> Result<Response, ApiError> {
     let query = Query::parse(query, &["start_after", "limit"])?.list_query()?;
     let page = service.list_consumers(basin, stream, &query).await?;

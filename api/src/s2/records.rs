@@ -153,6 +153,9 @@ async fn serve_stream_route(
                     consumers::commit(service, &basin, &stream, &name, &body).await
                 }
                 (StreamRoute::Consumer(name), Method::GET) => consumers::get(service, &basin, &stream, &name).await,
+                (StreamRoute::Consumer(name), Method::DELETE) => {
+                    consumers::delete(service, &basin, &stream, &name).await
+                }
                 (_, method) => Err(ApiError::NoRoute(format!("{method} {}", uri.path()))),
             }
         }

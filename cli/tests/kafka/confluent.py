@@ -6,6 +6,7 @@ exits non-zero with its reason.
 import json
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -247,6 +248,24 @@ def lag_through_the_consumer_api():
     assert view["lag"]["records"] == 5, view
 
 
+def delete_a_group():
+    """DeleteGroups removes the group's committed offsets (its tracked consumers); an
+    unknown group is GROUP_ID_NOT_FOUND."""
+    path = stream_path("orders", 1) + "/consumers/billing"
+    assert http("GET", path)["name"] == "billing"
+    admin().delete_consumer_groups(["billing"])["billing"].result(20)
+    try:
+        http("GET", path)
+        raise AssertionError("the group's consumer is still there")
+    except urllib.error.HTTPError as e:
+        assert e.code == 404, e
+    try:
+        admin().delete_consumer_groups(["no-such-group"])["no-such-group"].result(20)
+        raise AssertionError("deleting an unknown group succeeded")
+    except KafkaException as e:
+        assert e.args[0].name() == "GROUP_ID_NOT_FOUND", e
+
+
 def unknown_topics_are_refused():
     p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "message.timeout.ms": 3000})
     errors = []
@@ -263,5 +282,6 @@ assign_seek_watermarks_and_times()
 create_partitions_and_delete_records()
 interop_with_s2()
 lag_through_the_consumer_api()
+delete_a_group()
 unknown_topics_are_refused()
 print("confluent-kafka: every step passed")

@@ -31,7 +31,7 @@ use kafka_protocol::ResponseError;
 use shale_storage::Clock;
 use tokio::sync::watch;
 
-pub use offsets::{commit_offsets, fetch_offsets};
+pub use offsets::{commit_offsets, delete, fetch_offsets};
 use state::{Group, Member, Phase, Refusal};
 
 use crate::Kafka;

@@ -1,11 +1,14 @@
 //! OffsetCommit and OffsetFetch over tracked consumers: group `G`'s committed offset on
 //! partition `P` of topic `T` is the position of consumer `G` on stream `T/P`. Commit
-//! metadata strings are not kept (OffsetFetch answers an empty one).
+//! metadata strings are not kept (OffsetFetch answers an empty one). DeleteGroups removes
+//! a group's consumer from every partition of every topic.
 
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
 use kafka_protocol::messages::{
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    DeleteGroupsRequest, DeleteGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -119,4 +122,46 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
         })
         .collect();
     OffsetFetchResponse::default().with_topics(topics)
+}
+
+/// DeleteGroups: a group with members is NON_EMPTY_GROUP; otherwise its committed
+/// offsets are removed from every partition and its state forgotten. A group with
+/// neither is GROUP_ID_NOT_FOUND.
+pub async fn delete(kafka: &Kafka, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut results = Vec::new();
+    for id in request.groups_names {
+        let group = id.0.to_string();
+        let error = match delete_group(kafka, &group).await {
+            Ok(()) => 0,
+            Err(error) => error,
+        };
+        results.push(DeletableGroupResult::default().with_group_id(id).with_error_code(error));
+    }
+    DeleteGroupsResponse::default().with_results(results)
+}
+
+async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
+    let known = match kafka.groups.lock().get(group) {
+        Some(state) if !state.members.is_empty() => return Err(ResponseError::NonEmptyGroup.code()),
+        Some(_) => true,
+        None => false,
+    };
+    let all = topics::all_topics(kafka).await.map_err(|e| code(&e))?;
+    let mut removed = false;
+    for (topic, partitions) in all {
+        for partition in 0..partitions as i32 {
+            let stream = stream_of(&topic, partition);
+            if committed(kafka, &stream, group).await.map_err(|e| code(&e))? < 0 {
+                continue;
+            }
+            kafka.service.delete_consumer(&kafka.config.basin, &stream, group).await.map_err(|e| code(&e))?;
+            removed = true;
+        }
+    }
+    kafka.groups.lock().remove(group);
+    if known || removed {
+        Ok(())
+    } else {
+        Err(ResponseError::GroupIdNotFound.code())
+    }
 }
