@@ -14,7 +14,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 use shale_service::ServiceError;
 
-use crate::records::{encode_batch, to_kafka};
+use crate::records::encode_batch;
 use crate::topics::stream_of;
 use crate::Kafka;
 
@@ -123,11 +123,7 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
         let Some(last) = output.records.last() else { break };
         next = last.seq_num + 1;
         let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
-        let records: Vec<_> = output.records.iter().filter_map(to_kafka).collect();
-        if let Err(e) = encode_batch(&records, &mut out) {
-            tracing::warn!(topic, partition = fetch.partition, error = %e, "kafka fetch batch did not encode");
-            break;
-        }
+        encode_batch(&output.records, &mut out);
         left = left.saturating_sub(read_bytes);
         if left == 0 || next >= output.tail.seq_num {
             break;

@@ -5,16 +5,14 @@
 //! (a tombstone), so a null key or value stays distinct from an empty one. A produced
 //! header with a reserved name is refused.
 //!
-//! Fetches answer record batches v2, uncompressed: the records come from segments that
+//! Fetches answer record batches v2, uncompressed, encoded here straight from the stored
+//! records (no intermediate Kafka record per row): the records come from segments that
 //! are already compressed at rest if the operator chose so, and compressing again on the
 //! way out would spend the agent's CPU for loopback-or-zone traffic.
 
-use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::protocol::StrBytes;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression, Record as KafkaRecord, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+    Record as KafkaRecord, RecordBatchDecoder, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use shale_proto::{Header, Record, SequencedRecord};
 
@@ -102,58 +100,142 @@ fn to_shale(record: &KafkaRecord) -> Result<Record, Refused> {
     Ok(Record { timestamp, headers, body: record.value.clone().unwrap_or_default() })
 }
 
-/// A stored record as Kafka sees it; `None` for S2's command records (fence, trim),
-/// which Kafka consumers step over as a gap in the offsets.
-pub fn to_kafka(record: &SequencedRecord) -> Option<KafkaRecord> {
-    if record.headers.iter().any(|h| h.name.is_empty()) {
-        return None;
+/// Appends `records` to `out` as one uncompressed record batch v2 (Kafka's protocol
+/// guide, "Record Batch"), written straight from the stored records: S2's command
+/// records (fence, trim; a header with an empty name) are left out, which Kafka
+/// consumers step over as a gap in the offsets. Nothing is written when none is left.
+pub fn encode_batch(records: &[SequencedRecord], out: &mut BytesMut) {
+    let shown: Vec<&SequencedRecord> =
+        records.iter().filter(|r| !r.headers.iter().any(|h| h.name.is_empty())).collect();
+    let (Some(first), Some(last)) = (shown.first(), shown.last()) else { return };
+    let base_offset = offset_of(first);
+    let base_timestamp = timestamp_of(first);
+    let max_timestamp = shown.iter().map(|r| timestamp_of(r)).max().unwrap_or(base_timestamp);
+    let start = out.len();
+    out.put_i64(base_offset);
+    out.put_i32(0); // batch length, set below
+    out.put_i32(NO_PARTITION_LEADER_EPOCH);
+    out.put_i8(2); // magic
+    out.put_u32(0); // CRC, set below
+    let crc_from = out.len();
+    out.put_i16(0); // attributes: no compression, CreateTime, not transactional
+    out.put_i32(i32::try_from(offset_of(last) - base_offset).unwrap_or(i32::MAX));
+    out.put_i64(base_timestamp);
+    out.put_i64(max_timestamp);
+    out.put_i64(NO_PRODUCER_ID);
+    out.put_i16(NO_PRODUCER_EPOCH);
+    out.put_i32(-1); // base sequence: none without a producer
+    out.put_i32(i32::try_from(shown.len()).unwrap_or(i32::MAX));
+    for record in shown {
+        put_record(record, base_offset, base_timestamp, out);
     }
-    let mut key = None;
+    let batch_length = i32::try_from(out.len() - start - 12).unwrap_or(i32::MAX);
+    out[start + 8..start + 12].copy_from_slice(&batch_length.to_be_bytes());
+    let crc = crc32c::crc32c(&out[crc_from..]);
+    out[crc_from - 4..crc_from].copy_from_slice(&crc.to_be_bytes());
+}
+
+fn offset_of(record: &SequencedRecord) -> i64 {
+    i64::try_from(record.seq_num).unwrap_or(i64::MAX)
+}
+
+fn timestamp_of(record: &SequencedRecord) -> i64 {
+    i64::try_from(record.timestamp).unwrap_or(i64::MAX)
+}
+
+/// One record of a batch: its length, then attributes, deltas, key, value and headers,
+/// the reserved headers turned back into the key and a null value.
+fn put_record(record: &SequencedRecord, base_offset: i64, base_timestamp: i64, out: &mut BytesMut) {
+    let mut key: Option<&[u8]> = None;
     let mut null_value = false;
-    let mut headers = IndexMap::new();
+    let mut headers = 0i64;
+    let mut headers_len = 0usize;
     for header in &record.headers {
         match header.name.as_ref() {
-            KEY_HEADER => key = Some(header.value.clone()),
+            KEY_HEADER => key = Some(&header.value),
             NULL_VALUE_HEADER => null_value = true,
             name => {
-                let name = StrBytes::from_string(String::from_utf8_lossy(name).into_owned());
-                headers.insert(name, Some(header.value.clone()));
+                headers += 1;
+                headers_len += bytes_len(header_name(name).len()) + bytes_len(header.value.len());
             }
         }
     }
-    let offset = i64::try_from(record.seq_num).unwrap_or(i64::MAX);
-    Some(KafkaRecord {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-        producer_id: NO_PRODUCER_ID,
-        producer_epoch: NO_PRODUCER_EPOCH,
-        timestamp_type: TimestampType::Creation,
-        offset,
-        // The codec starts a new batch wherever offset minus sequence changes; keeping
-        // it constant puts every record of a read in one batch. Without a producer id
-        // the batch's sequence means nothing to consumers.
-        sequence: offset as i32,
-        timestamp: i64::try_from(record.timestamp).unwrap_or(i64::MAX),
-        key,
-        value: (!null_value).then(|| record.body.clone()),
-        headers,
-    })
+    let value: Option<&[u8]> = (!null_value).then_some(&record.body);
+    let timestamp_delta = timestamp_of(record) - base_timestamp;
+    let offset_delta = offset_of(record) - base_offset;
+    let body_len = 1
+        + varint_len(timestamp_delta)
+        + varint_len(offset_delta)
+        + nullable_len(key)
+        + nullable_len(value)
+        + varint_len(headers)
+        + headers_len;
+    put_varint(out, body_len as i64);
+    out.put_i8(0);
+    put_varint(out, timestamp_delta);
+    put_varint(out, offset_delta);
+    put_nullable(out, key);
+    put_nullable(out, value);
+    put_varint(out, headers);
+    for header in &record.headers {
+        if header.name.as_ref() != KEY_HEADER && header.name.as_ref() != NULL_VALUE_HEADER {
+            put_nullable(out, Some(&header_name(&header.name)));
+            put_nullable(out, Some(&header.value));
+        }
+    }
 }
 
-/// Appends `records` to `out` as one uncompressed record batch v2.
-pub fn encode_batch(records: &[KafkaRecord], out: &mut BytesMut) -> Result<(), String> {
-    if records.is_empty() {
-        return Ok(());
+/// A header's name as Kafka's (a UTF-8 string): S2's names are bytes, so one that is not
+/// UTF-8 goes out with U+FFFD in place of what is not, as Java's clients would read it.
+fn header_name(name: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match String::from_utf8_lossy(name) {
+        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(name),
+        std::borrow::Cow::Owned(replaced) => std::borrow::Cow::Owned(replaced.into_bytes()),
     }
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(out, records.iter(), &options).map_err(|e| e.to_string())
+}
+
+/// Kafka's varint: zigzag, then 7 bits a byte, low bits first.
+fn put_varint(out: &mut BytesMut, value: i64) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    while v >= 0x80 {
+        out.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+
+fn varint_len(value: i64) -> usize {
+    let v = ((value << 1) ^ (value >> 63)) as u64;
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn bytes_len(len: usize) -> usize {
+    varint_len(len as i64) + len
+}
+
+fn nullable_len(bytes: Option<&[u8]>) -> usize {
+    bytes.map_or(1, |b| bytes_len(b.len()))
+}
+
+/// A length-prefixed byte string, `-1` for null.
+fn put_nullable(out: &mut BytesMut, bytes: Option<&[u8]>) {
+    match bytes {
+        None => put_varint(out, -1),
+        Some(b) => {
+            put_varint(out, b.len() as i64);
+            out.put_slice(b);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use kafka_protocol::indexmap::IndexMap;
+    use kafka_protocol::protocol::StrBytes;
+    use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    use proptest::prelude::*;
+
     use super::*;
 
     fn produced(key: Option<&'static [u8]>, value: Option<&'static [u8]>, compression: Compression) -> Bytes {
@@ -179,6 +261,15 @@ mod tests {
         out.freeze()
     }
 
+    /// What a Kafka client decodes from a fetched batch (the codec checks its CRC).
+    fn fetched(records: &[SequencedRecord]) -> Vec<KafkaRecord> {
+        let mut out = BytesMut::new();
+        encode_batch(records, &mut out);
+        let sets = RecordBatchDecoder::decode_all(&mut out.freeze()).unwrap();
+        assert!(sets.len() <= 1, "one batch");
+        sets.into_iter().flat_map(|set| set.records).collect()
+    }
+
     #[test]
     fn keys_and_values_keep_null_apart_from_empty_through_a_round_trip() {
         type Field = Option<&'static [u8]>;
@@ -196,12 +287,17 @@ mod tests {
                     headers: record.headers.clone(),
                     body: record.body.clone(),
                 };
-                let back = to_kafka(&stored).unwrap();
+                let [back] = fetched(&[stored]).try_into().unwrap();
                 assert_eq!(back.key.as_deref(), key, "{compression:?}");
                 assert_eq!(back.value.as_deref(), value, "{compression:?}");
                 assert_eq!(back.headers.len(), 1);
+                assert_eq!(
+                    back.headers.get(&StrBytes::from_static_str("h")).cloned().flatten().as_deref(),
+                    Some(&b"v"[..])
+                );
                 assert_eq!(back.offset, 5);
                 assert_eq!(back.timestamp, 1_700_000_000_000);
+                assert_eq!(back.producer_id, NO_PRODUCER_ID);
             }
         }
     }
@@ -219,25 +315,85 @@ mod tests {
     }
 
     #[test]
-    fn a_read_with_gaps_encodes_as_one_batch() {
+    fn a_read_with_gaps_and_commands_encodes_as_one_batch_without_the_commands() {
         let stored =
             |seq_num| SequencedRecord { seq_num, timestamp: 5, headers: vec![], body: Bytes::from_static(b"v") };
-        let records: Vec<_> = [3, 4, 6, 9].into_iter().map(|s| to_kafka(&stored(s)).unwrap()).collect();
-        let mut out = BytesMut::new();
-        encode_batch(&records, &mut out).unwrap();
-        let sets = RecordBatchDecoder::decode_all(&mut out.freeze()).unwrap();
-        assert_eq!(sets.len(), 1, "one batch");
-        assert_eq!(sets[0].records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![3, 4, 6, 9]);
-    }
-
-    #[test]
-    fn command_records_are_not_shown_to_kafka() {
         let trim = SequencedRecord {
-            seq_num: 1,
-            timestamp: 1,
+            seq_num: 5,
+            timestamp: 5,
             headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
             body: Bytes::from_static(&[0; 8]),
         };
-        assert!(to_kafka(&trim).is_none());
+        let records = vec![stored(3), stored(4), trim.clone(), stored(6), stored(9)];
+        let offsets: Vec<i64> = fetched(&records).iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![3, 4, 6, 9]);
+        assert!(fetched(&[trim]).is_empty(), "only commands: no batch at all");
+    }
+
+    fn arbitrary_record() -> impl Strategy<Value = SequencedRecord> {
+        let header = (proptest::collection::vec(any::<u8>(), 1..8), proptest::collection::vec(any::<u8>(), 0..300));
+        (
+            0u64..1 << 40,
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..200)),
+            any::<bool>(),
+            proptest::collection::vec(any::<u8>(), 0..3000),
+            proptest::collection::vec(header, 0..4),
+        )
+            .prop_map(|(timestamp, key, null_value, body, headers)| {
+                // Kafka's codec here keeps one value per header name: names unique.
+                let mut seen = std::collections::HashSet::new();
+                let mut all: Vec<Header> = headers
+                    .into_iter()
+                    .filter(|(name, _)| name != KEY_HEADER && name != NULL_VALUE_HEADER)
+                    .filter(|(name, _)| seen.insert(String::from_utf8_lossy(name).into_owned()))
+                    .map(|(name, value)| Header { name: name.into(), value: value.into() })
+                    .collect();
+                if let Some(key) = key {
+                    all.push(Header { name: Bytes::from_static(KEY_HEADER), value: key.into() });
+                }
+                if null_value {
+                    all.push(Header { name: Bytes::from_static(NULL_VALUE_HEADER), value: Bytes::new() });
+                }
+                SequencedRecord { seq_num: 0, timestamp, headers: all, body: body.into() }
+            })
+    }
+
+    proptest! {
+        /// Whatever the records, the batch decodes with Kafka's own codec (CRC and
+        /// lengths right) to the same offsets, timestamps, keys, values and headers.
+        #[test]
+        fn any_records_decode_back_with_kafkas_codec(
+            mut records in proptest::collection::vec(arbitrary_record(), 1..20),
+            first in 0u64..1 << 40,
+            gaps in proptest::collection::vec(1u64..5, 20),
+        ) {
+            let mut seq = first;
+            for (record, gap) in records.iter_mut().zip(&gaps) {
+                record.seq_num = seq;
+                seq += gap;
+            }
+            let back = fetched(&records);
+            prop_assert_eq!(back.len(), records.len());
+            for (record, back) in records.iter().zip(&back) {
+                let header = |name: &[u8]| record.headers.iter().find(|h| h.name.as_ref() == name).map(|h| h.value.clone());
+                prop_assert_eq!(back.offset, record.seq_num as i64);
+                prop_assert_eq!(back.timestamp, record.timestamp as i64);
+                prop_assert_eq!(back.key.clone(), header(KEY_HEADER));
+                let value = header(NULL_VALUE_HEADER).is_none().then(|| record.body.clone());
+                prop_assert_eq!(back.value.clone(), value);
+                let plain: Vec<(Vec<u8>, Vec<u8>)> = record
+                    .headers
+                    .iter()
+                    .filter(|h| h.name.as_ref() != KEY_HEADER && h.name.as_ref() != NULL_VALUE_HEADER)
+                    .map(|h| (String::from_utf8_lossy(&h.name).into_owned().into_bytes(), h.value.to_vec()))
+                    .collect();
+                let decoded: Vec<(Vec<u8>, Vec<u8>)> = back
+                    .headers
+                    .iter()
+                    .map(|(name, value)| (name.as_bytes().to_vec(), value.clone().unwrap_or_default().to_vec()))
+                    .collect();
+                prop_assert_eq!(decoded, plain);
+            }
+        }
     }
 }
