@@ -5,6 +5,7 @@
 //! sessions (KIP-227) are not kept: every answer has session id 0, so clients send full
 //! fetches.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -22,6 +23,8 @@ use crate::Kafka;
 const MAX_READS_PER_PARTITION: usize = 16;
 /// The longest long poll served (a client asking more waits this long).
 const MAX_WAIT: Duration = Duration::from_secs(30);
+/// Partitions of one fetch read at once.
+const CONCURRENT_PARTITIONS: usize = 16;
 
 /// One partition of a fetch: what was asked and what was found.
 struct PartitionFetch {
@@ -34,7 +37,7 @@ struct PartitionFetch {
 }
 
 pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
-    let mut budget = u64::try_from(request.max_bytes).unwrap_or(0).max(1);
+    let budget = AtomicU64::new(u64::try_from(request.max_bytes).unwrap_or(0).max(1));
     let mut names: Vec<TopicName> = Vec::new();
     let mut wanted = Vec::new();
     for topic in request.topics {
@@ -51,14 +54,20 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
             });
         }
     }
-    for fetch in &mut wanted {
-        let topic = names[fetch.topic].0.to_string();
-        read_partition(kafka, &topic, fetch, &mut budget, Duration::ZERO).await;
-    }
+    // The request's byte bound is shared: each partition reads within what is left when
+    // it starts, so the answer may pass the bound by what partitions read at once (Kafka
+    // calls it a soft bound too).
+    futures::stream::iter(wanted.iter_mut())
+        .for_each_concurrent(CONCURRENT_PARTITIONS, |fetch| {
+            let topic = names[fetch.topic].0.to_string();
+            let budget = &budget;
+            async move { read_partition(kafka, &topic, fetch, budget, Duration::ZERO).await }
+        })
+        .await;
     let found: usize = wanted.iter().map(|f| f.bytes).sum();
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
     if found == 0 && request.min_bytes > 0 && !wait.is_zero() {
-        long_poll(kafka, &names, &mut wanted, budget, wait).await;
+        long_poll(kafka, &names, &mut wanted, budget.into_inner(), wait).await;
     }
     let mut topics: Vec<FetchableTopicResponse> =
         names.into_iter().map(|name| FetchableTopicResponse::default().with_topic(name)).collect();
@@ -75,8 +84,8 @@ async fn long_poll(kafka: &Kafka, names: &[TopicName], wanted: &mut [PartitionFe
         .filter(|f| f.answer.error_code == 0)
         .map(|fetch| async move {
             let topic = names[fetch.topic].0.to_string();
-            let mut budget = budget;
-            read_partition(kafka, &topic, fetch, &mut budget, wait).await;
+            let budget = AtomicU64::new(budget);
+            read_partition(kafka, &topic, fetch, &budget, wait).await;
             fetch.bytes
         })
         .collect();
@@ -91,13 +100,13 @@ async fn long_poll(kafka: &Kafka, names: &[TopicName], wanted: &mut [PartitionFe
 }
 
 /// Reads `fetch`'s partition into its answer, within its bound and `budget`.
-async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, budget: &mut u64, wait: Duration) {
+async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, budget: &AtomicU64, wait: Duration) {
     let Ok(mut next) = u64::try_from(fetch.offset) else {
         fetch.answer.error_code = kafka_protocol::ResponseError::OffsetOutOfRange.code();
         return;
     };
     let mut out = BytesMut::new();
-    let mut left = fetch.max_bytes.min(*budget);
+    let mut left = fetch.max_bytes.min(budget.load(Ordering::Relaxed)).max(1);
     for _ in 0..MAX_READS_PER_PARTITION {
         let request = ReadRequest {
             basin: kafka.config.basin.clone(),
@@ -129,7 +138,8 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
             break;
         }
     }
-    *budget = budget.saturating_sub(out.len() as u64);
+    let taken = out.len() as u64;
+    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_sub(taken)));
     fetch.bytes = out.len();
     if !out.is_empty() {
         fetch.answer.records = Some(out.freeze());
