@@ -18,38 +18,38 @@ impl Metadata {
     pub(crate) async fn run_catalog(&self, call: CatalogCall) -> Result<CatalogReply> {
         Ok(match call {
             CatalogCall::GetBasin { basin } => {
-                CatalogReply::Basin { record: self.basin(&basin).await?, created: false }
+                CatalogReply::Basin { record: self.get_basin(&basin).await?, created: false }
             }
             CatalogCall::CreateBasin { basin, config, request_token } => {
-                let (record, created) = self.create_basin_idempotent(&basin, config, request_token.as_deref()).await?;
+                let (record, created) = self.apply_create_basin(&basin, config, request_token.as_deref()).await?;
                 CatalogReply::Basin { record, created }
             }
             CatalogCall::ReconfigureBasin { basin, patch } => {
-                CatalogReply::Basin { record: self.reconfigure_basin(&basin, patch).await?, created: false }
+                CatalogReply::Basin { record: self.apply_reconfigure_basin(&basin, patch).await?, created: false }
             }
             CatalogCall::ListBasins { prefix, start_after, limit } => {
-                CatalogReply::Basins(self.list_basins(&prefix, &start_after, limit).await?)
+                CatalogReply::Basins(self.scan_basins(&prefix, &start_after, limit).await?)
             }
             CatalogCall::DeleteBasin { basin } => {
-                self.delete_basin(&basin).await?;
+                self.apply_delete_basin(&basin).await?;
                 CatalogReply::Done
             }
             CatalogCall::GetStream { basin, stream } => {
-                CatalogReply::Stream { info: self.stream(&basin, &stream).await?, created: false }
+                CatalogReply::Stream { info: self.get_stream(&basin, &stream).await?, created: false }
             }
             CatalogCall::CreateStream { basin, stream, config, request_token } => {
                 let (info, created) =
-                    self.create_stream_idempotent(&basin, &stream, config, request_token.as_deref()).await?;
+                    self.apply_create_stream(&basin, &stream, config, request_token.as_deref()).await?;
                 CatalogReply::Stream { info, created }
             }
             CatalogCall::ReconfigureStream { basin, stream, patch } => {
-                CatalogReply::Stream { info: self.reconfigure_stream(&basin, &stream, patch).await?, created: false }
+                CatalogReply::Stream { info: self.apply_reconfigure_stream(&basin, &stream, patch).await?, created: false }
             }
             CatalogCall::ListStreams { basin, prefix, start_after, limit } => {
-                CatalogReply::Streams(self.list_streams(&basin, &prefix, &start_after, limit).await?)
+                CatalogReply::Streams(self.scan_streams(&basin, &prefix, &start_after, limit).await?)
             }
             CatalogCall::DeleteStream { basin, stream } => {
-                self.delete_stream(&basin, &stream).await?;
+                self.apply_delete_stream(&basin, &stream).await?;
                 CatalogReply::Done
             }
             CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes, remerge_below } => {
@@ -94,7 +94,7 @@ impl Metadata {
 
     /// Creates a basin. When it exists and was created with the same `request_token`,
     /// this is a retry of that create: returns the basin and `false` (not newly created).
-    pub async fn create_basin_idempotent(
+    pub(crate) async fn apply_create_basin(
         &self,
         name: &str,
         config: BasinConfig,
@@ -125,14 +125,14 @@ impl Metadata {
         Ok((record, true))
     }
 
-    pub async fn basin(&self, name: &str) -> Result<BasinRecord> {
+    pub(crate) async fn get_basin(&self, name: &str) -> Result<BasinRecord> {
         self.check_usable()?;
         self.get_durable(&keys::basin(name)).await?.ok_or_else(|| MetadataError::BasinNotFound(name.to_string()))
     }
 
     /// Applies `patch` to the basin's latest config under the writer lock, so concurrent
     /// patches of different fields all take effect.
-    pub async fn reconfigure_basin(&self, name: &str, patch: BasinPatch) -> Result<BasinRecord> {
+    pub(crate) async fn apply_reconfigure_basin(&self, name: &str, patch: BasinPatch) -> Result<BasinRecord> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         let mut record = match self.latest_basin(name).await {
@@ -156,7 +156,7 @@ impl Metadata {
     }
 
     /// Lists basins whose names start with `prefix` and sort after `start_after`.
-    pub async fn list_basins(&self, prefix: &str, start_after: &str, limit: usize) -> Result<ListPage<BasinRecord>> {
+    pub(crate) async fn scan_basins(&self, prefix: &str, start_after: &str, limit: usize) -> Result<ListPage<BasinRecord>> {
         self.check_usable()?;
         let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
         let start = keys::basin(start_after);
@@ -167,7 +167,7 @@ impl Metadata {
 
     /// Deletes a basin and every stream in it. Index entries and blocks of its streams
     /// become garbage for GC.
-    pub async fn delete_basin(&self, name: &str) -> Result<()> {
+    pub(crate) async fn apply_delete_basin(&self, name: &str) -> Result<()> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         if let Err(e) = self.latest_basin(name).await {
@@ -199,7 +199,7 @@ impl Metadata {
     }
 
     /// Creates a stream; a retry with the same `request_token` returns it with `false`.
-    pub async fn create_stream_idempotent(
+    pub(crate) async fn apply_create_stream(
         &self,
         basin: &str,
         stream: &str,
@@ -259,7 +259,7 @@ impl Metadata {
     }
 
     /// The stream's durable state, tail included.
-    pub async fn stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
+    pub(crate) async fn get_stream(&self, basin: &str, stream: &str) -> Result<StreamInfo> {
         self.check_usable()?;
         let record: StreamRecord =
             self.get_durable(&keys::stream(basin, stream)).await?.ok_or_else(|| not_found(basin, stream))?;
@@ -268,7 +268,7 @@ impl Metadata {
 
     /// Applies `patch` to the stream's latest config under the writer lock, so concurrent
     /// patches of different fields all take effect.
-    pub async fn reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
+    pub(crate) async fn apply_reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         let Some(mut record) = self.latest_stream(&writer, basin, stream).await? else {
@@ -289,7 +289,7 @@ impl Metadata {
 
     /// Lists streams of `basin` whose names start with `prefix` and sort after
     /// `start_after`.
-    pub async fn list_streams(
+    pub(crate) async fn scan_streams(
         &self,
         basin: &str,
         prefix: &str,
@@ -312,7 +312,7 @@ impl Metadata {
 
     /// Deletes a stream. Its index entries and blocks become garbage for GC; a stream
     /// created later under the same name starts empty.
-    pub async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
+    pub(crate) async fn apply_delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         let Some(record) = self.latest_stream(&writer, basin, stream).await? else {

@@ -50,20 +50,14 @@ impl Metadata {
     /// commit failed: the appends may or may not be durable ([`MetadataError::Indefinite`])
     /// or this instance was fenced.
     pub async fn commit(&self, request: CommitRequest) -> Result<Vec<UnitOutcome>> {
-        let mut outcomes = self.commit_many(vec![request]).await?;
+        let mut outcomes = self.run_sequence(vec![request], None).await?.await?;
         Ok(outcomes.pop().unwrap_or_default())
-    }
-
-    /// Commits several sealed segments, in order, in one write batch. Same rules as
-    /// [`Self::commit`]; one outcome list per segment.
-    pub async fn commit_many(&self, requests: Vec<CommitRequest>) -> Result<Vec<Vec<UnitOutcome>>> {
-        self.sequence(requests, None).await?.await
     }
 
     /// Applies a commit call under the writer lock and returns as soon as it holds its
     /// place in the commit order; the ticket resolves once the WAL write holding it is
     /// durable. Calls from every gateway share WAL writes (see `durability`).
-    pub async fn sequence(
+    pub(crate) async fn run_sequence(
         &self,
         requests: Vec<CommitRequest>,
         position: Option<PipelinePosition>,

@@ -218,7 +218,7 @@ impl Metadata {
     /// The stream's compaction cursor, as plans see it: its records below it are in
     /// compacted objects.
     pub(crate) async fn compacted_through(&self, basin: &str, stream: &str) -> Result<u64> {
-        let record = self.stream(basin, stream).await?.record;
+        let record = self.get_stream(basin, stream).await?.record;
         self.compaction_cursor(record.id, &Self::durable_read()).await
     }
 

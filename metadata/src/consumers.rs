@@ -110,6 +110,6 @@ impl Metadata {
     }
 
     async fn durable_stream_id(&self, basin: &str, stream: &str) -> Result<u64> {
-        Ok(self.stream(basin, stream).await?.record.id)
+        Ok(self.get_stream(basin, stream).await?.record.id)
     }
 }

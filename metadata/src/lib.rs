@@ -317,11 +317,6 @@ impl Metadata {
         }
     }
 
-    /// A receiver that changes when a durable commit moves this stream's tail.
-    pub fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {
-        self.tails.subscribe(basin, stream)
-    }
-
     /// Every durable commit's tail updates from now on (the `Watch` RPC's source).
     pub fn tail_feed(&self) -> tokio::sync::broadcast::Receiver<Arc<Vec<TailUpdate>>> {
         self.tails.feed()

@@ -12,7 +12,7 @@ use crate::{
 #[async_trait]
 impl MetadataApi for Metadata {
     async fn sequence(&self, requests: Vec<CommitRequest>, position: Option<PipelinePosition>) -> Result<CommitTicket> {
-        Metadata::sequence(self, requests, position).await
+        self.run_sequence(requests, position).await
     }
 
     async fn lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>> {
@@ -20,7 +20,7 @@ impl MetadataApi for Metadata {
     }
 
     fn subscribe_tail(&self, basin: &str, stream: &str) -> watch::Receiver<Option<Position>> {
-        Metadata::subscribe_tail(self, basin, stream)
+        self.tails.subscribe(basin, stream)
     }
 
     async fn catalog(&self, call: CatalogCall) -> Result<CatalogReply> {
