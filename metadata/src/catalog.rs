@@ -42,9 +42,10 @@ impl Metadata {
                     self.apply_create_stream(&basin, &stream, config, request_token.as_deref()).await?;
                 CatalogReply::Stream { info, created }
             }
-            CatalogCall::ReconfigureStream { basin, stream, patch } => {
-                CatalogReply::Stream { info: self.apply_reconfigure_stream(&basin, &stream, patch).await?, created: false }
-            }
+            CatalogCall::ReconfigureStream { basin, stream, patch } => CatalogReply::Stream {
+                info: self.apply_reconfigure_stream(&basin, &stream, patch).await?,
+                created: false,
+            },
             CatalogCall::ListStreams { basin, prefix, start_after, limit } => {
                 CatalogReply::Streams(self.scan_streams(&basin, &prefix, &start_after, limit).await?)
             }
@@ -156,7 +157,12 @@ impl Metadata {
     }
 
     /// Lists basins whose names start with `prefix` and sort after `start_after`.
-    pub(crate) async fn scan_basins(&self, prefix: &str, start_after: &str, limit: usize) -> Result<ListPage<BasinRecord>> {
+    pub(crate) async fn scan_basins(
+        &self,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Result<ListPage<BasinRecord>> {
         self.check_usable()?;
         let scan_prefix = [keys::BASIN_PREFIX, prefix.as_bytes()].concat();
         let start = keys::basin(start_after);
@@ -268,7 +274,12 @@ impl Metadata {
 
     /// Applies `patch` to the stream's latest config under the writer lock, so concurrent
     /// patches of different fields all take effect.
-    pub(crate) async fn apply_reconfigure_stream(&self, basin: &str, stream: &str, patch: StreamPatch) -> Result<StreamInfo> {
+    pub(crate) async fn apply_reconfigure_stream(
+        &self,
+        basin: &str,
+        stream: &str,
+        patch: StreamPatch,
+    ) -> Result<StreamInfo> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         let Some(mut record) = self.latest_stream(&writer, basin, stream).await? else {

@@ -42,6 +42,17 @@ pub fn metered_bytes(headers: &[Header], body: &[u8]) -> u64 {
 }
 
 impl Record {
+    /// A record from the parts every wire format carries (the protobuf messages of
+    /// `shale.v1` and `s2.v1` both have a timestamp, name/value headers and a body).
+    pub fn from_parts<B: Into<Bytes>>(
+        timestamp: Option<u64>,
+        headers: impl IntoIterator<Item = (B, B)>,
+        body: B,
+    ) -> Record {
+        let headers = headers.into_iter().map(|(name, value)| Header { name: name.into(), value: value.into() });
+        Record { timestamp, headers: headers.collect(), body: body.into() }
+    }
+
     pub fn metered_bytes(&self) -> u64 {
         metered_bytes(&self.headers, &self.body)
     }

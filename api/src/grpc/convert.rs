@@ -6,7 +6,6 @@ use shale_proto::grpc as pb;
 use shale_proto::{SequencedRecord, TimestampingMode};
 use shale_reader::{ReadLimits, ReadRequest, ReadStart};
 
-use crate::s2::record_from_parts;
 use shale_service::ServiceError;
 use shale_service::{producer_stamp, ConsumerView};
 
@@ -25,7 +24,9 @@ pub fn append_input(request: pb::AppendRequest) -> Result<AppendInput, ServiceEr
         records: request
             .records
             .into_iter()
-            .map(|r| record_from_parts(r.timestamp, r.headers.into_iter().map(|h| (h.name, h.value)), r.body))
+            .map(|r| {
+                shale_proto::Record::from_parts(r.timestamp, r.headers.into_iter().map(|h| (h.name, h.value)), r.body)
+            })
             .collect(),
         match_seq_num: request.match_seq_num,
         fencing_token: request.fencing_token,

@@ -28,7 +28,6 @@ use axum::Router;
 use crate::{ops, Http};
 
 pub use records::MAX_BODY_BYTES;
-pub use wire::record_from_parts;
 
 /// S2's endpoints, plus `/health`, `/ready`, `/metrics` and a JSON 404.
 pub fn router(http: Http) -> Router {

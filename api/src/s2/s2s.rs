@@ -22,7 +22,6 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::read_batch;
-use super::wire::record_from_parts;
 use crate::ApiError;
 use shale_service::producer_stamp;
 use shale_service::ServiceError;
@@ -182,7 +181,9 @@ pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Result
         records: input
             .records
             .into_iter()
-            .map(|r| record_from_parts(r.timestamp, r.headers.into_iter().map(|h| (h.name, h.value)), r.body))
+            .map(|r| {
+                shale_proto::Record::from_parts(r.timestamp, r.headers.into_iter().map(|h| (h.name, h.value)), r.body)
+            })
             .collect(),
         match_seq_num: input.match_seq_num,
         fencing_token: input.fencing_token,

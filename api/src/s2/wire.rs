@@ -51,20 +51,6 @@ impl Format {
     }
 }
 
-/// A record from the parts every wire format carries (protobuf messages of `shale.v1` and
-/// `s2.v1` both have a timestamp, name/value headers and a body).
-pub fn record_from_parts<B: Into<bytes::Bytes>>(
-    timestamp: Option<u64>,
-    headers: impl IntoIterator<Item = (B, B)>,
-    body: B,
-) -> Record {
-    Record {
-        timestamp,
-        headers: headers.into_iter().map(|(name, value)| Header { name: name.into(), value: value.into() }).collect(),
-        body: body.into(),
-    }
-}
-
 /// The basin a stream call names in its `s2-basin` header.
 pub fn basin_header(headers: &HeaderMap) -> Result<String, ApiError> {
     let basin = headers
