@@ -54,9 +54,11 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
             });
         }
     }
-    // The request's byte bound is shared: each partition reads within what is left when
-    // it starts, so the answer may pass the bound by what partitions read at once (Kafka
-    // calls it a soft bound too).
+    // The request's byte bound is shared: each partition reserves its part of what is
+    // left before it reads and gives back what it did not use, so the partitions read at
+    // once never add up past the bound (a client refuses an answer past its
+    // `receive.message.max.bytes`). A partition that finds nothing left still reads one
+    // record, as Kafka answers at least one batch.
     futures::stream::iter(wanted.iter_mut())
         .for_each_concurrent(CONCURRENT_PARTITIONS, |fetch| {
             let topic = names[fetch.topic].0.to_string();
@@ -67,7 +69,7 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
     let found: usize = wanted.iter().map(|f| f.bytes).sum();
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
     if found == 0 && request.min_bytes > 0 && !wait.is_zero() {
-        long_poll(kafka, &names, &mut wanted, budget.into_inner(), wait).await;
+        long_poll(kafka, &names, &mut wanted, &budget, wait).await;
     }
     let mut topics: Vec<FetchableTopicResponse> =
         names.into_iter().map(|name| FetchableTopicResponse::default().with_topic(name)).collect();
@@ -78,14 +80,19 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
 }
 
 /// Waits up to `wait` for any waiting partition to get records, then answers it.
-async fn long_poll(kafka: &Kafka, names: &[TopicName], wanted: &mut [PartitionFetch], budget: u64, wait: Duration) {
+async fn long_poll(
+    kafka: &Kafka,
+    names: &[TopicName],
+    wanted: &mut [PartitionFetch],
+    budget: &AtomicU64,
+    wait: Duration,
+) {
     let mut waiting: FuturesUnordered<_> = wanted
         .iter_mut()
         .filter(|f| f.answer.error_code == 0)
         .map(|fetch| async move {
             let topic = names[fetch.topic].0.to_string();
-            let budget = AtomicU64::new(budget);
-            read_partition(kafka, &topic, fetch, &budget, wait).await;
+            read_partition(kafka, &topic, fetch, budget, wait).await;
             fetch.bytes
         })
         .collect();
@@ -106,7 +113,8 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
         return;
     };
     let mut out = BytesMut::new();
-    let mut left = fetch.max_bytes.min(budget.load(Ordering::Relaxed)).max(1);
+    let reserved = reserve(budget, fetch.max_bytes);
+    let mut left = reserved.max(1);
     for _ in 0..MAX_READS_PER_PARTITION {
         let request = ReadRequest {
             basin: kafka.config.basin.clone(),
@@ -138,12 +146,27 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
             break;
         }
     }
-    let taken = out.len() as u64;
-    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_sub(taken)));
+    let used = out.len() as u64;
+    if used < reserved {
+        budget.fetch_add(reserved - used, Ordering::Relaxed);
+    } else {
+        let over = used - reserved;
+        let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_sub(over)));
+    }
     fetch.bytes = out.len();
     if !out.is_empty() {
         fetch.answer.records = Some(out.freeze());
     }
+}
+
+/// Takes up to `wanted` bytes from what is left of the request's bound.
+fn reserve(budget: &AtomicU64, wanted: u64) -> u64 {
+    let mut taken = 0;
+    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+        taken = left.min(wanted);
+        Some(left - taken)
+    });
+    taken
 }
 
 fn fail(answer: &mut PartitionData, error: &ServiceError) {

@@ -229,3 +229,52 @@ async fn bad_batches_and_topics_get_their_error_codes_and_apply_nothing() {
     assert_eq!(produce(&mut socket, "wire", batch(&[b"g"], Compression::Lz4)).await, (0, 2));
     server.stop().await;
 }
+
+/// A fetch over many partitions stays within its `max_bytes`, however many partitions
+/// are read at once: a client refuses an answer past its receive bound.
+#[tokio::test]
+async fn a_fetch_over_many_partitions_stays_within_its_byte_bound() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    const PARTITIONS: i32 = 16;
+    let server = server().await;
+    let mut socket = connect(&server).await;
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("wide")))
+        .with_num_partitions(PARTITIONS)
+        .with_replication_factor(-1);
+    let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000);
+    let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
+    assert_eq!(CreateTopicsResponse::decode(&mut body, 5).unwrap().topics[0].error_code, 0);
+    // 200 KiB on each partition, in 10 KiB records.
+    let value: &'static [u8] = Box::leak(vec![1u8; 10 << 10].into_boxed_slice());
+    for partition in 0..PARTITIONS {
+        let data = PartitionProduceData::default()
+            .with_index(partition)
+            .with_records(Some(batch(&[value; 20], Compression::None)));
+        let produced = TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("wide")))
+            .with_partition_data(vec![data]);
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![produced]);
+        let mut body = call(&mut socket, ApiKey::Produce, 9, &request).await.unwrap();
+        let response = ProduceResponse::decode(&mut body, 9).unwrap();
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+    let max_bytes = 1 << 20;
+    let partitions = (0..PARTITIONS)
+        .map(|p| FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(150 << 10))
+        .collect();
+    let topic =
+        FetchTopic::default().with_topic(TopicName(StrBytes::from_static_str("wide"))).with_partitions(partitions);
+    let request = FetchRequest::default().with_max_bytes(max_bytes).with_min_bytes(1).with_topics(vec![topic]);
+    let mut body = call(&mut socket, ApiKey::Fetch, 12, &request).await.unwrap();
+    let response = FetchResponse::decode(&mut body, 12).unwrap();
+    let sizes: Vec<usize> =
+        response.responses[0].partitions.iter().map(|p| p.records.as_ref().map_or(0, |r| r.len())).collect();
+    let total: usize = sizes.iter().sum();
+    // At most the bound plus one record for each partition that found the bound spent.
+    assert!(total <= max_bytes as usize + PARTITIONS as usize * (11 << 10), "{total} bytes: {sizes:?}");
+    assert!(total >= (max_bytes as usize) / 2, "the bound is used, not starved: {sizes:?}");
+    assert!(sizes.iter().all(|s| *s <= (150 << 10) + (11 << 10)), "each partition within its own bound: {sizes:?}");
+    server.stop().await;
+}
