@@ -14,7 +14,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{
     Record as KafkaRecord, RecordBatchDecoder, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
-use shale_proto::{Header, Record, SequencedRecord};
+use shale_proto::{varint, Header, Record, SequencedRecord};
 
 use crate::decompress::{decompress, TooLarge, MAX_DECOMPRESSED_BYTES};
 
@@ -194,19 +194,13 @@ fn header_name(name: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     }
 }
 
-/// Kafka's varint: zigzag, then 7 bits a byte, low bits first.
+/// Kafka's varint: zigzag, then an unsigned LEB128 varint.
 fn put_varint(out: &mut BytesMut, value: i64) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    while v >= 0x80 {
-        out.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
+    varint::put_u64(out, varint::zigzag(value));
 }
 
 fn varint_len(value: i64) -> usize {
-    let v = ((value << 1) ^ (value >> 63)) as u64;
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+    varint::len_u64(varint::zigzag(value))
 }
 
 fn bytes_len(len: usize) -> usize {
