@@ -134,7 +134,8 @@ pub enum CatalogCall {
         stream: String,
         name: String,
     },
-    /// Removes a tracked consumer; done also when there was none.
+    /// Removes a tracked consumer, replying the position removed (`None` when there was
+    /// none; a retry after a lost answer finds none).
     DeleteConsumer {
         basin: String,
         stream: String,

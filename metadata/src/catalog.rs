@@ -84,8 +84,7 @@ impl Metadata {
                 CatalogReply::Consumer(self.consumer(&basin, &stream, &name).await?)
             }
             CatalogCall::DeleteConsumer { basin, stream, name } => {
-                self.delete_consumer(&basin, &stream, &name).await?;
-                CatalogReply::Done
+                CatalogReply::Consumer(self.delete_consumer(&basin, &stream, &name).await?)
             }
             CatalogCall::ListConsumers { basin, stream, start_after, limit } => {
                 CatalogReply::Consumers(self.list_consumers(&basin, &stream, &start_after, limit).await?)

@@ -62,8 +62,8 @@ impl Metadata {
         Ok(position)
     }
 
-    /// Removes `name`'s position on the stream; done also when it had none.
-    pub async fn delete_consumer(&self, basin: &str, stream: &str, name: &str) -> Result<()> {
+    /// Removes `name`'s position on the stream and returns it; `None` when it had none.
+    pub async fn delete_consumer(&self, basin: &str, stream: &str, name: &str) -> Result<Option<ConsumerPosition>> {
         self.check_usable()?;
         let writer = self.writer.lock().await;
         self.check_usable()?;
@@ -75,12 +75,14 @@ impl Metadata {
             }
         };
         let key = keys::consumer(stream_id, name);
-        if self.get_latest::<ConsumerPosition>(&key).await?.is_none() {
-            return self.settle(writer).await;
-        }
+        let Some(removed) = self.get_latest::<ConsumerPosition>(&key).await? else {
+            self.settle(writer).await?;
+            return Ok(None);
+        };
         let mut batch = WriteBatch::new();
         batch.delete(&key);
-        self.write_durably(writer, batch).await
+        self.write_durably(writer, batch).await?;
+        Ok(Some(removed))
     }
 
     /// `name`'s durable position on the stream, if it committed one.

@@ -56,14 +56,13 @@ impl Service {
         self.view(position, &record).await
     }
 
-    /// Removes a tracked consumer (done also when there was none): what the caller may
-    /// commit, it may remove.
-    pub async fn delete_consumer(&self, basin: &str, stream: &str, name: &str) -> Result<(), ServiceError> {
+    /// Removes a tracked consumer: whether there was one. What the caller may commit, it
+    /// may remove.
+    pub async fn delete_consumer(&self, basin: &str, stream: &str, name: &str) -> Result<bool, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
         let call = CatalogCall::DeleteConsumer { basin: basin.into(), stream, name: name.into() };
-        self.metadata.catalog(call).await?.into_done()?;
-        Ok(())
+        Ok(self.metadata.catalog(call).await?.into_consumer()?.is_some())
     }
 
     pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<ConsumerView, ServiceError> {

@@ -151,11 +151,8 @@ async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
     for (topic, partitions) in all {
         for partition in 0..partitions as i32 {
             let stream = stream_of(&topic, partition);
-            if committed(kafka, &stream, group).await.map_err(|e| code(&e))? < 0 {
-                continue;
-            }
-            kafka.service.delete_consumer(&kafka.config.basin, &stream, group).await.map_err(|e| code(&e))?;
-            removed = true;
+            let deleted = kafka.service.delete_consumer(&kafka.config.basin, &stream, group).await;
+            removed |= deleted.map_err(|e| code(&e))?;
         }
     }
     kafka.groups.lock().remove(group);
