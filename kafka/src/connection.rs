@@ -1,18 +1,24 @@
 //! One client connection: read a frame, decode its header, check the API version, decode
-//! the body, dispatch, answer. Requests are answered one at a time in arrival order, as a
-//! Kafka broker does (a fetch's long poll holds the connection's later requests).
+//! the body, dispatch, answer. Answers go out in arrival order. Produce requests are
+//! submitted as they are read and answered as they commit, so a producer's in-flight
+//! requests share segments instead of waiting for one commit each; every other request
+//! runs alone, as on a Kafka broker (a fetch's long poll holds the requests after it).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
+use futures::future::BoxFuture;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::frame::{self, Decoded, Request};
+use crate::in_flight::{InFlight, MAX_IN_FLIGHT};
 use crate::{cluster, fetch, groups, offsets, produce, producers, topics, versions, Kafka, KafkaError};
 
 pub async fn run(kafka: Arc<Kafka>, socket: TcpStream, peer: SocketAddr) {
@@ -21,11 +27,50 @@ pub async fn run(kafka: Arc<Kafka>, socket: TcpStream, peer: SocketAddr) {
     }
 }
 
-async fn serve(kafka: &Kafka, mut socket: TcpStream) -> Result<(), KafkaError> {
+/// A request read and dispatched, waiting for its turn to be answered.
+struct Queued<'a> {
+    reply: Reply,
+    /// The response; `None` for a produce with `acks=0`, which gets none.
+    response: BoxFuture<'a, Result<Option<ResponseKind>, KafkaError>>,
+    /// Its place among the connection's unanswered requests, given back once answered.
+    _slot: OwnedSemaphorePermit,
+}
+
+/// What a response's header needs from its request.
+struct Reply {
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+}
+
+async fn serve(kafka: &Kafka, socket: TcpStream) -> Result<(), KafkaError> {
     socket.set_nodelay(true)?;
+    let (input, output) = socket.into_split();
+    let (queue, answers) = mpsc::channel(MAX_IN_FLIGHT as usize);
+    let reading = read_requests(kafka, input, queue);
+    let writing = write_responses(output, answers);
+    tokio::pin!(reading, writing);
+    tokio::select! {
+        // The client is done (or sent what closes the connection): answer what was
+        // read before, then close.
+        read = &mut reading => {
+            let written = writing.await;
+            read.and(written)
+        }
+        // An answer closed the connection, or the socket broke.
+        written = &mut writing => written,
+    }
+}
+
+/// Reads requests until the connection ends, queueing each for its answer in order.
+async fn read_requests<'a>(
+    kafka: &'a Kafka,
+    mut input: OwnedReadHalf,
+    queue: mpsc::Sender<Queued<'a>>,
+) -> Result<(), KafkaError> {
+    let in_flight = InFlight::new();
     let mut buf = BytesMut::new();
-    let mut out = BytesMut::new();
-    while let Some(frame) = frame::read_frame(&mut socket, &mut buf, kafka.config.max_request_bytes).await? {
+    while let Some(frame) = frame::read_frame(&mut input, &mut buf, kafka.config.max_request_bytes).await? {
         let request = match frame::decode_header(frame)? {
             Decoded::Request(request) => request,
             Decoded::UnknownApi { api_key, correlation_id } => {
@@ -36,21 +81,58 @@ async fn serve(kafka: &Kafka, mut socket: TcpStream) -> Result<(), KafkaError> {
                 )));
             }
         };
-        let Some(response) = answer(kafka, &request).await? else { continue };
-        // An ApiVersions at a version not served is answered at version 0, which every
-        // client can read, so it can retry at one both sides know.
-        let version = match request.api_key {
-            ApiKey::ApiVersions if !versions::served(request.api_key, request.header.request_api_version) => 0,
-            _ => request.header.request_api_version,
+        let served = versions::served(request.api_key, request.header.request_api_version);
+        let reply = Reply {
+            api_key: request.api_key,
+            // An ApiVersions at a version not served is answered at version 0, which
+            // every client can read, so it can retry at one both sides know.
+            version: if request.api_key == ApiKey::ApiVersions && !served {
+                0
+            } else {
+                request.header.request_api_version
+            },
+            correlation_id: request.header.correlation_id,
         };
-        write_response(&mut out, &request, version, &response)?;
-        socket.write_all(&out).await?;
+        let queued = if request.api_key == ApiKey::Produce && served {
+            let slot = in_flight.produce_slot().await;
+            let RequestKind::Produce(produce) = frame::decode_body(&request)? else {
+                return Err(KafkaError::Malformed("a produce request decoded as another".into()));
+            };
+            let acks = produce.acks;
+            let response = produce::submit(kafka, produce, &in_flight).await;
+            let response: BoxFuture<'a, _> = Box::pin(async move {
+                let response = response.await;
+                Ok((acks != 0).then_some(ResponseKind::Produce(response)))
+            });
+            Queued { reply, response, _slot: slot }
+        } else {
+            let slot = in_flight.exclusive().await;
+            Queued { reply, response: Box::pin(answer(kafka, request)), _slot: slot }
+        };
+        if queue.send(queued).await.is_err() {
+            break;
+        }
     }
     Ok(())
 }
 
-/// The response to one request; `None` for a produce with `acks=0`, which gets none.
-async fn answer(kafka: &Kafka, request: &Request) -> Result<Option<ResponseKind>, KafkaError> {
+/// Answers queued requests in the order they were read.
+async fn write_responses(
+    mut output: OwnedWriteHalf,
+    mut answers: mpsc::Receiver<Queued<'_>>,
+) -> Result<(), KafkaError> {
+    let mut out = BytesMut::new();
+    while let Some(queued) = answers.recv().await {
+        if let Some(response) = queued.response.await? {
+            write_response(&mut out, &queued.reply, &response)?;
+            output.write_all(&out).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The response to one request other than a produce (which `read_requests` submits).
+async fn answer(kafka: &Kafka, request: Request) -> Result<Option<ResponseKind>, KafkaError> {
     let version = request.header.request_api_version;
     if !versions::served(request.api_key, version) {
         if request.api_key == ApiKey::ApiVersions {
@@ -63,7 +145,7 @@ async fn answer(kafka: &Kafka, request: &Request) -> Result<Option<ResponseKind>
         }
         return Err(KafkaError::Malformed(format!("{:?} version {version} is not served", request.api_key)));
     }
-    let body = frame::decode_body(request)?;
+    let body = frame::decode_body(&request)?;
     let response = match body {
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(ApiVersionsResponse::default().with_api_keys(versions::api_versions()))
@@ -71,14 +153,6 @@ async fn answer(kafka: &Kafka, request: &Request) -> Result<Option<ResponseKind>
         RequestKind::Metadata(r) => ResponseKind::Metadata(cluster::metadata(kafka, r, version).await),
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
-        RequestKind::Produce(r) => {
-            let acks = r.acks;
-            let response = produce::produce(kafka, r).await;
-            if acks == 0 {
-                return Ok(None);
-            }
-            ResponseKind::Produce(response)
-        }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(offsets::delete_records(kafka, r).await),
@@ -109,18 +183,13 @@ async fn answer(kafka: &Kafka, request: &Request) -> Result<Option<ResponseKind>
 }
 
 /// Lays out one response frame in `out`: length, header, body.
-fn write_response(
-    out: &mut BytesMut,
-    request: &Request,
-    version: i16,
-    response: &ResponseKind,
-) -> Result<(), KafkaError> {
-    let header_version = request.api_key.response_header_version(version);
+fn write_response(out: &mut BytesMut, reply: &Reply, response: &ResponseKind) -> Result<(), KafkaError> {
+    let header_version = reply.api_key.response_header_version(reply.version);
     out.clear();
     out.put_i32(0);
-    let header = ResponseHeader::default().with_correlation_id(request.header.correlation_id);
+    let header = ResponseHeader::default().with_correlation_id(reply.correlation_id);
     header.encode(out, header_version).map_err(|e| KafkaError::Encode(e.to_string()))?;
-    response.encode(out, version).map_err(|e| KafkaError::Encode(e.to_string()))?;
+    response.encode(out, reply.version).map_err(|e| KafkaError::Encode(e.to_string()))?;
     let len = i32::try_from(out.len() - 4).map_err(|_| KafkaError::Encode("response past 2 GiB".into()))?;
     out[..4].copy_from_slice(&len.to_be_bytes());
     Ok(())

@@ -10,6 +10,7 @@
 //! - `config`: [`KafkaConfig`], the `[kafka]` settings;
 //! - `frame`: length-prefixed frames off a socket, bounded in size;
 //! - `connection`: one client connection: decode a request, dispatch, answer in order;
+//! - `in_flight`: which of a connection's requests overlap (produce) and which run alone;
 //! - `versions`: the APIs and versions served, for ApiVersions and for refusing the rest;
 //! - `topics`: topics as sets of streams, their creation, deletion and configs;
 //! - `records`: Kafka records to Shale records and back (record batch v2);
@@ -28,6 +29,7 @@ mod error;
 mod fetch;
 mod frame;
 mod groups;
+mod in_flight;
 mod offsets;
 mod produce;
 mod producers;

@@ -1,19 +1,22 @@
-//! Produce: each partition's batch becomes one atomic append to its stream, all of a
-//! request's partitions appended at once (so they share segments), answered after their
-//! commits. acks=1 and acks=all mean the same here: an ack is always after the commit.
-//! An idempotent producer's batch carries its producer id, epoch and base sequence to
-//! metadata's producer state, which applies a retried batch once.
+//! Produce: each partition's batch becomes one append to its stream, submitted to the
+//! gateway as soon as the request is read (so a request's partitions share segments,
+//! and a connection's requests are sequenced in the order they arrived), and answered
+//! after their commits. acks=1 and acks=all mean the same here: an ack is always after
+//! the commit. An idempotent producer's batch carries its producer id, epoch and base
+//! sequence to metadata's producer state, which applies a retried batch once.
 
 use bytes::Bytes;
-use futures::future::join_all;
+use futures::future::{join_all, BoxFuture};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use shale_gateway::{AppendInput, BatchLimits};
-use shale_metadata_contract::{MetadataError, ProducerStamp};
+use shale_gateway::{AppendInput, BatchLimits, PendingAppend};
+use shale_metadata_contract::ProducerStamp;
+use shale_proto::ErrorCode;
 use shale_service::ServiceError;
 
+use crate::in_flight::InFlight;
 use crate::records::{decode_produced, ProducedBatch, Refused};
 use crate::topics::{self, stream_of, MAX_MESSAGE_BYTES};
 use crate::Kafka;
@@ -23,46 +26,122 @@ pub fn producer_name(id: i64, epoch: i16) -> String {
     format!("kafka-{id}-{epoch}")
 }
 
-pub async fn produce(kafka: &Kafka, request: ProduceRequest) -> ProduceResponse {
+/// Submits every partition's batch of `request`, in the order the request lists them;
+/// the returned future awaits their commits and gives the response.
+pub async fn submit(
+    kafka: &Kafka,
+    request: ProduceRequest,
+    in_flight: &InFlight,
+) -> BoxFuture<'static, ProduceResponse> {
     let acks_valid = matches!(request.acks, -1..=1);
-    let mut topics = Vec::new();
+    let mut topics: Vec<(TopicName, Vec<Submitted>)> = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
-        let partitions = topic.partition_data.into_iter().map(|p| {
-            let name = name.clone();
-            async move {
-                let response = PartitionProduceResponse::default().with_index(p.index).with_log_append_time_ms(-1);
-                if !acks_valid {
-                    return failed(response, ResponseError::InvalidRequiredAcks, "acks must be -1, 0 or 1".into());
-                }
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for p in topic.partition_data {
+            let response = PartitionProduceResponse::default().with_index(p.index).with_log_append_time_ms(-1);
+            let submitted = if acks_valid {
                 let bytes = p.records.unwrap_or_default();
-                match produce_partition(kafka, &name, p.index, &bytes).await {
-                    Ok((base_offset, append_time)) => {
-                        response.with_base_offset(base_offset).with_log_append_time_ms(append_time.unwrap_or(-1))
-                    }
-                    Err((error, message)) => failed(response, error, message),
+                match submit_partition(kafka, &name, p.index, &bytes, in_flight).await {
+                    Ok((ack, arrival)) => Submitted::Pending { response, ack, arrival },
+                    Err((error, message)) => Submitted::Answered(failed(response, error, message)),
                 }
-            }
-        });
-        let partition_responses = join_all(partitions).await;
-        topics
-            .push(TopicProduceResponse::default().with_name(topic.name).with_partition_responses(partition_responses));
+            } else {
+                Submitted::Answered(failed(
+                    response,
+                    ResponseError::InvalidRequiredAcks,
+                    "acks must be -1, 0 or 1".into(),
+                ))
+            };
+            partitions.push(submitted);
+        }
+        topics.push((topic.name, partitions));
     }
-    ProduceResponse::default().with_responses(topics)
+    Box::pin(async move {
+        let mut responses = Vec::with_capacity(topics.len());
+        for (name, partitions) in topics {
+            let answers = join_all(partitions.into_iter().map(Submitted::answer)).await;
+            responses.push(TopicProduceResponse::default().with_name(name).with_partition_responses(answers));
+        }
+        ProduceResponse::default().with_responses(responses)
+    })
+}
+
+/// One partition of a produce request once submitted.
+enum Submitted {
+    /// Refused before it reached the gateway.
+    Answered(PartitionProduceResponse),
+    /// In the gateway; `arrival` when the topic stamps records with their append time.
+    Pending { response: PartitionProduceResponse, ack: PendingAppend, arrival: bool },
+}
+
+impl Submitted {
+    async fn answer(self) -> PartitionProduceResponse {
+        let (response, ack, arrival) = match self {
+            Submitted::Answered(response) => return response,
+            Submitted::Pending { response, ack, arrival } => (response, ack, arrival),
+        };
+        match ack.await.map_err(ServiceError::from) {
+            Ok(acks) => match acks.first() {
+                Some(ack) => {
+                    let base = i64::try_from(ack.start.seq_num).unwrap_or(i64::MAX);
+                    // A LogAppendTime topic's records all carry their arrival time;
+                    // CreateTime topics answer -1 as Kafka does.
+                    let append_time = if arrival { i64::try_from(ack.start.timestamp).unwrap_or(-1) } else { -1 };
+                    response.with_base_offset(base).with_log_append_time_ms(append_time)
+                }
+                None => failed(response, ResponseError::UnknownServerError, "the commit answered no ack".into()),
+            },
+            Err(e) => failed(response, crate::error::code_of(&e), e.to_string()),
+        }
+    }
 }
 
 fn failed(response: PartitionProduceResponse, error: ResponseError, message: String) -> PartitionProduceResponse {
     response.with_error_code(error.code()).with_base_offset(-1).with_error_message(Some(StrBytes::from_string(message)))
 }
 
-/// Appends one partition's batch: its base offset, and its append time for a topic that
-/// uses LogAppendTime.
-async fn produce_partition(
+/// Submits one partition's batch: its pending ack, and whether the topic takes
+/// LogAppendTime. A topic missing here is created first when auto-creation is on.
+async fn submit_partition(
     kafka: &Kafka,
     topic: &str,
     partition: i32,
     bytes: &Bytes,
-) -> Result<(i64, Option<i64>), (ResponseError, String)> {
+    in_flight: &InFlight,
+) -> Result<(PendingAppend, bool), (ResponseError, String)> {
+    let input = decode_partition(kafka, topic, partition, bytes)?;
+    let arrival = match kafka.topic_configs.arrival(kafka, topic).await {
+        Some(arrival) => arrival,
+        None if kafka.config.auto_create_topics => {
+            topics::auto_create(kafka, topic, partition).await?;
+            kafka.topic_configs.arrival(kafka, topic).await.unwrap_or(false)
+        }
+        // The append itself answers that the partition does not exist.
+        None => false,
+    };
+    let service_error = |e: ServiceError| (crate::error::code_of(&e), e.to_string());
+    match kafka.service.submit_append(input) {
+        Ok(ack) => Ok((ack, arrival)),
+        Err(e) if e.code() == ErrorCode::Overloaded => {
+            // The gateway holds as many bytes as it may: wait for this connection's
+            // earlier requests to commit, then submit once more (decoding the batch
+            // again is cheaper than keeping a copy of every input for this rare case).
+            in_flight.wait_for_earlier().await;
+            let input = decode_partition(kafka, topic, partition, bytes)?;
+            kafka.service.submit_append(input).map(|ack| (ack, arrival)).map_err(service_error)
+        }
+        Err(e) => Err(service_error(e)),
+    }
+}
+
+/// One partition's batch checked and decoded into its append.
+fn decode_partition(
+    kafka: &Kafka,
+    topic: &str,
+    partition: i32,
+    bytes: &Bytes,
+) -> Result<AppendInput, (ResponseError, String)> {
     if let Err(message) = topics::valid_topic(topic) {
         return Err((ResponseError::InvalidTopicException, message));
     }
@@ -88,20 +167,7 @@ async fn produce_partition(
     if batch.transactional {
         return Err((ResponseError::InvalidTxnState, "transactions are not served yet".into()));
     }
-    let input = append_input(kafka, topic, partition, batch);
-    let ack = match kafka.service.append(input.clone()).await {
-        Err(e) if is_missing_stream(&e) && kafka.config.auto_create_topics => {
-            topics::auto_create(kafka, topic, partition).await?;
-            kafka.service.append(input).await
-        }
-        other => other,
-    };
-    let ack = ack.map_err(|e| (crate::error::code_of(&e), e.to_string()))?;
-    let base = i64::try_from(ack.start.seq_num).unwrap_or(i64::MAX);
-    // A LogAppendTime topic's records all carry their arrival time; CreateTime topics
-    // answer -1 as Kafka does.
-    let append_time = input_is_arrival(kafka, topic).await.then_some(ack.start.timestamp as i64);
-    Ok((base, append_time))
+    Ok(append_input(kafka, topic, partition, batch))
 }
 
 fn append_input(kafka: &Kafka, topic: &str, partition: i32, batch: ProducedBatch) -> AppendInput {
@@ -123,13 +189,3 @@ fn append_input(kafka: &Kafka, topic: &str, partition: i32, batch: ProducedBatch
 /// A Kafka batch may hold more records than S2's 1000 (librdkafka sends up to 10,000)
 /// and, decompressed, more than 1 MiB: up to this much goes into one append.
 pub const KAFKA_BATCH_LIMITS: BatchLimits = BatchLimits { records: 200_000, metered_bytes: 8 << 20 };
-
-pub fn is_missing_stream(error: &ServiceError) -> bool {
-    matches!(error.metadata(), Some(MetadataError::StreamNotFound { .. }))
-}
-
-/// Whether the topic's partitions take arrival timestamps (LogAppendTime). Asked only
-/// of the first partition, whose config every partition shares.
-async fn input_is_arrival(kafka: &Kafka, topic: &str) -> bool {
-    kafka.topic_configs.is_arrival(kafka, topic).await
-}

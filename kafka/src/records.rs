@@ -18,10 +18,7 @@ use shale_proto::{varint, Header, Record, SequencedRecord};
 
 use crate::decompress::{decompress, TooLarge, MAX_DECOMPRESSED_BYTES};
 
-/// The header holding a record's key.
-pub const KEY_HEADER: &[u8] = b"kafka.key";
-/// The header marking a null value (a tombstone).
-pub const NULL_VALUE_HEADER: &[u8] = b"kafka.null-value";
+use shale_proto::record::{KEY_HEADER, NULL_VALUE_HEADER};
 
 /// One produced batch: its records for Shale, and its idempotent producer, if any.
 #[derive(Debug)]

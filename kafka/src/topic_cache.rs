@@ -1,5 +1,6 @@
-//! What produce needs to know of a topic's config on every request, kept for a few
-//! seconds so a produce costs no extra metadata call: whether it takes LogAppendTime.
+//! What produce needs to know of a topic on every request, kept for a few seconds so a
+//! produce costs no extra metadata call: that it exists, and whether it takes
+//! LogAppendTime.
 
 use std::time::Duration;
 
@@ -21,17 +22,20 @@ impl TopicCache {
         Self { arrival: moka::future::Cache::builder().max_capacity(100_000).time_to_live(TRUSTED_FOR).build() }
     }
 
-    /// Whether `topic` stamps records with their append time; `false` when it cannot
-    /// be told (the answer then carries -1, as for CreateTime).
-    pub async fn is_arrival(&self, kafka: &Kafka, topic: &str) -> bool {
+    /// Whether `topic` stamps records with their append time; `None` when its first
+    /// partition cannot be found (not remembered, so a topic created since is seen).
+    pub async fn arrival(&self, kafka: &Kafka, topic: &str) -> Option<bool> {
         if let Some(arrival) = self.arrival.get(topic).await {
-            return arrival;
+            return Some(arrival);
         }
-        let Ok(config) = kafka.service.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await else {
-            return false;
-        };
+        let config = kafka.service.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await.ok()?;
         let arrival = config.timestamp_policy().mode == TimestampingMode::Arrival;
         self.arrival.insert(topic.to_string(), arrival).await;
-        arrival
+        Some(arrival)
+    }
+
+    /// Forgets `topic`, deleted by this process, so its next produce finds it gone.
+    pub async fn forget(&self, topic: &str) {
+        self.arrival.invalidate(topic).await;
     }
 }

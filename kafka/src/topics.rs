@@ -214,6 +214,7 @@ async fn delete_topic(kafka: &Kafka, topic: &str) -> Result<bool, ServiceError> 
     if partitions == 0 {
         return Ok(false);
     }
+    kafka.topic_configs.forget(topic).await;
     for partition in 0..partitions {
         match kafka.service.delete_stream(&kafka.config.basin, &stream_of(topic, partition as i32)).await {
             Ok(()) => {}

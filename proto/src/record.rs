@@ -8,6 +8,11 @@ pub const MAX_BATCH_RECORDS: usize = 1000;
 pub const MAX_BATCH_METERED_BYTES: u64 = 1024 * 1024;
 /// Longest fencing token, in bytes (S2's limit).
 pub const MAX_FENCING_TOKEN_BYTES: usize = 36;
+/// The reserved header holding a record's key (Kafka's record key): absent for no key,
+/// empty for an empty key. The Kafka listener writes it; the table tier gives it a column.
+pub const KEY_HEADER: &[u8] = b"kafka.key";
+/// The reserved header marking a record whose value is null (a Kafka tombstone).
+pub const NULL_VALUE_HEADER: &[u8] = b"kafka.null-value";
 
 /// One header: a name/value pair of bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]

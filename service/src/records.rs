@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use shale_gateway::AppendInput;
+use shale_gateway::{AppendInput, PendingAppend};
 use shale_metadata_contract::{AppendAck, MetadataError, Position, ProducerStamp};
 use shale_proto::Command;
 use shale_reader::{ReadCursor, ReadOutput, ReadRequest, ReaderError};
@@ -48,6 +48,15 @@ impl Service {
         let gateway = self.gateway()?;
         let input = self.authorize_append(input)?;
         Ok(gateway.append(input).await?)
+    }
+
+    /// Submits an append without waiting for its commit: appends submitted one after
+    /// another from one task are sequenced in that order, so a transport can pipeline
+    /// them and await their acks in order.
+    pub fn submit_append(&self, input: AppendInput) -> Result<PendingAppend, ServiceError> {
+        let gateway = self.gateway()?;
+        let input = self.authorize_append(input)?;
+        Ok(gateway.submit(vec![input])?)
     }
 
     /// Appends to several streams of one basin atomically: every stream advances or none

@@ -278,3 +278,68 @@ async fn a_fetch_over_many_partitions_stays_within_its_byte_bound() {
     assert!(sizes.iter().all(|s| *s <= (150 << 10) + (11 << 10)), "each partition within its own bound: {sizes:?}");
     server.stop().await;
 }
+
+/// Produce requests sent back to back on one connection, each waiting a slow store's
+/// commit: all are submitted before the first commits, so they share segment objects
+/// (one commit each would make one segment each), and the answers come back in the
+/// order sent, with contiguous offsets; a request that runs alone (ListOffsets) sent
+/// after them sees every one applied.
+#[tokio::test]
+async fn pipelined_produce_requests_share_commits_and_answer_in_order() {
+    const REQUESTS: i32 = 8;
+    let server = TestServer::start_with(|config| {
+        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
+        config.store_delay = std::time::Duration::from_millis(150);
+    })
+    .await;
+    let mut socket = connect(&server).await;
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("piped")))
+        .with_num_partitions(1)
+        .with_replication_factor(-1);
+    let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000);
+    let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
+    assert_eq!(CreateTopicsResponse::decode(&mut body, 5).unwrap().topics[0].error_code, 0);
+    let segments = || async {
+        let text = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("shale_segments_written_total "))
+            .map(|v| v.trim().parse::<f64>().unwrap() as u64)
+            .unwrap()
+    };
+    let before = segments().await;
+
+    // Every request in one write, then the answers.
+    let mut wire = BytesMut::new();
+    for i in 0..REQUESTS {
+        let partition = PartitionProduceData::default()
+            .with_index(0)
+            .with_records(Some(batch(&[b"one", b"two"], Compression::None)));
+        let topic = TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("piped")))
+            .with_partition_data(vec![partition]);
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![topic]);
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Produce as i16)
+            .with_request_api_version(9)
+            .with_correlation_id(100 + i);
+        let mut body = BytesMut::new();
+        header.encode(&mut body, ApiKey::Produce.request_header_version(9)).unwrap();
+        request.encode(&mut body, 9).unwrap();
+        wire.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        wire.extend_from_slice(&body);
+    }
+    socket.write_all(&wire).await.unwrap();
+    for i in 0..REQUESTS {
+        let mut frame = read_frame(&mut socket).await.unwrap();
+        let header = ResponseHeader::decode(&mut frame, ApiKey::Produce.response_header_version(9)).unwrap();
+        assert_eq!(header.correlation_id, 100 + i, "answers in the order sent");
+        let response = ProduceResponse::decode(&mut frame, 9).unwrap();
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (0, i64::from(i) * 2), "request {i}");
+    }
+    let written = segments().await - before;
+    assert!(written < REQUESTS as u64, "{written} segments for {REQUESTS} pipelined requests: none overlapped");
+    assert_eq!(latest(&mut socket, "piped").await, i64::from(REQUESTS) * 2);
+    server.stop().await;
+}
