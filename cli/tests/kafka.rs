@@ -226,3 +226,50 @@ fn a_kafka_listener_is_refused_while_access_control_is_on() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("the Kafka listener has no authentication yet"), "{stderr}");
 }
+
+/// Kafka records in the table tier: a basin tiered at once gets a `key` column (binary)
+/// from the first keyed record, null for a record without a key, and DuckDB over the
+/// files and pyiceberg over the Iceberg metadata read the same keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_records_land_in_the_table_tier_with_their_key_as_a_column() {
+    let kcat = which("kcat").expect("kcat missing: apt-get install kcat (.ci/run installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shale.toml"), "[tables]\npass_interval = \"100ms\"\n").unwrap();
+    let args =
+        ["serve", "--config", "shale.toml", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", "127.0.0.1:0"];
+    let (server, start, _logs) = spawn_started(dir.path(), &args, &[]);
+    let http = format!("http://{}", start_field(&start, "http=").unwrap());
+    let kafka = start_field(&start, "kafka=").unwrap();
+    let tiered = serde_json::json!({ "tables": { "after_secs": 0 } });
+    let patched = reqwest::Client::new().patch(format!("{http}/v1/basins/{BASIN}")).json(&tiered).send().await.unwrap();
+    assert_eq!(patched.status(), 200, "{}", patched.text().await.unwrap());
+    let create = run_script(&["-c", CREATE_TOPIC, &kafka, "keyed", "1"]);
+    assert!(create.contains("created"), "{create}");
+    for (args, input) in [(&["-K", ":"][..], &b"k1:v1\nk2:v2\n"[..]), (&[][..], &b"plain\n"[..])] {
+        let mut produce = Command::new(&kcat)
+            .args(["-b", &kafka, "-P", "-t", "keyed", "-p", "0"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        produce.stdin.take().unwrap().write_all(input).unwrap();
+        assert!(produce.wait().unwrap().success());
+    }
+    let state = dir.path().join(format!("shale-data/tables/{BASIN}/state.json"));
+    let next_seq = || {
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&state).unwrap_or_default()).unwrap_or_default();
+        state["positions"].as_object().map_or(0, |p| p.values().map(|p| p["next_seq"].as_u64().unwrap()).sum::<u64>())
+    };
+    common::cluster::wait_until("the three records tiered", Duration::from_secs(60), || async { next_seq() == 3 })
+        .await;
+
+    let location = format!("file://{}", dir.path().join("shale-data").canonicalize().unwrap().display());
+    let query = "select seq_num, hex(key), hex(body) from {T} order by seq_num";
+    let view = shale_tests::tables::read_table(&location, BASIN, None, &[query], &[]);
+    let expected = serde_json::json!([[[0, "6B31", "7631"], [1, "6B32", "7632"], [2, null, "706C61696E"]]]);
+    assert_eq!(serde_json::Value::Array(view.duckdb_sql.clone()), expected, "DuckDB over the files");
+    assert_eq!(view.duckdb_sql, view.iceberg_sql, "pyiceberg reads the same keys");
+    assert!(view.schemas.last().unwrap().contains(&"key".to_string()), "{:?}", view.schemas);
+    assert!(terminate(server).success());
+}

@@ -10,9 +10,17 @@
 //! not a JSON object has only the binary column. Columns are added, never removed or
 //! renamed: each pass that adds some makes a new schema, so a table's schema history is
 //! the order its fields appeared in.
+//!
+//! Records with a key (the reserved [`KEY_HEADER`], which Kafka's producers fill) get
+//! one more column the same way, whatever the body format: `key`, binary, added by the
+//! first pass that tiers a keyed record. The header stays in `headers` too, so the
+//! table keeps every record whole.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use shale_proto::record::KEY_HEADER;
+use shale_proto::Header;
 
 /// The first field id of a decoded column: 1 to 8 are the record's own columns.
 pub const FIRST_BODY_COLUMN_ID: i32 = 9;
@@ -32,6 +40,7 @@ pub enum ColumnType {
     Long,
     Double,
     String,
+    Binary,
 }
 
 /// One decoded column of a table.
@@ -41,8 +50,11 @@ pub struct BodyColumn {
     pub id: i32,
     /// The column's name: the body field's, or `json_<field>` for a record column's name.
     pub name: String,
-    /// The top-level body field it holds.
+    /// The top-level body field it holds (empty for the key column).
     pub field: String,
+    /// Set on the key column: its values are this header's, not a body field's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
     pub column_type: ColumnType,
     /// The schema that added it.
     pub schema_id: i32,
@@ -56,6 +68,7 @@ pub enum Cell {
     Long(i64),
     Double(f64),
     String(String),
+    Binary(Bytes),
 }
 
 /// A body's top-level fields, when it is a JSON object.
@@ -97,10 +110,56 @@ pub fn evolve<'a>(
         if evolved.len() >= MAX_BODY_COLUMNS || evolved.iter().any(|c| c.name == name) {
             continue;
         }
-        evolved.push(BodyColumn { id: next_id, name, field, column_type, schema_id });
+        evolved.push(BodyColumn { id: next_id, name, field, column_type, schema_id, header: None });
         next_id += 1;
     }
     evolved
+}
+
+/// The key column's name, or `kafka_key` where a decoded body field already took `key`.
+const KEY_COLUMN: [&str; 2] = ["key", "kafka_key"];
+
+/// `columns` and, when they have none yet and a record of `records` has a key, the key
+/// column under schema `schema_id`.
+pub fn with_key_column<'a>(
+    columns: Vec<BodyColumn>,
+    mut records: impl Iterator<Item = &'a [Header]>,
+    schema_id: i32,
+) -> Vec<BodyColumn> {
+    let has_key = |c: &BodyColumn| c.header.as_deref() == Some(key_header_name());
+    if columns.iter().any(has_key) || !records.any(|headers| headers.iter().any(|h| h.name.as_ref() == KEY_HEADER)) {
+        return columns;
+    }
+    let Some(name) = KEY_COLUMN.into_iter().find(|name| !columns.iter().any(|c| c.name == *name)) else {
+        return columns;
+    };
+    let id = columns.iter().map(|c| c.id + 1).max().unwrap_or(FIRST_BODY_COLUMN_ID);
+    let mut columns = columns;
+    columns.push(BodyColumn {
+        id,
+        name: name.to_string(),
+        field: String::new(),
+        column_type: ColumnType::Binary,
+        schema_id,
+        header: Some(key_header_name().to_string()),
+    });
+    columns
+}
+
+fn key_header_name() -> &'static str {
+    std::str::from_utf8(KEY_HEADER).expect("the key header's name is ASCII")
+}
+
+/// A record's value in `column`: a header's value for the key column, else the body
+/// field's (`fields` is the decoded body, if it is a JSON object).
+pub fn cell_of(column: &BodyColumn, headers: &[Header], fields: Option<&Map<String, Value>>) -> Cell {
+    match &column.header {
+        Some(name) => headers
+            .iter()
+            .find(|h| h.name.as_ref() == name.as_bytes())
+            .map_or(Cell::Null, |h| Cell::Binary(h.value.clone())),
+        None => cell(column.column_type, fields.and_then(|fields| fields.get(&column.field))),
+    }
 }
 
 /// The type a value alone would give its column; none for `null`.
@@ -197,6 +256,23 @@ mod tests {
             (0..MAX_BODY_COLUMNS + 10).map(|i| format!("\"f{i}\": {i}")).collect::<Vec<_>>().join(",")
         );
         assert_eq!(evolved(&[], &[body.as_str()], 1).len(), MAX_BODY_COLUMNS);
+    }
+
+    /// The first keyed record adds `key` (binary, from the header); a later pass keeps
+    /// it; a decoded field already named `key` moves it to `kafka_key`.
+    #[test]
+    fn a_keyed_record_adds_the_key_column_once() {
+        let keyed = [Header { name: Bytes::from_static(KEY_HEADER), value: Bytes::from_static(b"k1") }];
+        let plain: [Header; 0] = [];
+        assert!(with_key_column(vec![], [&plain[..]].into_iter(), 1).is_empty(), "no key, no column");
+        let columns = with_key_column(vec![], [&plain[..], &keyed[..]].into_iter(), 1);
+        assert_eq!(summary(&columns), [(9, "key", "", ColumnType::Binary, 1)]);
+        assert_eq!(with_key_column(columns.clone(), [&keyed[..]].into_iter(), 2), columns);
+        let decoded = evolved(&[], &[r#"{"key": "x"}"#], 1);
+        let both = with_key_column(decoded, [&keyed[..]].into_iter(), 2);
+        assert_eq!(summary(&both)[1], (10, "kafka_key", "", ColumnType::Binary, 2));
+        assert_eq!(cell_of(&both[1], &keyed, None), Cell::Binary(Bytes::from_static(b"k1")));
+        assert_eq!(cell_of(&both[1], &plain, None), Cell::Null);
     }
 
     /// Values that do not fit the column's type are null there.

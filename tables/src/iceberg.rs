@@ -175,6 +175,7 @@ pub fn schema(schema_id: i32, columns: &[BodyColumn]) -> Json {
             ColumnType::Long => "long",
             ColumnType::Double => "double",
             ColumnType::String => "string",
+            ColumnType::Binary => "binary",
         };
         fields.push(json!({ "id": column.id, "name": column.name, "required": false, "type": kind }));
     }
@@ -459,6 +460,7 @@ mod tests {
                 field: "amount".into(),
                 column_type: ColumnType::Double,
                 schema_id: 1,
+                header: None,
             },
             BodyColumn {
                 id: 10,
@@ -466,6 +468,7 @@ mod tests {
                 field: "note".into(),
                 column_type: ColumnType::String,
                 schema_id: 2,
+                header: None,
             },
         ];
         let names = |id| -> Vec<String> {

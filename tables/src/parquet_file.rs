@@ -156,6 +156,7 @@ fn schema(body_columns: &[BodyColumn]) -> Result<Arc<Type>, TablesError> {
             ColumnType::Long => (PhysicalType::INT64, None),
             ColumnType::Double => (PhysicalType::DOUBLE, None),
             ColumnType::String => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
+            ColumnType::Binary => (PhysicalType::BYTE_ARRAY, None),
         };
         let field = Type::primitive_type_builder(&column.name, physical)
             .with_repetition(Repetition::OPTIONAL)
@@ -179,10 +180,13 @@ impl<'a> DecodedColumns<'a> {
         let mut cells = vec![Vec::with_capacity(rows.len()); columns.len()];
         if !columns.is_empty() {
             for row in rows {
-                let fields = body_columns::decode(&row.record.body);
+                // Only decode the body when a column reads it (the key column alone does not).
+                let fields = match columns.iter().any(|c| c.header.is_none()) {
+                    true => body_columns::decode(&row.record.body),
+                    false => None,
+                };
                 for (column, cells) in columns.iter().zip(cells.iter_mut()) {
-                    let value = fields.as_ref().and_then(|fields| fields.get(&column.field));
-                    cells.push(body_columns::cell(column.column_type, value));
+                    cells.push(body_columns::cell_of(column, &row.record.headers, fields.as_ref()));
                 }
             }
         }
@@ -218,6 +222,13 @@ impl<'a> DecodedColumns<'a> {
                             None
                         }
                     })
+                    .collect();
+                w.write_batch(&values, Some(&definitions), None)?
+            }
+            (ColumnType::Binary, ColumnWriter::ByteArrayColumnWriter(w)) => {
+                let values: Vec<ByteArray> = cells
+                    .iter()
+                    .filter_map(|c| if let Cell::Binary(b) = c { Some(ByteArray::from(b.clone())) } else { None })
                     .collect();
                 w.write_batch(&values, Some(&definitions), None)?
             }

@@ -411,13 +411,14 @@ fn encode_pass(
     json: bool,
     pass: u64,
 ) -> Result<EncodedPass, TablesError> {
+    // A pass that adds columns adds them under one new schema.
+    let schema_id = iceberg::current_schema_id(&previous) + 1;
     let body_columns = match json {
-        true => {
-            let schema_id = iceberg::current_schema_id(&previous) + 1;
-            body_columns::evolve(&previous, rows.iter().map(|r| r.record.body.as_ref()), schema_id)
-        }
+        true => body_columns::evolve(&previous, rows.iter().map(|r| r.record.body.as_ref()), schema_id),
         false => previous,
     };
+    let body_columns =
+        body_columns::with_key_column(body_columns, rows.iter().map(|r| &r.record.headers[..]), schema_id);
     let mut by_day: BTreeMap<i32, Vec<TableRow>> = BTreeMap::new();
     for row in rows {
         by_day.entry(iceberg::day_of(row.record.timestamp)).or_default().push(row);
