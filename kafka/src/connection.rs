@@ -46,8 +46,9 @@ struct Reply {
 async fn serve(kafka: &Kafka, socket: TcpStream) -> Result<(), KafkaError> {
     socket.set_nodelay(true)?;
     let (input, output) = socket.into_split();
+    let cursors = fetch::Cursors::default();
     let (queue, answers) = mpsc::channel(MAX_IN_FLIGHT as usize);
-    let reading = read_requests(kafka, input, queue);
+    let reading = read_requests(kafka, &cursors, input, queue);
     let writing = write_responses(output, answers);
     tokio::pin!(reading, writing);
     tokio::select! {
@@ -65,6 +66,7 @@ async fn serve(kafka: &Kafka, socket: TcpStream) -> Result<(), KafkaError> {
 /// Reads requests until the connection ends, queueing each for its answer in order.
 async fn read_requests<'a>(
     kafka: &'a Kafka,
+    cursors: &'a fetch::Cursors,
     mut input: OwnedReadHalf,
     queue: mpsc::Sender<Queued<'a>>,
 ) -> Result<(), KafkaError> {
@@ -107,7 +109,7 @@ async fn read_requests<'a>(
             Queued { reply, response, _slot: slot }
         } else {
             let slot = in_flight.exclusive().await;
-            Queued { reply, response: Box::pin(answer(kafka, request)), _slot: slot }
+            Queued { reply, response: Box::pin(answer(kafka, request, cursors)), _slot: slot }
         };
         if queue.send(queued).await.is_err() {
             break;
@@ -132,7 +134,7 @@ async fn write_responses(
 }
 
 /// The response to one request other than a produce (which `read_requests` submits).
-async fn answer(kafka: &Kafka, request: Request) -> Result<Option<ResponseKind>, KafkaError> {
+async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Result<Option<ResponseKind>, KafkaError> {
     let version = request.header.request_api_version;
     if !versions::served(request.api_key, version) {
         if request.api_key == ApiKey::ApiVersions {
@@ -153,7 +155,7 @@ async fn answer(kafka: &Kafka, request: Request) -> Result<Option<ResponseKind>,
         RequestKind::Metadata(r) => ResponseKind::Metadata(cluster::metadata(kafka, r, version).await),
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r).await),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r, cursors).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(offsets::delete_records(kafka, r).await),
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(producers::init(kafka, r)),

@@ -4,15 +4,23 @@
 //! partition it asked for and answers as soon as one has records (a long poll). Fetch
 //! sessions (KIP-227) are not kept: every answer has session id 0, so clients send full
 //! fetches.
+//!
+//! A connection keeps a read cursor per partition it fetches ([`Cursors`]), so a
+//! consumer's next fetch goes on from what the last one learned: no metadata lookup per
+//! fetch, index entries scanned far ahead and blocks fetched ahead, as an S2 read
+//! session does. A cursor is looked up afresh once it reaches the tail (so trims,
+//! config changes and deletions are seen) and after any error.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-use shale_reader::{ReadLimits, ReadRequest, ReadStart};
+use shale_reader::{ReadCursor, ReadLimits, ReadRequest, ReadStart};
 use shale_service::ServiceError;
 
 use crate::records::encode_batch;
@@ -26,6 +34,32 @@ const MAX_WAIT: Duration = Duration::from_secs(30);
 /// Partitions of one fetch read at once.
 const CONCURRENT_PARTITIONS: usize = 16;
 
+/// Partitions one connection keeps a cursor for; past it they are all dropped and
+/// looked up again as fetched (a consumer rarely fetches this many from one broker).
+const MAX_CURSORS: usize = 4096;
+
+/// One connection's read cursors, by topic and partition. Fetches on a connection run
+/// one at a time: each takes its partitions' cursors and puts them back when answered.
+#[derive(Default)]
+pub struct Cursors {
+    open: Mutex<HashMap<(String, i32), ReadCursor>>,
+}
+
+impl Cursors {
+    fn take(&self, topic: &str, partition: i32) -> ReadCursor {
+        let mut open = self.open.lock().expect("no panic while holding the cursors");
+        open.remove(&(topic.to_string(), partition)).unwrap_or_default()
+    }
+
+    fn put_back(&self, topic: String, partition: i32, cursor: ReadCursor) {
+        let mut open = self.open.lock().expect("no panic while holding the cursors");
+        if open.len() >= MAX_CURSORS {
+            open.clear();
+        }
+        open.insert((topic, partition), cursor);
+    }
+}
+
 /// One partition of a fetch: what was asked and what was found.
 struct PartitionFetch {
     topic: usize,
@@ -34,25 +68,27 @@ struct PartitionFetch {
     max_bytes: u64,
     answer: PartitionData,
     bytes: usize,
+    cursor: ReadCursor,
 }
 
-pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
+pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> FetchResponse {
     let budget = AtomicU64::new(u64::try_from(request.max_bytes).unwrap_or(0).max(1));
     let mut names: Vec<TopicName> = Vec::new();
     let mut wanted = Vec::new();
     for topic in request.topics {
-        names.push(topic.topic);
         for p in topic.partitions {
             let max_bytes = u64::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
             wanted.push(PartitionFetch {
-                topic: names.len() - 1,
+                topic: names.len(),
                 partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes,
                 answer: PartitionData::default().with_partition_index(p.partition),
                 bytes: 0,
+                cursor: cursors.take(&topic.topic.0, p.partition),
             });
         }
+        names.push(topic.topic);
     }
     // The request's byte bound is shared: each partition reserves its part of what is
     // left before it reads and gives back what it did not use, so the partitions read at
@@ -74,7 +110,9 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest) -> FetchResponse {
     let mut topics: Vec<FetchableTopicResponse> =
         names.into_iter().map(|name| FetchableTopicResponse::default().with_topic(name)).collect();
     for fetch in wanted {
-        topics[fetch.topic].partitions.push(fetch.answer);
+        let topic = &mut topics[fetch.topic];
+        cursors.put_back(topic.topic.0.to_string(), fetch.partition, fetch.cursor);
+        topic.partitions.push(fetch.answer);
     }
     FetchResponse::default().with_responses(topics)
 }
@@ -125,15 +163,20 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
             clamp: false,
             wait: if out.is_empty() { wait } else { Duration::ZERO },
         };
-        let output = match kafka.service.read(&request).await {
+        let output = match kafka.service.read_with(&request, &mut fetch.cursor).await {
             Ok(output) => output,
             Err(e) => {
+                fetch.cursor = ReadCursor::default();
                 if out.is_empty() {
                     fail(&mut fetch.answer, &e);
                 }
                 break;
             }
         };
+        if output.records.is_empty() {
+            // At the tail: the next read looks the stream up again.
+            fetch.cursor.refresh();
+        }
         let tail = i64::try_from(output.tail.seq_num).unwrap_or(i64::MAX);
         fetch.answer.high_watermark = tail;
         fetch.answer.last_stable_offset = tail;

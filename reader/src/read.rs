@@ -119,6 +119,11 @@ impl ReadCursor {
     pub fn refresh(&mut self) {
         self.info = None;
     }
+
+    /// Whether the cursor has looked its stream up (a new or refreshed one has not).
+    pub fn is_open(&self) -> bool {
+        self.info.is_some()
+    }
 }
 
 /// The read path. Cheap to share behind an `Arc`.

@@ -136,11 +136,21 @@ impl Service {
 
     /// A one-off read: at most S2's limits, waiting up to `wait` for new records.
     pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ServiceError> {
+        self.read_with(request, &mut ReadCursor::default()).await
+    }
+
+    /// [`Self::read`], going on from what `cursor` learned in earlier reads of the same
+    /// stream (a new or refreshed cursor looks the stream up first): a transport that
+    /// reads one stream again and again, as a Kafka consumer's fetches do, asks metadata
+    /// once rather than per read, and reads ahead as a session does.
+    pub async fn read_with(&self, request: &ReadRequest, cursor: &mut ReadCursor) -> Result<ReadOutput, ServiceError> {
         let reader = self.reader()?;
         validate_read(request)?;
         let request = self.authorize_read(request)?;
-        let mut cursor = self.open_read(&request).await?;
-        Ok(reader.read_with(&request, &mut cursor).await?)
+        if !cursor.is_open() {
+            *cursor = self.open_read(&request).await?;
+        }
+        Ok(reader.read_with(&request, cursor).await?)
     }
 
     /// Checks that the caller may read the stream; the request with its full name.
