@@ -183,6 +183,11 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
         let Some(last) = output.records.last() else { break };
         next = last.seq_num + 1;
         let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
+        if out.capacity() == 0 {
+            // Sized once for what this partition may answer, so the batches are copied
+            // in once rather than again at every doubling of a growing buffer.
+            out.reserve(encoded_bound(reserved.max(read_bytes)));
+        }
         encode_batch(&output.records, &mut out);
         left = left.saturating_sub(read_bytes);
         if left == 0 || next >= output.tail.seq_num {
@@ -200,6 +205,14 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
     if !out.is_empty() {
         fetch.answer.records = Some(out.freeze());
     }
+}
+
+/// Room for batches of up to `metered` bytes of records: a record batch's header, and
+/// per record a few bytes of varints beyond what metering counts (usually less: the key
+/// header's name is not sent), for records of a few hundred bytes or more.
+fn encoded_bound(metered: u64) -> usize {
+    let metered = usize::try_from(metered).unwrap_or(usize::MAX).min(64 << 20);
+    metered + metered / 16 + 4096
 }
 
 /// Takes up to `wanted` bytes from what is left of the request's bound.
