@@ -255,14 +255,11 @@ async fn kafka_records_land_in_the_table_tier_with_their_key_as_a_column() {
         produce.stdin.take().unwrap().write_all(input).unwrap();
         assert!(produce.wait().unwrap().success());
     }
-    let state = dir.path().join(format!("shale-data/tables/{BASIN}/state.json"));
-    let next_seq = || {
-        let state: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&state).unwrap_or_default()).unwrap_or_default();
-        state["positions"].as_object().map_or(0, |p| p.values().map(|p| p["next_seq"].as_u64().unwrap()).sum::<u64>())
-    };
-    common::cluster::wait_until("the three records tiered", Duration::from_secs(60), || async { next_seq() == 3 })
-        .await;
+    let data = dir.path().join("shale-data");
+    common::cluster::wait_until("the three records tiered", Duration::from_secs(60), || async {
+        shale_tests::tables::tiered_records(&data, BASIN) == 3
+    })
+    .await;
 
     let location = format!("file://{}", dir.path().join("shale-data").canonicalize().unwrap().display());
     let query = "select seq_num, hex(key), hex(body) from {T} order by seq_num";

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::cluster::wait_until;
 use common::{python, shale, spawn, terminate};
 use serde_json::{json, Value};
-use shale_tests::tables::read_table;
+use shale_tests::tables::{read_table, tiered_records};
 
 const BASIN: &str = "tiered-basin";
 const STREAMS: usize = 10;
@@ -27,13 +27,6 @@ fn hex_decode(hex: &str) -> Vec<u8> {
 fn serve(dir: &std::path::Path) -> (std::process::Child, String, String) {
     let args = ["serve", "--config", "shale.toml", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
     spawn(dir, &args, &[])
-}
-
-/// Records tiered so far by the committed state: the sum of the streams' positions.
-fn tiered(dir: &std::path::Path) -> u64 {
-    let Ok(text) = std::fs::read(dir.join(format!("shale-data/tables/{BASIN}/state.json"))) else { return 0 };
-    let state: Value = serde_json::from_slice(&text).unwrap();
-    state["positions"].as_object().unwrap().values().map(|p| p["next_seq"].as_u64().unwrap()).sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +54,10 @@ async fn tiering_through_kill_9_keeps_every_record_once() {
         (server, http, grpc) = serve(dir.path());
     }
     let total = (ROUNDS * STREAMS * PER_ROUND) as u64;
-    wait_until("every record tiered", Duration::from_secs(60), || async { tiered(dir.path()) == total }).await;
+    wait_until("every record tiered", Duration::from_secs(60), || async {
+        tiered_records(&dir.path().join("shale-data"), BASIN) == total
+    })
+    .await;
 
     let state: Value = serde_json::from_slice(
         &std::fs::read(dir.path().join(format!("shale-data/tables/{BASIN}/state.json"))).unwrap(),

@@ -178,10 +178,11 @@ struct DecodedColumns<'a> {
 impl<'a> DecodedColumns<'a> {
     fn of(rows: &[TableRow], columns: &'a [BodyColumn]) -> Self {
         let mut cells = vec![Vec::with_capacity(rows.len()); columns.len()];
+        // Only decode bodies when a column reads them (the key column alone does not).
+        let reads_bodies = columns.iter().any(|c| c.header.is_none());
         if !columns.is_empty() {
             for row in rows {
-                // Only decode the body when a column reads it (the key column alone does not).
-                let fields = match columns.iter().any(|c| c.header.is_none()) {
+                let fields = match reads_bodies {
                     true => body_columns::decode(&row.record.body),
                     false => None,
                 };

@@ -23,6 +23,16 @@ pub struct TableView {
     pub schemas: Vec<Vec<String>>,
 }
 
+/// Records tiered so far by `basin`'s committed table state in the local data directory
+/// `data_dir` (`shale-data` of a `shale serve`): the sum of its streams' positions; 0
+/// before the first pass commits.
+pub fn tiered_records(data_dir: &std::path::Path, basin: &str) -> u64 {
+    let Ok(text) = std::fs::read(data_dir.join(format!("tables/{basin}/state.json"))) else { return 0 };
+    let state: Value = serde_json::from_slice(&text).expect("a committed table state is JSON");
+    let positions = state["positions"].as_object().expect("a table state has positions");
+    positions.values().map(|p| p["next_seq"].as_u64().expect("a position has next_seq")).sum()
+}
+
 /// A record as [`TableView`] shows a row of `stream`.
 pub fn table_row(stream: &str, record: &SequencedRecord) -> Value {
     let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02X}")).collect::<String>();

@@ -32,20 +32,25 @@ async fn connect(server: &TestServer) -> TcpStream {
 /// Sends `request` as `api` at `version`; the response body, or `None` if the server
 /// closed the connection instead.
 async fn call<Req: Encodable>(socket: &mut TcpStream, api: ApiKey, version: i16, request: &Req) -> Option<Bytes> {
-    let header = RequestHeader::default()
-        .with_request_api_key(api as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(42)
-        .with_client_id(Some(StrBytes::from_static_str("wire-test")));
-    let mut body = BytesMut::new();
-    header.encode(&mut body, api.request_header_version(version)).unwrap();
-    request.encode(&mut body, version).unwrap();
-    send_frame(socket, &body).await;
+    send_frame(socket, &encode_request(api, version, 42, request)).await;
     let mut frame = read_frame(socket).await?;
     let header_version = if api == ApiKey::ApiVersions { 0 } else { api.response_header_version(version) };
     let response_header = ResponseHeader::decode(&mut frame, header_version).unwrap();
     assert_eq!(response_header.correlation_id, 42);
     Some(frame)
+}
+
+/// `request`'s header and body as `api` at `version`, without the frame's length.
+fn encode_request<Req: Encodable>(api: ApiKey, version: i16, correlation_id: i32, request: &Req) -> BytesMut {
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("wire-test")));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, api.request_header_version(version)).unwrap();
+    request.encode(&mut body, version).unwrap();
+    body
 }
 
 async fn send_frame(socket: &mut TcpStream, body: &[u8]) {
@@ -319,13 +324,7 @@ async fn pipelined_produce_requests_share_commits_and_answer_in_order() {
             .with_name(TopicName(StrBytes::from_static_str("piped")))
             .with_partition_data(vec![partition]);
         let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![topic]);
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Produce as i16)
-            .with_request_api_version(9)
-            .with_correlation_id(100 + i);
-        let mut body = BytesMut::new();
-        header.encode(&mut body, ApiKey::Produce.request_header_version(9)).unwrap();
-        request.encode(&mut body, 9).unwrap();
+        let body = encode_request(ApiKey::Produce, 9, 100 + i, &request);
         wire.extend_from_slice(&(body.len() as i32).to_be_bytes());
         wire.extend_from_slice(&body);
     }
