@@ -284,6 +284,58 @@ async fn a_fetch_over_many_partitions_stays_within_its_byte_bound() {
     server.stop().await;
 }
 
+/// A server with Kafka on and `delay` added to every store request, and a connection to
+/// it with the one-partition topic `topic` created.
+async fn slow_server_with_topic(
+    delay_ms: u64,
+    topic: &'static str,
+    configure: impl FnOnce(&mut shale::ServeConfig),
+) -> (TestServer, TcpStream) {
+    let server = TestServer::start_with(|config| {
+        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
+        config.store_delay = std::time::Duration::from_millis(delay_ms);
+        configure(config);
+    })
+    .await;
+    let mut socket = connect(&server).await;
+    let created = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str(topic)))
+        .with_num_partitions(1)
+        .with_replication_factor(-1);
+    let request = CreateTopicsRequest::default().with_topics(vec![created]).with_timeout_ms(5000);
+    let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
+    assert_eq!(CreateTopicsResponse::decode(&mut body, 5).unwrap().topics[0].error_code, 0);
+    (server, socket)
+}
+
+/// Sends one produce request per batch to partition 0 of `topic`, all in one write, then
+/// reads the answers, which must come in the order sent: each one's error code and base
+/// offset.
+async fn produce_pipelined(socket: &mut TcpStream, topic: &'static str, batches: Vec<Bytes>) -> Vec<(i16, i64)> {
+    let mut wire = BytesMut::new();
+    for (i, records) in batches.iter().enumerate() {
+        let partition = PartitionProduceData::default().with_index(0).with_records(Some(records.clone()));
+        let data = TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(topic)))
+            .with_partition_data(vec![partition]);
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![data]);
+        let body = encode_request(ApiKey::Produce, 9, 100 + i as i32, &request);
+        wire.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        wire.extend_from_slice(&body);
+    }
+    socket.write_all(&wire).await.unwrap();
+    let mut answers = Vec::new();
+    for i in 0..batches.len() {
+        let mut frame = read_frame(socket).await.unwrap();
+        let header = ResponseHeader::decode(&mut frame, ApiKey::Produce.response_header_version(9)).unwrap();
+        assert_eq!(header.correlation_id, 100 + i as i32, "answers in the order sent");
+        let response = ProduceResponse::decode(&mut frame, 9).unwrap();
+        let p = &response.responses[0].partition_responses[0];
+        answers.push((p.error_code, p.base_offset));
+    }
+    answers
+}
+
 /// Produce requests sent back to back on one connection, each waiting a slow store's
 /// commit: all are submitted before the first commits, so they share segment objects
 /// (one commit each would make one segment each), and the answers come back in the
@@ -291,20 +343,8 @@ async fn a_fetch_over_many_partitions_stays_within_its_byte_bound() {
 /// after them sees every one applied.
 #[tokio::test]
 async fn pipelined_produce_requests_share_commits_and_answer_in_order() {
-    const REQUESTS: i32 = 8;
-    let server = TestServer::start_with(|config| {
-        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
-        config.store_delay = std::time::Duration::from_millis(150);
-    })
-    .await;
-    let mut socket = connect(&server).await;
-    let topic = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("piped")))
-        .with_num_partitions(1)
-        .with_replication_factor(-1);
-    let request = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000);
-    let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
-    assert_eq!(CreateTopicsResponse::decode(&mut body, 5).unwrap().topics[0].error_code, 0);
+    const REQUESTS: i64 = 8;
+    let (server, mut socket) = slow_server_with_topic(150, "piped", |_| {}).await;
     let segments = || async {
         let text = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
         text.lines()
@@ -313,32 +353,28 @@ async fn pipelined_produce_requests_share_commits_and_answer_in_order() {
             .unwrap()
     };
     let before = segments().await;
-
-    // Every request in one write, then the answers.
-    let mut wire = BytesMut::new();
-    for i in 0..REQUESTS {
-        let partition = PartitionProduceData::default()
-            .with_index(0)
-            .with_records(Some(batch(&[b"one", b"two"], Compression::None)));
-        let topic = TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("piped")))
-            .with_partition_data(vec![partition]);
-        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![topic]);
-        let body = encode_request(ApiKey::Produce, 9, 100 + i, &request);
-        wire.extend_from_slice(&(body.len() as i32).to_be_bytes());
-        wire.extend_from_slice(&body);
-    }
-    socket.write_all(&wire).await.unwrap();
-    for i in 0..REQUESTS {
-        let mut frame = read_frame(&mut socket).await.unwrap();
-        let header = ResponseHeader::decode(&mut frame, ApiKey::Produce.response_header_version(9)).unwrap();
-        assert_eq!(header.correlation_id, 100 + i, "answers in the order sent");
-        let response = ProduceResponse::decode(&mut frame, 9).unwrap();
-        let p = &response.responses[0].partition_responses[0];
-        assert_eq!((p.error_code, p.base_offset), (0, i64::from(i) * 2), "request {i}");
-    }
+    let batches = (0..REQUESTS).map(|_| batch(&[b"one", b"two"], Compression::None)).collect();
+    let answers = produce_pipelined(&mut socket, "piped", batches).await;
+    let expected: Vec<(i16, i64)> = (0..REQUESTS).map(|i| (0, i * 2)).collect();
+    assert_eq!(answers, expected, "every request applied, with contiguous offsets");
     let written = segments().await - before;
     assert!(written < REQUESTS as u64, "{written} segments for {REQUESTS} pipelined requests: none overlapped");
-    assert_eq!(latest(&mut socket, "piped").await, i64::from(REQUESTS) * 2);
+    assert_eq!(latest(&mut socket, "piped").await, REQUESTS * 2);
+    server.stop().await;
+}
+
+/// Pipelined batches past what the gateway may hold at once (2 MiB here, each batch
+/// 1.5 MiB decompressed): a batch the gateway refuses as full waits for the connection's
+/// earlier requests to commit and goes in then, so none fails while a later one of the
+/// same partition succeeds.
+#[tokio::test]
+async fn a_pipelined_batch_that_finds_the_gateway_full_waits_for_the_earlier_ones() {
+    let (server, mut socket) =
+        slow_server_with_topic(100, "full", |config| config.gateway.max_inflight_bytes = 2 << 20).await;
+    let value: &'static [u8] = Box::leak(vec![7u8; 3 << 19].into_boxed_slice());
+    let batches = (0..3).map(|_| batch(&[value], Compression::Gzip)).collect();
+    let answers = produce_pipelined(&mut socket, "full", batches).await;
+    assert_eq!(answers, [(0, 0), (0, 1), (0, 2)], "every batch applied in order");
+    assert_eq!(latest(&mut socket, "full").await, 3);
     server.stop().await;
 }
