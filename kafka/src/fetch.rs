@@ -6,10 +6,10 @@
 //! fetches.
 //!
 //! A connection keeps a read cursor per partition it fetches ([`Cursors`]), so a
-//! consumer's next fetch goes on from what the last one learned: no metadata lookup per
-//! fetch, index entries scanned far ahead and blocks fetched ahead, as an S2 read
-//! session does. A cursor is looked up afresh once it reaches the tail (so trims,
-//! config changes and deletions are seen) and after any error.
+//! consumer's next fetch goes on from what the last one learned: index entries scanned
+//! far ahead and blocks fetched ahead, as an S2 read session does. Each fetch looks its
+//! partitions up once (not once per read, as a cursor per read would), so a trim, a
+//! config change or a topic deleted and created again is seen by the next fetch.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,9 +46,13 @@ pub struct Cursors {
 }
 
 impl Cursors {
-    fn take(&self, topic: &str, partition: i32) -> ReadCursor {
+    /// The partition's cursor, set to look the stream up again on its first read (its
+    /// entries ahead and read-ahead are kept while the stream is the same one).
+    fn take_refreshed(&self, topic: &str, partition: i32) -> ReadCursor {
         let mut open = self.open.lock().expect("no panic while holding the cursors");
-        open.remove(&(topic.to_string(), partition)).unwrap_or_default()
+        let mut cursor = open.remove(&(topic.to_string(), partition)).unwrap_or_default();
+        cursor.refresh();
+        cursor
     }
 
     fn put_back(&self, topic: String, partition: i32, cursor: ReadCursor) {
@@ -85,7 +89,7 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
                 max_bytes,
                 answer: PartitionData::default().with_partition_index(p.partition),
                 bytes: 0,
-                cursor: cursors.take(&topic.topic.0, p.partition),
+                cursor: cursors.take_refreshed(&topic.topic.0, p.partition),
             });
         }
         names.push(topic.topic);
@@ -173,10 +177,6 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
                 break;
             }
         };
-        if output.records.is_empty() {
-            // At the tail: the next read looks the stream up again.
-            fetch.cursor.refresh();
-        }
         let tail = i64::try_from(output.tail.seq_num).unwrap_or(i64::MAX);
         fetch.answer.high_watermark = tail;
         fetch.answer.last_stable_offset = tail;

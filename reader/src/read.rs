@@ -165,8 +165,15 @@ impl Reader {
     /// start from what it learned.
     pub async fn open(&self, basin: &str, stream: &str) -> Result<ReadCursor, ReaderError> {
         let mut cursor = ReadCursor::default();
-        self.stream_info(basin, stream, &mut cursor, true, false).await?;
+        self.look_up(basin, stream, &mut cursor).await?;
         Ok(cursor)
+    }
+
+    /// Looks the stream up into `cursor` (subscribing first if it has not yet), keeping
+    /// the index entries it scanned ahead while they are the same stream's.
+    pub async fn look_up(&self, basin: &str, stream: &str, cursor: &mut ReadCursor) -> Result<(), ReaderError> {
+        self.stream_info(basin, stream, cursor, true, false).await?;
+        Ok(())
     }
 
     /// The stream's tail as `cursor` knows it (looked up when it knows nothing).

@@ -148,7 +148,7 @@ impl Service {
         validate_read(request)?;
         let request = self.authorize_read(request)?;
         if !cursor.is_open() {
-            *cursor = self.open_read(&request).await?;
+            self.look_up(&request, cursor).await?;
         }
         Ok(reader.read_with(&request, cursor).await?)
     }
@@ -186,10 +186,19 @@ impl Service {
     /// Opens a read cursor on the stream (its one metadata lookup), creating the stream
     /// first when it is missing and its basin creates streams on read.
     async fn open_read(&self, request: &ReadRequest) -> Result<ReadCursor, ServiceError> {
+        let mut cursor = ReadCursor::default();
+        self.look_up(request, &mut cursor).await?;
+        Ok(cursor)
+    }
+
+    /// Looks the stream up into `cursor`, keeping what it read ahead; creates the stream
+    /// when it is missing and its basin creates streams on read (the cursor then starts
+    /// afresh, and its first read looks the new stream up).
+    async fn look_up(&self, request: &ReadRequest, cursor: &mut ReadCursor) -> Result<(), ServiceError> {
         valid_stream(&request.basin, &request.stream)?;
         let reader = self.reader()?;
-        match reader.open(&request.basin, &request.stream).await {
-            Ok(cursor) => Ok(cursor),
+        match reader.look_up(&request.basin, &request.stream, cursor).await {
+            Ok(()) => Ok(()),
             Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => {
                 let basin = self.metadata.basin(&request.basin).await?;
                 if !basin.config.create_stream_on_read {
@@ -200,7 +209,10 @@ impl Service {
                     .into());
                 }
                 match self.metadata.create_stream(&request.basin, &request.stream, Default::default()).await {
-                    Ok(_) | Err(MetadataError::StreamExists { .. }) => Ok(ReadCursor::default()),
+                    Ok(_) | Err(MetadataError::StreamExists { .. }) => {
+                        *cursor = ReadCursor::default();
+                        Ok(())
+                    }
                     Err(e) => Err(e.into()),
                 }
             }

@@ -378,3 +378,55 @@ async fn a_pipelined_batch_that_finds_the_gateway_full_waits_for_the_earlier_one
     assert_eq!(latest(&mut socket, "full").await, 3);
     server.stop().await;
 }
+
+/// Fetches partition 0 of `topic` from `offset` on `socket`: its error code and the
+/// values of the records answered.
+async fn fetch_values(socket: &mut TcpStream, topic: &'static str, offset: i64) -> (i16, Vec<Bytes>) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    use kafka_protocol::records::RecordBatchDecoder;
+    let partition =
+        FetchPartition::default().with_partition(0).with_fetch_offset(offset).with_partition_max_bytes(1 << 20);
+    let wanted =
+        FetchTopic::default().with_topic(TopicName(StrBytes::from_static_str(topic))).with_partitions(vec![partition]);
+    let request = FetchRequest::default().with_max_bytes(1 << 20).with_min_bytes(1).with_topics(vec![wanted]);
+    let mut body = call(socket, ApiKey::Fetch, 12, &request).await.unwrap();
+    let response = FetchResponse::decode(&mut body, 12).unwrap();
+    let answer = &response.responses[0].partitions[0];
+    let mut values = Vec::new();
+    if let Some(mut records) = answer.records.clone() {
+        for set in RecordBatchDecoder::decode_all(&mut records).unwrap() {
+            values.extend(set.records.into_iter().map(|r| r.value.unwrap()));
+        }
+    }
+    (answer.error_code, values)
+}
+
+/// A connection keeps a read cursor per partition across fetches; a topic deleted and
+/// created again between two fetches on the same connection is read anew: the second
+/// fetch answers the new topic's record, not the deleted topic's.
+#[tokio::test]
+async fn a_fetch_after_a_topic_is_deleted_and_created_again_reads_the_new_topic() {
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+    let (server, mut socket) = slow_server_with_topic(0, "again", |_| {}).await;
+    assert_eq!(produce(&mut socket, "again", batch(&[b"old-0", b"old-1"], Compression::None)).await, (0, 0));
+    assert_eq!(fetch_values(&mut socket, "again", 0).await, (0, vec![Bytes::from("old-0"), Bytes::from("old-1")]));
+
+    let delete = DeleteTopicsRequest::default()
+        .with_topics(vec![DeleteTopicState::default().with_name(Some(TopicName(StrBytes::from_static_str("again"))))])
+        .with_timeout_ms(5000);
+    let mut body = call(&mut socket, ApiKey::DeleteTopics, 6, &delete).await.unwrap();
+    assert_eq!(DeleteTopicsResponse::decode(&mut body, 6).unwrap().responses[0].error_code, 0);
+    let created = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("again")))
+        .with_num_partitions(1)
+        .with_replication_factor(-1);
+    let request = CreateTopicsRequest::default().with_topics(vec![created]).with_timeout_ms(5000);
+    let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
+    assert_eq!(CreateTopicsResponse::decode(&mut body, 5).unwrap().topics[0].error_code, 0);
+    assert_eq!(produce(&mut socket, "again", batch(&[b"new-0"], Compression::None)).await, (0, 0));
+
+    assert_eq!(fetch_values(&mut socket, "again", 0).await, (0, vec![Bytes::from("new-0")]));
+    server.stop().await;
+}
