@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kafka's protocol next to S2's append path on one `shale serve --kafka`, in one run, at
 # each store latency (0 and 30 ms added to every request of the local filesystem store):
-# librdkafka (`shale-kafka-bench`: acks=all, idempotent, 1 KiB records) producing to 1
+# librdkafka (`shale-kafka-bench`: acks=all, 1 KiB records, batches up to 4 MiB, at most
+# 5 MiB awaiting acks as `s2 bench`'s producer keeps), idempotent and not, producing to 1
 # and 16 partitions for SECONDS then catching up from offset 0, and `shale-bench
 # --workload throughput` (16 closed-loop producers, 100 x 1 KiB appends over 16 streams,
 # S2's JSON appends), taking turns. With `S2=/path/to/s2` also `s2 bench` (S2S sessions,
@@ -23,9 +24,12 @@ for delay in $delays; do
   pid=$!
   wait_ready http://127.0.0.1:18480
   for partitions in 1 16; do
-    echo "== store delay $delay: kafka produce + catch-up, $partitions partitions, ${seconds}s"
-    target/release/shale-kafka-bench --bootstrap 127.0.0.1:18492 --metrics-url http://127.0.0.1:18480 \
-      --server-pid "$pid" --partitions "$partitions" --seconds "$seconds"
+    for idempotence in true false; do
+      echo "== store delay $delay: kafka produce (idempotence $idempotence) + catch-up, $partitions partitions, ${seconds}s"
+      target/release/shale-kafka-bench --bootstrap 127.0.0.1:18492 --metrics-url http://127.0.0.1:18480 \
+        --server-pid "$pid" --partitions "$partitions" --seconds "$seconds" --in-flight 5120 --batch-bytes 4194304 \
+        --idempotence "$idempotence"
+    done
     echo "== store delay $delay: S2 JSON appends, 16 producers x 100 x 1 KiB over 16 streams, ${seconds}s"
     target/release/shale-bench --workload throughput --url http://127.0.0.1:18480 --producers 16 \
       --streams 16 --batch 100 --record-bytes 1024 --seconds "$seconds"

@@ -7,18 +7,18 @@
 //! (from the server's `/metrics`) and the server's CPU seconds per GiB (`--server-pid`).
 //! Loopback only.
 
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use futures::stream::{FuturesUnordered, StreamExt};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
 use serde_json::json;
 
 #[derive(Parser, Debug, Clone)]
@@ -44,6 +44,14 @@ struct Args {
     /// Most records awaiting their ack at once.
     #[arg(long, default_value = "20000")]
     in_flight: usize,
+    /// The producer's largest batch per partition (librdkafka's `batch.size`, and its
+    /// `message.max.bytes` just above it); librdkafka's defaults when not given.
+    #[arg(long)]
+    batch_bytes: Option<usize>,
+    /// Idempotent producer (librdkafka then keeps one produce request in flight per
+    /// broker); `false` lets it keep up to 5.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    idempotence: bool,
 }
 
 /// `(puts, gets)` on the server's `/metrics`.
@@ -85,68 +93,97 @@ async fn create_topic(args: &Args, topic: &str) -> anyhow::Result<()> {
 }
 
 /// Produces for `args.seconds`; the ack latencies and the bytes acked.
-async fn produce(args: &Args, topic: &str) -> anyhow::Result<(Vec<Duration>, u64, f64)> {
-    let producer: FutureProducer = config(args)
+/// What the producer's delivery reports gather: each acked record's latency, failures,
+/// and how many records await their report (`acked` is signalled at each report).
+struct Acks {
+    started: Instant,
+    state: Mutex<AckState>,
+    acked: Condvar,
+}
+
+#[derive(Default)]
+struct AckState {
+    latencies: Vec<Duration>,
+    failed: u64,
+    in_flight: usize,
+}
+
+impl Acks {
+    fn state(&self) -> std::sync::MutexGuard<'_, AckState> {
+        self.state.lock().expect("no panic while holding the ack state")
+    }
+}
+
+impl ClientContext for Acks {}
+
+impl ProducerContext for Acks {
+    /// When the record was queued, in microseconds since `started`.
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, queued_at_us: usize) {
+        let latency = self.started.elapsed().saturating_sub(Duration::from_micros(queued_at_us as u64));
+        let mut state = self.state();
+        state.in_flight -= 1;
+        match result {
+            Ok(_) => state.latencies.push(latency),
+            Err(_) => state.failed += 1,
+        }
+        self.acked.notify_one();
+    }
+}
+
+/// Produces for `--seconds` with up to `--in-flight` records awaiting their acks, through
+/// a `ThreadedProducer` (its own thread serves delivery reports; no future per record, so
+/// the client's cost per record stays librdkafka's). Blocking.
+fn produce(args: &Args, topic: &str) -> anyhow::Result<(Vec<Duration>, u64, f64)> {
+    let mut config = config(args);
+    config
         .set("acks", "all")
-        .set("enable.idempotence", "true")
+        .set("enable.idempotence", args.idempotence.to_string())
         .set("linger.ms", "5")
-        .set("queue.buffering.max.messages", "1000000")
-        .create()?;
-    let payload = vec![b'x'; args.record_bytes];
+        .set("queue.buffering.max.messages", "1000000");
+    if let Some(batch) = args.batch_bytes {
+        config.set("batch.size", batch.to_string()).set("message.max.bytes", (batch + (64 << 10)).to_string());
+    }
     let started = Instant::now();
+    let acks = Acks { started, state: Mutex::default(), acked: Condvar::new() };
+    let producer: ThreadedProducer<Acks> = config.create_with_context(acks)?;
+    let payload = vec![b'x'; args.record_bytes];
     let deadline = started + Duration::from_secs(args.seconds);
-    let mut pending = FuturesUnordered::new();
-    let mut latencies = Vec::new();
     let mut sent = 0u64;
-    let mut failed = 0u64;
     while Instant::now() < deadline {
         if let Some(rate) = args.rate {
             let due = started + Duration::from_secs_f64(sent as f64 * args.record_bytes as f64 / (rate * 1048576.0));
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                tokio::time::sleep(wait.min(Duration::from_millis(5))).await;
+                std::thread::sleep(wait.min(Duration::from_millis(5)));
                 continue;
             }
         }
-        while pending.len() >= args.in_flight {
-            if let Some(outcome) = pending.next().await {
-                tally(outcome, &mut latencies, &mut failed);
-            }
-        }
+        let acks = producer.context();
+        let state = acks.state();
+        let (mut state, waited) = acks
+            .acked
+            .wait_timeout_while(state, Duration::from_secs(60), |s| s.in_flight >= args.in_flight)
+            .expect("no panic while holding the ack state");
+        anyhow::ensure!(!waited.timed_out(), "no ack in 60 s with {} records in flight", state.in_flight);
+        state.in_flight += 1;
+        drop(state);
         let key = (sent % 1024).to_string();
         let partition = (sent % args.partitions as u64) as i32;
-        let record = FutureRecord::to(topic).payload(&payload).key(&key).partition(partition);
-        match producer.send_result(record) {
-            Ok(delivery) => {
-                let at = Instant::now();
-                pending.push(async move { (delivery.await, at.elapsed()) });
-                sent += 1;
-            }
-            Err((e, _)) => anyhow::bail!("queueing a record: {e}"),
+        let queued_at_us = usize::try_from(started.elapsed().as_micros()).unwrap_or(usize::MAX);
+        let record = BaseRecord::with_opaque_to(topic, queued_at_us).payload(&payload).key(&key).partition(partition);
+        if let Err((e, _)) = producer.send(record) {
+            anyhow::bail!("queueing a record: {e}");
         }
-        // Let deliveries complete without waiting for any.
-        while let Some(Some(outcome)) = futures::FutureExt::now_or_never(pending.next()) {
-            tally(outcome, &mut latencies, &mut failed);
-        }
+        sent += 1;
     }
-    while let Some(outcome) = pending.next().await {
-        tally(outcome, &mut latencies, &mut failed);
-    }
-    producer.flush(Duration::from_secs(30))?;
+    producer.flush(Duration::from_secs(60))?;
     let elapsed = started.elapsed().as_secs_f64();
-    anyhow::ensure!(failed == 0, "{failed} records were not acked");
+    let mut state = producer.context().state();
+    anyhow::ensure!(state.failed == 0, "{} records were not acked", state.failed);
+    let latencies = std::mem::take(&mut state.latencies);
+    anyhow::ensure!(latencies.len() as u64 == sent, "{} of {sent} records acked", latencies.len());
     Ok((latencies, sent * args.record_bytes as u64, elapsed))
-}
-
-type Delivery = Result<
-    Result<rdkafka::producer::future_producer::Delivery, (rdkafka::error::KafkaError, rdkafka::message::OwnedMessage)>,
-    futures::channel::oneshot::Canceled,
->;
-
-fn tally(outcome: (Delivery, Duration), latencies: &mut Vec<Duration>, failed: &mut u64) {
-    match outcome.0 {
-        Ok(Ok(_)) => latencies.push(outcome.1),
-        _ => *failed += 1,
-    }
 }
 
 /// Reads every partition from offset 0 to its end; the bytes read and the seconds taken.
@@ -189,9 +226,14 @@ async fn main() -> anyhow::Result<()> {
     create_topic(&args, &topic).await?;
     let (puts0, _) = object_requests(&http, &args.metrics_url).await;
     let cpu0 = cpu_seconds(args.server_pid);
-    let (mut latencies, bytes, elapsed) = produce(&args, &topic).await?;
+    let client_cpu0 = cpu_seconds(Some(std::process::id()));
+    let args_for_write = args.clone();
+    let topic_for_write = topic.clone();
+    let (mut latencies, bytes, elapsed) =
+        tokio::task::spawn_blocking(move || produce(&args_for_write, &topic_for_write)).await??;
     let (puts1, gets1) = object_requests(&http, &args.metrics_url).await;
     let cpu1 = cpu_seconds(args.server_pid);
+    let client_cpu1 = cpu_seconds(Some(std::process::id()));
     latencies.sort();
     let records = latencies.len() as u64;
     let args_for_read = args.clone();
@@ -200,19 +242,23 @@ async fn main() -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || catch_up(&args_for_read, &topic_for_read, records)).await??;
     let (_, gets2) = object_requests(&http, &args.metrics_url).await;
     let cpu2 = cpu_seconds(args.server_pid);
+    let client_cpu2 = cpu_seconds(Some(std::process::id()));
     let gib = bytes as f64 / (1u64 << 30) as f64;
     let read_gib = read_bytes as f64 / (1u64 << 30) as f64;
     let out = json!({
         "workload": "kafka", "partitions": args.partitions, "record_bytes": args.record_bytes,
+        "idempotence": args.idempotence, "in_flight": args.in_flight, "batch_bytes": args.batch_bytes,
         "target_mib_per_sec": args.rate,
         "produce": {
             "records": records, "mib_per_sec": bytes as f64 / 1048576.0 / elapsed,
             "ack_ms": { "p50": percentile(&latencies, 0.5), "p99": percentile(&latencies, 0.99), "p999": percentile(&latencies, 0.999) },
             "puts_per_gib": (puts1 - puts0) / gib, "server_cpu_s_per_gib": (cpu1 - cpu0) / gib,
+            "client_cpu_s_per_gib": (client_cpu1 - client_cpu0) / gib,
         },
         "catch_up": {
             "mib_per_sec": read_bytes as f64 / 1048576.0 / read_secs,
             "gets_per_gib": (gets2 - gets1) / read_gib, "server_cpu_s_per_gib": (cpu2 - cpu1) / read_gib,
+            "client_cpu_s_per_gib": (client_cpu2 - client_cpu1) / read_gib,
         },
     });
     println!("{out}");

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, MAX_IN_FLIGHT};
-use crate::{cluster, fetch, groups, offsets, produce, producers, topics, versions, Kafka, KafkaError};
+use crate::{cluster, fetch, fetch_frame, groups, offsets, produce, producers, topics, versions, Kafka, KafkaError};
 
 pub async fn run(kafka: Arc<Kafka>, socket: TcpStream, peer: SocketAddr) {
     if let Err(e) = serve(&kafka, socket).await {
@@ -125,9 +125,17 @@ async fn write_responses(
 ) -> Result<(), KafkaError> {
     let mut out = BytesMut::new();
     while let Some(queued) = answers.recv().await {
-        if let Some(response) = queued.response.await? {
-            write_response(&mut out, &queued.reply, &response)?;
-            output.write_all(&out).await?;
+        match queued.response.await? {
+            // A fetch's records go out as fetched, not copied into the frame.
+            Some(ResponseKind::Fetch(fetched)) if fetch_frame::can_lay_out(&fetched, queued.reply.version) => {
+                let mut frame = fetch_frame::lay_out(queued.reply.correlation_id, queued.reply.version, &fetched);
+                output.write_all_buf(&mut frame).await?;
+            }
+            Some(response) => {
+                write_response(&mut out, &queued.reply, &response)?;
+                output.write_all(&out).await?;
+            }
+            None => {}
         }
     }
     Ok(())

@@ -20,8 +20,10 @@ use bytes::BytesMut;
 use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-use shale_reader::{ReadCursor, ReadLimits, ReadRequest, ReadStart};
-use shale_service::ServiceError;
+use shale_reader::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart};
+use shale_service::{Service, ServiceError};
+use tokio::sync::mpsc;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::records::encode_batch;
 use crate::topics::stream_of;
@@ -33,6 +35,8 @@ const MAX_READS_PER_PARTITION: usize = 16;
 const MAX_WAIT: Duration = Duration::from_secs(30);
 /// Partitions of one fetch read at once.
 const CONCURRENT_PARTITIONS: usize = 16;
+/// Reads a partition's read task may be ahead of its encoding.
+const READS_AHEAD: usize = 2;
 
 /// Partitions one connection keeps a cursor for; past it they are all dropped and
 /// looked up again as fetched (a consumer rarely fetches this many from one broker).
@@ -148,29 +152,33 @@ async fn long_poll(
     let _ = tokio::time::timeout(wait, first).await;
 }
 
-/// Reads `fetch`'s partition into its answer, within its bound and `budget`.
+/// Reads `fetch`'s partition into its answer, within its bound and `budget`. The
+/// partition's reads run on a task of their own, a read or two ahead of this one, which
+/// encodes what they found: reading (block decoding) and encoding take about as long
+/// each, and so one fetch keeps two cores busy rather than one.
 async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, budget: &AtomicU64, wait: Duration) {
-    let Ok(mut next) = u64::try_from(fetch.offset) else {
+    let Ok(start) = u64::try_from(fetch.offset) else {
         fetch.answer.error_code = kafka_protocol::ResponseError::OffsetOutOfRange.code();
         return;
     };
-    let mut out = BytesMut::new();
     let reserved = reserve(budget, fetch.max_bytes);
-    let mut left = reserved.max(1);
-    for _ in 0..MAX_READS_PER_PARTITION {
-        let request = ReadRequest {
-            basin: kafka.config.basin.clone(),
-            stream: stream_of(topic, fetch.partition),
-            start: ReadStart::SeqNum(next),
-            limits: ReadLimits { count: None, bytes: Some(left.max(1)) },
-            until: None,
-            clamp: false,
-            wait: if out.is_empty() { wait } else { Duration::ZERO },
-        };
-        let output = match kafka.service.read_with(&request, &mut fetch.cursor).await {
+    let request = ReadRequest {
+        basin: kafka.config.basin.clone(),
+        stream: stream_of(topic, fetch.partition),
+        start: ReadStart::SeqNum(start),
+        limits: ReadLimits { count: None, bytes: Some(reserved.max(1)) },
+        until: None,
+        clamp: false,
+        wait,
+    };
+    let (found, mut outputs) = mpsc::channel(READS_AHEAD);
+    let cursor = std::mem::take(&mut fetch.cursor);
+    let reads = AbortOnDropHandle::new(tokio::spawn(read_ahead(kafka.service.clone(), request, cursor, found)));
+    let mut out = BytesMut::new();
+    while let Some(read) = outputs.recv().await {
+        let output = match read {
             Ok(output) => output,
             Err(e) => {
-                fetch.cursor = ReadCursor::default();
                 if out.is_empty() {
                     fail(&mut fetch.answer, &e);
                 }
@@ -180,20 +188,16 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
         let tail = i64::try_from(output.tail.seq_num).unwrap_or(i64::MAX);
         fetch.answer.high_watermark = tail;
         fetch.answer.last_stable_offset = tail;
-        let Some(last) = output.records.last() else { break };
-        next = last.seq_num + 1;
-        let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
-        if out.capacity() == 0 {
+        if out.capacity() == 0 && !output.records.is_empty() {
             // Sized once for what this partition may answer, so the batches are copied
             // in once rather than again at every doubling of a growing buffer.
+            let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
             out.reserve(encoded_bound(reserved.max(read_bytes)));
         }
         encode_batch(&output.records, &mut out);
-        left = left.saturating_sub(read_bytes);
-        if left == 0 || next >= output.tail.seq_num {
-            break;
-        }
     }
+    // A read task that panicked leaves a fresh cursor, which looks the stream up again.
+    fetch.cursor = reads.await.unwrap_or_default();
     let used = out.len() as u64;
     if used < reserved {
         budget.fetch_add(reserved - used, Ordering::Relaxed);
@@ -205,6 +209,46 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
     if !out.is_empty() {
         fetch.answer.records = Some(out.freeze());
     }
+}
+
+/// A partition's reads for one fetch, from `request.start` until its byte bound is read,
+/// the tail is reached or [`MAX_READS_PER_PARTITION`] reads are made; each read's output
+/// is sent as it comes (the first may wait `request.wait` for records). The cursor comes
+/// back for the connection's next fetch; after an error it is a fresh one.
+async fn read_ahead(
+    service: Service,
+    mut request: ReadRequest,
+    mut cursor: ReadCursor,
+    found: mpsc::Sender<Result<ReadOutput, ServiceError>>,
+) -> ReadCursor {
+    let mut left = request.limits.bytes.unwrap_or(1);
+    for _ in 0..MAX_READS_PER_PARTITION {
+        let output = match service.read_with(&request, &mut cursor).await {
+            Ok(output) => output,
+            Err(e) => {
+                let _ = found.send(Err(e)).await;
+                return ReadCursor::default();
+            }
+        };
+        let Some(last) = output.records.last() else {
+            let _ = found.send(Ok(output)).await;
+            break;
+        };
+        let next = last.seq_num + 1;
+        let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
+        let at_tail = next >= output.tail.seq_num;
+        if found.send(Ok(output)).await.is_err() {
+            break;
+        }
+        left = left.saturating_sub(read_bytes);
+        if left == 0 || at_tail {
+            break;
+        }
+        request.start = ReadStart::SeqNum(next);
+        request.limits.bytes = Some(left);
+        request.wait = Duration::ZERO;
+    }
+    cursor
 }
 
 /// Room for batches of up to `metered` bytes of records: a record batch's header, and

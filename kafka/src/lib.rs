@@ -27,6 +27,7 @@ mod connection;
 mod decompress;
 mod error;
 mod fetch;
+mod fetch_frame;
 mod frame;
 mod groups;
 mod in_flight;

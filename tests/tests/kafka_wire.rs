@@ -207,7 +207,7 @@ async fn bad_batches_and_topics_get_their_error_codes_and_apply_nothing() {
     two.extend_from_slice(&batch(&[b"f"], Compression::None));
     assert_eq!(produce(&mut socket, "wire", Bytes::from(two)).await.0, ResponseError::InvalidRecord.code());
     // A batch over max.message.bytes.
-    let big: &'static [u8] = Box::leak(vec![7u8; 1_100_000].into_boxed_slice());
+    let big: &'static [u8] = Box::leak(vec![7u8; 8_500_000].into_boxed_slice());
     assert_eq!(
         produce(&mut socket, "wire", batch(&[big], Compression::None)).await.0,
         ResponseError::MessageTooLarge.code()

@@ -1,7 +1,7 @@
 //! Topic configs, kept on each partition's stream config: `retention.ms` is the
 //! retention age, `message.timestamp.type=LogAppendTime` is the arrival timestamping
 //! mode. `cleanup.policy` is `delete` only, `retention.bytes` is -1 only and
-//! `max.message.bytes` is the fixed batch limit; other values are INVALID_CONFIG. Settings
+//! `max.message.bytes` is the fixed batch limit (lower values accepted, not applied); other values are INVALID_CONFIG. Settings
 //! of Kafka's that have no meaning on an object store (segment and replica settings) are
 //! accepted and ignored.
 
@@ -31,8 +31,10 @@ const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 
 /// The largest record batch (as sent, compressed) one produce may carry per partition:
-/// Kafka's default `max.message.bytes`.
-pub const MAX_MESSAGE_BYTES: u64 = 1_048_588;
+/// 8 MiB, Kafka's default (1 MiB) raised so that a producer at object-store latency may
+/// send more per commit round trip (`batch.size`); decompressed, a batch is bounded by
+/// the same 8 MiB (`KAFKA_BATCH_LIMITS`).
+pub const MAX_MESSAGE_BYTES: u64 = 8 << 20;
 
 /// Kafka topic settings with no meaning here, accepted and ignored.
 const IGNORED: &[&str] = &[
@@ -81,8 +83,10 @@ fn setting(name: &str, value: Option<&str>) -> Result<StreamPatch, String> {
         ("retention.bytes", None | Some("-1")) => {}
         ("retention.bytes", _) => return invalid("retention by size is not supported; use retention.ms"),
         ("max.message.bytes", None) => {}
-        ("max.message.bytes", Some(v)) if v.parse::<u64>() == Ok(MAX_MESSAGE_BYTES) => {}
-        ("max.message.bytes", _) => return invalid("fixed at 1048588, Kafka's default"),
+        // Tools that create topics with Kafka's default (or any value up to the limit)
+        // keep working; the limit served stays MAX_MESSAGE_BYTES.
+        ("max.message.bytes", Some(v)) if v.parse::<u64>().is_ok_and(|v| v > 0 && v <= MAX_MESSAGE_BYTES) => {}
+        ("max.message.bytes", _) => return invalid(&format!("at most {MAX_MESSAGE_BYTES}, the fixed batch limit")),
         (name, _) if IGNORED.contains(&name) => {}
         _ => return invalid("unknown topic config"),
     }
@@ -294,7 +298,8 @@ mod tests {
         for (name, value) in [
             ("cleanup.policy", "compact"),
             ("retention.bytes", "100"),
-            ("max.message.bytes", "10"),
+            ("max.message.bytes", "8388609"),
+            ("max.message.bytes", "0"),
             ("retention.ms", "0"),
             ("no.such.config", "1"),
         ] {
