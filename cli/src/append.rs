@@ -341,16 +341,22 @@ impl Progress {
         if self.on_terminal {
             eprintln!();
         }
-        if let Some(first) = self.first_seq {
-            eprintln!("appended {} records, seq {first}..{}", self.records, self.end_seq);
+        match self.first_seq {
+            Some(first) => eprintln!("appended {}, seq {first}..{}", records(self.records), self.end_seq),
+            None => eprintln!("nothing to append: stdin had no records"),
         }
     }
 
     /// For an error message: what was appended before it.
     fn so_far(&self) -> String {
         match self.first_seq {
-            Some(first) => format!(" ({} records appended before it, seq {first}..{})", self.records, self.end_seq),
+            Some(first) => format!(" ({} appended before it, seq {first}..{})", records(self.records), self.end_seq),
             None => " (nothing appended)".to_string(),
         }
     }
+}
+
+/// `1 record`, `2 records`.
+fn records(count: u64) -> String {
+    format!("{count} record{}", if count == 1 { "" } else { "s" })
 }

@@ -2,7 +2,8 @@
 //!
 //! Exit codes a script can rely on: 0 success, 2 invalid arguments, 3 not found,
 //! 4 already exists, 5 append condition failed (sequence number or fencing token),
-//! 6 server unavailable or overloaded, 7 no valid token or not permitted, 1 anything else.
+//! 6 server unavailable or overloaded, 7 no valid token or not permitted, 8 a read starts
+//! past the stream's tail, 1 anything else.
 
 use std::process::ExitCode;
 
@@ -91,7 +92,8 @@ pub struct Failure(pub String, pub u8);
 impl From<tonic::Status> for Failure {
     fn from(status: tonic::Status) -> Self {
         let code = match status.code() {
-            tonic::Code::InvalidArgument | tonic::Code::OutOfRange => 2,
+            tonic::Code::InvalidArgument => 2,
+            tonic::Code::OutOfRange => 8,
             tonic::Code::NotFound => 3,
             tonic::Code::AlreadyExists => 4,
             tonic::Code::FailedPrecondition => 5,
@@ -103,12 +105,27 @@ impl From<tonic::Status> for Failure {
         // stream's actual tail or token) says more than the message alone.
         let details = tonic_types::StatusExt::get_error_details(&status);
         let json = details.error_info().and_then(|info| info.metadata.get("json").cloned()).unwrap_or_default();
-        let message = if json.is_empty() || json.contains("\"message\"") {
-            status.message().to_string()
-        } else {
-            format!("{} {json}", status.message())
+        let message = match status.code() {
+            tonic::Code::OutOfRange => past_the_tail(&json),
+            // The server's hint names the HTTP header; a CLI user gives a flag.
+            tonic::Code::Unauthenticated if status.message().starts_with("missing access token") => {
+                "missing access token: give --token or set SHALE_ACCESS_TOKEN".to_string()
+            }
+            _ if json.is_empty() || json.contains("\"message\"") => status.message().to_string(),
+            _ => format!("{} {json}", status.message()),
         };
         Failure(message, code)
+    }
+}
+
+/// A read past the tail, told with the tail from the error's body (`{"tail": {...}}`).
+fn past_the_tail(json: &str) -> String {
+    let tail = serde_json::from_str::<serde_json::Value>(json).ok().and_then(|body| body["tail"]["seq_num"].as_u64());
+    match tail {
+        Some(tail) => format!(
+            "the read starts past the stream's tail (seq_num {tail}): start at {tail} or below, or use --tail-offset"
+        ),
+        None => "the read starts past the stream's tail".to_string(),
     }
 }
 
@@ -198,11 +215,13 @@ pub async fn basins(connection: &Connection, command: BasinsCommand) -> Result<(
         }
         BasinsCommand::Create { name, create_stream_on_append } => {
             let config = pb::BasinConfig { create_stream_on_append, create_stream_on_read: false };
-            client.create_basin(pb::CreateBasinRequest { basin: name, config: Some(config) }).await?;
+            client.create_basin(pb::CreateBasinRequest { basin: name.clone(), config: Some(config) }).await?;
+            println!("created basin {name}");
             Ok(())
         }
         BasinsCommand::Delete { name } => {
-            client.delete_basin(pb::DeleteBasinRequest { basin: name }).await?;
+            client.delete_basin(pb::DeleteBasinRequest { basin: name.clone() }).await?;
+            println!("deleted basin {name}");
             Ok(())
         }
     }
@@ -229,11 +248,13 @@ pub async fn streams(connection: &Connection, command: StreamsCommand) -> Result
         StreamsCommand::Create { target } => {
             let (basin, stream) = split_target(&target)?;
             client.create_stream(pb::CreateStreamRequest { basin, stream, config: None }).await?;
+            println!("created stream {target}");
             Ok(())
         }
         StreamsCommand::Delete { target } => {
             let (basin, stream) = split_target(&target)?;
             client.delete_stream(pb::DeleteStreamRequest { basin, stream }).await?;
+            println!("deleted stream {target}");
             Ok(())
         }
     }

@@ -19,7 +19,8 @@ pub enum Format {
     /// One body per line, byte for byte: any bytes but a newline, in and out.
     Raw,
     /// One JSON object per line: {"seq_num", "timestamp", "headers": [[name, value]],
-    /// "body"} (appends take "timestamp", "headers" and "body"), with UTF-8 strings.
+    /// "body"} (appends take "timestamp", "headers" and "body"), with UTF-8 strings; empty
+    /// headers and body are left out, as S2's CLI prints them.
     Json,
     /// As json, with the body and every header name and value in base64: any bytes.
     #[value(alias = "base64")]

@@ -12,7 +12,9 @@ mod dir_lock;
 mod format;
 mod read;
 mod serve;
+mod tokens;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -26,7 +28,8 @@ pub use serve::{serve, serve_compactor, serve_metadata, serve_role, Running};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-    /// How server logs are written to stderr.
+    /// How log lines are written to stderr (a server's logs; a client command logs only
+    /// with SHALE_LOG set).
     #[arg(long, env = "SHALE_LOG_FORMAT", value_enum, default_value = "text", global = true)]
     pub log_format: LogFormat,
 }
@@ -58,6 +61,9 @@ pub enum Command {
     Basins(client::WithConnection<client::BasinsCommand>),
     /// Manage streams.
     Streams(client::WithConnection<client::StreamsCommand>),
+    /// Manage access tokens: issue, list, revoke (with a token allowed to, such as the
+    /// root token).
+    Tokens(client::WithConnection<tokens::TokensCommand>),
     /// Append records from stdin, one per line.
     Append(append::AppendArgs),
     /// Print records of a stream: from the tail, following new ones, unless told otherwise.
@@ -82,6 +88,44 @@ pub enum Command {
     },
 }
 
+/// Commands that talk to a server as a client: their connection flags may also come
+/// before them (`shale --server H read ...`), as users type global flags.
+const CLIENT_COMMANDS: &[&str] = &["basins", "streams", "append", "read", "check-tail", "tail", "tables", "tokens"];
+/// The connection flags ([`client::Connection`]), each with a value.
+const CLIENT_FLAGS: &[&str] = &["--server", "--token", "--ca-file"];
+
+/// The command line with connection flags given before a client command moved after
+/// it, where the command's own flags are parsed. Anything else is left as it is (clap
+/// then says what is wrong).
+pub fn client_flags_after_command(args: Vec<OsString>) -> Vec<OsString> {
+    let mut moved = Vec::new();
+    let mut i = 1;
+    while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
+        let flag = arg.split('=').next().unwrap_or(arg);
+        if CLIENT_COMMANDS.contains(&arg) {
+            let mut reordered: Vec<OsString> = args[..1].to_vec();
+            reordered.extend((1..i).filter(|at| !moved.contains(at)).map(|at| args[at].clone()));
+            reordered.push(args[i].clone());
+            reordered.extend(moved.iter().filter_map(|&at| args.get(at).cloned()));
+            reordered.extend(args[i + 1..].iter().cloned());
+            return reordered;
+        }
+        if CLIENT_FLAGS.contains(&flag) {
+            moved.push(i);
+            if !arg.contains('=') {
+                moved.push(i + 1);
+                i += 1;
+            }
+        } else if arg == "--log-format" {
+            i += 1;
+        } else if !arg.starts_with("--log-format=") {
+            break;
+        }
+        i += 1;
+    }
+    args
+}
+
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve(args) => exit(run_server(&args, Server::AllInOne).await),
@@ -93,6 +137,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Compactor(args) => exit(run_server(&args.serve, Server::Compactor(args.metadata.clone())).await),
         Command::Basins(basins) => client::report(client::basins(&basins.connection, basins.command).await),
         Command::Streams(streams) => client::report(client::streams(&streams.connection, streams.command).await),
+        Command::Tokens(tokens) => client::report(tokens::tokens(&tokens.connection, tokens.command).await),
         Command::Append(args) => client::report(append::append(args).await),
         Command::Read(args) => client::report(read::read(args).await),
         Command::CheckTail { target, connection } => client::report(client::check_tail(&connection, &target).await),
@@ -165,6 +210,28 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    #[test]
+    fn client_flags_before_a_client_command_move_after_it() {
+        let reorder = |line: &str| {
+            let args = line.split(' ').map(OsString::from).collect();
+            client_flags_after_command(args).iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+        };
+        assert_eq!(reorder("shale --server h:1 check-tail b/s"), "shale check-tail --server h:1 b/s");
+        assert_eq!(
+            reorder("shale --log-format json --token=t --server h:1 basins create x"),
+            "shale --log-format json basins --token=t --server h:1 create x"
+        );
+        assert_eq!(reorder("shale --token read read b/s"), "shale read --token read b/s", "a value named like a command");
+        assert_eq!(reorder("shale read b/s --server h:1"), "shale read b/s --server h:1", "after the command: as given");
+        assert_eq!(reorder("shale --server h:1 serve"), "shale --server h:1 serve", "server commands take none");
+        let cli = Cli::try_parse_from(client_flags_after_command(
+            "shale --server h:9 streams list b".split(' ').map(OsString::from).collect(),
+        ))
+        .unwrap();
+        let Command::Streams(streams) = cli.command else { panic!("parsed as {:?}", cli.command) };
+        assert_eq!(streams.connection.server, "h:9");
+    }
 
     /// Every subcommand and every argument says what it is; client commands take the
     /// connection flags and server commands do not; the listen flags name their defaults.

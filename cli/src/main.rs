@@ -10,7 +10,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = shale::Cli::parse();
+    let cli = shale::Cli::parse_from(shale::client_flags_after_command(std::env::args_os().collect()));
     init_logs(cli.log_format);
     shale::run(cli).await
 }

@@ -252,7 +252,7 @@ fn read_is_a_session_from_the_tail_bounded_by_its_limits() {
     assert_eq!(String::from_utf8(until.stdout).unwrap(), "a\nb\n", "the read ends at the first record past --until");
 
     let past = run(&["read", "cli-basin/t", "-s", "99", "--no-follow"], &grpc, None);
-    assert_eq!(past.status.code(), Some(2), "{}", String::from_utf8_lossy(&past.stderr));
+    assert_eq!(past.status.code(), Some(8), "{}", String::from_utf8_lossy(&past.stderr));
     let clamped = run(&["read", "cli-basin/t", "-s", "99", "--clamp", "--no-follow"], &grpc, None);
     assert!(clamped.status.success() && clamped.stdout.is_empty(), "{}", String::from_utf8_lossy(&clamped.stderr));
 
@@ -340,5 +340,92 @@ fn read_output_is_written_a_batch_at_a_time() {
     let calls = std::fs::read_to_string(&trace).unwrap();
     let to_stdout = calls.lines().filter(|l| l.contains("write(1,") || l.contains("writev(1,")).count();
     assert!((1..=50).contains(&to_stdout), "{to_stdout} writes to stdout for 5,000 records");
+    assert!(terminate(server).success());
+}
+
+/// `shale` with `args` against `server`, with `token` as SHALE_ACCESS_TOKEN if given.
+fn run_as(args: &[&str], server: &str, token: Option<&str>, stdin: &[u8]) -> Output {
+    let mut command = shale();
+    command.args(args).env("SHALE_SERVER", server).env_remove("SHALE_ACCESS_TOKEN");
+    if let Some(token) = token {
+        command.env("SHALE_ACCESS_TOKEN", token);
+    }
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn tokens_are_issued_listed_and_revoked_from_the_cli() {
+    const ROOT: &str = "root-token-for-the-cli-test";
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    let (server, _http, grpc) = common::spawn(dir.path(), &args, &[("SHALE_ROOT_TOKEN", ROOT.to_string())]);
+
+    let anonymous = run_as(&["basins", "list"], &grpc, None, b"");
+    assert_eq!(anonymous.status.code(), Some(7));
+    assert!(text(&anonymous.stderr).contains("--token or set SHALE_ACCESS_TOKEN"), "{}", text(&anonymous.stderr));
+
+    // The connection flags before the command, as after it.
+    let created = run_as(&["--server", &grpc, "--token", ROOT, "basins", "create", "token-basin"], "x:1", None, b"");
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    assert_eq!(text(&created.stdout), "created basin token-basin\n");
+    let created = run_as(&["--token", ROOT, "streams", "--server", &grpc, "create", "token-basin/s"], "x:1", None, b"");
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    assert!(run_as(&["append", "token-basin/s"], &grpc, Some(ROOT), b"one\n").status.success());
+
+    let issue = [
+        "tokens", "issue", "reader", "--basins", "token-", "--streams", "", "--op-groups", "stream=r", "--ops", "list-basins",
+    ];
+    let issued = run_as(&issue, &grpc, Some(ROOT), b"");
+    assert!(issued.status.success(), "{}", text(&issued.stderr));
+    let reader = text(&issued.stdout).trim().to_string();
+    assert!(!reader.is_empty());
+    let listed = text(&run_as(&["tokens", "list"], &grpc, Some(ROOT), b"").stdout);
+    let line = listed.lines().find(|l| l.starts_with("reader ")).unwrap_or_else(|| panic!("{listed}"));
+    assert!(line.contains("token-*") && line.contains("list-basins") && line.contains("stream=r"), "{line}");
+
+    // The scoped token lists basins and reads, but may not create a basin: 403, exit 7.
+    assert_eq!(text(&run_as(&["basins", "list"], &grpc, Some(&reader), b"").stdout), "token-basin\n");
+    let read = run_as(&["read", "token-basin/s", "-s", "0", "--no-follow"], &grpc, Some(&reader), b"");
+    assert_eq!(text(&read.stdout), "one\n", "{}", text(&read.stderr));
+    let refused = run_as(&["basins", "create", "token-other"], &grpc, Some(&reader), b"");
+    assert_eq!(refused.status.code(), Some(7), "{}", text(&refused.stderr));
+    let bad_group = run_as(&["tokens", "issue", "x", "--op-groups", "stream=x"], &grpc, Some(ROOT), b"");
+    assert_eq!(bad_group.status.code(), Some(2), "clap refuses a bad op group");
+
+    let revoked = run_as(&["tokens", "revoke", "reader"], &grpc, Some(ROOT), b"");
+    assert_eq!(text(&revoked.stdout), "revoked token reader\n");
+    assert_eq!(run_as(&["basins", "list"], &grpc, Some(&reader), b"").status.code(), Some(7), "revoked");
+    assert!(!text(&run_as(&["tokens", "list"], &grpc, Some(ROOT), b"").stdout).contains("reader "));
+    assert!(terminate(server).success());
+}
+
+#[test]
+fn commands_say_what_they_did_and_a_read_past_the_tail_says_where_the_tail_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, grpc) = start(dir.path());
+    let created = run(&["basins", "create", "told-basin"], &grpc, None);
+    assert_eq!(text(&created.stdout), "created basin told-basin\n");
+    let created = run(&["streams", "create", "told-basin/s"], &grpc, None);
+    assert_eq!(text(&created.stdout), "created stream told-basin/s\n");
+
+    let one = run(&["append", "told-basin/s"], &grpc, Some(b"only\n"));
+    assert!(text(&one.stderr).contains("appended 1 record, seq 0..1"), "{}", text(&one.stderr));
+    let none = run(&["append", "told-basin/s"], &grpc, Some(b""));
+    assert!(none.status.success());
+    assert!(text(&none.stderr).contains("nothing to append"), "{}", text(&none.stderr));
+
+    let past = run(&["read", "told-basin/s", "-s", "100", "--no-follow"], &grpc, None);
+    assert_eq!(past.status.code(), Some(8), "past the tail is not invalid arguments");
+    let message = text(&past.stderr);
+    assert!(message.contains("past the stream's tail (seq_num 1)") && !message.contains('{'), "{message}");
+
+    let deleted = run(&["streams", "delete", "told-basin/s"], &grpc, None);
+    assert_eq!(text(&deleted.stdout), "deleted stream told-basin/s\n");
     assert!(terminate(server).success());
 }
