@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::dir_lock::{lock_store, DirLock};
+use crate::dir_lock::{lock_store, DirLock, Holder};
 use crate::ServeConfig;
 
 /// How long open requests (live reads included) get to finish after a shutdown signal.
@@ -91,7 +91,22 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 /// `shale serve`: every role in one process, the client API on HTTP and gRPC.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
-    let lock = lock_store(&config.store_url()?, config.takeover).await?;
+    if config.kafka.listen.is_some() && config.auth.root_token().is_some() {
+        // Kafka clients would bypass every token: refuse rather than open a side door.
+        anyhow::bail!(
+            "the Kafka listener has no authentication yet (SASL over access tokens is not built): \
+             it cannot run with access control on; unset [kafka] listen / --kafka or the root token"
+        );
+    }
+    config.kafka.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Listeners first, then the directory: a start that fails on a busy port or a held
+    // directory creates nothing.
+    let listeners = ClientListeners::bind(&config).await?;
+    let kafka_listener = match config.kafka.listen {
+        Some(listen) => Some(bind(listen).await?),
+        None => None,
+    };
+    let lock = lock_store(&config.store_url()?, Holder::Serve, config.takeover).await?;
     let store = open_store(&config)?;
     let metadata = open_metadata(&config, &store).await?;
     let api: Arc<dyn MetadataApi> = if !shared(&store.url) {
@@ -126,16 +141,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     .with_auth(config.auth.root_token(), config.auth.revocation_bound)
     .with_table_store(store.store.clone(), store.url.clone());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
-    if config.kafka.listen.is_some() && state.auth.is_on() {
-        // Kafka clients would bypass every token: refuse rather than open a side door.
-        anyhow::bail!(
-            "the Kafka listener has no authentication yet (SASL over access tokens is not built): \
-             it cannot run with access control on; unset [kafka] listen / --kafka or the root token"
-        );
-    }
-    let mut running = client_api(&config, state.clone()).await?;
-    if let Some(listen) = config.kafka.listen {
-        let (addr, stop, server) = kafka_listener(&config, listen, state.service()).await?;
+    let mut running = client_api(&config, state.clone(), listeners)?;
+    if let Some(listener) = kafka_listener {
+        let (addr, stop, server) = serve_kafka(&config, listener, state.service())?;
         running.kafka_addr = Some(addr);
         running.stop.push(stop);
         running.servers.push(server);
@@ -188,12 +196,13 @@ fn start_compactor(
 /// and `/metrics` on HTTP. Several split the streams between them by `[compactor] shard`
 /// and `shards`.
 pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
+    let http_listener = bind(config.http).await?;
+    let lock = lock_store(&config.store_url()?, Holder::Role("compactor"), false).await?;
     let store = open_store(&config)?;
     let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let mut config = config;
     config.compactor.enabled = true;
     let (task, stats) = start_compactor(&config, metadata.clone(), &store);
-    let http_listener = bind(config.http).await?;
     let http_addr = http_listener.local_addr()?;
     let counters = store.counters.clone();
     let metrics = move || {
@@ -222,7 +231,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         stop: vec![stop_http],
         servers: vec![http],
         background: task.into_iter().collect(),
-        lock: None,
+        lock,
         draining: None,
     })
 }
@@ -236,6 +245,8 @@ fn client_reader(config: &ServeConfig, store: &Store, metadata: Arc<dyn Metadata
 
 /// `shale gateway` or `shale reader`: one client-facing role against remote metadata.
 pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
+    let listeners = ClientListeners::bind(&config).await?;
+    let lock = lock_store(&config.store_url()?, Holder::Role(role.name()), false).await?;
     let store = open_store(&config)?;
     let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let (gateway, reader) = match role {
@@ -251,7 +262,8 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
         AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock))
             .with_auth(config.auth.root_token(), config.auth.revocation_bound)
             .with_table_store(store.store.clone(), store.url.clone());
-    let running = client_api(&config, state).await?;
+    let mut running = client_api(&config, state, listeners)?;
+    running.lock = lock;
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
         metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(running)
@@ -260,10 +272,11 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
 /// `shale metadata`: the sequencer and index, serving `shale.metadata.v1` on the gRPC
 /// address while it holds the leader lease, plus `/health`, `/ready`, `/metrics` on HTTP.
 pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> anyhow::Result<Running> {
-    let store = open_store(&config)?;
-    let metadata = open_metadata(&config, &store).await?;
     let grpc_listener = bind(config.grpc).await?;
     let http_listener = bind(config.http).await?;
+    let lock = lock_store(&config.store_url()?, Holder::Role("metadata"), false).await?;
+    let store = open_store(&config)?;
+    let metadata = open_metadata(&config, &store).await?;
     let grpc_addr = grpc_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
     let advertise = advertise.unwrap_or_else(|| grpc_addr.to_string());
@@ -339,7 +352,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         stop: vec![stop_http, stop_grpc],
         servers: vec![http, grpc],
         background: std::iter::once(gc).chain(compactor).collect(),
-        lock: None,
+        lock,
         draining: None,
     })
 }
@@ -363,14 +376,12 @@ fn spawn_http(
     (stop, server)
 }
 
-/// Binds and serves Kafka's protocol over `service`.
-async fn kafka_listener(
+/// Serves Kafka's protocol over `service` on `listener`.
+fn serve_kafka(
     config: &ServeConfig,
-    listen: SocketAddr,
+    listener: TcpListener,
     service: shale_api::Service,
 ) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>, JoinHandle<()>)> {
-    config.kafka.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let listener = bind(listen).await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = oneshot::channel::<()>();
     let kafka = config.kafka.clone();
@@ -385,15 +396,26 @@ async fn kafka_listener(
     Ok((addr, stop, server))
 }
 
-/// Binds and serves the client API (HTTP and `shale.v1` gRPC) for `state`.
-async fn client_api(config: &ServeConfig, state: AppState) -> anyhow::Result<Running> {
+/// The client API's listeners, bound before anything else is opened.
+struct ClientListeners {
+    http: TcpListener,
+    grpc: TcpListener,
+}
+
+impl ClientListeners {
+    async fn bind(config: &ServeConfig) -> anyhow::Result<Self> {
+        Ok(Self { http: bind(config.http).await?, grpc: bind(config.grpc).await? })
+    }
+}
+
+/// Serves the client API (HTTP and `shale.v1` gRPC) for `state` on `listeners`.
+fn client_api(config: &ServeConfig, state: AppState, listeners: ClientListeners) -> anyhow::Result<Running> {
     if state.auth.is_on() {
         tracing::info!(revocation_bound = ?config.auth.revocation_bound, "access control on: every call needs a token");
     } else {
         tracing::warn!("access control is off (no SHALE_ROOT_TOKEN or [auth] root_token_file): anyone who reaches the ports can do anything");
     }
-    let http_listener = bind(config.http).await?;
-    let grpc_listener = bind(config.grpc).await?;
+    let (http_listener, grpc_listener) = (listeners.http, listeners.grpc);
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
     let (limits, tls) = (config.connections, config.tls.acceptor()?);

@@ -303,3 +303,64 @@ async fn sigterm_ends_live_reads_with_their_error_and_stops_without_waiting() {
     assert!(logged.iter().any(|line| line.contains("stopped")), "{logged:#?}");
     assert!(!logged.iter().any(|line| line.contains("did not finish")), "reads were not cut at the bound: {logged:#?}");
 }
+
+/// Every role refuses a local directory `shale serve` holds, naming the serve's process,
+/// and leaves the directory as it was; a start that fails on a busy port creates
+/// nothing, not even its data directory.
+#[tokio::test]
+async fn every_role_refuses_a_directory_serve_holds_and_a_failed_start_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let (server, base, _grpc) = start(dir.path());
+    let data = dir.path().join("shale-data");
+    let lock_before = std::fs::read_to_string(data.join("shale.lock")).unwrap();
+    let entries = |path: &std::path::Path| {
+        let mut names: Vec<String> =
+            std::fs::read_dir(path).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let top_before = entries(&data);
+    let data_arg = data.display().to_string();
+    let ports = ["--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    for role in [
+        vec!["metadata"],
+        vec!["gateway", "--metadata", "127.0.0.1:1"],
+        vec!["reader", "--metadata", "127.0.0.1:1"],
+        vec!["compactor", "--metadata", "127.0.0.1:1", "--http", "127.0.0.1:0"],
+        vec!["serve"],
+    ] {
+        let mut args = role.clone();
+        args.extend(["--data-dir", &data_arg]);
+        if role[0] != "compactor" {
+            args.extend(ports);
+        }
+        let refused = shale().args(&args).output().unwrap();
+        let message = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{role:?} started on a held directory");
+        assert!(message.contains(&format!("process {} (shale serve)", server.id())), "{role:?}: {message}");
+        assert_eq!(std::fs::read_to_string(data.join("shale.lock")).unwrap(), lock_before, "{role:?}");
+        assert_eq!(entries(&data), top_before, "{role:?} changed the directory");
+    }
+    let r = client.get(format!("{base}/ready")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "the server is untouched");
+
+    // The server's port is busy: each role fails before making its directory.
+    let busy = base.trim_start_matches("http://").to_string();
+    for role in [
+        vec!["serve", "--grpc", "127.0.0.1:0"],
+        vec!["metadata", "--grpc", "127.0.0.1:0"],
+        vec!["gateway", "--metadata", "127.0.0.1:1", "--grpc", "127.0.0.1:0"],
+        vec!["compactor", "--metadata", "127.0.0.1:1"],
+    ] {
+        let fresh = dir.path().join(format!("fresh-{}", role[0]));
+        let mut args = role.clone();
+        let fresh_arg = fresh.display().to_string();
+        args.extend(["--http", &busy, "--data-dir", &fresh_arg]);
+        let failed = shale().args(&args).output().unwrap();
+        assert!(!failed.status.success(), "{role:?} started on a busy port");
+        assert!(String::from_utf8_lossy(&failed.stderr).contains(&busy), "{role:?} names the address");
+        assert!(!fresh.exists(), "{role:?} created {}", fresh.display());
+    }
+    assert!(terminate(server).success());
+}
