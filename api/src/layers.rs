@@ -37,13 +37,15 @@ impl MakeRequestId for RequestIds {
     }
 }
 
-/// The span each request runs in: its id, method, path and (S2's `s2-basin` header)
-/// basin. The trace layer logs one line per request in it at info, with the status and
-/// the time to the answer's headers.
-pub fn request_span<B>(request: &Request<B>) -> tracing::Span {
-    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let (id, basin) = (header("x-request-id"), header("s2-basin"));
-    tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path(), basin)
+/// The span each HTTP request runs in: its id, the process's role, method, path and
+/// (S2's `s2-basin` header) basin. The trace layer logs one line per request in it at
+/// info, with the status and the time to the answer's headers.
+pub fn request_span<B>(role: &'static str) -> impl Fn(&Request<B>) -> tracing::Span + Clone {
+    move |request: &Request<B>| {
+        let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let (id, basin) = (header("x-request-id"), header("s2-basin"));
+        tracing::info_span!("request", id, role, method = %request.method(), path = %request.uri().path(), basin)
+    }
 }
 
 /// The per-request line: status and latency, at info.
@@ -51,6 +53,65 @@ pub fn request_logged() -> tower_http::trace::DefaultOnResponse {
     tower_http::trace::DefaultOnResponse::new()
         .level(tracing::Level::INFO)
         .latency_unit(tower_http::LatencyUnit::Micros)
+}
+
+/// The span each gRPC call runs in: its id, the process's role and method (the path
+/// names the service and method), with the basin recorded by the handler from the
+/// message ([`record_basin`]) and the time to the answer's headers once known.
+pub fn grpc_span<B>(role: &'static str) -> impl Fn(&Request<B>) -> tracing::Span + Clone {
+    move |request: &Request<B>| {
+        let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+        tracing::info_span!(
+            "request",
+            id,
+            role,
+            method = %request.uri().path(),
+            basin = tracing::field::Empty,
+            latency_us = tracing::field::Empty
+        )
+    }
+}
+
+/// Names the basin a gRPC call is about in its request line.
+pub fn record_basin(basin: &str) {
+    tracing::Span::current().record("basin", tracing::field::display(basin));
+}
+
+/// Notes the time to a gRPC answer's headers; a call answered by its headers alone (an
+/// error before any message) gets its request line here.
+pub fn grpc_headers_logged<B>(response: &Response<B>, latency: Duration, span: &tracing::Span) {
+    span.record("latency_us", latency.as_micros() as u64);
+    if let Some(code) = grpc_status(response.headers()) {
+        log_grpc_call(code, span);
+    }
+}
+
+/// The request line of a gRPC call answered with trailers: its status, when the last
+/// message has gone.
+pub fn grpc_end_logged(trailers: Option<&axum::http::HeaderMap>, _stream: Duration, span: &tracing::Span) {
+    if let Some(code) = trailers.and_then(grpc_status) {
+        log_grpc_call(code, span);
+    }
+}
+
+fn grpc_status(headers: &axum::http::HeaderMap) -> Option<tonic::Code> {
+    let code = headers.get("grpc-status")?.to_str().ok()?.parse::<i32>().ok()?;
+    Some(tonic::Code::from_i32(code))
+}
+
+/// One line per call: at info when it succeeded or the caller was wrong, at warn when the
+/// server could not take it now, at error for the server's own faults.
+fn log_grpc_call(code: tonic::Code, span: &tracing::Span) {
+    use tonic::Code;
+    match code {
+        Code::Internal | Code::Unknown | Code::DataLoss => {
+            tracing::error!(parent: span, status = ?code, "finished processing request")
+        }
+        Code::Unavailable | Code::DeadlineExceeded => {
+            tracing::warn!(parent: span, status = ?code, "finished processing request")
+        }
+        _ => tracing::info!(parent: span, status = ?code, "finished processing request"),
+    }
 }
 
 /// Requests served, by outcome, and their latency to the answer's headers: in total,

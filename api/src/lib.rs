@@ -181,6 +181,7 @@ const BODY_BUDGET_BYTES: usize = 8 * s2::MAX_BODY_BYTES;
 pub fn router(state: AppState) -> Router {
     let ids = state.request_ids();
     let requests = state.requests.clone();
+    let role = state.role.name();
     let body_budget = Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_BYTES));
     let auth = auth::authenticate_http(state.auth.clone());
     let http = Http(Arc::new(HttpParts { service: state.service(), state, body_budget }));
@@ -192,7 +193,11 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(http_layers::close_after_unread_body))
         .layer(axum::middleware::from_fn(http_layers::grpc_on_http_port))
         .layer(layers::CountRequests::http(requests))
-        .layer(TraceLayer::new_for_http().make_span_with(layers::request_span).on_response(layers::request_logged()))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(layers::request_span(role))
+                .on_response(layers::request_logged()),
+        )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(ids))
 }

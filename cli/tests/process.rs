@@ -364,3 +364,56 @@ async fn every_role_refuses_a_directory_serve_holds_and_a_failed_start_creates_n
     }
     assert!(terminate(server).success());
 }
+
+/// A gRPC append and read each write one request line at info naming the role, the
+/// method, the basin, the status and the latency; a caller's mistake (a missing stream)
+/// is logged at info, never at error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_write_one_request_line_with_their_basin_at_a_level_by_fault() {
+    use shale_proto::grpc as pb;
+    use shale_proto::grpc::records_client::RecordsClient;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    let (server, http, grpc, logs) = spawn_logged(dir.path(), &args, &[]);
+    let client = reqwest::Client::new();
+    let body = json!({ "basin": "grpc-log-basin", "config": { "create_stream_on_append": true } });
+    assert_eq!(client.post(format!("{http}/v1/basins")).json(&body).send().await.unwrap().status(), 201);
+
+    let mut records = RecordsClient::connect(grpc.clone()).await.unwrap();
+    let record = pb::AppendRecord { body: b"logged".to_vec().into(), ..Default::default() };
+    let append = pb::AppendRequest {
+        basin: "grpc-log-basin".into(),
+        stream: "s".into(),
+        records: vec![record],
+        ..Default::default()
+    };
+    records.append(append).await.unwrap();
+    let read = pb::ReadRequest { basin: "grpc-log-basin".into(), stream: "s".into(), ..Default::default() };
+    records.read(read.clone()).await.unwrap();
+    let missing = records.read(pb::ReadRequest { stream: "missing".into(), ..read }).await.unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+
+    let mut lines = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let wanted = |lines: &[String], method: &str, status: &str| {
+        lines.iter().filter(|l| l.contains(&format!("method=/shale.v1.Records/{method} ")) && l.contains(status)).count()
+    };
+    while wanted(&lines, "Read", "status=NotFound") == 0 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        lines.push(logs.recv_timeout(left).expect("the request lines in time"));
+    }
+    for (method, status) in [("Append", "status=Ok"), ("Read", "status=Ok"), ("Read", "status=NotFound")] {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("method=/shale.v1.Records/{method} ")) && l.contains(status))
+            .unwrap_or_else(|| panic!("no {method} {status} line in {lines:#?}"));
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(line.contains("role=") && line.contains("all-in-one"), "{line}");
+        assert!(line.contains("basin=grpc-log-basin") && line.contains("latency_us="), "{line}");
+    }
+    assert_eq!(wanted(&lines, "Append", "status=Ok"), 1, "one line per call: {lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains(" ERROR ")), "{lines:#?}");
+    assert!(terminate(server).success());
+}

@@ -327,6 +327,18 @@ async fn undecodable_and_oversized_requests_get_client_error_codes() {
     assert_eq!(garbage.headers()["grpc-status"], "3", "{:?}", garbage.headers());
     let oversized = call(vec![0; 8 * 1024 * 1024]).await.unwrap();
     assert_eq!(oversized.headers()["grpc-status"], "8", "{:?}", oversized.headers());
+    let raw = |frame: Vec<u8>| {
+        client
+            .post(format!("{}/shale.v1.Records/CheckTail", server.grpc))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(frame)
+            .send()
+    };
+    let empty = raw(Vec::new()).await.unwrap();
+    assert_eq!(empty.headers()["grpc-status"], "3", "no message at all: {:?}", empty.headers());
+    let compressed = raw(vec![1, 0, 0, 0, 0]).await.unwrap();
+    assert_eq!(compressed.headers()["grpc-status"], "3", "compressed, no encoding: {:?}", compressed.headers());
     server.stop().await;
 }
 

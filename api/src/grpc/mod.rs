@@ -46,7 +46,15 @@ pub async fn serve_grpc(
     let layers = tower::ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(state.request_ids()))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_grpc().make_span_with(layers::request_span).on_response(layers::request_logged()))
+        // One line per call with its gRPC status, at a level by who was at fault (the
+        // trace layer's own failure line would log every caller's mistake as an error).
+        .layer(
+            TraceLayer::new_for_grpc()
+                .make_span_with(layers::grpc_span(state.role.name()))
+                .on_response(layers::grpc_headers_logged)
+                .on_eos(layers::grpc_end_logged)
+                .on_failure(()),
+        )
         .layer(layers::CountRequests { metrics: state.requests.clone(), grpc_services: grpc_services() })
         .map_response(correct_grpc_status)
         .layer(crate::auth::authenticate_grpc(state.auth.clone()));
@@ -64,15 +72,16 @@ pub async fn serve_grpc(
 }
 
 /// gRPC statuses tonic picks itself before a handler runs, corrected to what the call
-/// deserves: a request that does not decode is the client's error (`INVALID_ARGUMENT`,
-/// not `INTERNAL`), a message over the size limit is `RESOURCE_EXHAUSTED` (gRPC's code
-/// for it, not `OUT_OF_RANGE`).
+/// deserves: a request that does not decode, has no message, or is flagged compressed
+/// without naming an encoding is the client's error (`INVALID_ARGUMENT`, not
+/// `INTERNAL`), a message over the size limit is `RESOURCE_EXHAUSTED` (gRPC's code for
+/// it, not `OUT_OF_RANGE`).
 fn correct_grpc_status<B>(mut response: axum::http::Response<B>) -> axum::http::Response<B> {
     let headers = response.headers_mut();
     let code = headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok());
     let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or("");
     let corrected = match code {
-        Some(13) if message.starts_with("failed%20to%20decode") || message.starts_with("failed to decode") => "3",
+        Some(13) if client_framing_fault(&message.replace("%20", " ")) => "3",
         Some(11)
             if message.contains("message%20length%20too%20large") || message.contains("message length too large") =>
         {
@@ -82,6 +91,13 @@ fn correct_grpc_status<B>(mut response: axum::http::Response<B>) -> axum::http::
     };
     headers.insert("grpc-status", axum::http::HeaderValue::from_static(corrected));
     response
+}
+
+/// Whether tonic's `INTERNAL` message is about the request's framing.
+fn client_framing_fault(message: &str) -> bool {
+    message.starts_with("failed to decode")
+        || message.starts_with("Missing request message")
+        || message.contains("compressed-flag but no grpc-encoding")
 }
 
 /// The gRPC services this listener serves, by their generated names: the request
@@ -103,7 +119,44 @@ struct GrpcService {
     service: Service,
 }
 
+/// Calls whose message names a basin: their request line shows it.
+trait AboutBasin {
+    fn basin(&self) -> &str;
+}
+
+macro_rules! about_basin {
+    ($($message:ty),* $(,)?) => {
+        $(impl AboutBasin for $message {
+            fn basin(&self) -> &str {
+                &self.basin
+            }
+        })*
+    };
+}
+
+about_basin!(
+    pb::CreateBasinRequest,
+    pb::DeleteBasinRequest,
+    pb::GetTableStatusRequest,
+    pb::ListStreamsRequest,
+    pb::CreateStreamRequest,
+    pb::DeleteStreamRequest,
+    pb::CommitConsumerRequest,
+    pb::GetConsumerRequest,
+    pb::ListConsumersRequest,
+    pb::AppendRequest,
+    pb::ReadRequest,
+    pb::AppendAtomicRequest,
+    pb::CheckTailRequest,
+);
+
 impl GrpcService {
+    /// [`Self::caller`], for a call about a basin, which its request line names.
+    fn caller_in<T: AboutBasin>(&self, request: &Request<T>) -> std::result::Result<Service, Status> {
+        layers::record_basin(request.get_ref().basin());
+        self.caller(request)
+    }
+
     /// The service acting for the caller the auth layer found.
     fn caller<T>(&self, request: &Request<T>) -> std::result::Result<Service, Status> {
         let access = request.extensions().get::<crate::auth::Access>().cloned().ok_or_else(|| {
@@ -137,20 +190,20 @@ impl Basins for GrpcService {
     }
 
     async fn create_basin(&self, request: Request<pb::CreateBasinRequest>) -> Result<pb::BasinInfo> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         let (record, _) = service.create_basin(&r.basin, convert::basin_config(r.config), None).await.map_err(err)?;
         ok(pb::BasinInfo { name: record.name, created_at: record.created_at_ms })
     }
 
     async fn delete_basin(&self, request: Request<pb::DeleteBasinRequest>) -> Result<pb::DeleteBasinResponse> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         service.delete_basin(&request.into_inner().basin).await.map_err(err)?;
         ok(pb::DeleteBasinResponse {})
     }
 
     async fn get_table_status(&self, request: Request<pb::GetTableStatusRequest>) -> Result<pb::TableStatus> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let status = service.table_status(&request.into_inner().basin).await.map_err(err)?;
         let streams = status
             .streams
@@ -172,7 +225,7 @@ impl Basins for GrpcService {
 #[tonic::async_trait]
 impl Streams for GrpcService {
     async fn list_streams(&self, request: Request<pb::ListStreamsRequest>) -> Result<pb::ListStreamsResponse> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         let query = list_query(r.prefix, r.start_after, r.limit);
         let page = service.list_streams(&r.basin, &query).await.map_err(err)?;
@@ -182,7 +235,7 @@ impl Streams for GrpcService {
     }
 
     async fn create_stream(&self, request: Request<pb::CreateStreamRequest>) -> Result<pb::StreamInfo> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         let config = convert::stream_config(r.config).map_err(err)?;
         let (info, _) = service.create_stream(&r.basin, &r.stream, config, None).await.map_err(err)?;
@@ -190,27 +243,27 @@ impl Streams for GrpcService {
     }
 
     async fn delete_stream(&self, request: Request<pb::DeleteStreamRequest>) -> Result<pb::DeleteStreamResponse> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         service.delete_stream(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::DeleteStreamResponse {})
     }
 
     async fn commit_consumer(&self, request: Request<pb::CommitConsumerRequest>) -> Result<pb::Consumer> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         let view = service.commit_consumer(&r.basin, &r.stream, &r.name, r.seq_num, r.match_seq_num).await;
         ok(convert::consumer(view.map_err(err)?))
     }
 
     async fn get_consumer(&self, request: Request<pb::GetConsumerRequest>) -> Result<pb::Consumer> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         ok(convert::consumer(service.consumer(&r.basin, &r.stream, &r.name).await.map_err(err)?))
     }
 
     async fn list_consumers(&self, request: Request<pb::ListConsumersRequest>) -> Result<pb::ListConsumersResponse> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         let query = list_query(String::new(), r.start_after, r.limit);
         let page = service.list_consumers(&r.basin, &r.stream, &query).await.map_err(err)?;
@@ -224,7 +277,7 @@ impl Streams for GrpcService {
 #[tonic::async_trait]
 impl Records for GrpcService {
     async fn append(&self, request: Request<pb::AppendRequest>) -> Result<pb::AppendAck> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let ack = service.append(convert::append_input(request.into_inner()).map_err(err)?).await.map_err(err)?;
         ok(convert::ack(ack))
     }
@@ -240,7 +293,7 @@ impl Records for GrpcService {
     }
 
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<pb::ReadResponse> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let read = convert::read_request(request.into_inner());
         let output = service.read(&read).await.map_err(err)?;
         ok(convert::read_response(&output.records, output.tail))
@@ -249,14 +302,14 @@ impl Records for GrpcService {
     type ReadSessionStream = EventStream<pb::ReadSessionResponse>;
 
     async fn read_session(&self, request: Request<pb::ReadRequest>) -> Result<Self::ReadSessionStream> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let read = convert::read_request(request.into_inner());
         let session = ReadSessionRequest { read, idle_limit: None, resumed_after: (0, 0) };
         ok(sessions::read_session(&service, session).await?)
     }
 
     async fn append_atomic(&self, request: Request<pb::AppendAtomicRequest>) -> Result<pb::AppendAtomicResponse> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         let mut inputs = Vec::with_capacity(r.appends.len());
         for mut append in r.appends {
@@ -271,7 +324,7 @@ impl Records for GrpcService {
     }
 
     async fn check_tail(&self, request: Request<pb::CheckTailRequest>) -> Result<pb::CheckTailResponse> {
-        let service = self.caller(&request)?;
+        let service = self.caller_in(&request)?;
         let r = request.into_inner();
         let tail = service.check_tail(&r.basin, &r.stream).await.map_err(err)?;
         ok(pb::CheckTailResponse { tail: Some(convert::position(tail)) })
