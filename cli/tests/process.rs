@@ -396,12 +396,12 @@ async fn grpc_calls_write_one_request_line_with_their_basin_at_a_level_by_fault(
     assert_eq!(missing.code(), tonic::Code::NotFound);
 
     let mut lines = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let wanted = |lines: &[String], method: &str, status: &str| {
         lines.iter().filter(|l| l.contains(&format!("method=/shale.v1.Records/{method} ")) && l.contains(status)).count()
     };
     while wanted(&lines, "Read", "status=NotFound") == 0 {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         lines.push(logs.recv_timeout(left).expect("the request lines in time"));
     }
     for (method, status) in [("Append", "status=Ok"), ("Read", "status=Ok"), ("Read", "status=NotFound")] {
