@@ -72,6 +72,21 @@ fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
     Ok(Store { url, store, counters })
 }
 
+/// A bucket that does not exist is told in one line naming it and what to do, before
+/// anything reads the store (the store's own error repeats S3's XML for every layer it
+/// passes through). Other failures of this first listing surface where they did.
+async fn check_bucket(store: &Store) -> anyhow::Result<()> {
+    let Some(rest) = store.url.strip_prefix("s3://") else { return Ok(()) };
+    let bucket = rest.split('/').next().unwrap_or(rest);
+    match store.store.list_with_delimiter(None).await {
+        Err(e) if e.to_string().contains("NoSuchBucket") => anyhow::bail!(
+            "the bucket `{bucket}` does not exist: create it first (`aws s3 mb s3://{bucket}`, with \
+             --endpoint-url for a local S3 server; see docs/operations.md), then start again"
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Whether other processes can open the store at `url`: anything but a local directory
 /// or memory.
 fn shared(url: &str) -> bool {
@@ -108,6 +123,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     };
     let lock = lock_store(&config.store_url()?, Holder::Serve, config.takeover).await?;
     let store = open_store(&config)?;
+    check_bucket(&store).await?;
     let metadata = open_metadata(&config, &store).await?;
     let api: Arc<dyn MetadataApi> = if !shared(&store.url) {
         // Only this process reaches the store (the directory lock keeps every other
@@ -199,6 +215,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
     let http_listener = bind(config.http).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role("compactor"), false).await?;
     let store = open_store(&config)?;
+    check_bucket(&store).await?;
     let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let mut config = config;
     config.compactor.enabled = true;
@@ -248,6 +265,7 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
     let listeners = ClientListeners::bind(&config).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role(role.name()), false).await?;
     let store = open_store(&config)?;
+    check_bucket(&store).await?;
     let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let (gateway, reader) = match role {
         Role::Gateway => {
@@ -276,6 +294,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let http_listener = bind(config.http).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role("metadata"), false).await?;
     let store = open_store(&config)?;
+    check_bucket(&store).await?;
     let metadata = open_metadata(&config, &store).await?;
     let grpc_addr = grpc_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;

@@ -417,3 +417,23 @@ async fn grpc_calls_write_one_request_line_with_their_basin_at_a_level_by_fault(
     assert!(!lines.iter().any(|l| l.contains(" ERROR ")), "{lines:#?}");
     assert!(terminate(server).success());
 }
+
+/// A store whose bucket does not exist stops every role at start with one line that
+/// names the bucket and says to create it (not S3's XML, once per layer it went through).
+#[tokio::test]
+async fn a_missing_bucket_is_one_line_naming_it() {
+    let moto = shale_tests::Moto::shared().await;
+    let dir = tempfile::tempdir().unwrap();
+    for role in [vec!["serve"], vec!["metadata"], vec!["gateway", "--metadata", "127.0.0.1:1"]] {
+        let mut args = role.clone();
+        args.extend(["--store", "s3://no-such-bucket-here/shale", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]);
+        let output =
+            shale().args(&args).current_dir(dir.path()).envs(moto.env()).env("SHALE_LOG", "warn").output().unwrap();
+        assert!(!output.status.success(), "{role:?} started");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let error: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(error.len(), 1, "{role:?}: {stderr}");
+        assert!(error[0].contains("`no-such-bucket-here` does not exist: create it first"), "{role:?}: {stderr}");
+        assert!(!stderr.contains("<Error>"), "{role:?}: {stderr}");
+    }
+}

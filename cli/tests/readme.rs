@@ -70,3 +70,36 @@ fn the_readme_quick_start_runs_as_written() {
     }
     assert!(terminate(server).success());
 }
+
+/// `docs/operations.md`'s walkthrough of the separate roles on the local S3 server, from
+/// installing it and creating the bucket to a read through the reader, run as written
+/// (one bash script, from the repository's root, with this build's `shale` on `PATH`).
+/// It binds the roles' default ports and moto on 9000.
+#[test]
+fn the_operations_walkthrough_of_separate_roles_runs_as_written() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operations.md")).unwrap();
+    let section = doc.split("\n### From a bare machine").nth(1).expect("the walkthrough section");
+    let script = section.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    assert!(script.contains("curl -fsS -X PUT http://127.0.0.1:9000/shale"), "it creates the bucket");
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_shale")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", binaries.display(), std::env::var("PATH").unwrap_or_default());
+    assert!(std::net::TcpListener::bind("127.0.0.1:9000").is_ok(), "port 9000 is busy: a local S3 server left running?");
+    // Whatever the script starts is stopped when it ends, even when it fails half-way.
+    let script = format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}");
+    let output = Command::new("timeout")
+        .args(["300", "bash", "-euo", "pipefail", "-c", &script])
+        .current_dir(root)
+        .env("PATH", &path)
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("SHALE_SERVER")
+        .env_remove("SHALE_STORE")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", output.status);
+    assert!(stdout.contains("created basin demo-basin\n"), "{stdout}");
+    assert!(stdout.ends_with("hello\n"), "the record read back through the reader: {stdout}");
+}
