@@ -170,7 +170,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     running.lock = lock;
     let kafka = running.kafka_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
     tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, %kafka, store = %store.url,
-        version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
+        block_cache_bytes = config.reader.block_cache_bytes, version = env!("CARGO_PKG_VERSION"),
+        config = %config.source, "shale serving");
     Ok(running)
 }
 
@@ -282,8 +283,10 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
             .with_table_store(store.store.clone(), store.url.clone());
     let mut running = client_api(&config, state, listeners)?;
     running.lock = lock;
+    let block_cache_bytes = (role == Role::Reader).then_some(config.reader.block_cache_bytes);
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
-        metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
+        metadata = ?metadata_addrs, block_cache_bytes, version = env!("CARGO_PKG_VERSION"), config = %config.source,
+        "shale serving");
     Ok(running)
 }
 

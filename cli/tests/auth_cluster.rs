@@ -110,9 +110,20 @@ async fn a_revoked_token_stops_working_on_every_process_within_the_bound() {
     let refused = raw.catalog(list).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
     let config = RemoteConfig { token: Some(ClusterToken(ROOT.into())), ..RemoteConfig::default() };
-    let remote = RemoteMetadata::new(vec![metadata_grpc], None, config).unwrap();
+    let remote = RemoteMetadata::new(vec![metadata_grpc.clone()], None, config).unwrap();
     let basins = remote.list_basins("", "", 10).await.unwrap();
     assert_eq!(basins.items.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), vec![BASIN]);
+    // A call that names nothing is the caller's error, not an unavailable metadata.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{metadata_grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let token = shale_metadata::BearerToken::new(Some(ROOT)).unwrap();
+    let mut authorized = pb::metadata_client::MetadataClient::with_interceptor(channel, token);
+    let empty = authorized.catalog(pb::CatalogCall { call: None }).await.unwrap_err();
+    assert_eq!(empty.code(), tonic::Code::InvalidArgument, "{empty:?}");
+    assert!(empty.message().contains("does not decode"), "{empty:?}");
 
     cluster.stop_all();
     terminate(metadata);

@@ -47,7 +47,7 @@ pub(crate) struct Caches {
 
 impl Caches {
     pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>) -> Self {
-        tracing::info!(block_cache_bytes = config.block_cache_bytes, "reader caches");
+        tracing::debug!(block_cache_bytes = config.block_cache_bytes, "reader caches");
         let blocks = Cache::builder()
             .max_capacity(config.block_cache_bytes)
             .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))

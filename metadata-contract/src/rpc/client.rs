@@ -65,6 +65,7 @@ impl RemoteMetadata {
             next: AtomicUsize::new(0),
             tails: TailWatch::default(),
             recent: moka::sync::Cache::new(RECENT_ENTRIES),
+            announced: std::sync::Mutex::default(),
             calls: std::sync::atomic::AtomicU64::new(0),
         });
         let watcher = tokio::spawn(follow_tails(inner.clone()));

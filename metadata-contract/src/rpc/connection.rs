@@ -100,6 +100,9 @@ pub(crate) struct Connection {
     /// Index entries the watch stream pushed, by `(stream id, first seq)`: durable and
     /// immutable, so a live read finds the entries of new records here, not by a call.
     pub(crate) recent: moka::sync::Cache<(u64, u64), IndexEntry>,
+    /// The address last logged as connected: reconnecting to it (while it waits for the
+    /// lease, or after a dropped connection) is not news.
+    pub(crate) announced: std::sync::Mutex<Option<String>>,
 }
 
 /// Index entries pushed by the watch stream kept for live reads (about 100 bytes each).
@@ -152,7 +155,7 @@ impl Connection {
                     let client = MetadataClient::with_interceptor(channel, BearerToken::new(token).unwrap_or_default())
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-                    tracing::info!(%address, "connected to metadata");
+                    self.announce(&address);
                     *current = Some((address.clone(), client.clone()));
                     return Some((address, client));
                 }
@@ -160,6 +163,17 @@ impl Connection {
             }
         }
         None
+    }
+
+    /// Logs a connection at info when it is to another address than the last one.
+    fn announce(&self, address: &str) {
+        let mut announced = self.announced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if announced.as_deref() == Some(address) {
+            tracing::debug!(%address, "connected to metadata again");
+        } else {
+            tracing::info!(%address, "connected to metadata");
+            *announced = Some(address.to_string());
+        }
     }
 
     /// The address named in the leader record, if the client has the store and the

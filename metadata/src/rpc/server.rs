@@ -67,6 +67,18 @@ impl tonic::service::Interceptor for RequireToken {
 
 /// A metadata error as a gRPC status: the code from the shared mapping, the error's
 /// wire form in the details so the client rebuilds the same value.
+/// A call that does not decode: the caller's error (`INVALID_ARGUMENT`), not the
+/// "malformed response" a client makes of an answer that does not decode.
+fn bad_request(error: MetadataError) -> MetadataError {
+    let what = match &error {
+        MetadataError::Unavailable(message) => {
+            message.strip_prefix("malformed metadata response: ").unwrap_or(message).to_string()
+        }
+        other => other.to_string(),
+    };
+    MetadataError::InvalidArgument(format!("the call does not decode: {what}"))
+}
+
 fn status(error: MetadataError) -> Status {
     let code = tonic::Code::from_i32(error.code().grpc_code());
     Status::with_details(code, error.to_string(), error_to_wire(&error).encode_to_vec().into())
@@ -121,7 +133,7 @@ impl MetadataRpc for MetadataService {
                     (Err(_), _) if service.leased.metadata().is_fenced() => Err(MetadataError::Fenced),
                     (Err(_), _) => Err(MetadataError::NotLeader),
                     (Ok(metadata), Ok((requests, position))) => metadata.sequence(requests, position).await,
-                    (Ok(_), Err(e)) => Err(e),
+                    (Ok(_), Err(e)) => Err(bad_request(e)),
                 };
                 // A refused call is resent, with every call after it, on a new stream:
                 // none after it may be applied here, or they would land before it.
@@ -179,7 +191,7 @@ impl MetadataRpc for MetadataService {
     }
 
     async fn catalog(&self, request: Request<pb::CatalogCall>) -> Result<Response<pb::CatalogReply>, Status> {
-        let call = catalog_call_from_wire(request.into_inner()).map_err(status)?;
+        let call = catalog_call_from_wire(request.into_inner()).map_err(|e| status(bad_request(e)))?;
         let reply = self.leased.catalog(call).await.map_err(status)?;
         Ok(Response::new(catalog_reply_to_wire(&reply)))
     }
