@@ -99,17 +99,22 @@ fn grpc_status(headers: &axum::http::HeaderMap) -> Option<tonic::Code> {
     Some(tonic::Code::from_i32(code))
 }
 
-/// One line per call: at info when it succeeded or the caller was wrong, at warn when the
-/// server could not take it now, at error for the server's own faults.
-fn log_grpc_call(code: tonic::Code, span: &tracing::Span) {
+/// How loud a call's line is: info when it succeeded or the caller was wrong, warn when
+/// the server could not take it now, error for the server's own faults.
+pub fn grpc_level(code: tonic::Code) -> tracing::Level {
     use tonic::Code;
     match code {
-        Code::Internal | Code::Unknown | Code::DataLoss => {
-            tracing::error!(parent: span, status = ?code, "finished processing request")
-        }
-        Code::Unavailable | Code::DeadlineExceeded => {
-            tracing::warn!(parent: span, status = ?code, "finished processing request")
-        }
+        Code::Internal | Code::Unknown | Code::DataLoss => tracing::Level::ERROR,
+        Code::Unavailable | Code::DeadlineExceeded => tracing::Level::WARN,
+        _ => tracing::Level::INFO,
+    }
+}
+
+/// One line per call, at [`grpc_level`].
+fn log_grpc_call(code: tonic::Code, span: &tracing::Span) {
+    match grpc_level(code) {
+        tracing::Level::ERROR => tracing::error!(parent: span, status = ?code, "finished processing request"),
+        tracing::Level::WARN => tracing::warn!(parent: span, status = ?code, "finished processing request"),
         _ => tracing::info!(parent: span, status = ?code, "finished processing request"),
     }
 }
@@ -387,6 +392,18 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
+
+    #[test]
+    fn a_calls_line_is_loud_by_who_was_at_fault() {
+        use tonic::Code;
+        for code in [Code::Ok, Code::NotFound, Code::InvalidArgument, Code::PermissionDenied, Code::Unauthenticated] {
+            assert_eq!(grpc_level(code), tracing::Level::INFO, "{code:?}: the caller's doing");
+        }
+        assert_eq!(grpc_level(Code::Unavailable), tracing::Level::WARN);
+        for code in [Code::Internal, Code::Unknown, Code::DataLoss] {
+            assert_eq!(grpc_level(code), tracing::Level::ERROR, "{code:?}: the server's fault");
+        }
+    }
 
     fn answer(route: &str, status: u16, grpc_code: Option<i32>) -> Answered<'_> {
         Answered {

@@ -267,11 +267,26 @@ mod tests {
         for server in ["serve", "metadata", "gateway", "reader", "compactor"] {
             assert!(!has(&[server], "server"), "{server} offers --server");
         }
-        for client in
-            [&["read"][..], &["append"], &["tail"], &["check-tail"], &["basins", "list"], &["streams", "create"]]
-        {
+        for client in [
+            &["read"][..],
+            &["append"],
+            &["tail"],
+            &["check-tail"],
+            &["basins", "list"],
+            &["streams", "create"],
+            &["tokens", "issue"],
+        ] {
             assert!(has(client, "server") && has(client, "token"), "{client:?} lacks --server");
         }
+        // The help says what a client command's --log-format is for, and that the json
+        // format leaves empty headers and bodies out.
+        let read = cli.find_subcommand("read").unwrap();
+        let log_format = read.get_arguments().find(|a| a.get_long() == Some("log-format")).unwrap();
+        assert!(!log_format.get_help().unwrap().to_string().contains("How server logs"), "{log_format:?}");
+        let mut help = Vec::new();
+        cli.find_subcommand_mut("read").unwrap().write_long_help(&mut help).unwrap();
+        let help = String::from_utf8(help).unwrap();
+        assert!(help.contains("empty headers and body are left out"), "{help}");
         let serve = cli.find_subcommand("serve").unwrap();
         for flag in ["http", "grpc"] {
             let arg = serve.get_arguments().find(|a| a.get_long() == Some(flag)).unwrap();

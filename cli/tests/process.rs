@@ -351,6 +351,7 @@ async fn every_role_refuses_a_directory_serve_holds_and_a_failed_start_creates_n
         vec!["serve", "--grpc", "127.0.0.1:0"],
         vec!["metadata", "--grpc", "127.0.0.1:0"],
         vec!["gateway", "--metadata", "127.0.0.1:1", "--grpc", "127.0.0.1:0"],
+        vec!["reader", "--metadata", "127.0.0.1:1", "--grpc", "127.0.0.1:0"],
         vec!["compactor", "--metadata", "127.0.0.1:1"],
     ] {
         let fresh = dir.path().join(format!("fresh-{}", role[0]));

@@ -74,17 +74,17 @@ fn the_readme_quick_start_runs_as_written() {
 /// `docs/operations.md`'s walkthrough of the separate roles on the local S3 server, from
 /// installing it and creating the bucket to a read through the reader, run as written
 /// (one bash script, from the repository's root, with this build's `shale` on `PATH`).
-/// It binds the roles' default ports and moto on 9000.
+/// It binds fixed ports below the ephemeral range (7000-7083), which no other test takes.
 #[test]
 fn the_operations_walkthrough_of_separate_roles_runs_as_written() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operations.md")).unwrap();
     let section = doc.split("\n### From a bare machine").nth(1).expect("the walkthrough section");
     let script = section.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
-    assert!(script.contains("curl -fsS -X PUT http://127.0.0.1:9000/shale"), "it creates the bucket");
+    assert!(script.contains("curl -fsS -X PUT http://127.0.0.1:7000/shale"), "it creates the bucket");
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_shale")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", binaries.display(), std::env::var("PATH").unwrap_or_default());
-    assert!(std::net::TcpListener::bind("127.0.0.1:9000").is_ok(), "port 9000 is busy: a local S3 server left running?");
+    assert!(std::net::TcpListener::bind("127.0.0.1:7000").is_ok(), "port 7000 is busy: a local S3 server left running?");
     // Whatever the script starts is stopped when it ends, even when it fails half-way.
     let script = format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}");
     let output = Command::new("timeout")
