@@ -139,12 +139,20 @@ def assigned(c):
     return {tp.partition for tp in c.assignment()}
 
 
-def wait_for(condition, what, seconds=DEADLINE_S):
+def wait_for(condition, what, seconds=DEADLINE_S, state=None):
     deadline = time.time() + seconds
     while time.time() < deadline:
         if condition():
             return
-    raise AssertionError(f"timed out waiting for {what}")
+    seen = f"; state: {state()}" if state else ""
+    raise AssertionError(f"timed out waiting for {what}{seen}")
+
+
+def group_state(group, *members):
+    """What the members hold and what the coordinator says, for a failure message."""
+    described = ADMIN.describe_consumer_groups([group])[group].result()
+    coordinator = [(m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions)) for m in described.members]
+    return f"members hold {[sorted(assigned(m)) for m in members]}, coordinator: {described.state} {coordinator}"
 
 
 def two_members_split_and_rebalance():
@@ -161,7 +169,7 @@ def two_members_split_and_rebalance():
             b.poll(0.2)
             return len(assigned(a)) == 2 and len(assigned(b)) == 2 and not (assigned(a) & assigned(b))
 
-        wait_for(split, f"{assignor}: two members with two partitions each")
+        wait_for(split, f"{assignor}: two members with two partitions each", state=lambda: group_state(group, a, b))
         b.close()
 
         def all_to_a():
