@@ -312,29 +312,25 @@ async fn an_invalid_input_ends_a_session_after_the_earlier_inputs_are_acked() {
 async fn undecodable_and_oversized_requests_get_client_error_codes() {
     let server = TestServer::start().await;
     let client = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
-    let call = |payload: Vec<u8>| {
-        let mut frame = vec![0u8];
-        frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&payload);
+    // The bytes of a request body, as sent: one frame, several, or none.
+    let raw = |body: Vec<u8>| {
         client
             .post(format!("{}/shale.v1.Records/CheckTail", server.grpc))
             .header("content-type", "application/grpc")
             .header("te", "trailers")
-            .body(frame)
+            .body(body)
             .send()
+    };
+    let call = |payload: Vec<u8>| {
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&payload);
+        raw(frame)
     };
     let garbage = call(vec![0xff; 16]).await.unwrap();
     assert_eq!(garbage.headers()["grpc-status"], "3", "{:?}", garbage.headers());
     let oversized = call(vec![0; 8 * 1024 * 1024]).await.unwrap();
     assert_eq!(oversized.headers()["grpc-status"], "8", "{:?}", oversized.headers());
-    let raw = |frame: Vec<u8>| {
-        client
-            .post(format!("{}/shale.v1.Records/CheckTail", server.grpc))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(frame)
-            .send()
-    };
     let empty = raw(Vec::new()).await.unwrap();
     assert_eq!(empty.headers()["grpc-status"], "3", "no message at all: {:?}", empty.headers());
     let compressed = raw(vec![1, 0, 0, 0, 0]).await.unwrap();
