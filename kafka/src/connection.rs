@@ -15,10 +15,10 @@ use kafka_protocol::ResponseError;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::mpsc;
 
 use crate::frame::{self, Decoded, Request};
-use crate::in_flight::{InFlight, MAX_IN_FLIGHT};
+use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::{cluster, fetch, fetch_frame, groups, offsets, produce, producers, topics, versions, Kafka, KafkaError};
 
 pub async fn run(kafka: Arc<Kafka>, socket: TcpStream, peer: SocketAddr) {
@@ -33,7 +33,7 @@ struct Queued<'a> {
     /// The response; `None` for a produce with `acks=0`, which gets none.
     response: BoxFuture<'a, Result<Option<ResponseKind>, KafkaError>>,
     /// Its place among the connection's unanswered requests, given back once answered.
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
 }
 
 /// What a response's header needs from its request.
@@ -96,7 +96,7 @@ async fn read_requests<'a>(
             correlation_id: request.header.correlation_id,
         };
         let queued = if request.api_key == ApiKey::Produce && served {
-            let slot = in_flight.produce_slot().await;
+            let slot = in_flight.produce_slot(request.body.len()).await;
             let RequestKind::Produce(produce) = frame::decode_body(&request)? else {
                 return Err(KafkaError::Malformed("a produce request decoded as another".into()));
             };
