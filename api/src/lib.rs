@@ -194,9 +194,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(http_layers::grpc_on_http_port))
         .layer(layers::CountRequests::http(requests))
         .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(layers::request_span(role))
-                .on_response(layers::request_logged()),
+            TraceLayer::new_for_http().make_span_with(layers::request_span(role)).on_response(layers::request_logged()),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(ids))

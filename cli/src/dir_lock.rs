@@ -61,23 +61,26 @@ async fn lock_dir(dir: &Path, holder: Holder, takeover: bool) -> anyhow::Result<
             Some((pid, command)) => format!("process {pid} (shale {command})"),
             None => "another shale process".into(),
         };
-        let owner_serves = owner.as_ref().is_some_and(|(_, command)| command == "serve");
-        if !takeover || !owner_serves || holder != Holder::Serve {
-            let how = if owner_serves && holder == Holder::Serve {
-                "stop it, or pass --takeover to stop it and take over"
-            } else if holder == Holder::Serve {
-                "`shale serve` needs a directory of its own: stop the roles using it, or give serve another --data-dir"
-            } else {
-                "a role cannot share a directory `shale serve` holds: stop it, or run every role apart on this directory"
-            };
-            anyhow::bail!("{} is in use by {who}; {how}", dir.display());
+        let serving = owner.as_ref().filter(|(_, command)| command == "serve").map(|(pid, _)| *pid);
+        let dir = dir.display();
+        match (holder, serving) {
+            (Holder::Serve, Some(pid)) if takeover => {
+                tracing::warn!(pid, %dir, "taking over: asking the current server to stop");
+                terminate(pid)?;
+                wait_for_lock(&file, &path, pid).await?;
+            }
+            (Holder::Serve, Some(_)) => {
+                anyhow::bail!("{dir} is in use by {who}; stop it, or pass --takeover to stop it and take over")
+            }
+            (Holder::Serve, None) => anyhow::bail!(
+                "{dir} is in use by {who}; `shale serve` needs a directory of its own: stop the roles using it, \
+                 or give serve another --data-dir"
+            ),
+            (Holder::Role(_), _) => anyhow::bail!(
+                "{dir} is in use by {who}; a role cannot share a directory `shale serve` holds: stop it, or run \
+                 every role apart on this directory"
+            ),
         }
-        let Some((pid, _)) = owner else {
-            anyhow::bail!("{} is in use by a process whose pid is unknown; stop it first", dir.display())
-        };
-        tracing::warn!(pid, dir = %dir.display(), "taking over: asking the current server to stop");
-        terminate(pid)?;
-        wait_for_lock(&file, &path, pid).await?;
     }
     file.set_len(0)?;
     file.rewind()?;

@@ -215,15 +215,27 @@ mod tests {
     fn client_flags_before_a_client_command_move_after_it() {
         let reorder = |line: &str| {
             let args = line.split(' ').map(OsString::from).collect();
-            client_flags_after_command(args).iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+            client_flags_after_command(args)
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         assert_eq!(reorder("shale --server h:1 check-tail b/s"), "shale check-tail --server h:1 b/s");
         assert_eq!(
             reorder("shale --log-format json --token=t --server h:1 basins create x"),
             "shale --log-format json basins --token=t --server h:1 create x"
         );
-        assert_eq!(reorder("shale --token read read b/s"), "shale read --token read b/s", "a value named like a command");
-        assert_eq!(reorder("shale read b/s --server h:1"), "shale read b/s --server h:1", "after the command: as given");
+        assert_eq!(
+            reorder("shale --token read read b/s"),
+            "shale read --token read b/s",
+            "a value named like a command"
+        );
+        assert_eq!(
+            reorder("shale read b/s --server h:1"),
+            "shale read b/s --server h:1",
+            "after the command: as given"
+        );
         assert_eq!(reorder("shale --server h:1 serve"), "shale --server h:1 serve", "server commands take none");
         let cli = Cli::try_parse_from(client_flags_after_command(
             "shale --server h:9 streams list b".split(' ').map(OsString::from).collect(),

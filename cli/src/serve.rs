@@ -52,7 +52,9 @@ struct Store {
     counters: Arc<StoreCounters>,
 }
 
-fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
+/// The configured store with its latency, faults and counters; a missing bucket stops
+/// here ([`check_bucket`]).
+async fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
     let url = config.store_url()?;
     let mut raw = shale_storage::open_store_with(&url, config.store_fsync)?;
     if !config.store_delay.is_zero() {
@@ -69,7 +71,9 @@ fn open_store(config: &ServeConfig) -> anyhow::Result<Store> {
         tracing::warn!(spec, "injecting store faults");
         store = Arc::new(faulty);
     }
-    Ok(Store { url, store, counters })
+    let opened = Store { url, store, counters };
+    check_bucket(&opened).await?;
+    Ok(opened)
 }
 
 /// A bucket that does not exist is told in one line naming it and what to do, before
@@ -122,8 +126,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
         None => None,
     };
     let lock = lock_store(&config.store_url()?, Holder::Serve, config.takeover).await?;
-    let store = open_store(&config)?;
-    check_bucket(&store).await?;
+    let store = open_store(&config).await?;
     let metadata = open_metadata(&config, &store).await?;
     let api: Arc<dyn MetadataApi> = if !shared(&store.url) {
         // Only this process reaches the store (the directory lock keeps every other
@@ -215,8 +218,7 @@ fn start_compactor(
 pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
     let http_listener = bind(config.http).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role("compactor"), false).await?;
-    let store = open_store(&config)?;
-    check_bucket(&store).await?;
+    let store = open_store(&config).await?;
     let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let mut config = config;
     config.compactor.enabled = true;
@@ -265,8 +267,7 @@ fn client_reader(config: &ServeConfig, store: &Store, metadata: Arc<dyn Metadata
 pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
     let listeners = ClientListeners::bind(&config).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role(role.name()), false).await?;
-    let store = open_store(&config)?;
-    check_bucket(&store).await?;
+    let store = open_store(&config).await?;
     let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
     let (gateway, reader) = match role {
         Role::Gateway => {
@@ -296,8 +297,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let grpc_listener = bind(config.grpc).await?;
     let http_listener = bind(config.http).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role("metadata"), false).await?;
-    let store = open_store(&config)?;
-    check_bucket(&store).await?;
+    let store = open_store(&config).await?;
     let metadata = open_metadata(&config, &store).await?;
     let grpc_addr = grpc_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;

@@ -114,11 +114,8 @@ async fn a_revoked_token_stops_working_on_every_process_within_the_bound() {
     let basins = remote.list_basins("", "", 10).await.unwrap();
     assert_eq!(basins.items.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), vec![BASIN]);
     // A call that names nothing is the caller's error, not an unavailable metadata.
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{metadata_grpc}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{metadata_grpc}")).unwrap().connect().await.unwrap();
     let token = shale_metadata::BearerToken::new(Some(ROOT)).unwrap();
     let mut authorized = pb::metadata_client::MetadataClient::with_interceptor(channel, token);
     let empty = authorized.catalog(pb::CatalogCall { call: None }).await.unwrap_err();

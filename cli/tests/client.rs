@@ -379,7 +379,17 @@ fn tokens_are_issued_listed_and_revoked_from_the_cli() {
     assert!(run_as(&["append", "token-basin/s"], &grpc, Some(ROOT), b"one\n").status.success());
 
     let issue = [
-        "tokens", "issue", "reader", "--basins", "token-", "--streams", "", "--op-groups", "stream=r", "--ops", "list-basins",
+        "tokens",
+        "issue",
+        "reader",
+        "--basins",
+        "token-",
+        "--streams",
+        "",
+        "--op-groups",
+        "stream=r",
+        "--ops",
+        "list-basins",
     ];
     let issued = run_as(&issue, &grpc, Some(ROOT), b"");
     assert!(issued.status.success(), "{}", text(&issued.stderr));

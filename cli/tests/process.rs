@@ -399,7 +399,10 @@ async fn grpc_calls_write_one_request_line_with_their_basin_at_a_level_by_fault(
     let mut lines = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let wanted = |lines: &[String], method: &str, status: &str| {
-        lines.iter().filter(|l| l.contains(&format!("method=/shale.v1.Records/{method} ")) && l.contains(status)).count()
+        lines
+            .iter()
+            .filter(|l| l.contains(&format!("method=/shale.v1.Records/{method} ")) && l.contains(status))
+            .count()
     };
     while wanted(&lines, "Read", "status=NotFound") == 0 {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());

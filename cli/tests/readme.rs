@@ -84,7 +84,10 @@ fn the_operations_walkthrough_of_separate_roles_runs_as_written() {
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_shale")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", binaries.display(), std::env::var("PATH").unwrap_or_default());
-    assert!(std::net::TcpListener::bind("127.0.0.1:7000").is_ok(), "port 7000 is busy: a local S3 server left running?");
+    assert!(
+        std::net::TcpListener::bind("127.0.0.1:7000").is_ok(),
+        "port 7000 is busy: a local S3 server left running?"
+    );
     // Whatever the script starts is stopped when it ends, even when it fails half-way.
     let script = format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}");
     let output = Command::new("timeout")

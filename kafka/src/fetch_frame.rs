@@ -199,14 +199,14 @@ mod tests {
             busy = busy.with_preferred_read_replica(BrokerId(2));
         }
         let topics = vec![
-            FetchableTopicResponse::default().with_topic(TopicName(StrBytes::from_static_str("orders"))).with_partitions(
-                vec![
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("orders")))
+                .with_partitions(vec![
                     busy,
                     partition(1, Some(b"")),
                     partition(2, None).with_aborted_transactions(None).with_error_code(1),
                     partition(3, Some(b"more records")),
-                ],
-            ),
+                ]),
             FetchableTopicResponse::default().with_topic(TopicName(StrBytes::from_static_str("t"))),
         ];
         let mut response = FetchResponse::default().with_throttle_time_ms(5).with_responses(topics);

@@ -79,14 +79,11 @@ pub async fn serve_grpc(
 fn correct_grpc_status<B>(mut response: axum::http::Response<B>) -> axum::http::Response<B> {
     let headers = response.headers_mut();
     let code = headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok());
-    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or("");
+    // tonic percent-encodes the message's spaces in the header.
+    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or("").replace("%20", " ");
     let corrected = match code {
-        Some(13) if client_framing_fault(&message.replace("%20", " ")) => "3",
-        Some(11)
-            if message.contains("message%20length%20too%20large") || message.contains("message length too large") =>
-        {
-            "8"
-        }
+        Some(13) if client_framing_fault(&message) => "3",
+        Some(11) if message.contains("message length too large") => "8",
         _ => return response,
     };
     headers.insert("grpc-status", axum::http::HeaderValue::from_static(corrected));
