@@ -246,6 +246,7 @@ impl DefaultPorts {
     pub const GATEWAY: Self = Self { http: 8082, grpc: 50052 };
     pub const READER: Self = Self { http: 8083, grpc: 50053 };
     pub const COMPACTOR: Self = Self { http: 8084, grpc: 50054 };
+    pub const AGENT: Self = Self { http: 8085, grpc: 50055 };
 }
 
 impl ServeConfig {

@@ -54,6 +54,10 @@ pub enum Command {
     Gateway(config::RoleArgs),
     /// Run a reader alone: reads, check-tail and live reads, against --metadata.
     Reader(config::RoleArgs),
+    /// Run a Kafka agent: a gateway and a reader in one stateless process against
+    /// --metadata, serving Kafka's protocol on --kafka (default 127.0.0.1:9092) and the
+    /// client API; agents register with metadata, which lists the live ones to clients.
+    Agent(config::RoleArgs),
     /// Run compaction alone against --metadata (turn it off on the metadata role with
     /// `[compactor] enabled = false`); several split the streams by `[compactor] shard`.
     Compactor(config::RoleArgs),
@@ -134,6 +138,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             exit(run_server(&args.serve, Server::Role(Role::Gateway, args.metadata.clone())).await)
         }
         Command::Reader(args) => exit(run_server(&args.serve, Server::Role(Role::Reader, args.metadata.clone())).await),
+        Command::Agent(args) => exit(run_server(&args.serve, Server::Role(Role::Agent, args.metadata.clone())).await),
         Command::Compactor(args) => exit(run_server(&args.serve, Server::Compactor(args.metadata.clone())).await),
         Command::Basins(basins) => client::report(client::basins(&basins.connection, basins.command).await),
         Command::Streams(streams) => client::report(client::streams(&streams.connection, streams.command).await),
@@ -171,6 +176,7 @@ async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<
         Server::Role(Role::Gateway, _) => DefaultPorts::GATEWAY,
         Server::Role(Role::Reader, _) => DefaultPorts::READER,
         Server::Role(Role::AllInOne, _) => DefaultPorts::SERVE,
+        Server::Role(Role::Agent, _) => DefaultPorts::AGENT,
         Server::Compactor(_) => DefaultPorts::COMPACTOR,
     };
     let config = ServeConfig::load(args, ports)?;

@@ -25,6 +25,9 @@ use tokio::task::JoinHandle;
 use crate::dir_lock::{lock_store, DirLock, Holder};
 use crate::ServeConfig;
 
+/// Where `shale agent` serves Kafka's protocol unless told otherwise (Kafka's port).
+const DEFAULT_KAFKA_PORT: u16 = 9092;
+
 /// How long open requests (live reads included) get to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -110,14 +113,7 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 /// `shale serve`: every role in one process, the client API on HTTP and gRPC.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
-    if config.kafka.listen.is_some() && config.auth.root_token().is_some() {
-        // Kafka clients would bypass every token: refuse rather than open a side door.
-        anyhow::bail!(
-            "the Kafka listener has no authentication yet (SASL over access tokens is not built): \
-             it cannot run with access control on; unset [kafka] listen / --kafka or the root token"
-        );
-    }
-    config.kafka.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    check_kafka(&config)?;
     // Listeners first, then the directory: a start that fails on a busy port or a held
     // directory creates nothing.
     let listeners = ClientListeners::bind(&config).await?;
@@ -162,7 +158,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state.clone(), listeners)?;
     if let Some(listener) = kafka_listener {
-        let (addr, stop, server) = serve_kafka(&config, listener, state.service())?;
+        let (addr, stop, server) = serve_kafka(&config, listener, state.service(), shale_kafka::Cluster::Alone)?;
         running.kafka_addr = Some(addr);
         running.stop.push(stop);
         running.servers.push(server);
@@ -176,6 +172,18 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
         block_cache_bytes = config.reader.block_cache_bytes, version = env!("CARGO_PKG_VERSION"),
         config = %config.source, "shale serving");
     Ok(running)
+}
+
+/// The Kafka settings, checked before anything starts.
+fn check_kafka(config: &ServeConfig) -> anyhow::Result<()> {
+    if config.kafka.listen.is_some() && config.auth.root_token().is_some() {
+        // Kafka clients would bypass every token: refuse rather than open a side door.
+        anyhow::bail!(
+            "the Kafka listener has no authentication yet (SASL over access tokens is not built): \
+             it cannot run with access control on; unset [kafka] listen / --kafka or the root token"
+        );
+    }
+    config.kafka.validate().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The metadata client of a role process: whichever of `addrs` (or the leader record in
@@ -265,6 +273,18 @@ fn client_reader(config: &ServeConfig, store: &Store, metadata: Arc<dyn Metadata
 
 /// `shale gateway` or `shale reader`: one client-facing role against remote metadata.
 pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<String>) -> anyhow::Result<Running> {
+    let mut config = config;
+    if role == Role::Agent && config.kafka.listen.is_none() {
+        config.kafka.listen = Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_KAFKA_PORT)));
+    }
+    let kafka_listener = match config.kafka.listen {
+        Some(listen) if role == Role::Agent => {
+            check_kafka(&config)?;
+            Some(bind(listen).await?)
+        }
+        Some(_) => anyhow::bail!("Kafka's protocol needs a gateway and a reader: run it on `shale agent` or `shale serve`"),
+        None => None,
+    };
     let listeners = ClientListeners::bind(&config).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role(role.name()), false).await?;
     let store = open_store(&config).await?;
@@ -276,16 +296,28 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
             (Some(Arc::new(gateway)), None)
         }
         Role::Reader => (None, Some(Arc::new(client_reader(&config, &store, metadata.clone())))),
+        Role::Agent => {
+            let gateway =
+                Gateway::start(config.gateway.clone(), store.store.clone(), metadata.clone(), Arc::new(SystemClock))?;
+            (Some(Arc::new(gateway)), Some(Arc::new(client_reader(&config, &store, metadata.clone()))))
+        }
         Role::AllInOne => anyhow::bail!("use `serve` for all roles in one process"),
     };
     let state =
         AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock))
             .with_auth(config.auth.root_token(), config.auth.revocation_bound)
             .with_table_store(store.store.clone(), store.url.clone());
-    let mut running = client_api(&config, state, listeners)?;
+    let mut running = client_api(&config, state.clone(), listeners)?;
     running.lock = lock;
-    let block_cache_bytes = (role == Role::Reader).then_some(config.reader.block_cache_bytes);
-    tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, store = %store.url,
+    if let Some(listener) = kafka_listener {
+        let (addr, stop, server) = serve_kafka(&config, listener, state.service(), shale_kafka::Cluster::Agents)?;
+        running.kafka_addr = Some(addr);
+        running.stop.push(stop);
+        running.servers.push(server);
+    }
+    let block_cache_bytes = matches!(role, Role::Reader | Role::Agent).then_some(config.reader.block_cache_bytes);
+    let kafka = running.kafka_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
+    tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, %kafka, store = %store.url,
         metadata = ?metadata_addrs, block_cache_bytes, version = env!("CARGO_PKG_VERSION"), config = %config.source,
         "shale serving");
     Ok(running)
@@ -403,6 +435,7 @@ fn serve_kafka(
     config: &ServeConfig,
     listener: TcpListener,
     service: shale_api::Service,
+    cluster: shale_kafka::Cluster,
 ) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>, JoinHandle<()>)> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = oneshot::channel::<()>();
@@ -411,7 +444,7 @@ fn serve_kafka(
         let stopped = async {
             let _ = stopped.await;
         };
-        if let Err(e) = shale_kafka::serve(listener, service, kafka, stopped).await {
+        if let Err(e) = shale_kafka::serve(listener, service, kafka, cluster, stopped).await {
             tracing::error!(error = %e, "kafka listener failed");
         }
     });

@@ -1,8 +1,7 @@
-//! The cluster as clients see it: this process is the one broker (node 0) and leads
-//! every partition; Metadata lists topics with their partitions, DescribeCluster the
-//! broker, FindCoordinator names this broker for every group.
-
-use std::net::SocketAddr;
+//! The cluster as clients see it (`brokers` decides who is in it): Metadata lists the
+//! live brokers (those of the client's zone when it names one) and topics with their
+//! partitions, each led by one of them; DescribeCluster lists the brokers;
+//! FindCoordinator names each group's coordinator.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -16,53 +15,42 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::{topics, Kafka, KafkaConfig, KafkaError};
+use crate::brokers::{Broker, Brokers};
+use crate::{topics, Kafka};
 
-/// The id clients know this broker by.
-const NODE_ID: i32 = 0;
+/// What a client puts in its `client.id` to name its zone: `shale_az=<zone>`, as
+/// WarpStream's clients name theirs (Kafka's own `client.rack` reaches only Fetch).
+const ZONE_MARK: &str = "shale_az=";
 
-/// This process as a Kafka broker.
-pub struct Node {
-    pub host: String,
-    pub port: i32,
-    /// Names this cluster in Metadata and DescribeCluster: the basin's.
-    pub cluster_id: String,
+/// The zone a client id names, if any.
+fn zone_of(client_id: &str) -> Option<&str> {
+    let (_, rest) = client_id.split_once(ZONE_MARK)?;
+    let zone = rest.split([',', ' ', ';']).next().unwrap_or(rest);
+    (!zone.is_empty()).then_some(zone)
 }
 
-impl Node {
-    pub fn new(config: &KafkaConfig, local: SocketAddr) -> Result<Self, KafkaError> {
-        let (host, port) = match &config.advertised {
-            Some(advertised) => {
-                let (host, port) = advertised
-                    .rsplit_once(':')
-                    .ok_or_else(|| KafkaError::Config(format!("advertised `{advertised}` is not host:port")))?;
-                let port = port
-                    .parse()
-                    .map_err(|_| KafkaError::Config(format!("advertised `{advertised}` has no valid port")))?;
-                (host.trim_start_matches('[').trim_end_matches(']').to_string(), port)
-            }
-            None => (local.ip().to_string(), i32::from(local.port())),
-        };
-        Ok(Self { host, port, cluster_id: format!("shale-{}", config.basin) })
-    }
+fn rack(broker: &Broker) -> Option<StrBytes> {
+    (!broker.rack.is_empty()).then(|| StrBytes::from_string(broker.rack.clone()))
 }
 
-fn broker(kafka: &Kafka) -> MetadataResponseBroker {
+fn broker_answer(broker: &Broker) -> MetadataResponseBroker {
     MetadataResponseBroker::default()
-        .with_node_id(BrokerId(NODE_ID))
-        .with_host(StrBytes::from_string(kafka.node.host.clone()))
-        .with_port(kafka.node.port)
+        .with_node_id(BrokerId(broker.id))
+        .with_host(StrBytes::from_string(broker.host.clone()))
+        .with_port(broker.port)
+        .with_rack(rack(broker))
 }
 
-fn topic_answer(name: &str, partitions: u32) -> MetadataResponseTopic {
+fn topic_answer(brokers: &[Broker], name: &str, partitions: u32) -> MetadataResponseTopic {
     let partitions = (0..partitions as i32)
         .map(|p| {
+            let leader = BrokerId(Brokers::leader_of(brokers, name, p));
             MetadataResponsePartition::default()
                 .with_partition_index(p)
-                .with_leader_id(BrokerId(NODE_ID))
+                .with_leader_id(leader)
                 .with_leader_epoch(0)
-                .with_replica_nodes(vec![BrokerId(NODE_ID)])
-                .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                .with_replica_nodes(vec![leader])
+                .with_isr_nodes(vec![leader])
         })
         .collect();
     MetadataResponseTopic::default()
@@ -75,7 +63,8 @@ fn topic_error(name: TopicName, error: ResponseError) -> MetadataResponseTopic {
     MetadataResponseTopic::default().with_name(Some(name)).with_error_code(error.code())
 }
 
-pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16, client_id: &str) -> MetadataResponse {
+    let brokers = kafka.brokers.for_zone(zone_of(client_id));
     // Version 0 has no null list: an empty list asks for every topic, as null does later.
     let asked = match request.topics {
         Some(topics) if !(version == 0 && topics.is_empty()) => Some(topics),
@@ -84,25 +73,30 @@ pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16) -> 
     let mut answers = Vec::new();
     match asked {
         None => match topics::all_topics(kafka).await {
-            Ok(all) => answers.extend(all.iter().map(|(name, &n)| topic_answer(name, n))),
+            Ok(all) => answers.extend(all.iter().map(|(name, &n)| topic_answer(&brokers, name, n))),
             Err(e) => tracing::warn!(error = %e, "kafka metadata could not list topics"),
         },
         Some(asked) => {
             let auto_create = kafka.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
             for topic in asked {
                 let Some(name) = topic.name else { continue };
-                answers.push(one_topic(kafka, name, auto_create).await);
+                answers.push(one_topic(kafka, &brokers, name, auto_create).await);
             }
         }
     }
     MetadataResponse::default()
-        .with_brokers(vec![broker(kafka)])
-        .with_cluster_id(Some(StrBytes::from_string(kafka.node.cluster_id.clone())))
-        .with_controller_id(BrokerId(NODE_ID))
+        .with_brokers(brokers.iter().map(broker_answer).collect())
+        .with_cluster_id(Some(StrBytes::from_string(kafka.cluster_id.clone())))
+        .with_controller_id(BrokerId(controller(&brokers)))
         .with_topics(answers)
 }
 
-async fn one_topic(kafka: &Kafka, name: TopicName, auto_create: bool) -> MetadataResponseTopic {
+/// The broker named as controller: the lowest id (every admin call is served anywhere).
+fn controller(brokers: &[Broker]) -> i32 {
+    brokers.first().map_or(-1, |b| b.id)
+}
+
+async fn one_topic(kafka: &Kafka, brokers: &[Broker], name: TopicName, auto_create: bool) -> MetadataResponseTopic {
     let topic = name.0.to_string();
     if topics::valid_topic(&topic).is_err() {
         return topic_error(name, ResponseError::InvalidTopicException);
@@ -111,50 +105,80 @@ async fn one_topic(kafka: &Kafka, name: TopicName, auto_create: bool) -> Metadat
         Ok(0) if auto_create => match topics::auto_create(kafka, &topic, 0).await {
             // Kafka answers LEADER_NOT_AVAILABLE while a new topic's partitions settle;
             // here they are there at once.
-            Ok(()) => topic_answer(&topic, kafka.config.default_partitions),
+            Ok(()) => topic_answer(brokers, &topic, kafka.config.default_partitions),
             Err((error, _)) => topic_error(name, error),
         },
         Ok(0) => topic_error(name, ResponseError::UnknownTopicOrPartition),
-        Ok(n) => topic_answer(&topic, n),
+        Ok(n) => topic_answer(brokers, &topic, n),
         Err(e) => topic_error(name, crate::error::code_of(&e)),
     }
 }
 
 pub fn describe(kafka: &Kafka, _request: DescribeClusterRequest) -> DescribeClusterResponse {
-    let broker = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(NODE_ID))
-        .with_host(StrBytes::from_string(kafka.node.host.clone()))
-        .with_port(kafka.node.port);
+    let live = kafka.brokers.live();
+    let brokers = live
+        .iter()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(b.port)
+                .with_rack(rack(b))
+        })
+        .collect();
     DescribeClusterResponse::default()
-        .with_cluster_id(StrBytes::from_string(kafka.node.cluster_id.clone()))
-        .with_controller_id(BrokerId(NODE_ID))
-        .with_brokers(vec![broker])
+        .with_cluster_id(StrBytes::from_string(kafka.cluster_id.clone()))
+        .with_controller_id(BrokerId(controller(&live)))
+        .with_brokers(brokers)
 }
 
 /// Key types FindCoordinator asks for: groups, and transactional ids (not served yet).
 const KEY_GROUP: i8 = 0;
 
+/// A key's coordinator, or the error that says why there is none now.
+fn coordinator(kafka: &Kafka, key_type: i8, key: &str) -> Result<Broker, i16> {
+    if key_type != KEY_GROUP {
+        return Err(ResponseError::CoordinatorNotAvailable.code());
+    }
+    kafka.brokers.coordinator_of(key).ok_or(ResponseError::CoordinatorNotAvailable.code())
+}
+
 pub fn find_coordinator(kafka: &Kafka, request: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
-    let host = StrBytes::from_string(kafka.node.host.clone());
-    let error = if request.key_type == KEY_GROUP { 0 } else { ResponseError::CoordinatorNotAvailable.code() };
     if version >= 4 {
         let coordinators = request
             .coordinator_keys
             .into_iter()
             .map(|key| {
-                Coordinator::default()
-                    .with_key(key)
-                    .with_node_id(BrokerId(NODE_ID))
-                    .with_host(host.clone())
-                    .with_port(kafka.node.port)
-                    .with_error_code(error)
+                let answer = Coordinator::default();
+                let answer = match coordinator(kafka, request.key_type, &key) {
+                    Ok(b) => answer.with_node_id(BrokerId(b.id)).with_host(StrBytes::from_string(b.host)).with_port(b.port),
+                    Err(error) => answer.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error),
+                };
+                answer.with_key(key)
             })
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    FindCoordinatorResponse::default()
-        .with_node_id(BrokerId(NODE_ID))
-        .with_host(host)
-        .with_port(kafka.node.port)
-        .with_error_code(error)
+    match coordinator(kafka, request.key_type, &request.key) {
+        Ok(b) => FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(b.id))
+            .with_host(StrBytes::from_string(b.host))
+            .with_port(b.port),
+        Err(error) => {
+            FindCoordinatorResponse::default().with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_names_its_zone_in_its_id() {
+        assert_eq!(zone_of("app,shale_az=us-east-1a"), Some("us-east-1a"));
+        assert_eq!(zone_of("shale_az=z1,other"), Some("z1"));
+        assert_eq!(zone_of("shale_az="), None);
+        assert_eq!(zone_of("rdkafka"), None);
+    }
 }

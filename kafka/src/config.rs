@@ -1,6 +1,7 @@
 //! [`KafkaConfig`]: the `[kafka]` settings of a process that serves Kafka's protocol.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -25,6 +26,20 @@ pub struct KafkaConfig {
     /// The largest request a connection may send; a longer frame closes the connection
     /// (Kafka's `socket.request.max.bytes`).
     pub max_request_bytes: usize,
+    /// The broker id clients know this process by. `shale serve`: 0; an agent: derived
+    /// from its advertised address (stable across restarts at the same address).
+    pub node_id: Option<i32>,
+    /// This broker's zone (Kafka's `broker.rack`): a client whose `client.id` holds
+    /// `shale_az=<zone>` is told only of the agents of its zone, when any is live.
+    pub rack: String,
+    /// An agent renews its registration with metadata this often.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// An agent not heard from for this long drops out of Metadata answers and its
+    /// groups move (the bound after a `kill -9`: this plus one `heartbeat_interval`).
+    /// Keep it above a metadata failover (the `[cluster] lease` plus its renewal).
+    #[serde(with = "humantime_serde")]
+    pub agent_ttl: Duration,
 }
 
 impl Default for KafkaConfig {
@@ -36,6 +51,10 @@ impl Default for KafkaConfig {
             auto_create_topics: false,
             default_partitions: 1,
             max_request_bytes: 64 << 20,
+            node_id: None,
+            rack: String::new(),
+            heartbeat_interval: Duration::from_secs(1),
+            agent_ttl: Duration::from_secs(4),
         }
     }
 }
@@ -52,6 +71,37 @@ impl KafkaConfig {
         if self.max_request_bytes < 1 << 20 {
             return Err(KafkaError::Config("max_request_bytes must be at least 1 MiB".into()));
         }
+        if self.node_id.is_some_and(|id| id < 0) {
+            return Err(KafkaError::Config("node_id must not be negative".into()));
+        }
+        if self.heartbeat_interval.is_zero() || self.agent_ttl < 2 * self.heartbeat_interval {
+            return Err(KafkaError::Config(
+                "agent_ttl must be at least twice heartbeat_interval, which must not be 0".into(),
+            ));
+        }
+        if self.agent_ttl > Duration::from_millis(shale_metadata_contract::MAX_AGENT_TTL_MS) {
+            return Err(KafkaError::Config(format!(
+                "agent_ttl must be at most {} s",
+                shale_metadata_contract::MAX_AGENT_TTL_MS / 1000
+            )));
+        }
         Ok(())
+    }
+
+    pub(crate) fn membership(&self) -> crate::brokers::Membership {
+        crate::brokers::Membership { interval: self.heartbeat_interval, ttl: self.agent_ttl }
+    }
+
+    /// The host and port clients are told to connect to: `advertised`, else `local`.
+    pub(crate) fn advertised_address(&self, local: SocketAddr) -> Result<(String, i32), KafkaError> {
+        let Some(advertised) = &self.advertised else {
+            return Ok((local.ip().to_string(), i32::from(local.port())));
+        };
+        let (host, port) = advertised
+            .rsplit_once(':')
+            .ok_or_else(|| KafkaError::Config(format!("advertised `{advertised}` is not host:port")))?;
+        let port: u16 =
+            port.parse().map_err(|_| KafkaError::Config(format!("advertised `{advertised}` has no valid port")))?;
+        Ok((host.trim_start_matches('[').trim_end_matches(']').to_string(), i32::from(port)))
     }
 }

@@ -160,7 +160,10 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(ApiVersionsResponse::default().with_api_keys(versions::api_versions()))
         }
-        RequestKind::Metadata(r) => ResponseKind::Metadata(cluster::metadata(kafka, r, version).await),
+        RequestKind::Metadata(r) => {
+            let client_id = request.header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::Metadata(cluster::metadata(kafka, r, version, client_id).await)
+        }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r, cursors).await),

@@ -16,11 +16,14 @@
 //! - `records`: Kafka records to Shale records and back (record batch v2);
 //! - `decompress`: produced batches decompressed within a bound;
 //! - `topic_cache`: the topic settings produce reads, kept for a few seconds;
+//! - `brokers`: who is in the cluster (this process alone, or the agents registered with
+//!   metadata), which broker leads each partition and coordinates each group;
 //! - `produce`, `fetch`, `offsets` (ListOffsets, DeleteRecords), `cluster` (Metadata,
 //!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `groups`
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
 
+mod brokers;
 mod cluster;
 mod config;
 mod connection;
@@ -56,34 +59,73 @@ pub mod fuzz {
 pub(crate) struct Kafka {
     pub service: Service,
     pub config: KafkaConfig,
-    /// This process as a Kafka broker: id, and the address clients are told to use.
-    pub node: cluster::Node,
+    /// The brokers of this cluster, this process among them.
+    pub brokers: Arc<brokers::Brokers>,
+    /// Names this cluster in Metadata and DescribeCluster: the basin's.
+    pub cluster_id: String,
     pub groups: groups::Coordinator,
     pub producer_ids: producers::ProducerIds,
     pub topic_configs: topic_cache::TopicCache,
 }
 
+/// Whether this listener is one broker alone or one agent of a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cluster {
+    /// `shale serve`: broker 0, leader of every partition, coordinator of every group.
+    Alone,
+    /// `shale agent`: registered with metadata, which lists the live agents; partitions
+    /// and groups are spread over them.
+    Agents,
+}
+
 /// Serves Kafka's protocol on `listener` until `shutdown` resolves: creates the basin
-/// Kafka clients see when it is missing, then accepts connections.
+/// Kafka clients see when it is missing, joins the cluster when it is one, then accepts
+/// connections.
 pub async fn serve(
     listener: TcpListener,
     service: Service,
     config: KafkaConfig,
+    cluster: Cluster,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), KafkaError> {
     config.validate()?;
     let local = listener.local_addr()?;
     service.ensure_basin(&config.basin, Default::default()).await?;
-    let node = cluster::Node::new(&config, local)?;
+    let (host, port) = config.advertised_address(local)?;
+    let clock = service.clock().clone();
+    let (stop_membership, membership_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (brokers, membership) = match cluster {
+        Cluster::Alone => {
+            let me = brokers::Broker { id: config.node_id.unwrap_or(0), host, port, rack: config.rack.clone() };
+            (Arc::new(brokers::Brokers::alone(me, clock.clone())), None)
+        }
+        Cluster::Agents => {
+            let id = config.node_id.unwrap_or_else(|| brokers::id_of_address(&host, port));
+            let me = brokers::Broker { id, host, port, rack: config.rack.clone() };
+            let brokers = Arc::new(brokers::Brokers::member(me, clock.clone()));
+            let membership = config.membership();
+            match brokers::register(&brokers, service.metadata().as_ref(), membership).await {
+                // The others add this agent at their next heartbeat: wait that long before
+                // answering, so no client is told of a coordinator the others do not know.
+                Ok(()) => tokio::time::sleep(membership.interval).await,
+                Err(e) => tracing::warn!(error = %e, "kafka agent could not register yet: it coordinates no group until it does"),
+            }
+            let task = brokers::run_membership(brokers.clone(), service.metadata().clone(), membership, async {
+                let _ = membership_stopped.await;
+            });
+            (brokers, Some(tokio::spawn(task)))
+        }
+    };
     let kafka = Arc::new(Kafka {
-        groups: groups::Coordinator::new(service.clock().clone()),
-        producer_ids: producers::ProducerIds::new(service.clock().clone()),
+        groups: groups::Coordinator::new(clock.clone()),
+        producer_ids: producers::ProducerIds::new(clock, brokers.me().id),
         topic_configs: topic_cache::TopicCache::new(),
+        cluster_id: format!("shale-{}", config.basin),
+        brokers,
         service,
         config,
-        node,
     });
-    tracing::info!(listen = %local, basin = %kafka.config.basin, "kafka listener started");
+    tracing::info!(listen = %local, basin = %kafka.config.basin, node_id = kafka.brokers.me().id, ?cluster, "kafka listener started");
     let mut shutdown = std::pin::pin!(shutdown);
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -100,5 +142,9 @@ pub async fn serve(
         }
     }
     connections.abort_all();
+    let _ = stop_membership.send(());
+    if let Some(membership) = membership {
+        let _ = membership.await;
+    }
     Ok(())
 }

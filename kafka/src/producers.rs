@@ -1,5 +1,6 @@
 //! InitProducerId for idempotent producers: a producer id unique across processes and
-//! restarts (the clock's milliseconds above 16 bits that start at random and count up),
+//! restarts (the clock's milliseconds above 16 bits that start from the broker id and
+//! a random number and count up),
 //! epoch 0, or the next epoch for a producer that asks to bump its own (KIP-360).
 //! Sequences are checked by metadata's producer state, per partition, in the commit.
 //! A transactional id is refused until transactions are served.
@@ -19,12 +20,15 @@ pub struct ProducerIds {
 }
 
 impl ProducerIds {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self { clock, counter: AtomicU64::new(shale_storage::ids::random_in(0..1 << 16)) }
+    /// Ids of broker `node_id`: brokers of one cluster start their counters apart (by a
+    /// hash of the id) so two issuing in the same millisecond rarely meet.
+    pub fn new(clock: Arc<dyn Clock>, node_id: i32) -> Self {
+        let start = shale_storage::ids::random_in(0..1 << 8) ^ (u64::from(node_id.unsigned_abs()) << 8);
+        Self { clock, counter: AtomicU64::new(start) }
     }
 
-    /// A fresh producer id: positive, and unique as long as fewer than 65,536 are
-    /// issued per millisecond.
+    /// A fresh producer id: positive, and unique within a broker as long as fewer than
+    /// 65,536 are issued per millisecond.
     pub fn next(&self) -> i64 {
         let low = self.counter.fetch_add(1, Ordering::Relaxed) & 0xffff;
         let id = (self.clock.now_ms() << 16) | low;
@@ -60,7 +64,7 @@ mod tests {
 
     #[test]
     fn ids_are_positive_and_distinct() {
-        let ids = ProducerIds::new(Arc::new(Fixed));
+        let ids = ProducerIds::new(Arc::new(Fixed), 3);
         let issued: std::collections::HashSet<i64> = (0..1000).map(|_| ids.next()).collect();
         assert_eq!(issued.len(), 1000);
         assert!(issued.iter().all(|&id| id > 0));

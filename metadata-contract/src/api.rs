@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::{
-    BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, ListPage,
+    AgentList, AgentRecord, BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, ListPage,
     Lookup, PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch, StreamSummary, UnitOutcome,
 };
 
@@ -134,6 +134,12 @@ pub trait MetadataApi: Send + Sync + 'static {
     async fn compacted_through(&self, basin: &str, stream: &str) -> Result<u64> {
         let call = CatalogCall::CompactedThrough { basin: basin.into(), stream: stream.into() };
         self.catalog(call).await?.into_compacted_through()
+    }
+
+    /// Registers or renews a Kafka-serving agent for `ttl_ms` (0: it leaves); the live
+    /// agents.
+    async fn agent_heartbeat(&self, agent: AgentRecord, ttl_ms: u64) -> Result<AgentList> {
+        self.catalog(CatalogCall::AgentHeartbeat { agent, ttl_ms }).await?.into_agents()
     }
 
     async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {

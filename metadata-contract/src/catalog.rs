@@ -148,6 +148,38 @@ pub enum CatalogCall {
         start_after: String,
         limit: usize,
     },
+    /// Registers or renews a Kafka-serving agent for `ttl_ms` (0: it leaves), replying
+    /// the live agents. Kept in the leader's memory, not in the database: a new leader
+    /// learns the agents from their next heartbeats.
+    AgentHeartbeat {
+        agent: AgentRecord,
+        ttl_ms: u64,
+    },
+}
+
+/// The longest ttl an agent may register for: past it, a killed agent would be named
+/// for too long.
+pub const MAX_AGENT_TTL_MS: u64 = 60_000;
+
+/// A Kafka-serving agent as it registers with metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AgentRecord {
+    /// The broker id clients know it by.
+    pub id: i32,
+    /// The address clients are told to connect to.
+    pub host: String,
+    pub port: u16,
+    /// Its zone (Kafka's `broker.rack`); empty when not set.
+    pub rack: String,
+}
+
+/// The live agents, by id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentList {
+    pub agents: Vec<AgentRecord>,
+    /// False while the answering leader has run for less than one agent ttl: agents alive
+    /// but not yet heard from by it may be missing.
+    pub settled: bool,
 }
 
 /// A tracked consumer's committed position: the next record it will read.
@@ -238,6 +270,7 @@ impl CatalogCall {
             CatalogCall::GetConsumer { .. } => "get_consumer",
             CatalogCall::ListConsumers { .. } => "list_consumers",
             CatalogCall::DeleteConsumer { .. } => "delete_consumer",
+            CatalogCall::AgentHeartbeat { .. } => "agent_heartbeat",
         }
     }
 
@@ -280,6 +313,8 @@ impl CatalogCall {
             | CatalogCall::RevokeAccessToken { .. } => Retry::Once,
             // A commit applied twice accepts nothing the second time.
             CatalogCall::CommitCompaction { .. } => Retry::Idempotent,
+            // A renewal sent twice renews once more.
+            CatalogCall::AgentHeartbeat { .. } => Retry::Idempotent,
         }
     }
 }
@@ -308,6 +343,7 @@ pub enum CatalogReply {
     AccessTokens(ListPage<AccessTokenRecord>),
     Consumer(Option<ConsumerPosition>),
     Consumers(ListPage<ConsumerPosition>),
+    Agents(AgentList),
 }
 
 impl CatalogReply {
@@ -385,6 +421,13 @@ impl CatalogReply {
         match self {
             CatalogReply::Consumers(page) => Ok(page),
             other => Err(unexpected("a consumer page", &other)),
+        }
+    }
+
+    pub fn into_agents(self) -> Result<AgentList> {
+        match self {
+            CatalogReply::Agents(list) => Ok(list),
+            other => Err(unexpected("the agent list", &other)),
         }
     }
 

@@ -7,7 +7,7 @@ use crate::records::{consumer_from_wire, consumer_to_wire, token_from_wire, toke
 use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
-    CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement, Result, StreamInfo,
+    AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement, Result, StreamInfo,
     StreamSummary,
 };
 
@@ -101,6 +101,9 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
             start_after: start_after.clone(),
             limit: u32::try_from(*limit).unwrap_or(u32::MAX),
         }),
+        CatalogCall::AgentHeartbeat { agent, ttl_ms } => {
+            Call::AgentHeartbeat(pb::AgentHeartbeat { agent: Some(agent_to_wire(agent)), ttl_ms: *ttl_ms })
+        }
     };
     pb::CatalogCall { call: Some(call) }
 }
@@ -184,7 +187,20 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             start_after: r.start_after,
             limit: r.limit as usize,
         },
+        Call::AgentHeartbeat(r) => CatalogCall::AgentHeartbeat {
+            agent: agent_from_wire(r.agent.ok_or_else(|| malformed("agent heartbeat without its agent"))?)?,
+            ttl_ms: r.ttl_ms,
+        },
     })
+}
+
+fn agent_to_wire(agent: &AgentRecord) -> pb::AgentRecord {
+    pb::AgentRecord { id: agent.id, host: agent.host.clone(), port: u32::from(agent.port), rack: agent.rack.clone() }
+}
+
+fn agent_from_wire(agent: pb::AgentRecord) -> Result<AgentRecord> {
+    let port = u16::try_from(agent.port).map_err(|_| malformed("agent port"))?;
+    Ok(AgentRecord { id: agent.id, host: agent.host, port, rack: agent.rack })
 }
 
 fn entry(bytes: &[u8]) -> Result<IndexEntry> {
@@ -262,6 +278,13 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
             }),
             false,
         ),
+        CatalogReply::Agents(list) => (
+            Reply::Agents(pb::AgentList {
+                agents: list.agents.iter().map(agent_to_wire).collect(),
+                settled: list.settled,
+            }),
+            false,
+        ),
     };
     pb::CatalogReply { reply: Some(reply), created }
 }
@@ -323,6 +346,10 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             items: page.consumers.into_iter().map(consumer_from_wire).collect(),
             has_more: page.has_more,
         }),
+        Reply::Agents(list) => CatalogReply::Agents(AgentList {
+            agents: list.agents.into_iter().map(agent_from_wire).collect::<Result<_>>()?,
+            settled: list.settled,
+        }),
     })
 }
 
@@ -346,6 +373,10 @@ mod tests {
             arrival_cap: None,
             metered_end: None,
         }
+    }
+
+    fn agent() -> AgentRecord {
+        AgentRecord { id: 7, host: "127.0.0.1".into(), port: 9092, rack: "zone-a".into() }
     }
 
     fn token() -> AccessTokenRecord {
@@ -392,6 +423,7 @@ mod tests {
             CatalogCall::DeleteConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
             CatalogCall::ListConsumers { basin: "b".into(), stream: "s".into(), start_after: "a".into(), limit: 3 },
             CatalogCall::CompactedThrough { basin: "b".into(), stream: "s".into() },
+            CatalogCall::AgentHeartbeat { agent: agent(), ttl_ms: 3000 },
         ];
         for call in calls {
             assert_eq!(catalog_call_from_wire(catalog_call_to_wire(&call)).unwrap(), call);
@@ -421,6 +453,7 @@ mod tests {
                 }],
                 has_more: false,
             }),
+            CatalogReply::Agents(AgentList { agents: vec![agent()], settled: true }),
         ];
         for reply in replies {
             assert_eq!(catalog_reply_from_wire(&call, catalog_reply_to_wire(&reply)).unwrap(), reply);

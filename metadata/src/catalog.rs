@@ -89,6 +89,9 @@ impl Metadata {
             CatalogCall::ListConsumers { basin, stream, start_after, limit } => {
                 CatalogReply::Consumers(self.list_consumers(&basin, &stream, &start_after, limit).await?)
             }
+            CatalogCall::AgentHeartbeat { agent, ttl_ms } => {
+                CatalogReply::Agents(self.agents.heartbeat(agent, ttl_ms, self.clock.now_ms()))
+            }
         })
     }
 

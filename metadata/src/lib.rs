@@ -29,6 +29,8 @@
 //! - idempotent producers (`producers`): each producer's latest acks per stream, checked
 //!   at commit; tracked consumers (`consumers`): named positions per stream.
 //!
+//! - the registry of Kafka-serving agents (`agents`), in the leader's memory.
+//!
 //! Other modules: `keys` (the SlateDB key families), `halt` (the latch of a failed
 //! instance), `poison` (streams failed after a failed append), `service` (the gRPC
 //! server of `shale.metadata.v1`), `tokens` (access tokens by secret). Stored records,
@@ -37,6 +39,7 @@
 //! A second instance opened on the same database fences this one: from the first failed
 //! write on, every call returns [`MetadataError::Fenced`] and nothing is written again.
 
+mod agents;
 mod catalog;
 mod commit;
 #[cfg(test)]
@@ -107,6 +110,8 @@ pub struct Metadata {
     tails: Arc<TailWatch>,
     halt: Arc<Halt>,
     gc_stats: Arc<GcStats>,
+    /// The live Kafka-serving agents (in memory: see `agents`).
+    agents: agents::AgentRegistry,
 }
 
 /// What only the writer touches, under the writer lock.
@@ -277,6 +282,7 @@ impl Metadata {
         let durability = DurabilityQueue::start(db.clone(), tails.clone(), halt.clone(), commit_stats.clone());
         let streams = moka::sync::Cache::new(config.sequencer_streams);
         let instance = shale_storage::ids::unique_id(clock.as_ref()).to_string();
+        let agents = agents::AgentRegistry::new(clock.now_ms());
         Ok(Self {
             db,
             clock,
@@ -294,6 +300,7 @@ impl Metadata {
             tails,
             halt,
             gc_stats: Arc::default(),
+            agents,
         })
     }
 

@@ -60,6 +60,9 @@ pub enum Role {
     Gateway,
     /// `shale reader`: reads, check-tail and live reads.
     Reader,
+    /// `shale agent`: a gateway and a reader against remote metadata, serving Kafka's
+    /// protocol as one of a cluster of agents (and the client API, as `serve` does).
+    Agent,
 }
 
 impl Role {
@@ -68,6 +71,7 @@ impl Role {
             Role::AllInOne => "all-in-one",
             Role::Gateway => "gateway",
             Role::Reader => "reader",
+            Role::Agent => "agent",
         }
     }
 }
@@ -195,7 +199,7 @@ impl Service {
                 call: "basin and stream management",
                 use_role: "gateway",
             }),
-            Role::AllInOne | Role::Gateway => Ok(self.metadata.as_ref()),
+            Role::AllInOne | Role::Gateway | Role::Agent => Ok(self.metadata.as_ref()),
         }
     }
 }

@@ -96,6 +96,23 @@ fn code(refusal: Refusal) -> i16 {
     .code()
 }
 
+/// `Some(error)` when this broker does not coordinate `group` now: NOT_COORDINATOR
+/// (the client asks FindCoordinator again), or COORDINATOR_NOT_AVAILABLE while this
+/// broker's list of brokers is not current. Whatever it kept of the group is dropped:
+/// the group's members rejoin at its coordinator.
+fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
+    let error = match kafka.brokers.coordinator_of(group) {
+        Some(broker) if broker.id == kafka.brokers.me().id => return None,
+        Some(_) => ResponseError::NotCoordinator,
+        None => ResponseError::CoordinatorNotAvailable,
+    };
+    if kafka.groups.lock().remove(group).is_some() {
+        tracing::info!(group, "kafka group moved to another coordinator");
+        kafka.groups.notify();
+    }
+    Some(error.code())
+}
+
 fn text(s: &StrBytes) -> String {
     s.to_string()
 }
@@ -107,6 +124,9 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     let group_id = request.group_id.0.to_string();
     if group_id.is_empty() {
         return refuse(ResponseError::InvalidGroupId);
+    }
+    if let Some(error) = not_coordinator(kafka, &group_id) {
+        return JoinGroupResponse::default().with_error_code(error).with_generation_id(-1);
     }
     if !SESSION_TIMEOUTS_MS.contains(&request.session_timeout_ms) {
         return refuse(ResponseError::InvalidSessionTimeout);
@@ -207,6 +227,9 @@ pub async fn sync(kafka: &Kafka, request: SyncGroupRequest) -> SyncGroupResponse
     let member_id = text(&request.member_id);
     let generation = request.generation_id;
     let refuse = |error: i16| SyncGroupResponse::default().with_error_code(error);
+    if let Some(error) = not_coordinator(kafka, &group_id) {
+        return refuse(error);
+    }
     let mut receiver = coordinator.changed.subscribe();
     let deadline = {
         let now = coordinator.now();
@@ -251,6 +274,9 @@ pub async fn sync(kafka: &Kafka, request: SyncGroupRequest) -> SyncGroupResponse
 }
 
 pub fn heartbeat(kafka: &Kafka, request: HeartbeatRequest) -> HeartbeatResponse {
+    if let Some(error) = not_coordinator(kafka, &request.group_id.0) {
+        return HeartbeatResponse::default().with_error_code(error);
+    }
     let coordinator = &kafka.groups;
     let now = coordinator.now();
     let outcome = {
@@ -269,6 +295,9 @@ pub fn heartbeat(kafka: &Kafka, request: HeartbeatRequest) -> HeartbeatResponse 
 }
 
 pub fn leave(kafka: &Kafka, request: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    if let Some(error) = not_coordinator(kafka, &request.group_id.0) {
+        return LeaveGroupResponse::default().with_error_code(error);
+    }
     let coordinator = &kafka.groups;
     let now = coordinator.now();
     let leaving: Vec<String> = if version >= 3 {
@@ -310,6 +339,9 @@ pub fn leave(kafka: &Kafka, request: LeaveGroupRequest, version: i16) -> LeaveGr
 /// current generation may; a commit with no member and generation -1 (a consumer that
 /// assigns its own partitions) may while the group has no members.
 pub fn may_commit(kafka: &Kafka, group_id: &str, member_id: &str, generation: i32) -> Result<(), i16> {
+    if let Some(error) = not_coordinator(kafka, group_id) {
+        return Err(error);
+    }
     let groups = kafka.groups.lock();
     let Some(group) = groups.get(group_id) else {
         return if generation < 0 { Ok(()) } else { Err(ResponseError::IllegalGeneration.code()) };
@@ -321,11 +353,16 @@ pub fn may_commit(kafka: &Kafka, group_id: &str, member_id: &str, generation: i3
 }
 
 pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let moved: Vec<Option<i16>> = request.groups.iter().map(|id| not_coordinator(kafka, &id.0)).collect();
     let groups = kafka.groups.lock();
     let described = request
         .groups
         .into_iter()
-        .map(|id| {
+        .zip(moved)
+        .map(|(id, moved)| {
+            if let Some(error) = moved {
+                return DescribedGroup::default().with_group_id(id).with_error_code(error);
+            }
             let Some(group) = groups.get(&id.0.to_string()) else {
                 return DescribedGroup::default().with_group_id(id).with_group_state(StrBytes::from_static_str("Dead"));
             };
@@ -355,10 +392,12 @@ pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroups
     DescribeGroupsResponse::default().with_groups(described)
 }
 
+/// The groups this broker coordinates (a cluster's admin client asks every broker).
 pub fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsResponse {
     let groups = kafka.groups.lock();
     let listed = groups
         .iter()
+        .filter(|(id, _)| kafka.brokers.coordinates(id))
         .filter(|(_, g)| {
             request.states_filter.is_empty() || request.states_filter.iter().any(|s| &**s == g.phase.name())
         })

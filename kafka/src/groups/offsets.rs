@@ -141,6 +141,9 @@ pub async fn delete(kafka: &Kafka, request: DeleteGroupsRequest) -> DeleteGroups
 }
 
 async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
+    if let Some(error) = super::not_coordinator(kafka, group) {
+        return Err(error);
+    }
     let known = match kafka.groups.lock().get(group) {
         Some(state) if !state.members.is_empty() => return Err(ResponseError::NonEmptyGroup.code()),
         Some(_) => true,

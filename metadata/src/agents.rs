@@ -1,0 +1,82 @@
+//! The registry of Kafka-serving agents: each renews its entry every heartbeat, and an
+//! entry whose ttl passes without a renewal drops out. Kept in the leader's memory, not
+//! in the database: agents heartbeat every second or so, and a PUT per heartbeat would
+//! cost more than the registry is worth. A new leader starts empty and learns every agent
+//! within one heartbeat; until one ttl has passed it says its list is not settled, so
+//! agents keep the ones they knew.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::{AgentList, AgentRecord, MAX_AGENT_TTL_MS};
+
+pub(crate) struct AgentRegistry {
+    /// When this instance started answering (ms).
+    since_ms: u64,
+    /// The longest ttl granted so far: the list is settled once that long has passed.
+    longest_ttl_ms: Mutex<u64>,
+    /// Live agents by id, with when each expires (ms).
+    live: Mutex<BTreeMap<i32, (AgentRecord, u64)>>,
+}
+
+impl AgentRegistry {
+    pub fn new(now_ms: u64) -> Self {
+        Self { since_ms: now_ms, longest_ttl_ms: Mutex::new(0), live: Mutex::default() }
+    }
+
+    /// Renews `agent` for `ttl_ms` (0: removes it) and returns the agents live at `now_ms`.
+    pub fn heartbeat(&self, agent: AgentRecord, ttl_ms: u64, now_ms: u64) -> AgentList {
+        let ttl_ms = ttl_ms.min(MAX_AGENT_TTL_MS);
+        let longest = {
+            let mut longest = self.longest_ttl_ms.lock().expect("no panic while holding the ttl");
+            *longest = (*longest).max(ttl_ms);
+            *longest
+        };
+        let mut live = self.live.lock().expect("no panic while holding the registry");
+        live.retain(|_, (_, expires)| *expires > now_ms);
+        if ttl_ms == 0 {
+            live.remove(&agent.id);
+        } else {
+            live.insert(agent.id, (agent, now_ms.saturating_add(ttl_ms)));
+        }
+        AgentList {
+            agents: live.values().map(|(agent, _)| agent.clone()).collect(),
+            settled: now_ms.saturating_sub(self.since_ms) >= longest,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(id: i32) -> AgentRecord {
+        AgentRecord { id, host: "127.0.0.1".into(), port: 9000 + id as u16, rack: String::new() }
+    }
+
+    fn ids(list: &AgentList) -> Vec<i32> {
+        list.agents.iter().map(|a| a.id).collect()
+    }
+
+    #[test]
+    fn agents_drop_out_when_their_ttl_passes_unrenewed() {
+        let registry = AgentRegistry::new(1_000);
+        registry.heartbeat(agent(2), 3_000, 1_000);
+        let list = registry.heartbeat(agent(1), 3_000, 2_000);
+        assert_eq!(ids(&list), [1, 2]);
+        assert!(!list.settled, "one ttl has not passed since the registry started");
+        // Agent 2 last renewed at 1,000: gone at 4,000; agent 1 renewed at 2,000 stays.
+        let list = registry.heartbeat(agent(1), 3_000, 4_000);
+        assert_eq!(ids(&list), [1]);
+        assert!(list.settled);
+    }
+
+    #[test]
+    fn a_zero_ttl_leaves_and_a_huge_one_is_capped() {
+        let registry = AgentRegistry::new(0);
+        registry.heartbeat(agent(1), u64::MAX, 0);
+        assert_eq!(ids(&registry.heartbeat(agent(2), 1_000, 0)), [1, 2]);
+        assert_eq!(ids(&registry.heartbeat(agent(2), 0, 10)), [1]);
+        assert_eq!(ids(&registry.heartbeat(agent(3), 1_000, MAX_AGENT_TTL_MS + 1)), [3]);
+    }
+}
