@@ -282,7 +282,9 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
             check_kafka(&config)?;
             Some(bind(listen).await?)
         }
-        Some(_) => anyhow::bail!("Kafka's protocol needs a gateway and a reader: run it on `shale agent` or `shale serve`"),
+        Some(_) => {
+            anyhow::bail!("Kafka's protocol needs a gateway and a reader: run it on `shale agent` or `shale serve`")
+        }
         None => None,
     };
     let listeners = ClientListeners::bind(&config).await?;

@@ -151,7 +151,9 @@ pub fn find_coordinator(kafka: &Kafka, request: FindCoordinatorRequest, version:
             .map(|key| {
                 let answer = Coordinator::default();
                 let answer = match coordinator(kafka, request.key_type, &key) {
-                    Ok(b) => answer.with_node_id(BrokerId(b.id)).with_host(StrBytes::from_string(b.host)).with_port(b.port),
+                    Ok(b) => {
+                        answer.with_node_id(BrokerId(b.id)).with_host(StrBytes::from_string(b.host)).with_port(b.port)
+                    }
                     Err(error) => answer.with_node_id(BrokerId(-1)).with_port(-1).with_error_code(error),
                 };
                 answer.with_key(key)

@@ -108,7 +108,9 @@ pub async fn serve(
                 // The others add this agent at their next heartbeat: wait that long before
                 // answering, so no client is told of a coordinator the others do not know.
                 Ok(()) => tokio::time::sleep(membership.interval).await,
-                Err(e) => tracing::warn!(error = %e, "kafka agent could not register yet: it coordinates no group until it does"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "kafka agent could not register yet: it coordinates no group until it does")
+                }
             }
             let task = brokers::run_membership(brokers.clone(), service.metadata().clone(), membership, async {
                 let _ = membership_stopped.await;

@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::{
-    AgentList, AgentRecord, BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, CommitRequest, CommitTicket, IndexEntry, ListPage,
-    Lookup, PipelinePosition, Position, Result, StreamConfig, StreamInfo, StreamPatch, StreamSummary, UnitOutcome,
+    AgentList, AgentRecord, BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, CommitRequest,
+    CommitTicket, IndexEntry, ListPage, Lookup, PipelinePosition, Position, Result, StreamConfig, StreamInfo,
+    StreamPatch, StreamSummary, UnitOutcome,
 };
 
 /// The metadata service as its callers see it, wherever it runs. Implementors provide

@@ -29,8 +29,8 @@ pub mod wire_catalog;
 
 pub use api::MetadataApi;
 pub use catalog::{
-    AccessTokenRecord, AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, ConsumerPosition, ListPage, Lookup,
-    Replacement, Retry, StreamSummary, MAX_AGENT_TTL_MS,
+    AccessTokenRecord, AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun,
+    ConsumerPosition, ListPage, Lookup, Replacement, Retry, StreamSummary, MAX_AGENT_TTL_MS,
 };
 pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, ProducerStamp, UnitOutcome};
 pub use error::{MetadataError, Result};

@@ -7,8 +7,8 @@ use crate::records::{consumer_from_wire, consumer_to_wire, token_from_wire, toke
 use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
-    AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage, Replacement, Result, StreamInfo,
-    StreamSummary,
+    AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage,
+    Replacement, Result, StreamInfo, StreamSummary,
 };
 
 pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {

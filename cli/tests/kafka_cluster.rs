@@ -1,0 +1,355 @@
+//! Kafka clients against a cluster of stateless `shale agent`s on the local S3 server
+//! (moto): metadata with a standby, three agents, clients given one bootstrap address.
+//! Idempotent acks=all producers and a consumer group of three run while the group's
+//! coordinator agent is killed with -9, then the metadata leader; every acknowledged
+//! record is stored once where its ack said, every record is consumed, no committed
+//! offset moves backwards, and no member re-reads below an acknowledged commit.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use common::cluster::{metric, wait_until, Cluster, FAST_LEASE};
+use common::{python, spawn_started, start_field, terminate};
+
+/// Agents renew every 250 ms and drop out 2 s after their last renewal: above a metadata
+/// failover under [`FAST_LEASE`] (about a second).
+const AGENT_TIMING: &str = "[kafka]\nheartbeat_interval = \"250ms\"\nagent_ttl = \"2s\"\n";
+const TOPIC: &str = "orders";
+const PARTITIONS: usize = 6;
+const GROUP: &str = "billing";
+/// Each producer's records and pace: about 20 s of producing.
+const COUNT: usize = 4000;
+const RATE: usize = 200;
+
+fn script(name: &str) -> String {
+    format!("{}/tests/kafka/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run_python(args: &[&str]) -> String {
+    let out = Command::new(python()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn spawn_python(args: &[&str]) -> Child {
+    Command::new(python()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+const CREATE_TOPIC: &str = r#"
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+admin = AdminClient({"bootstrap.servers": sys.argv[1]})
+for future in admin.create_topics([NewTopic(sys.argv[2], num_partitions=int(sys.argv[3]))]).values():
+    future.result(20)
+"#;
+
+/// The brokers a Metadata answer lists, as `host:port` lines.
+const BROKERS: &str = r#"
+import sys
+from confluent_kafka.admin import AdminClient
+metadata = AdminClient({"bootstrap.servers": sys.argv[1]}).list_topics(timeout=10)
+print("\n".join(sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values())))
+"#;
+
+struct Agent {
+    child: Child,
+    kafka: String,
+    logs: Receiver<String>,
+}
+
+fn start_agent(cluster: &Cluster) -> Agent {
+    let metadata = cluster.metadata.join(",");
+    let args = [
+        "agent",
+        "--store",
+        &cluster.store_url,
+        "--metadata",
+        &metadata,
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "127.0.0.1:0",
+        "--kafka",
+        "127.0.0.1:0",
+    ];
+    let (child, start, logs) = spawn_started(cluster.dir.path(), &args, &cluster.env);
+    Agent { child, kafka: start_field(&start, "kafka=").unwrap(), logs }
+}
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// Events of one member's log (see `group_member.py`).
+#[derive(Debug)]
+enum Event {
+    Assign { at: f64, partitions: Vec<usize> },
+    Msg { partition: usize, offset: u64, value: String },
+    Commit { at: f64, partition: usize, offset: u64 },
+}
+
+fn events(path: &std::path::Path) -> Vec<Event> {
+    let mut out = Vec::new();
+    for line in lines(path) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let at = || f[1].parse::<f64>().unwrap();
+        match f[0] {
+            "assign" => {
+                out.push(Event::Assign { at: at(), partitions: f[2..].iter().map(|p| p.parse().unwrap()).collect() })
+            }
+            "msg" => out.push(Event::Msg {
+                partition: f[2].parse().unwrap(),
+                offset: f[3].parse().unwrap(),
+                value: f[4].to_string(),
+            }),
+            // A partition with nothing consumed yet commits no offset (librdkafka reports -1001).
+            "commit" => {
+                if let Ok(offset) = f[3].parse::<u64>() {
+                    out.push(Event::Commit { at: at(), partition: f[2].parse().unwrap(), offset });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Drops what an agent logged so far.
+fn skip_logged(logs: &Receiver<String>) {
+    while logs.try_recv().is_ok() {}
+}
+
+fn consumed(paths: &[std::path::PathBuf]) -> usize {
+    paths.iter().map(|p| lines(p).iter().filter(|l| l.starts_with("msg ")).count()).sum()
+}
+
+fn acked(paths: &[std::path::PathBuf]) -> usize {
+    paths.iter().map(|p| lines(p).len()).sum()
+}
+
+/// Waits for a survivor to log a broker list of `count` brokers; how long it took.
+/// Lines logged before the call are skipped ([`skip_logged`]).
+fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> Duration {
+    let began = Instant::now();
+    loop {
+        let left = limit.checked_sub(began.elapsed()).expect("no broker list change within the bound");
+        let line = logs.recv_timeout(left).expect("no broker list change within the bound");
+        if let Some(list) = line.split("brokers=[").nth(1).filter(|_| line.contains("kafka brokers changed")) {
+            let ids = list.split(']').next().unwrap().split(',').count();
+            if ids == count {
+                return began.elapsed();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover() {
+    let mut cluster = Cluster::new(&format!("{FAST_LEASE}{AGENT_TIMING}")).await;
+    let client = reqwest::Client::new();
+    let (leader, leader_addr, leader_http) = cluster.start_metadata();
+    wait_until("the first metadata holds the lease", Duration::from_secs(30), || async {
+        metric(&client, &leader_http, "shale_metadata_leader").await == Some(1)
+    })
+    .await;
+    let (standby, standby_addr, standby_http) = cluster.start_metadata();
+    cluster.metadata = vec![leader_addr, standby_addr];
+    let mut agents: Vec<Agent> = (0..3).map(|_| start_agent(&cluster)).collect();
+    let bootstrap = agents[0].kafka.clone();
+    let mut expected: Vec<String> = agents.iter().map(|a| a.kafka.clone()).collect();
+    expected.sort();
+    // Each agent joins the others' lists at their next heartbeat.
+    wait_until("Metadata lists every agent", Duration::from_secs(10), || async {
+        run_python(&["-c", BROKERS, &bootstrap]).lines().eq(expected.iter().map(String::as_str))
+    })
+    .await;
+    run_python(&["-c", CREATE_TOPIC, &bootstrap, TOPIC, &PARTITIONS.to_string()]);
+
+    let dir = cluster.dir.path().to_path_buf();
+    let stop = dir.join("stop");
+    let acked_files: Vec<_> = (0..2).map(|n| dir.join(format!("acked-{n}"))).collect();
+    let member_files: Vec<_> = (0..3).map(|n| dir.join(format!("member-{n}"))).collect();
+    let producers: Vec<Child> = acked_files
+        .iter()
+        .enumerate()
+        .map(|(n, path)| {
+            let name = format!("p{n}");
+            let (rate, count) = (RATE.to_string(), COUNT.to_string());
+            let path = path.display().to_string();
+            spawn_python(&[&script("steady_producer.py"), &bootstrap, TOPIC, &name, &rate, &count, &path])
+        })
+        .collect();
+    let members: Vec<Child> = member_files
+        .iter()
+        .map(|path| {
+            let (path, stop) = (path.display().to_string(), stop.display().to_string());
+            spawn_python(&[&script("group_member.py"), &bootstrap, TOPIC, GROUP, &path, &stop])
+        })
+        .collect();
+    wait_until("the group consumes with three members", Duration::from_secs(60), || async {
+        consumed(&member_files) >= 600 && member_files.iter().all(|p| lines(p).iter().any(|l| l.starts_with("assign ")))
+    })
+    .await;
+
+    // Kill the group's coordinator: its groups move, its partitions' leaders move.
+    let coordinator = run_python(&[&script("coordinator_of.py"), &bootstrap, GROUP]).trim().to_string();
+    let victim = agents.iter().position(|a| a.kafka == coordinator).expect("the coordinator is an agent");
+    let mut killed = agents.remove(victim);
+    skip_logged(&agents[0].logs);
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    let dropped = wait_for_brokers(&agents[0].logs, 2, Duration::from_secs(10));
+    println!("the killed agent dropped out of the survivors' lists after {dropped:?}");
+    assert!(dropped <= Duration::from_millis(2_250 + 1_000), "dropped out after {dropped:?}: ttl 2 s + 250 ms");
+    let survivor = agents[0].kafka.clone();
+    let listed = run_python(&["-c", BROKERS, &survivor]);
+    assert!(!listed.contains(&killed.kafka), "Metadata still lists the killed agent: {listed}");
+    let (acked_at_kill, consumed_at_kill) = (acked(&acked_files), consumed(&member_files));
+    wait_until("produce and consume after the agent's kill", Duration::from_secs(60), || async {
+        acked(&acked_files) >= acked_at_kill + 600 && consumed(&member_files) >= consumed_at_kill + 600
+    })
+    .await;
+
+    // Then the metadata leader: the standby takes over.
+    let mut leader = leader;
+    leader.kill().unwrap();
+    leader.wait().unwrap();
+    wait_until("the standby holds the lease", Duration::from_secs(30), || async {
+        metric(&client, &standby_http, "shale_metadata_leader").await == Some(1)
+    })
+    .await;
+    let (acked_at_failover, consumed_at_failover) = (acked(&acked_files), consumed(&member_files));
+    wait_until("produce and consume after the failover", Duration::from_secs(60), || async {
+        acked(&acked_files) >= acked_at_failover + 600 && consumed(&member_files) >= consumed_at_failover + 600
+    })
+    .await;
+
+    for (n, producer) in producers.into_iter().enumerate() {
+        let out = tokio::task::spawn_blocking(move || producer.wait_with_output().unwrap()).await.unwrap();
+        assert!(out.status.success(), "producer {n}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::write(&stop, b"").unwrap();
+    for (n, member) in members.into_iter().enumerate() {
+        let out = tokio::time::timeout(
+            Duration::from_secs(90),
+            tokio::task::spawn_blocking(move || member.wait_with_output().unwrap()),
+        )
+        .await
+        .expect("a member did not finish within 90 s of the stop")
+        .unwrap();
+        assert!(out.status.success(), "member {n}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    check(&survivor, &acked_files, &member_files);
+    for agent in agents {
+        terminate(agent.child);
+    }
+    terminate(standby);
+}
+
+fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[std::path::PathBuf]) {
+    // Every acknowledged record is stored exactly once, at the offset its ack named.
+    let stored: Vec<(usize, u64, String)> =
+        serde_json::from_str(&run_python(&[&script("read_all.py"), bootstrap, TOPIC, "positions"])).unwrap();
+    let at: HashMap<(usize, u64), &str> = stored.iter().map(|(p, o, v)| ((*p, *o), v.as_str())).collect();
+    let mut times_stored: HashMap<&str, usize> = HashMap::new();
+    for (_, _, value) in &stored {
+        *times_stored.entry(value).or_default() += 1;
+    }
+    let acks: Vec<(usize, u64, String)> = acked_files
+        .iter()
+        .flat_map(|path| lines(path))
+        .map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].to_string())
+        })
+        .collect();
+    assert_eq!(acks.len(), 2 * COUNT, "every record was acked once the producers finished");
+    for (partition, offset, value) in &acks {
+        assert_eq!(times_stored.get(value.as_str()), Some(&1), "{value} stored once");
+        assert_eq!(at.get(&(*partition, *offset)), Some(&value.as_str()), "{value} where its ack said");
+    }
+    assert_eq!(stored.len(), acks.len(), "nothing but the acked records is stored");
+    // Per producer and partition, records keep the order they were sent in.
+    let mut last: HashMap<(String, usize), (u64, usize)> = HashMap::new();
+    for (partition, offset, value) in &stored {
+        let (producer, i) = value.rsplit_once('-').unwrap();
+        let i: usize = i.parse().unwrap();
+        if let Some((prev_offset, prev_i)) = last.insert((producer.to_string(), *partition), (*offset, i)) {
+            assert!(prev_offset < *offset && prev_i < i, "{value} after {producer}-{prev_i} on partition {partition}");
+        }
+    }
+
+    // The group consumed every record, each with its stored value.
+    let logs: Vec<Vec<Event>> = member_files.iter().map(|p| events(p)).collect();
+    let mut times_consumed: HashMap<(usize, u64), usize> = HashMap::new();
+    for event in logs.iter().flatten() {
+        if let Event::Msg { partition, offset, value } = event {
+            assert_eq!(at.get(&(*partition, *offset)), Some(&value.as_str()), "consumed as stored");
+            *times_consumed.entry((*partition, *offset)).or_default() += 1;
+        }
+    }
+    let missed: Vec<_> = at.keys().filter(|k| !times_consumed.contains_key(k)).take(5).collect();
+    assert!(missed.is_empty(), "records the group never consumed: {missed:?}");
+
+    // Acknowledged commits never move backwards, and end at each partition's end.
+    let mut commits: Vec<(f64, usize, u64)> = logs
+        .iter()
+        .flatten()
+        .filter_map(|e| match e {
+            Event::Commit { at, partition, offset } => Some((*at, *partition, *offset)),
+            _ => None,
+        })
+        .collect();
+    commits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut committed: BTreeMap<usize, u64> = BTreeMap::new();
+    for (at, partition, offset) in &commits {
+        let before = committed.insert(*partition, *offset).unwrap_or(0);
+        assert!(*offset >= before, "partition {partition}: commit {offset} at {at} after {before}");
+    }
+    for partition in 0..PARTITIONS {
+        let end = stored.iter().filter(|(p, _, _)| *p == partition).count() as u64;
+        assert_eq!(committed.get(&partition).copied().unwrap_or(0), end, "partition {partition} committed to its end");
+    }
+
+    // A member given a partition starts at or after every commit acknowledged before
+    // (no spurious offset 0, no re-read below a committed offset).
+    for log in &logs {
+        for (i, event) in log.iter().enumerate() {
+            let Event::Assign { at, partitions } = event else { continue };
+            for partition in partitions {
+                let floor = commits.iter().filter(|c| c.0 < *at && c.1 == *partition).map(|c| c.2).max().unwrap_or(0);
+                let first = log[i + 1..].iter().find_map(|e| match e {
+                    Event::Msg { partition: p, offset, .. } if p == partition => Some(*offset),
+                    Event::Assign { .. } => Some(u64::MAX),
+                    _ => None,
+                });
+                if let Some(first) = first.filter(|&f| f != u64::MAX) {
+                    assert!(
+                        first >= floor,
+                        "partition {partition} assigned at {at} started at {first}, below commit {floor}"
+                    );
+                }
+            }
+        }
+    }
+    let redelivered: usize = times_consumed.values().map(|n| n - 1).sum();
+    println!(
+        "{} records stored once each; consumed {} times ({redelivered} redelivered after a commit that was not acknowledged)",
+        stored.len(),
+        times_consumed.values().sum::<usize>()
+    );
+}
