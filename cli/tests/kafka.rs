@@ -213,23 +213,6 @@ fn requests_claiming_huge_arrays_close_only_their_connection() {
 
 /// With access control on, Kafka clients would bypass every token: until SASL is built,
 /// such a start is refused with the reason.
-#[test]
-fn a_kafka_listener_is_refused_while_access_control_is_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = shale()
-        .args(["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", "127.0.0.1:0"])
-        .current_dir(dir.path())
-        .env("SHALE_ROOT_TOKEN", "a-root-token-of-some-length")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("the Kafka listener has no authentication yet"), "{stderr}");
-}
-
-/// Kafka records in the table tier: a basin tiered at once gets a `key` column (binary)
-/// from the first keyed record, null for a record without a key, and DuckDB over the
-/// files and pyiceberg over the Iceberg metadata read the same keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_records_land_in_the_table_tier_with_their_key_as_a_column() {
     let kcat = which("kcat").expect("kcat missing: apt-get install kcat (.ci/run installs it)");
@@ -268,5 +251,45 @@ async fn kafka_records_land_in_the_table_tier_with_their_key_as_a_column() {
     assert_eq!(serde_json::Value::Array(view.duckdb_sql.clone()), expected, "DuckDB over the files");
     assert_eq!(view.duckdb_sql, view.iceberg_sql, "pyiceberg reads the same keys");
     assert!(view.schemas.last().unwrap().contains(&"key".to_string()), "{:?}", view.schemas);
+    assert!(terminate(server).success());
+}
+
+/// SASL over access tokens on a TLS listener with a custom CA: confluent-kafka and
+/// kafka-python log in with PLAIN and SCRAM-SHA-256/512; a token scoped to `orders/`
+/// reaches only that topic; a revoked token is refused within the revocation bound
+/// (1 s here). The steps are in `tests/kafka/sasl.py`.
+#[test]
+fn sasl_over_access_tokens_on_tls_keeps_each_token_to_its_scope() {
+    const ROOT: &str = "kafka-root-secret";
+    let certs = shale_tests::tls::TestCerts::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shale.toml");
+    std::fs::write(&config, "[auth]\nrevocation_bound = \"1s\"\n").unwrap();
+    let env = [
+        ("SHALE_TLS_CERT", certs.cert.display().to_string()),
+        ("SHALE_TLS_KEY", certs.key.display().to_string()),
+        ("SHALE_ROOT_TOKEN", ROOT.to_string()),
+        ("SHALE_CONFIG", config.display().to_string()),
+    ];
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", "127.0.0.1:0"];
+    let (server, start, _logs) = spawn_started(dir.path(), &args, &env);
+    let kafka = start_field(&start, "kafka=").unwrap();
+    let http = format!("https://{}", start_field(&start, "http=").unwrap());
+    let grpc = format!("https://{}", start_field(&start, "grpc=").unwrap());
+    let ca = certs.ca.display().to_string();
+    let issue = |id: &str, ops: &str| {
+        let out = shale()
+            .args(["tokens", "issue", id, "--basins", "", "--streams", "orders/", "--ops", ops])
+            .args(["--server", &grpc, "--ca-file", &ca, "--token", ROOT])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "issuing {id}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let scoped = issue("orders-rw", "read,append");
+    let append_only = issue("append-only", "append");
+    let out = run_script(&[&script("sasl.py"), &kafka, &http, &ca, ROOT, &scoped, &append_only, "1"]);
+    assert!(out.contains("every step passed"), "{out}");
+    println!("{out}");
     assert!(terminate(server).success());
 }

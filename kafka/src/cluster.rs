@@ -101,6 +101,9 @@ async fn one_topic(kafka: &Kafka, brokers: &[Broker], name: TopicName, auto_crea
     if topics::valid_topic(&topic).is_err() {
         return topic_error(name, ResponseError::InvalidTopicException);
     }
+    if !topics::visible(kafka, &topic) {
+        return topic_error(name, ResponseError::TopicAuthorizationFailed);
+    }
     match topics::partition_count(kafka, &topic).await {
         Ok(0) if auto_create => match topics::auto_create(kafka, &topic, 0).await {
             // Kafka answers LEADER_NOT_AVAILABLE while a new topic's partitions settle;
@@ -139,6 +142,9 @@ const KEY_GROUP: i8 = 0;
 fn coordinator(kafka: &Kafka, key_type: i8, key: &str) -> Result<Broker, i16> {
     if key_type != KEY_GROUP {
         return Err(ResponseError::CoordinatorNotAvailable.code());
+    }
+    if !crate::groups::may_use_groups(kafka) {
+        return Err(ResponseError::GroupAuthorizationFailed.code());
     }
     kafka.brokers.coordinator_of(key).ok_or(ResponseError::CoordinatorNotAvailable.code())
 }

@@ -12,16 +12,15 @@ use futures::future::BoxFuture;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
+use crate::sasl::{Login, Step};
 use crate::{cluster, fetch, fetch_frame, groups, offsets, produce, producers, topics, versions, Kafka, KafkaError};
 
-pub async fn run(kafka: Arc<Kafka>, socket: TcpStream, peer: SocketAddr) {
+pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
     if let Err(e) = serve(&kafka, socket).await {
         tracing::info!(%peer, error = %e, "kafka connection closed");
     }
@@ -43,12 +42,21 @@ struct Reply {
     correlation_id: i32,
 }
 
-async fn serve(kafka: &Kafka, socket: TcpStream) -> Result<(), KafkaError> {
-    socket.set_nodelay(true)?;
-    let (input, output) = socket.into_split();
+async fn serve(listener: &Kafka, socket: impl AsyncRead + AsyncWrite + Send + Unpin) -> Result<(), KafkaError> {
+    let (mut input, mut output) = tokio::io::split(socket);
+    let mut buf = BytesMut::new();
+    let kafka = if listener.sasl {
+        match log_in(listener, &mut input, &mut output, &mut buf).await? {
+            Some(access) => listener.for_caller(access),
+            None => return Ok(()),
+        }
+    } else {
+        listener.clone()
+    };
+    let kafka = &kafka;
     let cursors = fetch::Cursors::default();
     let (queue, answers) = mpsc::channel(MAX_IN_FLIGHT as usize);
-    let reading = read_requests(kafka, &cursors, input, queue);
+    let reading = read_requests(kafka, &cursors, input, buf, queue);
     let writing = write_responses(output, answers);
     tokio::pin!(reading, writing);
     tokio::select! {
@@ -63,16 +71,80 @@ async fn serve(kafka: &Kafka, socket: TcpStream) -> Result<(), KafkaError> {
     }
 }
 
+/// The login of a connection while access control is on: ApiVersions, SaslHandshake and
+/// SaslAuthenticate only, answered one at a time, until the caller is known (`None`:
+/// the client left first). Anything else, or a failed login, closes the connection.
+async fn log_in(
+    kafka: &Kafka,
+    input: &mut (impl AsyncRead + Unpin),
+    output: &mut (impl AsyncWrite + Unpin),
+    buf: &mut BytesMut,
+) -> Result<Option<shale_service::auth::Access>, KafkaError> {
+    let mut login = Login::default();
+    let mut out = BytesMut::new();
+    while let Some(frame) = frame::read_frame(input, buf, kafka.config.max_request_bytes).await? {
+        let Decoded::Request(request) = frame::decode_header(frame)? else {
+            return Err(KafkaError::Malformed("an unknown api key before logging in".into()));
+        };
+        let (api_key, version) = (request.api_key, request.header.request_api_version);
+        let reply = Reply { api_key, version, correlation_id: request.header.correlation_id };
+        if api_key == ApiKey::ApiVersions {
+            if let Some(response) = answer(kafka, request, &fetch::Cursors::default()).await? {
+                write_response(&mut out, &reply, &response)?;
+                output.write_all(&out).await?;
+            }
+            continue;
+        }
+        if !versions::served(api_key, version) {
+            return Err(KafkaError::Malformed(format!("{api_key:?} version {version} is not served")));
+        }
+        let (response, outcome) = match frame::decode_body(&request)? {
+            RequestKind::SaslHandshake(r) => (ResponseKind::SaslHandshake(login.handshake(r)), None),
+            RequestKind::SaslAuthenticate(r) => match login.authenticate(kafka.service.authenticator(), r).await {
+                Step::Continue(response) => (ResponseKind::SaslAuthenticate(response), None),
+                Step::Done(response, access) => (ResponseKind::SaslAuthenticate(response), Some(Ok(access))),
+                Step::Failed(response) => {
+                    (ResponseKind::SaslAuthenticate(response), Some(Err("sasl authentication failed")))
+                }
+            },
+            _ => {
+                return Err(KafkaError::Malformed(format!(
+                    "{api_key:?} before logging in: access control is on, log in with SASL first"
+                )))
+            }
+        };
+        write_response(&mut out, &reply, &response)?;
+        output.write_all(&out).await?;
+        match outcome {
+            None => {}
+            Some(Err(why)) => return Err(KafkaError::Malformed(why.into())),
+            Some(Ok(access)) if access.token().is_some_and(|t| t.auto_prefix_streams) => {
+                return Err(KafkaError::Malformed(
+                    "a token that auto-prefixes stream names cannot be used over Kafka (topic names are stream names)"
+                        .into(),
+                ))
+            }
+            Some(Ok(access)) => return Ok(Some(access)),
+        }
+    }
+    Ok(None)
+}
+
 /// Reads requests until the connection ends, queueing each for its answer in order.
+/// A caller whose token is revoked or expires is cut off at its next request (within
+/// the revocation bound).
 async fn read_requests<'a>(
     kafka: &'a Kafka,
     cursors: &'a fetch::Cursors,
-    mut input: OwnedReadHalf,
+    mut input: impl AsyncRead + Unpin,
+    mut buf: BytesMut,
     queue: mpsc::Sender<Queued<'a>>,
 ) -> Result<(), KafkaError> {
     let in_flight = InFlight::new();
-    let mut buf = BytesMut::new();
     while let Some(frame) = frame::read_frame(&mut input, &mut buf, kafka.config.max_request_bytes).await? {
+        if let Err(e) = kafka.service.authenticator().recheck(kafka.service.access()).await {
+            return Err(KafkaError::Malformed(format!("the connection's caller is no longer let in: {e}")));
+        }
         let request = match frame::decode_header(frame)? {
             Decoded::Request(request) => request,
             Decoded::UnknownApi { api_key, correlation_id } => {
@@ -120,7 +192,7 @@ async fn read_requests<'a>(
 
 /// Answers queued requests in the order they were read.
 async fn write_responses(
-    mut output: OwnedWriteHalf,
+    mut output: impl AsyncWrite + Unpin,
     mut answers: mpsc::Receiver<Queued<'_>>,
 ) -> Result<(), KafkaError> {
     let mut out = BytesMut::new();
@@ -190,6 +262,11 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(groups::describe(kafka, r)),
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list(kafka, r)),
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(groups::delete(kafka, r).await),
+        // Without access control there is nothing to log in to.
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(ResponseError::UnsupportedSaslMechanism.code()),
+        ),
         other => return Err(KafkaError::Malformed(format!("{other:?} is listed but not dispatched"))),
     };
     Ok(Some(response))

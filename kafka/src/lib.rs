@@ -21,6 +21,8 @@
 //! - `produce`, `fetch`, `offsets` (ListOffsets, DeleteRecords), `cluster` (Metadata,
 //!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `groups`
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
+//! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
+//!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
 
 mod brokers;
@@ -38,6 +40,7 @@ mod offsets;
 mod produce;
 mod producers;
 mod records;
+mod sasl;
 mod topic_cache;
 mod topics;
 mod versions;
@@ -46,6 +49,8 @@ use std::sync::Arc;
 
 use shale_service::Service;
 use tokio::net::TcpListener;
+/// What the Kafka listener takes to serve TLS (the `[tls]` certificate and key).
+pub use tokio_rustls::TlsAcceptor;
 
 pub use config::KafkaConfig;
 pub use error::KafkaError;
@@ -55,17 +60,32 @@ pub mod fuzz {
     pub use crate::records::decode_produced;
 }
 
-/// What every connection of one listener shares.
+/// What every connection of one listener shares; each connection holds a copy whose
+/// `service` acts for its caller ([`Kafka::for_caller`]).
+#[derive(Clone)]
 pub(crate) struct Kafka {
+    /// The service as this connection's caller.
     pub service: Service,
+    /// The service as the listener itself: finds topics (filtered by what the caller
+    /// may see).
+    pub discovery: Service,
     pub config: KafkaConfig,
     /// The brokers of this cluster, this process among them.
     pub brokers: Arc<brokers::Brokers>,
     /// Names this cluster in Metadata and DescribeCluster: the basin's.
     pub cluster_id: String,
-    pub groups: groups::Coordinator,
-    pub producer_ids: producers::ProducerIds,
-    pub topic_configs: topic_cache::TopicCache,
+    pub groups: Arc<groups::Coordinator>,
+    pub producer_ids: Arc<producers::ProducerIds>,
+    pub topic_configs: Arc<topic_cache::TopicCache>,
+    /// Whether callers must log in (SASL) first: access control is on.
+    pub sasl: bool,
+}
+
+impl Kafka {
+    /// The same listener, acting for `access`.
+    pub fn for_caller(&self, access: shale_service::auth::Access) -> Kafka {
+        Kafka { service: self.discovery.for_caller(access), ..self.clone() }
+    }
 }
 
 /// Whether this listener is one broker alone or one agent of a cluster.
@@ -86,6 +106,7 @@ pub async fn serve(
     service: Service,
     config: KafkaConfig,
     cluster: Cluster,
+    tls: Option<TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), KafkaError> {
     config.validate()?;
@@ -119,11 +140,13 @@ pub async fn serve(
         }
     };
     let kafka = Arc::new(Kafka {
-        groups: groups::Coordinator::new(clock.clone()),
-        producer_ids: producers::ProducerIds::new(clock, brokers.me().id),
-        topic_configs: topic_cache::TopicCache::new(),
+        groups: Arc::new(groups::Coordinator::new(clock.clone())),
+        producer_ids: Arc::new(producers::ProducerIds::new(clock, brokers.me().id)),
+        topic_configs: Arc::new(topic_cache::TopicCache::new()),
         cluster_id: format!("shale-{}", config.basin),
         brokers,
+        sasl: service.authenticator().is_on(),
+        discovery: service.clone(),
         service,
         config,
     });
@@ -135,8 +158,20 @@ pub async fn serve(
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
-                    let kafka = kafka.clone();
-                    connections.spawn(async move { connection::run(kafka, socket, peer).await });
+                    let (kafka, tls) = (kafka.clone(), tls.clone());
+                    connections.spawn(async move {
+                        if let Err(e) = socket.set_nodelay(true) {
+                            tracing::info!(%peer, error = %e, "kafka connection closed");
+                            return;
+                        }
+                        match tls {
+                            None => connection::run(kafka, socket, peer).await,
+                            Some(tls) => match tls.accept(socket).await {
+                                Ok(socket) => connection::run(kafka, socket, peer).await,
+                                Err(e) => tracing::info!(%peer, error = %e, "kafka tls handshake failed"),
+                            },
+                        }
+                    });
                 }
                 Err(e) => tracing::warn!(error = %e, "kafka accept failed"),
             },

@@ -58,15 +58,28 @@ fn partition_of(suffix: &str) -> Option<u32> {
 }
 
 /// Every stream name of the Kafka basin starting with `prefix`, page by page.
+/// Whether the caller may see `topic` (its token reaches the topic's streams).
+pub fn visible(kafka: &Kafka, topic: &str) -> bool {
+    let access = kafka.service.access();
+    access.sees_basin(&kafka.config.basin) && access.sees_stream(&stream_of(topic, 0))
+}
+
+/// The basin's streams under `prefix` that the caller may see: topics are found by the
+/// listener itself, so a token that may produce to or fetch from a topic's streams
+/// learns of the topic without the right to list the basin.
 async fn stream_names(kafka: &Kafka, prefix: &str) -> Result<Vec<String>, ServiceError> {
+    let access = kafka.service.access();
+    if !access.sees_basin(&kafka.config.basin) {
+        return Ok(Vec::new());
+    }
     let mut names = Vec::new();
     let mut start_after = String::new();
     loop {
         let query = ListQuery { prefix: prefix.to_string(), start_after: start_after.clone(), limit: None };
-        let page = kafka.service.list_streams(&kafka.config.basin, &query).await?;
+        let page = kafka.discovery.list_streams(&kafka.config.basin, &query).await?;
         let Some(last) = page.items.last() else { break };
         start_after = last.name.clone();
-        names.extend(page.items.into_iter().map(|s| s.name));
+        names.extend(page.items.into_iter().map(|s| s.name).filter(|name| access.sees_stream(name)));
         if !page.has_more {
             break;
         }

@@ -138,6 +138,16 @@ impl Service {
         Self { access, ..self.clone() }
     }
 
+    /// Who this service acts for.
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// Who lets callers in: for transports that authenticate in their own way (Kafka's SASL).
+    pub fn authenticator(&self) -> &Arc<Authenticator> {
+        &self.auth
+    }
+
     /// What keeps a session's caller checked while it runs.
     fn session_guard(&self) -> crate::auth::SessionGuard {
         crate::auth::SessionGuard::new(self.auth.clone(), self.access.clone())

@@ -28,6 +28,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use shale_service::auth::{Operation, Target};
 use shale_storage::Clock;
 use tokio::sync::watch;
 
@@ -96,11 +97,23 @@ fn code(refusal: Refusal) -> i16 {
     .code()
 }
 
-/// `Some(error)` when this broker does not coordinate `group` now: NOT_COORDINATOR
-/// (the client asks FindCoordinator again), or COORDINATOR_NOT_AVAILABLE while this
-/// broker's list of brokers is not current. Whatever it kept of the group is dropped:
-/// the group's members rejoin at its coordinator.
+/// Whether the caller may use consumer groups: its token must permit reading in the
+/// basin (groups are not named in token scopes; their offsets are, per partition).
+pub fn may_use_groups(kafka: &Kafka) -> bool {
+    let basin = Target::Basin(&kafka.config.basin);
+    kafka.service.access().check(Operation::Read, basin).is_ok()
+}
+
+/// `Some(error)` when this broker does not serve `group` for this caller now:
+/// GROUP_AUTHORIZATION_FAILED for a caller whose token may not use groups,
+/// NOT_COORDINATOR when another broker coordinates it (the client asks FindCoordinator
+/// again), COORDINATOR_NOT_AVAILABLE while this broker's list of brokers is not current.
+/// Whatever it kept of a group it no longer coordinates is dropped: the group's members
+/// rejoin at its coordinator.
 fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
+    if !may_use_groups(kafka) {
+        return Some(ResponseError::GroupAuthorizationFailed.code());
+    }
     let error = match kafka.brokers.coordinator_of(group) {
         Some(broker) if broker.id == kafka.brokers.me().id => return None,
         Some(_) => ResponseError::NotCoordinator,
@@ -394,6 +407,9 @@ pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroups
 
 /// The groups this broker coordinates (a cluster's admin client asks every broker).
 pub fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsResponse {
+    if !may_use_groups(kafka) {
+        return ListGroupsResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let groups = kafka.groups.lock();
     let listed = groups
         .iter()

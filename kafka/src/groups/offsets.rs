@@ -98,6 +98,9 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
         return OffsetFetchResponse::default().with_error_code(ResponseError::UnsupportedVersion.code());
     }
     let group = request.group_id.0.to_string();
+    if !super::may_use_groups(kafka) {
+        return OffsetFetchResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let topics = request.topics.map(|topics| topics.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
     let asked = match asked(kafka, topics).await {
         Ok(asked) => asked,

@@ -7,18 +7,79 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::scope::{OpGroups, Operation, ReadWrite, ResourceSet, Scope, TokenInfo};
+use base64::Engine;
 
-/// The stored bytes of `info`.
+use super::scope::{OpGroups, Operation, ReadWrite, ResourceSet, Scope, TokenInfo};
+use super::scram::{ScramKeys, ScramSecrets};
+
+/// The stored bytes of `info`, as tokens without SCRAM keys were stored.
+#[cfg(test)]
 pub fn encode(info: &TokenInfo) -> Vec<u8> {
+    encode_with_scram(info, None)
+}
+
+/// The stored bytes of `info` with the token's SCRAM keys (tokens issued since SASL).
+pub fn encode_with_scram(info: &TokenInfo, scram: Option<&ScramSecrets>) -> Vec<u8> {
+    let mut stored = StoredInfo::from(info);
+    stored.scram =
+        scram.map(|s| StoredScram { sha256: StoredKeys::from(&s.sha256), sha512: StoredKeys::from(&s.sha512) });
     // Serializing these plain structs to a Vec cannot fail.
-    serde_json::to_vec(&StoredInfo::from(info)).unwrap_or_default()
+    serde_json::to_vec(&stored).unwrap_or_default()
 }
 
 /// The info stored in `bytes`; an error names what is wrong.
 pub fn decode(bytes: &[u8]) -> Result<TokenInfo, String> {
     let stored: StoredInfo = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     stored.into_info()
+}
+
+/// The SCRAM keys stored in `bytes`: `None` for a token issued before they were kept.
+pub fn decode_scram(bytes: &[u8]) -> Result<Option<ScramSecrets>, String> {
+    let stored: StoredInfo = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let Some(scram) = stored.scram else { return Ok(None) };
+    Ok(Some(ScramSecrets { sha256: scram.sha256.into_keys()?, sha512: scram.sha512.into_keys()? }))
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredScram {
+    sha256: StoredKeys,
+    sha512: StoredKeys,
+}
+
+/// One hash's SCRAM keys, the byte strings in standard base64.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredKeys {
+    salt: String,
+    iterations: u32,
+    stored_key: String,
+    server_key: String,
+}
+
+impl From<&ScramKeys> for StoredKeys {
+    fn from(keys: &ScramKeys) -> Self {
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        Self {
+            salt: b64(&keys.salt),
+            iterations: keys.iterations,
+            stored_key: b64(&keys.stored_key),
+            server_key: b64(&keys.server_key),
+        }
+    }
+}
+
+impl StoredKeys {
+    fn into_keys(self) -> Result<ScramKeys, String> {
+        let bytes =
+            |s: &str| base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| format!("scram key: {e}"));
+        Ok(ScramKeys {
+            salt: bytes(&self.salt)?,
+            iterations: self.iterations,
+            stored_key: bytes(&self.stored_key)?,
+            server_key: bytes(&self.server_key)?,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -30,6 +91,8 @@ struct StoredInfo {
     #[serde(default, deserialize_with = "null_is_default")]
     auto_prefix_streams: bool,
     scope: StoredScope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scram: Option<StoredScram>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -104,6 +167,7 @@ impl From<&TokenInfo> for StoredInfo {
                 }),
                 ops: scope.ops.as_ref().map(|ops| ops.iter().map(|op| op.name().to_string()).collect()),
             },
+            scram: None,
         }
     }
 }
@@ -163,5 +227,15 @@ mod tests {
         assert_eq!(decode(nulls).unwrap().scope, Scope::default());
         assert!(decode(br#"{"id":"x","scope":{"ops":["no-such-op"]}}"#).unwrap_err().contains("no-such-op"));
         assert!(decode(br#"{"id":"x","scope":{},"extra":1}"#).is_err());
+        assert_eq!(decode_scram(stored).unwrap(), None, "a token stored before SCRAM has no keys");
+    }
+
+    #[test]
+    fn scram_keys_are_stored_beside_the_info_and_read_back() {
+        let info = decode(br#"{"id":"k","scope":{"ops":["read"]}}"#).unwrap();
+        let secrets = ScramSecrets::derive("secret");
+        let bytes = encode_with_scram(&info, Some(&secrets));
+        assert_eq!(decode(&bytes).unwrap(), info);
+        assert_eq!(decode_scram(&bytes).unwrap(), Some(secrets));
     }
 }

@@ -79,18 +79,48 @@ impl Authenticator {
 
     /// The caller behind an `Authorization` header value: `Bearer <secret>`.
     pub async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Access, ServiceError> {
-        let Some(root) = &self.root else { return Ok(Access::Open) };
+        if self.root.is_none() {
+            return Ok(Access::Open);
+        }
         let Some(secret) = authorization.and_then(bearer) else {
             self.failures.missing.fetch_add(1, Ordering::Relaxed);
             return Err(ServiceError::Unauthenticated(
                 "missing access token: send `Authorization: Bearer <token>`".into(),
             ));
         };
+        self.authenticate_secret(secret).await
+    }
+
+    /// The caller presenting `secret` (a token's, or the root token).
+    pub async fn authenticate_secret(&self, secret: &str) -> Result<Access, ServiceError> {
+        let Some(root) = &self.root else { return Ok(Access::Open) };
         let presented = hash(secret);
         if presented == *root {
             return Ok(Access::Root);
         }
         Ok(Access::Token(self.resolve(presented).await?))
+    }
+
+    /// The SCRAM keys of token `id` under `scram_hash`, and the caller it becomes once
+    /// its proof checks out. Unknown, revoked and expired tokens, and tokens issued
+    /// before SCRAM keys were kept, are refused alike.
+    pub async fn scram_keys(
+        &self,
+        id: &str,
+        scram_hash: super::ScramHash,
+    ) -> Result<(super::ScramKeys, Access), ServiceError> {
+        let refused = || ServiceError::Unauthenticated(format!("no access token `{id}` with SCRAM keys"));
+        let call = CatalogCall::ListAccessTokens { prefix: id.into(), start_after: String::new(), limit: 1 };
+        let page = self.metadata.catalog(call).await?.into_access_tokens()?;
+        let Some(record) = page.items.into_iter().find(|record| record.id == id) else {
+            self.failures.unknown.fetch_add(1, Ordering::Relaxed);
+            return Err(refused());
+        };
+        let scram = super::stored::decode_scram(&record.info).ok().flatten().ok_or_else(refused)?;
+        let secret_hash: SecretHash = record.secret_hash.as_slice().try_into().map_err(|_| refused())?;
+        // Resolved as a presented secret would be: the same expiry and revocation rules.
+        let grant = self.resolve(secret_hash).await?;
+        Ok((scram.for_hash(scram_hash).clone(), Access::Token(grant)))
     }
 
     /// The live token whose secret hashes to `presented`: known (as of at most the
@@ -177,7 +207,8 @@ impl Authenticator {
         let mut random = [0u8; SECRET_BYTES];
         shale_storage::ids::fill_secret(&mut random);
         let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
-        let encoded = super::stored::encode(&info);
+        let scram = super::scram::ScramSecrets::derive(&secret);
+        let encoded = super::stored::encode_with_scram(&info, Some(&scram));
         let record = AccessTokenRecord { id: info.id.clone(), secret_hash: hash(&secret).to_vec(), info: encoded };
         self.metadata.catalog(CatalogCall::IssueAccessToken { record }).await?.into_done()?;
         tracing::info!(id = %info.id, "access token issued");
