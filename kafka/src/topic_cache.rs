@@ -28,7 +28,9 @@ impl TopicCache {
         if let Some(arrival) = self.arrival.get(topic).await {
             return Some(arrival);
         }
-        let config = kafka.service.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await.ok()?;
+        // The listener's own lookup: a producer's token needs `append`, not the right to
+        // read stream configs.
+        let config = kafka.discovery.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await.ok()?;
         let arrival = config.timestamp_policy().mode == TimestampingMode::Arrival;
         self.arrival.insert(topic.to_string(), arrival).await;
         Some(arrival)

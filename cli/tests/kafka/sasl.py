@@ -48,6 +48,10 @@ for topic in ["orders", "payments"]:
     admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(20)
 print("root token created topics over SASL_SSL")
 
+# A token that may only append produces (the listener finds the topic and its settings).
+err = produce(librdkafka("SCRAM-SHA-256", "append-only", APPEND_ONLY), "orders", b"appended only")
+assert err is None, f"append-only: {err}"
+
 for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]:
     config = librdkafka(mechanism, "orders-rw", SCOPED)
     err = produce(config, "orders", f"from {mechanism}".encode())
@@ -60,14 +64,14 @@ c = Consumer(librdkafka("SCRAM-SHA-512", "orders-rw", SCOPED, **{
     "group.id": "orders-readers", "auto.offset.reset": "earliest", "enable.auto.commit": False}))
 c.subscribe(["orders"])
 values, deadline = [], time.time() + 30
-while len(values) < 3 and time.time() < deadline:
+while len(values) < 4 and time.time() < deadline:
     m = c.poll(0.5)
     if m is not None and not m.error():
         values.append(m.value().decode())
-assert sorted(values) == sorted(f"from {m}" for m in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]), values
+assert sorted(values) == sorted(["appended only"] + [f"from {m}" for m in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]]), values
 c.commit(asynchronous=False)
 committed = c.committed([TopicPartition("orders", 0)], timeout=10)[0].offset
-assert committed == 3, committed
+assert committed == 4, committed
 c.close()
 print("the scoped token consumes orders in a group and commits")
 
@@ -86,7 +90,7 @@ producer.close()
 consumer = KafkaConsumer("orders", group_id="py-readers", auto_offset_reset="earliest",
                          consumer_timeout_ms=5000, **kp)
 got = [m.value for m in consumer]
-assert b"from kafka-python" in got and len(got) == 4, got
+assert b"from kafka-python" in got and len(got) == 5, got
 consumer.close()
 print("kafka-python: SCRAM-SHA-256 over TLS, produce and group consume within the scope")
 
