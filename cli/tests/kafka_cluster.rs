@@ -16,12 +16,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::cluster::{metric, wait_until, Cluster, FAST_LEASE};
-use common::{python, spawn_started, start_field, terminate};
+use common::cluster::{metric, wait_until, Agent, Cluster, FAST_AGENTS, FAST_LEASE};
+use common::{python, terminate};
 
-/// Agents renew every 250 ms and drop out 2 s after their last renewal: above a metadata
-/// failover under [`FAST_LEASE`] (about a second).
-const AGENT_TIMING: &str = "[kafka]\nheartbeat_interval = \"250ms\"\nagent_ttl = \"2s\"\n";
 const TOPIC: &str = "orders";
 const PARTITIONS: usize = 6;
 const GROUP: &str = "billing";
@@ -63,31 +60,6 @@ from confluent_kafka.admin import AdminClient
 metadata = AdminClient({"bootstrap.servers": sys.argv[1]}).list_topics(timeout=10)
 print("\n".join(sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values())))
 "#;
-
-struct Agent {
-    child: Child,
-    kafka: String,
-    logs: Receiver<String>,
-}
-
-fn start_agent(cluster: &Cluster) -> Agent {
-    let metadata = cluster.metadata.join(",");
-    let args = [
-        "agent",
-        "--store",
-        &cluster.store_url,
-        "--metadata",
-        &metadata,
-        "--http",
-        "127.0.0.1:0",
-        "--grpc",
-        "127.0.0.1:0",
-        "--kafka",
-        "127.0.0.1:0",
-    ];
-    let (child, start, logs) = spawn_started(cluster.dir.path(), &args, &cluster.env);
-    Agent { child, kafka: start_field(&start, "kafka=").unwrap(), logs }
-}
 
 fn lines(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
@@ -158,7 +130,7 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover() {
-    let mut cluster = Cluster::new(&format!("{FAST_LEASE}{AGENT_TIMING}")).await;
+    let mut cluster = Cluster::new(&format!("{FAST_LEASE}{FAST_AGENTS}")).await;
     let client = reqwest::Client::new();
     let (leader, leader_addr, leader_http) = cluster.start_metadata();
     wait_until("the first metadata holds the lease", Duration::from_secs(30), || async {
@@ -167,7 +139,7 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     .await;
     let (standby, standby_addr, standby_http) = cluster.start_metadata();
     cluster.metadata = vec![leader_addr, standby_addr];
-    let mut agents: Vec<Agent> = (0..3).map(|_| start_agent(&cluster)).collect();
+    let mut agents: Vec<Agent> = (0..3).map(|_| cluster.start_agent()).collect();
     let bootstrap = agents[0].kafka.clone();
     let mut expected: Vec<String> = agents.iter().map(|a| a.kafka.clone()).collect();
     expected.sort();

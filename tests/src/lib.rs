@@ -1,12 +1,15 @@
 //! Test harness: a local S3-compatible server (moto), storage backends to run the same
 //! suites on, an in-process node (metadata + gateway + reader) over any store, and
 //! `shale serve` on a loopback port with an SSE client, a linearizability checker for
-//! recorded histories (`history`), and the table tier as DuckDB and pyiceberg read it
+//! recorded histories (`history`) and of committed offsets (`committed`), a bare Kafka
+//! client that knows what each request did (`kafka_client`), and the table tier as DuckDB and pyiceberg read it
 //! (`tables`).
 
 #![allow(clippy::unwrap_used)]
 
+pub mod committed;
 pub mod history;
+pub mod kafka_client;
 mod moto;
 mod node;
 mod server;

@@ -30,6 +30,18 @@ pub struct Cluster {
 /// Leases short enough that a takeover after a crash takes about a second.
 pub const FAST_LEASE: &str = "[cluster]\nlease = \"600ms\"\nrenew_interval = \"100ms\"\n";
 
+/// Kafka agents that renew every 250 ms and drop out 2 s after their last renewal: above
+/// a metadata failover under [`FAST_LEASE`] (about a second).
+pub const FAST_AGENTS: &str = "[kafka]\nheartbeat_interval = \"250ms\"\nagent_ttl = \"2s\"\n";
+
+/// A `shale agent` process: its Kafka address, HTTP base URL and log lines.
+pub struct Agent {
+    pub child: Child,
+    pub kafka: String,
+    pub http: String,
+    pub logs: std::sync::mpsc::Receiver<String>,
+}
+
 static BUCKETS: AtomicU64 = AtomicU64::new(0);
 
 impl Cluster {
@@ -88,6 +100,28 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// Starts `shale agent` (Kafka on a free loopback port) against every metadata
+    /// address known so far.
+    pub fn start_agent(&self) -> Agent {
+        let metadata = self.metadata.join(",");
+        let args = [
+            "agent",
+            "--store",
+            &self.store_url,
+            "--metadata",
+            &metadata,
+            "--http",
+            "127.0.0.1:0",
+            "--grpc",
+            "127.0.0.1:0",
+            "--kafka",
+            "127.0.0.1:0",
+        ];
+        let (child, start, logs) = super::spawn_started(self.dir.path(), &args, &self.env);
+        let field = |name: &str| super::start_field(&start, name).unwrap();
+        Agent { child, kafka: field("kafka="), http: format!("http://{}", field("http=")), logs }
     }
 
     /// Starts `shale compactor` against every metadata address known so far; returns it

@@ -1,0 +1,212 @@
+//! A bare Kafka client over one connection, one request at a time, for tests that must
+//! know exactly what each request did: a produce is one request (acked at a base offset,
+//! refused with a code, or unanswered), a fetch one read with the high watermark it saw.
+//! Built on the `kafka-protocol` crate's messages; no retries, no metadata cache.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Why a request has no answer: the connection failed or the answer did not come in time.
+pub type Unanswered = String;
+
+pub struct KafkaConn {
+    socket: TcpStream,
+    next_id: i32,
+    timeout: Duration,
+}
+
+/// What a fetch of one partition returned.
+pub struct Fetched {
+    pub error: i16,
+    pub high_watermark: i64,
+    /// `(offset, value)` in offset order.
+    pub records: Vec<(i64, String)>,
+}
+
+fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+impl KafkaConn {
+    /// Connects to `addr`; each request gets at most `timeout` for its answer.
+    pub async fn connect(addr: &str, timeout: Duration) -> Result<Self, Unanswered> {
+        let socket = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| format!("connecting to {addr} timed out"))?
+            .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        socket.set_nodelay(true).map_err(|e| e.to_string())?;
+        Ok(Self { socket, next_id: 1, timeout })
+    }
+
+    async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, Unanswered> {
+        let correlation_id = self.next_id;
+        self.next_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("shale-tests")));
+        let mut body = BytesMut::new();
+        header.encode(&mut body, api.request_header_version(version)).map_err(|e| e.to_string())?;
+        request.encode(&mut body, version).map_err(|e| e.to_string())?;
+        let exchange = async {
+            self.socket.write_all(&(body.len() as i32).to_be_bytes()).await?;
+            self.socket.write_all(&body).await?;
+            let mut len = [0u8; 4];
+            self.socket.read_exact(&mut len).await?;
+            let mut frame = vec![0u8; i32::from_be_bytes(len).max(0) as usize];
+            self.socket.read_exact(&mut frame).await?;
+            Ok::<_, std::io::Error>(Bytes::from(frame))
+        };
+        let mut frame = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| format!("{api:?} unanswered after {:?}", self.timeout))?
+            .map_err(|e| format!("{api:?}: {e}"))?;
+        let response_header =
+            ResponseHeader::decode(&mut frame, api.response_header_version(version)).map_err(|e| e.to_string())?;
+        if response_header.correlation_id != correlation_id {
+            return Err(format!("{api:?} answered as {} (asked {correlation_id})", response_header.correlation_id));
+        }
+        Resp::decode(&mut frame, version).map_err(|e| e.to_string())
+    }
+
+    pub async fn create_topic(&mut self, topic: &str, partitions: i32) -> Result<i16, Unanswered> {
+        let creatable = CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(-1);
+        let request = CreateTopicsRequest::default().with_topics(vec![creatable]).with_timeout_ms(10_000);
+        let response: CreateTopicsResponse = self.call(ApiKey::CreateTopics, 5, &request).await?;
+        Ok(response.topics[0].error_code)
+    }
+
+    /// Produces `values` as one batch to `partition` with acks=all: the error code and
+    /// the base offset.
+    pub async fn produce(&mut self, topic: &str, partition: i32, values: &[String]) -> Result<(i16, i64), Unanswered> {
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: i as i32,
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(Bytes::from(v.clone())),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut batch = BytesMut::new();
+        let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+        RecordBatchEncoder::encode(&mut batch, records.iter(), &options).map_err(|e| e.to_string())?;
+        let data = PartitionProduceData::default().with_index(partition).with_records(Some(batch.freeze()));
+        let topic = TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![data]);
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![topic]);
+        let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request).await?;
+        let p = &response.responses[0].partition_responses[0];
+        Ok((p.error_code, p.base_offset))
+    }
+
+    /// One fetch of `partition` from `offset` (no waiting), up to 1 MiB.
+    pub async fn fetch(&mut self, topic: &str, partition: i32, offset: i64) -> Result<Fetched, Unanswered> {
+        let wanted = FetchPartition::default()
+            .with_partition(partition)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(1 << 20);
+        let topic = FetchTopic::default().with_topic(name(topic)).with_partitions(vec![wanted]);
+        let request = FetchRequest::default()
+            .with_max_bytes(1 << 20)
+            .with_min_bytes(0)
+            .with_max_wait_ms(0)
+            .with_topics(vec![topic]);
+        let response: FetchResponse = self.call(ApiKey::Fetch, 12, &request).await?;
+        let answer = &response.responses[0].partitions[0];
+        let mut records = Vec::new();
+        if let Some(mut bytes) = answer.records.clone() {
+            for set in RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| e.to_string())? {
+                for r in set.records {
+                    let value = r.value.map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default();
+                    records.push((r.offset, value));
+                }
+            }
+        }
+        Ok(Fetched { error: answer.error_code, high_watermark: answer.high_watermark, records })
+    }
+
+    /// The partition's latest offset (ListOffsets -1): error code and offset.
+    pub async fn latest(&mut self, topic: &str, partition: i32) -> Result<(i16, i64), Unanswered> {
+        let p = ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(-1);
+        let topic = ListOffsetsTopic::default().with_name(name(topic)).with_partitions(vec![p]);
+        let request = ListOffsetsRequest::default().with_topics(vec![topic]);
+        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 5, &request).await?;
+        let p = &response.topics[0].partitions[0];
+        Ok((p.error_code, p.offset))
+    }
+
+    /// `group`'s coordinator as `host:port`, or the error code.
+    pub async fn coordinator(&mut self, group: &str) -> Result<Result<String, i16>, Unanswered> {
+        let request = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string()));
+        let response: FindCoordinatorResponse = self.call(ApiKey::FindCoordinator, 3, &request).await?;
+        if response.error_code != 0 {
+            return Ok(Err(response.error_code));
+        }
+        Ok(Ok(format!("{}:{}", response.host, response.port)))
+    }
+
+    /// Commits `offset` for `group` on `partition` as a consumer that assigns its own
+    /// partitions (no member, generation -1): the error code.
+    pub async fn commit(&mut self, group: &str, topic: &str, partition: i32, offset: i64) -> Result<i16, Unanswered> {
+        let p = OffsetCommitRequestPartition::default().with_partition_index(partition).with_committed_offset(offset);
+        let topic = OffsetCommitRequestTopic::default().with_name(name(topic)).with_partitions(vec![p]);
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![topic]);
+        let response: OffsetCommitResponse = self.call(ApiKey::OffsetCommit, 8, &request).await?;
+        Ok(response.topics[0].partitions[0].error_code)
+    }
+
+    /// `group`'s committed offset on `partition` (-1 for none): error code and offset.
+    pub async fn committed(&mut self, group: &str, topic: &str, partition: i32) -> Result<(i16, i64), Unanswered> {
+        let wanted = OffsetFetchRequestTopic::default().with_name(name(topic)).with_partition_indexes(vec![partition]);
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(Some(vec![wanted]));
+        let response: OffsetFetchResponse = self.call(ApiKey::OffsetFetch, 7, &request).await?;
+        if response.error_code != 0 {
+            return Ok((response.error_code, -1));
+        }
+        let p = &response.topics[0].partitions[0];
+        Ok((p.error_code, p.committed_offset))
+    }
+}
