@@ -26,12 +26,16 @@ struct Args {
     /// Kafka bootstrap address (loopback).
     #[arg(long, default_value = "127.0.0.1:9092")]
     bootstrap: String,
-    /// The server's HTTP base, for `/metrics`.
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
-    metrics_url: String,
-    /// The server's pid, for its CPU time.
-    #[arg(long)]
-    server_pid: Option<u32>,
+    /// The servers' HTTP bases, for `/metrics` (comma-separated: every agent and
+    /// metadata of a cluster, whose object requests are summed).
+    #[arg(long, default_value = "http://127.0.0.1:8080", value_delimiter = ',')]
+    metrics_url: Vec<String>,
+    /// The servers' pids, for their CPU time (comma-separated, summed).
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
+    /// Whether to read everything back after producing.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    catch_up: bool,
     #[arg(long, default_value = "1")]
     partitions: i32,
     #[arg(long, default_value = "1024")]
@@ -54,14 +58,24 @@ struct Args {
     idempotence: bool,
 }
 
-/// `(puts, gets)` on the server's `/metrics`.
-async fn object_requests(http: &reqwest::Client, base: &str) -> (f64, f64) {
-    let Ok(response) = http.get(format!("{base}/metrics")).send().await else { return (0.0, 0.0) };
-    let text = response.text().await.unwrap_or_default();
-    let value = |name: &str| {
-        text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-    };
-    (value("shale_object_puts_total"), value("shale_object_gets_total"))
+/// `(puts, gets)` on the servers' `/metrics`, summed.
+async fn object_requests(http: &reqwest::Client, bases: &[String]) -> (f64, f64) {
+    let (mut puts, mut gets) = (0.0, 0.0);
+    for base in bases {
+        let Ok(response) = http.get(format!("{base}/metrics")).send().await else { continue };
+        let text = response.text().await.unwrap_or_default();
+        let value = |name: &str| {
+            text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        };
+        puts += value("shale_object_puts_total");
+        gets += value("shale_object_gets_total");
+    }
+    (puts, gets)
+}
+
+/// CPU seconds of the processes `pids`, summed.
+fn servers_cpu_seconds(pids: &[u32]) -> f64 {
+    pids.iter().map(|&pid| cpu_seconds(Some(pid))).sum()
 }
 
 fn cpu_seconds(pid: Option<u32>) -> f64 {
@@ -225,23 +239,26 @@ async fn main() -> anyhow::Result<()> {
     let topic = format!("bench-{}p-{}", args.partitions, std::process::id());
     create_topic(&args, &topic).await?;
     let (puts0, _) = object_requests(&http, &args.metrics_url).await;
-    let cpu0 = cpu_seconds(args.server_pid);
+    let cpu0 = servers_cpu_seconds(&args.server_pid);
     let client_cpu0 = cpu_seconds(Some(std::process::id()));
     let args_for_write = args.clone();
     let topic_for_write = topic.clone();
     let (mut latencies, bytes, elapsed) =
         tokio::task::spawn_blocking(move || produce(&args_for_write, &topic_for_write)).await??;
     let (puts1, gets1) = object_requests(&http, &args.metrics_url).await;
-    let cpu1 = cpu_seconds(args.server_pid);
+    let cpu1 = servers_cpu_seconds(&args.server_pid);
     let client_cpu1 = cpu_seconds(Some(std::process::id()));
     latencies.sort();
     let records = latencies.len() as u64;
     let args_for_read = args.clone();
     let topic_for_read = topic.clone();
-    let (read_bytes, read_secs) =
-        tokio::task::spawn_blocking(move || catch_up(&args_for_read, &topic_for_read, records)).await??;
+    let (read_bytes, read_secs) = if args.catch_up {
+        tokio::task::spawn_blocking(move || catch_up(&args_for_read, &topic_for_read, records)).await??
+    } else {
+        (0, 1.0)
+    };
     let (_, gets2) = object_requests(&http, &args.metrics_url).await;
-    let cpu2 = cpu_seconds(args.server_pid);
+    let cpu2 = servers_cpu_seconds(&args.server_pid);
     let client_cpu2 = cpu_seconds(Some(std::process::id()));
     let gib = bytes as f64 / (1u64 << 30) as f64;
     let read_gib = read_bytes as f64 / (1u64 << 30) as f64;

@@ -126,3 +126,26 @@ async fn arrival_times_ahead_of_metadata_are_clamped_and_do_not_raise_the_floor(
     assert_eq!(acks[0].as_ref().unwrap()[0].start.timestamp, T0 + 10);
     metadata.close().await.unwrap();
 }
+
+/// With `min_flush_interval`, commits arriving while a flush waits share it: eight
+/// commits sent at once after a first one become durable in one more WAL flush, and
+/// none is answered before the interval since the previous flush has passed.
+#[tokio::test]
+async fn commits_within_the_minimum_flush_interval_share_one_flush() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = MetadataConfig { min_flush_interval: Duration::from_millis(300), ..MetadataConfig::default() };
+    let metadata = Metadata::open_with(Arc::new(InMemory::new()), "metadata", clock, &config).await.unwrap();
+    metadata.create_basin("basin-one", BasinConfig::default()).await.unwrap();
+    metadata.create_stream("basin-one", "s", StreamConfig::default()).await.unwrap();
+    let flushes = || metadata.commit_stats().flushes.load(std::sync::atomic::Ordering::Relaxed);
+    let first = tokio::time::Instant::now();
+    metadata.commit(segment_at(T0, vec![append("s", None)])).await.unwrap();
+    let before = flushes();
+    let commits = (1..=8).map(|i| metadata.commit(segment_at(T0 + i, vec![append("s", None)])));
+    for outcome in futures::future::join_all(commits).await {
+        assert!(outcome.unwrap()[0].is_ok());
+    }
+    assert!(first.elapsed() >= Duration::from_millis(300), "answered before the interval: {:?}", first.elapsed());
+    assert_eq!(flushes() - before, 1, "eight commits in one flush");
+    assert_eq!(tail(&metadata, "s").await, 9);
+}

@@ -81,9 +81,15 @@ impl Durable {
 }
 
 impl DurabilityQueue {
-    pub fn start(db: Db, tails: Arc<TailWatch>, halt: Arc<Halt>, stats: Arc<CommitStats>) -> Self {
+    pub fn start(
+        db: Db,
+        tails: Arc<TailWatch>,
+        halt: Arc<Halt>,
+        stats: Arc<CommitStats>,
+        min_flush_interval: std::time::Duration,
+    ) -> Self {
         let (queue, queued) = mpsc::unbounded_channel();
-        tokio::spawn(run(db, queued, tails, halt, stats.clone()));
+        tokio::spawn(run(db, queued, tails, halt, stats.clone(), min_flush_interval));
         Self { queue, stats }
     }
 
@@ -105,9 +111,16 @@ async fn run(
     tails: Arc<TailWatch>,
     halt: Arc<Halt>,
     stats: Arc<CommitStats>,
+    min_flush_interval: std::time::Duration,
 ) {
     let mut round = Vec::new();
+    let mut last_flush: Option<tokio::time::Instant> = None;
     while queued.recv_many(&mut round, usize::MAX).await > 0 {
+        // At most one flush per `min_flush_interval`: calls arriving meanwhile join it.
+        if let Some(last) = last_flush {
+            tokio::time::sleep_until(last + min_flush_interval).await;
+        }
+        last_flush = (!min_flush_interval.is_zero()).then(tokio::time::Instant::now);
         // Let calls that are already runnable (callers answered by the last round, now
         // applying their next call) join this round: a flush splits what it uploads
         // into one WAL object per round, uploaded one after another.

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Kafka agents at scale on the local S3 server (moto): one `shale metadata` and 1, 2 and 3
+# `shale agent`s, every store request delayed by DELAY (30 ms: S3 Standard's round trip).
+# PER_AGENT `shale-kafka-bench` processes per agent (librdkafka, acks=all, idempotence
+# IDEMPOTENCE, 1 KiB records, 16 partitions each, batches up to 4 MiB, at most 5 MiB
+# awaiting acks as `s2 bench` keeps) produce at once, each bootstrapping from one agent
+# (the load grows with the agents, as bench/scale.sh's grows with the gateways); per
+# cluster size: total MiB/s, the worst ack p50/p99, PUTs per GiB (agents and metadata),
+# CPU seconds per GiB (all Shale processes). Then a catch-up fetch through one agent.
+# EXTRA_TOML is added to every process's config (e.g. `[gateway]\nmin_seal_interval =
+# "250ms"\n` for the cost-tuned setting). Everything listens on 127.0.0.1 only.
+#   cargo build --release -p shale -p shale-bench && bash localstack/s3-local.sh install
+#   [AGENTS="1 2 3"] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
+#   e.g. bench/agents.sh 10 30ms 1 false;  AGENTS=3 bench/agents.sh 10 30ms 1 false '[gateway]\nmin_seal_interval = "250ms"\n'
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-10}"
+delays="${2:-30ms}"
+per_agent="${3:-1}"
+idempotence="${4:-false}"
+extra_toml="${5:-}"
+work="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+source bench/lib.sh
+start_moto 19300 "$work/moto.log"
+export AWS_ENDPOINT_URL=http://127.0.0.1:19300 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
+  AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true SHALE_LOG=warn
+printf '%b' "$extra_toml" >"$work/shale.toml"
+export SHALE_CONFIG="$work/shale.toml"
+shale=target/release/shale
+puts_total() {
+  local sum=0 value
+  for url in "${urls[@]}"; do
+    value=$(curl -sf "$url/metrics" | awk '$1 == "shale_object_puts_total" { print $2 }')
+    sum=$((sum + ${value:-0}))
+  done
+  echo "$sum"
+}
+
+# User and system clock ticks of the Shale processes, summed.
+cpu_ticks() { for p in "${pids[@]}"; do cat "/proc/$p/stat"; done | awk '{ s += $14 + $15 } END { print s }'; }
+
+for delay in $delays; do
+  for agents in ${AGENTS:-1 2 3}; do
+    bucket="agents$RANDOM$RANDOM"
+    curl -sf -X PUT "http://127.0.0.1:19300/$bucket" >/dev/null
+    pids=() urls=(http://127.0.0.1:19390)
+    "$shale" metadata --store "s3://$bucket" --store-delay "$delay" --grpc 127.0.0.1:19361 --http 127.0.0.1:19390 \
+      >"$work/metadata.log" 2>&1 & pids+=($!)
+    wait_ready http://127.0.0.1:19390 300
+    for a in $(seq "$agents"); do
+      "$shale" agent --store "s3://$bucket" --store-delay "$delay" --metadata 127.0.0.1:19361 \
+        --http "127.0.0.1:1938$a" --grpc "127.0.0.1:1935$a" --kafka "127.0.0.1:1939$a" >"$work/agent$a.log" 2>&1 &
+      pids+=($!) urls+=("http://127.0.0.1:1938$a")
+    done
+    for a in $(seq "$agents"); do wait_ready "http://127.0.0.1:1938$a" 300; done
+    metrics=$(IFS=,; echo "${urls[*]}") server_pids=$(IFS=,; echo "${pids[*]}")
+    cpu0=$(cpu_ticks)
+    puts0=$(puts_total)
+    loads=()
+    rm -f "$work"/g*.json
+    for g in $(seq "$((agents * per_agent))"); do
+      bootstrap="127.0.0.1:1939$(( (g - 1) % agents + 1 ))"
+      target/release/shale-kafka-bench --bootstrap "$bootstrap" --metrics-url "$metrics" --partitions 16 \
+        --seconds "$seconds" --in-flight 5120 --batch-bytes 4194304 --idempotence "$idempotence" --catch-up false \
+        >"$work/g$g.json" 2>"$work/g$g.log" & loads+=($!)
+    done
+    wait "${loads[@]}"
+    puts1=$(puts_total)
+    cpu1=$(cpu_ticks)
+    python3 - "$delay" "$agents" "$((puts1 - puts0))" "$cpu0" "$cpu1" "$work"/g*.json <<'PY'
+import json, sys
+delay, agents, puts, cpu0, cpu1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+runs = [json.load(open(path)) for path in sys.argv[6:]]
+mib = sum(r["produce"]["mib_per_sec"] for r in runs)
+gib = sum(r["produce"]["records"] * r["record_bytes"] for r in runs) / 2**30
+print(json.dumps({"delay": delay, "agents": agents, "generators": len(runs), "mib_per_sec": round(mib, 1),
+                  "ack_p50_ms": max(r["produce"]["ack_ms"]["p50"] for r in runs),
+                  "ack_p99_ms": max(r["produce"]["ack_ms"]["p99"] for r in runs),
+                  "puts_per_gib": round(puts / gib), "server_cpu_s_per_gib": round((cpu1 - cpu0) / 100 / gib, 2)}))
+PY
+    if [ "$agents" = 1 ]; then
+      for partitions in 1 16; do
+        echo "== $delay: catch-up through one agent (produce to $partitions partitions, then read back)"
+        target/release/shale-kafka-bench --bootstrap 127.0.0.1:19391 --metrics-url "$metrics" --server-pid "$server_pids" \
+          --partitions "$partitions" --seconds "$seconds" --in-flight 5120 --batch-bytes 4194304 --idempotence false
+      done
+    fi
+    kill "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true
+  done
+done
