@@ -10,7 +10,10 @@
 # EXTRA_TOML is added to every process's config (e.g. `[gateway]\nmin_seal_interval =
 # "250ms"\n` for the cost-tuned setting). Everything listens on 127.0.0.1 only.
 #   cargo build --release -p shale -p shale-bench && bash localstack/s3-local.sh install
-#   [AGENTS="1 2 3"] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
+# IN_FLIGHT sets each generator's records awaiting acks (5120: 5 MiB, one producer's
+# worth; more stands for many producers); RATE (MiB/s per generator) paces them, for the
+# ack latency at a given load rather than at saturation.
+#   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
 #   e.g. bench/agents.sh 10 30ms 1 false;  AGENTS=3 bench/agents.sh 10 30ms 1 false '[gateway]\nmin_seal_interval = "250ms"\n'
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,8 +65,8 @@ for delay in $delays; do
     for g in $(seq "$((agents * per_agent))"); do
       bootstrap="127.0.0.1:1939$(( (g - 1) % agents + 1 ))"
       target/release/shale-kafka-bench --bootstrap "$bootstrap" --metrics-url "$metrics" --partitions 16 \
-        --seconds "$seconds" --in-flight 5120 --batch-bytes 4194304 --idempotence "$idempotence" --catch-up false \
-        >"$work/g$g.json" 2>"$work/g$g.log" & loads+=($!)
+        --seconds "$seconds" --in-flight "${IN_FLIGHT:-5120}" --batch-bytes 4194304 --idempotence "$idempotence" --catch-up false \
+        ${RATE:+--rate "$RATE"} >"$work/g$g.json" 2>"$work/g$g.log" & loads+=($!)
     done
     wait "${loads[@]}"
     puts1=$(puts_total)
