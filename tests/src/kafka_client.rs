@@ -25,6 +25,33 @@ use kafka_protocol::records::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// `values` as one record batch v2 (no key, one timestamp, offsets from 0).
+pub fn batch(values: &[Bytes], compression: Compression) -> anyhow::Result<Bytes> {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // Offset minus sequence constant: the codec keeps them in one batch.
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(v.clone()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(&mut out, records.iter(), &RecordEncodeOptions { version: 2, compression })?;
+    Ok(out.freeze())
+}
+
 /// Why a request has no answer: the connection failed or the answer did not come in time.
 pub type Unanswered = String;
 
@@ -107,29 +134,9 @@ impl KafkaConn {
     /// Produces `values` as one batch to `partition` with acks=all: the error code and
     /// the base offset.
     pub async fn produce(&mut self, topic: &str, partition: i32, values: &[String]) -> Result<(i16, i64), Unanswered> {
-        let records: Vec<Record> = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32,
-                timestamp: 1_700_000_000_000,
-                key: None,
-                value: Some(Bytes::from(v.clone())),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut batch = BytesMut::new();
-        let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-        RecordBatchEncoder::encode(&mut batch, records.iter(), &options).map_err(|e| e.to_string())?;
-        let data = PartitionProduceData::default().with_index(partition).with_records(Some(batch.freeze()));
+        let values: Vec<Bytes> = values.iter().map(|v| Bytes::from(v.clone())).collect();
+        let batch = batch(&values, Compression::None).map_err(|e| e.to_string())?;
+        let data = PartitionProduceData::default().with_index(partition).with_records(Some(batch));
         let topic = TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![data]);
         let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![topic]);
         let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request).await?;

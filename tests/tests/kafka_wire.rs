@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
     ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::Compression;
 use kafka_protocol::ResponseError;
 use shale_tests::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -73,29 +73,8 @@ async fn closed(socket: &mut TcpStream) -> bool {
 }
 
 fn batch(values: &[&'static [u8]], compression: Compression) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // Offset minus sequence constant: the codec keeps them in one batch.
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(Bytes::from_static(v)),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut out = BytesMut::new();
-    RecordBatchEncoder::encode(&mut out, records.iter(), &RecordEncodeOptions { version: 2, compression }).unwrap();
-    out.freeze()
+    let values: Vec<Bytes> = values.iter().map(|v| Bytes::from_static(v)).collect();
+    shale_tests::kafka_client::batch(&values, compression).unwrap()
 }
 
 async fn produce(socket: &mut TcpStream, topic: &str, records: Bytes) -> (i16, i64) {

@@ -74,22 +74,21 @@ impl Cluster {
         (child, grpc.trim_start_matches("http://").to_string(), http)
     }
 
+    /// The command line of `role` against this store and every metadata address known
+    /// so far, on free loopback ports.
+    fn role_args(&self, role: &str) -> Vec<String> {
+        let metadata = self.metadata.join(",");
+        [role, "--store", &self.store_url, "--metadata", &metadata, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"]
+            .map(str::to_string)
+            .to_vec()
+    }
+
     /// Starts gateways and readers against every metadata address known so far.
     pub fn start_roles(&mut self, gateways: usize, readers: usize) {
-        let metadata = self.metadata.join(",");
         for (role, count) in [("gateway", gateways), ("reader", readers)] {
             for _ in 0..count {
-                let args = [
-                    role,
-                    "--store",
-                    &self.store_url,
-                    "--metadata",
-                    &metadata,
-                    "--http",
-                    "127.0.0.1:0",
-                    "--grpc",
-                    "127.0.0.1:0",
-                ];
+                let args = self.role_args(role);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 let (child, http, grpc) = spawn(self.dir.path(), &args, &self.env);
                 match role {
                     "gateway" => {
@@ -105,20 +104,9 @@ impl Cluster {
     /// Starts `shale agent` (Kafka on a free loopback port) against every metadata
     /// address known so far.
     pub fn start_agent(&self) -> Agent {
-        let metadata = self.metadata.join(",");
-        let args = [
-            "agent",
-            "--store",
-            &self.store_url,
-            "--metadata",
-            &metadata,
-            "--http",
-            "127.0.0.1:0",
-            "--grpc",
-            "127.0.0.1:0",
-            "--kafka",
-            "127.0.0.1:0",
-        ];
+        let mut args = self.role_args("agent");
+        args.extend(["--kafka".to_string(), "127.0.0.1:0".to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (child, start, logs) = super::spawn_started(self.dir.path(), &args, &self.env);
         let field = |name: &str| super::start_field(&start, name).unwrap();
         Agent { child, kafka: field("kafka="), http: format!("http://{}", field("http=")), logs }
