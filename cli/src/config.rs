@@ -300,6 +300,12 @@ impl ServeConfig {
         }
         config.auth.resolve()?;
         config.gateway.validate().map_err(|e| anyhow::anyhow!("invalid [gateway] config: {e}"))?;
+        if config.reader.chunk_bytes.is_none() {
+            // Chunked reads save store round trips; a local directory without added
+            // latency has none to save, and the copies would only cost CPU.
+            let local = config.store_url()?.starts_with("file://") && config.store_delay.is_zero();
+            config.reader.chunk_bytes = Some(if local { 0 } else { shale_reader::DEFAULT_CHUNK_BYTES });
+        }
         Ok(config)
     }
 

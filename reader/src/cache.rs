@@ -1,9 +1,17 @@
-//! Byte-weighed caches of decoded blocks and index entries. Both hold immutable data:
-//! a committed index entry and the block it points at never change.
+//! Byte-weighed caches of decoded blocks, segment chunks and index entries. All hold
+//! immutable data: a committed index entry and the bytes it points at never change.
+//!
+//! A small block is read through its segment's aligned chunk (`chunk_bytes`), fetched
+//! with one range GET and kept a while: a segment holds the blocks of many streams side
+//! by side (a Kafka topic's partitions, produced together), and reading them one range
+//! GET each costs a store round trip per block. Blocks of half a chunk or more are read
+//! with a range GET of their own.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bytes::{Bytes, BytesMut};
 use moka::future::Cache;
 use shale_metadata_contract::IndexEntry;
 use shale_proto::segment::{decode_block, DecodedBlock};
@@ -19,6 +27,7 @@ pub struct CacheStats {
     pub block_misses: AtomicU64,
     pub index_hits: AtomicU64,
     pub index_misses: AtomicU64,
+    pub chunk_fetches: AtomicU64,
 }
 
 impl CacheStats {
@@ -28,6 +37,7 @@ impl CacheStats {
             ("shale_cache_block_misses_total", "Block reads that needed a range GET", &self.block_misses),
             ("shale_cache_index_hits_total", "Index entries served from cache", &self.index_hits),
             ("shale_cache_index_misses_total", "Index lookups that went to metadata", &self.index_misses),
+            ("shale_cache_chunk_fetches_total", "Segment chunks fetched for small blocks", &self.chunk_fetches),
         ];
         shale_storage::render_counters(&counters, out);
     }
@@ -37,6 +47,10 @@ impl CacheStats {
 pub(crate) struct Caches {
     store: Arc<dyn ObjectStore>,
     blocks: Cache<(u128, u64), Arc<DecodedBlock>>,
+    /// `(segment, chunk index)` -> the chunk's bytes (the last one may be shorter).
+    chunks: Cache<(u128, u64), Bytes>,
+    /// [`ReaderConfig::chunk_bytes`]: 0 reads every block alone.
+    chunk_bytes: u64,
     /// `(stream id, first seq)` -> entry: continuing reads start exactly at an entry.
     index: Cache<(u64, u64), IndexEntry>,
     /// Stream id -> the entries of its last index scan, so a read continuing from inside
@@ -52,12 +66,20 @@ impl Caches {
             .max_capacity(config.block_cache_bytes)
             .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))
             .build();
+        // Least recently used, not frequency-admitted: a chunk is wanted by the partitions
+        // reading it within moments of its fetch, and rarely again.
+        let chunks = Cache::builder()
+            .max_capacity(chunk_cache_bytes(config.block_cache_bytes))
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
+            .weigher(|_key, chunk: &Bytes| u32::try_from(chunk.len()).unwrap_or(u32::MAX))
+            .build();
         let index = Cache::builder().max_capacity(config.index_cache_entries).build();
         let last_scan = Cache::builder()
             .max_capacity(config.index_cache_entries)
             .weigher(|_stream, entries: &Arc<Vec<IndexEntry>>| u32::try_from(entries.len()).unwrap_or(u32::MAX))
             .build();
-        Self { store, blocks, index, last_scan, stats: Arc::default() }
+        let chunk_bytes = config.chunk_bytes.unwrap_or(crate::DEFAULT_CHUNK_BYTES);
+        Self { store, blocks, chunks, chunk_bytes, index, last_scan, stats: Arc::default() }
     }
 
     pub async fn entry(&self, stream_id: u64, first_seq: u64) -> Option<IndexEntry> {
@@ -93,12 +115,11 @@ impl Caches {
     /// The decoded block an entry points at, from cache or by one range GET.
     pub async fn block(&self, entry: &IndexEntry) -> Result<Arc<DecodedBlock>, ReaderError> {
         let key = (entry.segment_id, entry.offset);
-        let store = self.store.clone();
         let entry = *entry;
         let cached = self
             .blocks
             .entry(key)
-            .or_try_insert_with(async move { fetch_block(store.as_ref(), &entry).await.map(Arc::new) })
+            .or_try_insert_with(async move { self.fetch_block(&entry).await.map(Arc::new) })
             .await
             .map_err(|e: Arc<ReaderError>| clone_error(&e))?;
         let counter = if cached.is_fresh() { &self.stats.block_misses } else { &self.stats.block_hits };
@@ -124,6 +145,83 @@ impl Caches {
     }
 }
 
+impl Caches {
+    async fn fetch_block(&self, entry: &IndexEntry) -> Result<DecodedBlock, ReaderError> {
+        let object = shale_proto::segment::object_path(entry.segment_id);
+        let range = entry.offset..entry.offset + u64::from(entry.len);
+        let bytes = if self.chunk_bytes > 0 && 2 * u64::from(entry.len) <= self.chunk_bytes {
+            self.read_through_chunks(&object, entry.segment_id, range).await?
+        } else {
+            get_range(self.store.as_ref(), &object, range).await?
+        };
+        let block = decode_block(&object, &bytes).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
+        if block.records.len() != entry.record_count as usize {
+            return Err(ReaderError::Segment(shale_proto::SegmentError::Malformed {
+                object,
+                offset: entry.offset,
+                detail: "record count differs from index entry",
+            }));
+        }
+        Ok(block)
+    }
+
+    /// `range` of the segment, from its chunks (fetched once each, concurrent readers
+    /// joining one fetch). Copied out, so a cached block does not hold its chunk. The
+    /// chunk after the last one used is fetched in the background when the object goes
+    /// on: readers of a segment go through it in order.
+    async fn read_through_chunks(
+        &self,
+        object: &str,
+        segment_id: u128,
+        range: Range<u64>,
+    ) -> Result<Bytes, ReaderError> {
+        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+        let last = (range.end - 1) / self.chunk_bytes;
+        for index in range.start / self.chunk_bytes..=last {
+            let chunk_start = index * self.chunk_bytes;
+            let chunk = self.chunk(object, segment_id, index).await?;
+            let from = range.start.max(chunk_start) - chunk_start;
+            let to = range.end.min(chunk_start + self.chunk_bytes) - chunk_start;
+            let slice = chunk.get(from as usize..to as usize).ok_or_else(|| ReaderError::Fetch {
+                object: object.to_string(),
+                reason: format!("object ends before {}, inside a block", chunk_start + to),
+            })?;
+            out.extend_from_slice(slice);
+            if index == last
+                && chunk.len() as u64 == self.chunk_bytes
+                && !self.chunks.contains_key(&(segment_id, index + 1))
+            {
+                let (caches, object) = (self.clone(), object.to_string());
+                tokio::spawn(async move {
+                    let _ = caches.chunk(&object, segment_id, index + 1).await;
+                });
+            }
+        }
+        Ok(out.freeze())
+    }
+
+    /// Chunk `index` of the segment, from the cache or by one range GET.
+    async fn chunk(&self, object: &str, segment_id: u128, index: u64) -> Result<Bytes, ReaderError> {
+        let start = index * self.chunk_bytes;
+        let chunk = self
+            .chunks
+            .entry((segment_id, index))
+            .or_try_insert_with(async {
+                self.stats.chunk_fetches.fetch_add(1, Ordering::Relaxed);
+                // The last chunk of an object is shorter: the store answers what there is.
+                get_range(self.store.as_ref(), object, start..start + self.chunk_bytes).await
+            })
+            .await
+            .map_err(|e: Arc<ReaderError>| clone_error(&e))?;
+        Ok(chunk.into_value())
+    }
+}
+
+/// The chunk cache's share of the block cache's budget: a quarter, between 16 and 512 MiB.
+fn chunk_cache_bytes(block_cache_bytes: u64) -> u64 {
+    (block_cache_bytes / 4).clamp(16 << 20, 512 << 20)
+}
+
 /// Decoded records share the fetched buffer, so a block weighs about its encoded size.
 fn block_weight(block: &DecodedBlock) -> u32 {
     let bytes: usize = block
@@ -134,25 +232,14 @@ fn block_weight(block: &DecodedBlock) -> u32 {
     u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
-async fn fetch_block(store: &dyn ObjectStore, entry: &IndexEntry) -> Result<DecodedBlock, ReaderError> {
-    let object = shale_proto::segment::object_path(entry.segment_id);
-    let range = entry.offset..entry.offset + u64::from(entry.len);
-    let bytes = store.get_range(&Path::from(object.as_str()), range).await.map_err(|e| match e {
-        shale_storage::object_store::Error::NotFound { .. } => ReaderError::Gone { object: object.clone() },
+async fn get_range(store: &dyn ObjectStore, object: &str, range: Range<u64>) -> Result<Bytes, ReaderError> {
+    store.get_range(&Path::from(object), range).await.map_err(|e| match e {
+        shale_storage::object_store::Error::NotFound { .. } => ReaderError::Gone { object: object.to_string() },
         e => {
             tracing::warn!(%object, error = %e, "segment fetch failed");
-            ReaderError::Fetch { object: object.clone(), reason: shale_storage::describe(&e).to_string() }
+            ReaderError::Fetch { object: object.to_string(), reason: shale_storage::describe(&e).to_string() }
         }
-    })?;
-    let block = decode_block(&object, &bytes).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
-    if block.records.len() != entry.record_count as usize {
-        return Err(ReaderError::Segment(shale_proto::SegmentError::Malformed {
-            object,
-            offset: entry.offset,
-            detail: "record count differs from index entry",
-        }));
-    }
-    Ok(block)
+    })
 }
 
 /// Errors shared by coalesced loads reach every waiter; rebuild an owned one.
@@ -167,7 +254,6 @@ fn clone_error(error: &ReaderError) -> ReaderError {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
     use shale_proto::segment::{encode_block, object_path};
     use shale_proto::{Record, SegmentBuilder, TimestampPolicy, TimestampingMode};
     use shale_storage::object_store::memory::InMemory;
@@ -222,5 +308,21 @@ mod tests {
             assert_eq!(caches.block(entry).await.unwrap().records.len(), 1);
         }
         assert_eq!(counts(&caches), (2, 3), "the warmed blocks are read from the cache");
+    }
+
+    /// The small blocks of one segment (a topic's partitions side by side) are read with
+    /// one range GET of their chunk, not one each; each block still decodes to its own.
+    #[tokio::test]
+    async fn small_blocks_of_one_segment_share_one_chunk_fetch() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let entries = segment(store.as_ref(), 16).await;
+        let caches = Caches::new(&ReaderConfig::default(), store);
+        let reads = entries.iter().map(|entry| caches.block(entry));
+        let blocks = futures::future::join_all(reads).await;
+        for (seq, block) in blocks.into_iter().enumerate() {
+            assert_eq!(block.unwrap().records[0].body, Bytes::from(format!("record {seq}")));
+        }
+        assert_eq!(caches.stats.chunk_fetches.load(Ordering::Relaxed), 1, "16 blocks, one chunk GET");
+        assert_eq!(caches.stats.block_misses.load(Ordering::Relaxed), 16);
     }
 }

@@ -15,7 +15,20 @@ pub struct ReaderConfig {
     /// Tracked consumers `/metrics` shows lag for, the furthest behind first (plus the
     /// count and summed lag of all). Each costs a read of one block per scrape.
     pub consumer_lag_top: usize,
+    /// Blocks smaller than half this are read through aligned chunks of their segment
+    /// this big, one range GET each, shared by every stream reading the segment: a
+    /// topic's 16 partitions produced together cost one GET per chunk instead of one per
+    /// block per partition (at 30 ms per request, catch-up of 16 partitions went from
+    /// 32 to about 150 MiB/s, GETs per GiB from 7,200 to 650). It costs copying each block
+    /// out of its chunk and up to one chunk read ahead: on a local disk, where a read
+    /// costs no round trip, 16 partitions caught up about 18% slower with it. 0 reads
+    /// every block alone; unset, the server decides by its store
+    /// ([`DEFAULT_CHUNK_BYTES`] on an object store, 0 on an undelayed local directory).
+    pub chunk_bytes: Option<u64>,
 }
+
+/// [`ReaderConfig::chunk_bytes`] on an object store.
+pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 
 impl Default for ReaderConfig {
     fn default() -> Self {
@@ -23,6 +36,7 @@ impl Default for ReaderConfig {
             block_cache_bytes: crate::memory::block_cache_bytes(crate::memory::available()),
             index_cache_entries: 1_000_000,
             consumer_lag_top: 10,
+            chunk_bytes: None,
         }
     }
 }

@@ -22,7 +22,7 @@ mod memory;
 mod read;
 
 pub use cache::CacheStats;
-pub use config::ReaderConfig;
+pub use config::{ReaderConfig, DEFAULT_CHUNK_BYTES};
 pub use error::ReaderError;
 pub use history::{History, HistoryOutput, HistoryRead};
 pub use memory::MIN_BLOCK_CACHE_BYTES;
