@@ -303,7 +303,9 @@ impl ServeConfig {
         if config.reader.chunk_bytes.is_none() {
             // Chunked reads save store round trips; a local directory without added
             // latency has none to save, and the copies would only cost CPU.
-            let local = config.store_url()?.starts_with("file://") && config.store_delay.is_zero();
+            // (Without calling `store_url`, which makes the data directory.)
+            let local = config.store.as_deref().is_none_or(|url| url.starts_with("file://"));
+            let local = local && config.store_delay.is_zero();
             config.reader.chunk_bytes = Some(if local { 0 } else { shale_reader::DEFAULT_CHUNK_BYTES });
         }
         Ok(config)
