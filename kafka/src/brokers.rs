@@ -152,9 +152,39 @@ pub struct Membership {
     pub ttl: Duration,
 }
 
+/// This process's place in `cluster`, as `host:port`: alone, or an agent registered with
+/// metadata (and the task that keeps it registered until `stop` resolves).
+pub async fn join(
+    cluster: crate::Cluster,
+    config: &crate::KafkaConfig,
+    (host, port): (String, i32),
+    service: &shale_service::Service,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (Arc<Brokers>, Option<tokio::task::JoinHandle<()>>) {
+    let clock = service.clock().clone();
+    if cluster == crate::Cluster::Alone {
+        let me = Broker { id: config.node_id.unwrap_or(0), host, port, rack: config.rack.clone() };
+        return (Arc::new(Brokers::alone(me, clock)), None);
+    }
+    let id = config.node_id.unwrap_or_else(|| id_of_address(&host, port));
+    let me = Broker { id, host, port, rack: config.rack.clone() };
+    let brokers = Arc::new(Brokers::member(me, clock));
+    let membership = config.membership();
+    match register(&brokers, service.metadata().as_ref(), membership).await {
+        // The others add this agent at their next heartbeat: wait that long before
+        // answering, so no client is told of a coordinator the others do not know.
+        Ok(()) => tokio::time::sleep(membership.interval).await,
+        Err(e) => {
+            tracing::warn!(error = %e, "kafka agent could not register yet: it coordinates no group until it does")
+        }
+    }
+    let task = run_membership(brokers.clone(), service.metadata().clone(), membership, stop);
+    (brokers, Some(tokio::spawn(task)))
+}
+
 /// Registers this broker with metadata and renews it every interval until `stop`
 /// resolves, then leaves (a ttl of 0), so the others stop naming it at once.
-pub async fn run_membership(
+async fn run_membership(
     brokers: Arc<Brokers>,
     metadata: Arc<dyn MetadataApi>,
     membership: Membership,
@@ -181,7 +211,7 @@ pub async fn run_membership(
 }
 
 /// Registers once, so the broker is in every other's list by their next heartbeat.
-pub async fn register(
+async fn register(
     brokers: &Brokers,
     metadata: &dyn MetadataApi,
     membership: Membership,

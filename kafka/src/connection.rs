@@ -84,7 +84,7 @@ async fn log_in(
     let mut out = BytesMut::new();
     while let Some(frame) = frame::read_frame(input, buf, kafka.config.max_request_bytes).await? {
         let Decoded::Request(request) = frame::decode_header(frame)? else {
-            return Err(KafkaError::Malformed("an unknown api key before logging in".into()));
+            return Err(KafkaError::Refused("an unknown api key before logging in".into()));
         };
         let (api_key, version) = (request.api_key, request.header.request_api_version);
         let reply = Reply { api_key, version, correlation_id: request.header.correlation_id };
@@ -108,7 +108,7 @@ async fn log_in(
                 }
             },
             _ => {
-                return Err(KafkaError::Malformed(format!(
+                return Err(KafkaError::Refused(format!(
                     "{api_key:?} before logging in: access control is on, log in with SASL first"
                 )))
             }
@@ -117,9 +117,9 @@ async fn log_in(
         output.write_all(&out).await?;
         match outcome {
             None => {}
-            Some(Err(why)) => return Err(KafkaError::Malformed(why.into())),
+            Some(Err(why)) => return Err(KafkaError::Refused(why.into())),
             Some(Ok(access)) if access.token().is_some_and(|t| t.auto_prefix_streams) => {
-                return Err(KafkaError::Malformed(
+                return Err(KafkaError::Refused(
                     "a token that auto-prefixes stream names cannot be used over Kafka (topic names are stream names)"
                         .into(),
                 ))
@@ -143,7 +143,7 @@ async fn read_requests<'a>(
     let in_flight = InFlight::new();
     while let Some(frame) = frame::read_frame(&mut input, &mut buf, kafka.config.max_request_bytes).await? {
         if let Err(e) = kafka.service.authenticator().recheck(kafka.service.access()).await {
-            return Err(KafkaError::Malformed(format!("the connection's caller is no longer let in: {e}")));
+            return Err(KafkaError::Refused(format!("the connection's token no longer holds: {e}")));
         }
         let request = match frame::decode_header(frame)? {
             Decoded::Request(request) => request,

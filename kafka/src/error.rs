@@ -22,6 +22,9 @@ pub enum KafkaError {
     Malformed(String),
     #[error("encoding a kafka response: {0}")]
     Encode(String),
+    /// A login that failed, a request before logging in, or a caller no longer let in.
+    #[error("kafka client not let in: {0}")]
+    Refused(String),
     #[error(transparent)]
     Service(#[from] ServiceError),
 }

@@ -115,30 +115,10 @@ pub async fn serve(
     let (host, port) = config.advertised_address(local)?;
     let clock = service.clock().clone();
     let (stop_membership, membership_stopped) = tokio::sync::oneshot::channel::<()>();
-    let (brokers, membership) = match cluster {
-        Cluster::Alone => {
-            let me = brokers::Broker { id: config.node_id.unwrap_or(0), host, port, rack: config.rack.clone() };
-            (Arc::new(brokers::Brokers::alone(me, clock.clone())), None)
-        }
-        Cluster::Agents => {
-            let id = config.node_id.unwrap_or_else(|| brokers::id_of_address(&host, port));
-            let me = brokers::Broker { id, host, port, rack: config.rack.clone() };
-            let brokers = Arc::new(brokers::Brokers::member(me, clock.clone()));
-            let membership = config.membership();
-            match brokers::register(&brokers, service.metadata().as_ref(), membership).await {
-                // The others add this agent at their next heartbeat: wait that long before
-                // answering, so no client is told of a coordinator the others do not know.
-                Ok(()) => tokio::time::sleep(membership.interval).await,
-                Err(e) => {
-                    tracing::warn!(error = %e, "kafka agent could not register yet: it coordinates no group until it does")
-                }
-            }
-            let task = brokers::run_membership(brokers.clone(), service.metadata().clone(), membership, async {
-                let _ = membership_stopped.await;
-            });
-            (brokers, Some(tokio::spawn(task)))
-        }
+    let stopped = async {
+        let _ = membership_stopped.await;
     };
+    let (brokers, membership) = brokers::join(cluster, &config, (host, port), &service, stopped).await;
     let kafka = Arc::new(Kafka {
         groups: Arc::new(groups::Coordinator::new(clock.clone())),
         producer_ids: Arc::new(producers::ProducerIds::new(clock, brokers.me().id)),
