@@ -122,6 +122,13 @@ impl Brokers {
     /// brokers known before.
     pub fn update(&self, answer: AgentList, sent_ms: u64, ttl_ms: u64) {
         let mut fresh: Vec<Broker> = answer.agents.iter().map(Broker::of).collect();
+        if let Some(other) =
+            fresh.iter().find(|b| b.id == self.me.id && (b.host != self.me.host || b.port != self.me.port))
+        {
+            // Two agents with one id overwrite each other's registration: say so loudly.
+            tracing::warn!(id = self.me.id, other = %format!("{}:{}", other.host, other.port),
+                "another kafka agent registered with this broker id: set [kafka] node_id apart");
+        }
         let mut view = self.view.write().expect("no panic while holding the view");
         if !answer.settled {
             for known in view.live.iter() {
