@@ -149,6 +149,19 @@ impl Brokers {
         // Metadata counts the ttl from when it applied the heartbeat, after it was sent.
         view.valid_until_ms = Some(sent_ms.saturating_add(ttl_ms));
     }
+
+    /// Registers or renews this broker with metadata for `ttl_ms` and takes the live list
+    /// it answers.
+    async fn renew(
+        &self,
+        metadata: &dyn MetadataApi,
+        ttl_ms: u64,
+    ) -> Result<(), shale_metadata_contract::MetadataError> {
+        let sent_ms = self.clock.now_ms();
+        let answer = metadata.agent_heartbeat(self.me.record(), ttl_ms).await?;
+        self.update(answer, sent_ms, ttl_ms);
+        Ok(())
+    }
 }
 
 /// How a member keeps its registration: renewed every `interval`, dropped by metadata
@@ -157,6 +170,12 @@ impl Brokers {
 pub struct Membership {
     pub interval: Duration,
     pub ttl: Duration,
+}
+
+impl Membership {
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
 }
 
 /// This process's place in `cluster`, as `host:port`: alone, or an agent registered with
@@ -177,7 +196,7 @@ pub async fn join(
     let me = Broker { id, host, port, rack: config.rack.clone() };
     let brokers = Arc::new(Brokers::member(me, clock));
     let membership = config.membership();
-    match register(&brokers, service.metadata().as_ref(), membership).await {
+    match brokers.renew(service.metadata().as_ref(), membership.ttl_ms()).await {
         // The others add this agent at their next heartbeat: wait that long before
         // answering, so no client is told of a coordinator the others do not know.
         Ok(()) => tokio::time::sleep(membership.interval).await,
@@ -197,7 +216,6 @@ async fn run_membership(
     membership: Membership,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let ttl_ms = u64::try_from(membership.ttl.as_millis()).unwrap_or(u64::MAX);
     let mut stop = std::pin::pin!(stop);
     let mut ticks = tokio::time::interval(membership.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -206,28 +224,13 @@ async fn run_membership(
             () = &mut stop => break,
             _ = ticks.tick() => {}
         }
-        let sent_ms = brokers.clock.now_ms();
-        match metadata.agent_heartbeat(brokers.me.record(), ttl_ms).await {
-            Ok(answer) => brokers.update(answer, sent_ms, ttl_ms),
-            Err(e) => tracing::warn!(error = %e, "kafka agent heartbeat failed"),
+        if let Err(e) = brokers.renew(metadata.as_ref(), membership.ttl_ms()).await {
+            tracing::warn!(error = %e, "kafka agent heartbeat failed");
         }
     }
     if let Err(e) = metadata.agent_heartbeat(brokers.me.record(), 0).await {
         tracing::warn!(error = %e, "kafka agent could not leave the cluster");
     }
-}
-
-/// Registers once, so the broker is in every other's list by their next heartbeat.
-async fn register(
-    brokers: &Brokers,
-    metadata: &dyn MetadataApi,
-    membership: Membership,
-) -> Result<(), shale_metadata_contract::MetadataError> {
-    let ttl_ms = u64::try_from(membership.ttl.as_millis()).unwrap_or(u64::MAX);
-    let sent_ms = brokers.clock.now_ms();
-    let answer = metadata.agent_heartbeat(brokers.me.record(), ttl_ms).await?;
-    brokers.update(answer, sent_ms, ttl_ms);
-    Ok(())
 }
 
 /// The broker id an agent takes from its advertised address when none is configured:
