@@ -13,35 +13,36 @@ use crate::{AgentList, AgentRecord, MAX_AGENT_TTL_MS};
 pub(crate) struct AgentRegistry {
     /// When this instance started answering (ms).
     since_ms: u64,
+    state: Mutex<Registered>,
+}
+
+#[derive(Default)]
+struct Registered {
     /// The longest ttl granted so far: the list is settled once that long has passed.
-    longest_ttl_ms: Mutex<u64>,
+    longest_ttl_ms: u64,
     /// Live agents by id, with when each expires (ms).
-    live: Mutex<BTreeMap<i32, (AgentRecord, u64)>>,
+    live: BTreeMap<i32, (AgentRecord, u64)>,
 }
 
 impl AgentRegistry {
     pub fn new(now_ms: u64) -> Self {
-        Self { since_ms: now_ms, longest_ttl_ms: Mutex::new(0), live: Mutex::default() }
+        Self { since_ms: now_ms, state: Mutex::default() }
     }
 
     /// Renews `agent` for `ttl_ms` (0: removes it) and returns the agents live at `now_ms`.
     pub fn heartbeat(&self, agent: AgentRecord, ttl_ms: u64, now_ms: u64) -> AgentList {
         let ttl_ms = ttl_ms.min(MAX_AGENT_TTL_MS);
-        let longest = {
-            let mut longest = self.longest_ttl_ms.lock().expect("no panic while holding the ttl");
-            *longest = (*longest).max(ttl_ms);
-            *longest
-        };
-        let mut live = self.live.lock().expect("no panic while holding the registry");
-        live.retain(|_, (_, expires)| *expires > now_ms);
+        let mut state = self.state.lock().expect("no panic while holding the registry");
+        state.longest_ttl_ms = state.longest_ttl_ms.max(ttl_ms);
+        state.live.retain(|_, (_, expires)| *expires > now_ms);
         if ttl_ms == 0 {
-            live.remove(&agent.id);
+            state.live.remove(&agent.id);
         } else {
-            live.insert(agent.id, (agent, now_ms.saturating_add(ttl_ms)));
+            state.live.insert(agent.id, (agent, now_ms.saturating_add(ttl_ms)));
         }
         AgentList {
-            agents: live.values().map(|(agent, _)| agent.clone()).collect(),
-            settled: now_ms.saturating_sub(self.since_ms) >= longest,
+            agents: state.live.values().map(|(agent, _)| agent.clone()).collect(),
+            settled: now_ms.saturating_sub(self.since_ms) >= state.longest_ttl_ms,
         }
     }
 }
