@@ -157,17 +157,12 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     .with_table_store(store.store.clone(), store.url.clone());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state.clone(), listeners)?;
-    if let Some(listener) = kafka_listener {
-        let (addr, stop, server) = serve_kafka(&config, listener, state.service(), shale_kafka::Cluster::Alone)?;
-        running.kafka_addr = Some(addr);
-        running.stop.push(stop);
-        running.servers.push(server);
-    }
+    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Alone)?;
     running.metadata = Some(metadata);
     running.background.push(gc);
     running.background.extend(compactor);
     running.lock = lock;
-    let kafka = running.kafka_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
+    let kafka = running.kafka_shown();
     tracing::info!(role = "all-in-one", http = %running.http_addr, grpc = %running.grpc_addr, %kafka, store = %store.url,
         block_cache_bytes = config.reader.block_cache_bytes, version = env!("CARGO_PKG_VERSION"),
         config = %config.source, "shale serving");
@@ -305,14 +300,9 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
             .with_table_store(store.store.clone(), store.url.clone());
     let mut running = client_api(&config, state.clone(), listeners)?;
     running.lock = lock;
-    if let Some(listener) = kafka_listener {
-        let (addr, stop, server) = serve_kafka(&config, listener, state.service(), shale_kafka::Cluster::Agents)?;
-        running.kafka_addr = Some(addr);
-        running.stop.push(stop);
-        running.servers.push(server);
-    }
+    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Agents)?;
     let block_cache_bytes = matches!(role, Role::Reader | Role::Agent).then_some(config.reader.block_cache_bytes);
-    let kafka = running.kafka_addr.map_or_else(|| "off".to_string(), |a| a.to_string());
+    let kafka = running.kafka_shown();
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, %kafka, store = %store.url,
         metadata = ?metadata_addrs, block_cache_bytes, version = env!("CARGO_PKG_VERSION"), config = %config.source,
         "shale serving");
@@ -426,26 +416,38 @@ fn spawn_http(
     (stop, server)
 }
 
-/// Serves Kafka's protocol over `service` on `listener`.
-fn serve_kafka(
-    config: &ServeConfig,
-    listener: TcpListener,
-    service: shale_api::Service,
-    cluster: shale_kafka::Cluster,
-) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>, JoinHandle<()>)> {
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let kafka = config.kafka.clone();
-    let tls = config.tls.acceptor()?;
-    let server = tokio::spawn(async move {
-        let stopped = async {
-            let _ = stopped.await;
-        };
-        if let Err(e) = shale_kafka::serve(listener, service, kafka, cluster, tls, stopped).await {
-            tracing::error!(error = %e, "kafka listener failed");
-        }
-    });
-    Ok((addr, stop, server))
+impl Running {
+    /// Serves Kafka's protocol over `service` on `listener`, when there is one.
+    fn serve_kafka(
+        &mut self,
+        config: &ServeConfig,
+        listener: Option<TcpListener>,
+        service: shale_api::Service,
+        cluster: shale_kafka::Cluster,
+    ) -> anyhow::Result<()> {
+        let Some(listener) = listener else { return Ok(()) };
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let kafka = config.kafka.clone();
+        let tls = config.tls.acceptor()?;
+        let server = tokio::spawn(async move {
+            let stopped = async {
+                let _ = stopped.await;
+            };
+            if let Err(e) = shale_kafka::serve(listener, service, kafka, cluster, tls, stopped).await {
+                tracing::error!(error = %e, "kafka listener failed");
+            }
+        });
+        self.kafka_addr = Some(addr);
+        self.stop.push(stop);
+        self.servers.push(server);
+        Ok(())
+    }
+
+    /// Where Kafka is served, as the start line shows it.
+    fn kafka_shown(&self) -> String {
+        self.kafka_addr.map_or_else(|| "off".to_string(), |a| a.to_string())
+    }
 }
 
 /// The client API's listeners, bound before anything else is opened.
