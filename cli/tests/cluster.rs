@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::cluster::{metric, read_stream, wait_until, Cluster, FAST_LEASE};
+use common::cluster::{metric, read_stream, wait_for_lease, wait_until, Cluster, FAST_LEASE};
 use common::terminate;
 use serde_json::{json, Value};
 use shale_storage::object_store::path::Path;
@@ -180,10 +180,7 @@ async fn many_gateways_and_readers_survive_a_metadata_takeover_and_crash() {
 
     // A second metadata on the same store takes over; the first exits non-zero.
     let (second, _, second_http) = cluster.start_metadata();
-    wait_until("the new metadata holds the lease", Duration::from_secs(30), || async {
-        metric(&client, &second_http, "shale_metadata_leader").await == Some(1)
-    })
-    .await;
+    wait_for_lease(&client, &second_http, "the new metadata").await;
     let first_status = tokio::task::spawn_blocking(move || {
         let mut first = first;
         first.wait().unwrap()

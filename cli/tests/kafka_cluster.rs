@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::cluster::{metric, wait_until, Agent, Cluster, FAST_AGENTS, FAST_LEASE};
+use common::cluster::{wait_for_lease, wait_until, Agent, Cluster, FAST_AGENTS, FAST_LEASE};
 use common::{python, terminate};
 
 const TOPIC: &str = "orders";
@@ -133,10 +133,7 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     let mut cluster = Cluster::new(&format!("{FAST_LEASE}{FAST_AGENTS}")).await;
     let client = reqwest::Client::new();
     let (leader, leader_addr, leader_http) = cluster.start_metadata();
-    wait_until("the first metadata holds the lease", Duration::from_secs(30), || async {
-        metric(&client, &leader_http, "shale_metadata_leader").await == Some(1)
-    })
-    .await;
+    wait_for_lease(&client, &leader_http, "the first metadata").await;
     let (standby, standby_addr, standby_http) = cluster.start_metadata();
     cluster.metadata = vec![leader_addr, standby_addr];
     let mut agents: Vec<Agent> = (0..3).map(|_| cluster.start_agent()).collect();
@@ -199,10 +196,7 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     let mut leader = leader;
     leader.kill().unwrap();
     leader.wait().unwrap();
-    wait_until("the standby holds the lease", Duration::from_secs(30), || async {
-        metric(&client, &standby_http, "shale_metadata_leader").await == Some(1)
-    })
-    .await;
+    wait_for_lease(&client, &standby_http, "the standby").await;
     let (acked_at_failover, consumed_at_failover) = (acked(&acked_files), consumed(&member_files));
     wait_until("produce and consume after the failover", Duration::from_secs(60), || async {
         acked(&acked_files) >= acked_at_failover + 600 && consumed(&member_files) >= consumed_at_failover + 600

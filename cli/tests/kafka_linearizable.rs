@@ -26,7 +26,7 @@ use shale_tests::committed::{check_committed, CommitOutcome, OffsetEvent, Offset
 use shale_tests::history::{check, AppendOutcome, Clock, Event, Op};
 use shale_tests::kafka_client::KafkaConn;
 
-use common::cluster::{metric, wait_until, Cluster, FAST_AGENTS, FAST_LEASE};
+use common::cluster::{metric, wait_for_lease, wait_until, Cluster, FAST_AGENTS, FAST_LEASE};
 use common::terminate;
 
 const TOPIC: &str = "history";
@@ -253,10 +253,7 @@ async fn kafka_histories_under_store_faults_and_an_agent_crash_are_linearizable(
     let mut cluster = Cluster::new(&format!("{faults}{FAST_LEASE}{FAST_AGENTS}")).await;
     let http = reqwest::Client::new();
     let (leader, leader_addr, leader_http) = cluster.start_metadata();
-    wait_until("metadata holds the lease", Duration::from_secs(30), || async {
-        metric(&http, &leader_http, "shale_metadata_leader").await == Some(1)
-    })
-    .await;
+    wait_for_lease(&http, &leader_http, "metadata").await;
     cluster.metadata = vec![leader_addr];
     let mut agents: Vec<_> = (0..3).map(|_| cluster.start_agent()).collect();
     // Store faults may fail the creation: repeat it until the topic is there.

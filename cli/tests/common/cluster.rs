@@ -144,10 +144,7 @@ impl Cluster {
         leader.kill().unwrap();
         leader.wait().unwrap();
         let (next, _, next_http) = self.start_metadata();
-        wait_until("the new metadata holds the lease", Duration::from_secs(30), || async {
-            metric(client, &next_http, "shale_metadata_leader").await == Some(1)
-        })
-        .await;
+        wait_for_lease(client, &next_http, "the new metadata").await;
         (next, next_http)
     }
 
@@ -185,6 +182,14 @@ pub async fn read_stream(client: &reqwest::Client, basin: &str, reader: &str, st
 }
 
 pub use shale_tests::wait_until;
+
+/// Waits (30 s at most) until the metadata process at `base` holds the leader lease.
+pub async fn wait_for_lease(client: &reqwest::Client, base: &str, which: &str) {
+    wait_until(&format!("{which} to hold the lease"), Duration::from_secs(30), || async {
+        metric(client, base, "shale_metadata_leader").await == Some(1)
+    })
+    .await;
+}
 
 /// One counter or gauge from a process's `/metrics`; `None` when absent or unreachable.
 pub async fn metric(client: &reqwest::Client, base: &str, name: &str) -> Option<u64> {
