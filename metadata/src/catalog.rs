@@ -6,8 +6,8 @@ use slatedb::config::ScanOptions;
 use slatedb::WriteBatch;
 
 use crate::{
-    keys, BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, ListPage, Metadata, MetadataError, Result,
-    Stored, StreamConfig, StreamInfo, StreamPatch, StreamRecord, StreamSummary,
+    agenda, keys, BasinConfig, BasinPatch, BasinRecord, CatalogCall, CatalogReply, ListPage, Metadata, MetadataError,
+    Result, Stored, StreamConfig, StreamInfo, StreamPatch, StreamRecord, StreamSummary,
 };
 
 /// Deleting a basin removes its stream keys in batches of this many.
@@ -240,6 +240,9 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         batch.put(&key, record.to_stored());
         batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());
+        if let Some(due) = agenda::reclaim_due_at_creation(&record) {
+            writer.scheduled.reclaim_at(&mut batch, &key, &record, due);
+        }
         // Before the write: a failed write halts the instance, so the id is never reused.
         writer.next_stream_id = id + 1;
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
@@ -294,7 +297,10 @@ impl Metadata {
         }
         record.config = config;
         let mut batch = WriteBatch::new();
-        batch.put(keys::stream(basin, stream), record.to_stored());
+        let key = keys::stream(basin, stream);
+        batch.put(&key, record.to_stored());
+        // A new retention or delete_on_empty rule may be due already: looked at next pass.
+        writer.scheduled.reclaim_at(&mut batch, &key, &record, self.clock.now_ms());
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
         self.write_durably(writer, batch).await?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })

@@ -9,6 +9,7 @@ use shale_proto::{Command, TimestampingMode};
 use slatedb::config::{PutOptions, Ttl};
 use slatedb::WriteBatch;
 
+use crate::agenda;
 use crate::producers::{Admission, ProducerState};
 use crate::refs::SegmentRefs;
 use crate::wire::{outcomes_from_wire, outcomes_to_wire};
@@ -32,6 +33,8 @@ struct Overlay {
     next_stream_id: u64,
     failed_streams: std::collections::HashSet<StreamKey>,
     producers: HashMap<ProducerKey, ProducerState>,
+    /// Streams whose trim point a command record moved.
+    trimmed: std::collections::HashSet<StreamKey>,
 }
 
 /// A producer on a stream: (stream id, producer id).
@@ -142,6 +145,7 @@ impl Metadata {
                 overlay.streams.extend(tentative.streams);
                 overlay.entries.extend(tentative.entries);
                 overlay.producers.extend(tentative.producers);
+                overlay.trimmed.extend(tentative.trimmed);
                 overlay.next_stream_id = tentative.next_stream_id;
             } else {
                 overlay.failed_streams.extend(unit.appends.iter().map(stream_key));
@@ -162,8 +166,11 @@ impl Metadata {
         written: Vec<(u128, SegmentRefs, Vec<u8>)>,
     ) -> Result<Vec<TailUpdate>> {
         let mut batch = WriteBatch::new();
-        for ((basin, stream), record) in &overlay.streams {
-            batch.put(keys::stream(basin, stream), record.to_stored());
+        let now_ms = self.clock.now_ms();
+        for (stream_key, record) in &overlay.streams {
+            let key = keys::stream(&stream_key.0, &stream_key.1);
+            batch.put(&key, record.to_stored());
+            agenda::note_commit(writer, &mut batch, &key, record, overlay.trimmed.contains(stream_key), now_ms);
         }
         for (_, stream_id, entry) in &overlay.entries {
             let value = entry.encode();
@@ -171,6 +178,9 @@ impl Metadata {
             batch.put(keys::by_time(*stream_id, entry.last_timestamp, entry.last_seq()), &value);
         }
         let outcome_ttl = PutOptions { ttl: Ttl::ExpireAfterMillis(self.config.outcome_ttl_ms()) };
+        if !written.is_empty() {
+            self.segments_changed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         for (segment_id, refs, stored) in written {
             batch.put(keys::segment(segment_id), refs.encode());
             batch.put_with_options(keys::commit_outcome(segment_id), stored, &outcome_ttl);
@@ -297,7 +307,11 @@ impl Metadata {
                 }
                 None => None,
             };
+            let trim_before = record.trim_point;
             let (ack, entry) = apply_append(segment_id, append, &mut record, now_ms).map_err(|e| member(append, e))?;
+            if record.trim_point > trim_before {
+                tentative.trimmed.insert(key.clone());
+            }
             if let Some((producer_key, seq, mut state)) = producer {
                 state.applied(seq, &ack, now_ms);
                 tentative.producers.insert(producer_key, state);

@@ -4,21 +4,23 @@
 //! like any other role, so compactors can run anywhere and split the streams by shard.
 //!
 //! Each stream has a compaction cursor (`k/<stream id>`): entries below it are already
-//! in compacted objects and are never rewritten again. A plan offers, per stream in the
-//! shard, the consecutive durable entries from the cursor (or the trim point) whose
+//! in compacted objects and are never rewritten again. A plan looks only at the streams
+//! marked uncompacted (`u/`, see `agenda`) and offers, per stream in the shard, the
+//! consecutive durable entries from the cursor (or the trim point) whose
 //! segments were sealed at least `min_age` ago. A commit replaces each stream's old
 //! entries with one new entry only if every old entry is still in the index exactly as
 //! planned (a trim, retention or delete in between drops that replacement), in one
 //! write batch that also moves the cursor, writes the new object's references and
-//! releases the old objects' (`refs`).
+//! releases the old objects' (`refs`), and unmarks each stream whose cursor reached its
+//! tail.
 
 use slatedb::config::{DurabilityLevel, ReadOptions};
 use slatedb::WriteBatch;
 
 use crate::refs::{Releases, SegmentRefs};
 use crate::{
-    keys, CompactionPlan, CompactionRun, IndexEntry, Metadata, MetadataError, Replacement, Result, Stored,
-    StreamRecord, WriterState,
+    keys, CompactionPlan, CompactionRun, IndexEntry, Metadata, MetadataError, Replacement, Result, StreamRecord,
+    WriterState,
 };
 
 /// Stream records read per page while planning.
@@ -47,12 +49,21 @@ impl Metadata {
         let mut after = Vec::new();
         loop {
             let page = self
-                .scan_page(keys::STREAM_PREFIX, &after, STREAM_PAGE, DurabilityLevel::Remote, |key, value| {
-                    Ok((key.to_vec(), StreamRecord::from_stored(key, value)?))
+                .scan_page(keys::UNCOMPACTED_PREFIX, &after, STREAM_PAGE, DurabilityLevel::Remote, |key, value| {
+                    let corrupt = || MetadataError::Corrupt {
+                        key: String::from_utf8_lossy(key).into_owned(),
+                        reason: "not an uncompacted mark".into(),
+                    };
+                    let stream_id = keys::uncompacted_stream_id_of(key).ok_or_else(corrupt)?;
+                    Ok((key.to_vec(), stream_id, value.to_vec()))
                 })
                 .await?;
-            for (key, record) in &page.items {
-                if record.id % u64::from(shards) != u64::from(shard) {
+            for (_, stream_id, key) in &page.items {
+                if stream_id % u64::from(shards) != u64::from(shard) {
+                    continue;
+                }
+                let Some(record) = self.get_durable::<StreamRecord>(key).await? else { continue };
+                if record.id != *stream_id {
                     continue;
                 }
                 // A stream with nothing past its trim point costs no cursor read.
@@ -88,17 +99,17 @@ impl Metadata {
                 }
                 // Only with new entries: a run of the re-merged entry alone would rewrite
                 // it for nothing.
-                let remerged = self.remerged_entry(record, cursor, remerge_below).await?;
+                let remerged = self.remerged_entry(&record, cursor, remerge_below).await?;
                 planned_bytes += remerged.iter().map(|e| u64::from(e.len)).sum::<u64>();
                 taken.splice(0..0, remerged);
                 let (basin, stream) = keys::stream_names_of(key).ok_or_else(|| MetadataError::Corrupt {
-                    key: String::from_utf8_lossy(key).into_owned(),
-                    reason: "not a stream key".into(),
+                    key: format!("u/{stream_id}"),
+                    reason: "names no stream key".into(),
                 })?;
                 plan.runs.push(CompactionRun { basin, stream, stream_id: record.id, entries: taken });
             }
             match page.items.last() {
-                Some((key, _)) if page.has_more => after = key.clone(),
+                Some((key, _, _)) if page.has_more => after = key.clone(),
                 _ => return Ok(plan),
             }
         }
@@ -138,6 +149,7 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         let mut releases = Releases::default();
         let mut accepted = Vec::new();
+        let mut cursors = Vec::new();
         for replacement in replacements {
             if !self.still_indexed(replacement).await? {
                 tracing::info!(
@@ -157,10 +169,11 @@ impl Metadata {
             let cursor = self.compaction_cursor(id, &ReadOptions::default()).await?.max(new.end_seq());
             batch.put(keys::compaction_cursor(id), cursor.to_be_bytes());
             accepted.push(*new);
+            cursors.push((id, cursor));
         }
         batch.put(keys::segment(segment_id), SegmentRefs::committed(accepted.iter()).encode());
         self.decrement_refs(&mut batch, &releases).await?;
-        Ok(PreparedSwap { batch, accepted: accepted.len() })
+        Ok(PreparedSwap { batch, accepted: accepted.len(), cursors })
     }
 
     /// Applies a prepared swap under the writer lock, unless the object is too old to
@@ -188,8 +201,26 @@ impl Metadata {
             return Ok(0);
         }
         writer.removals += 1;
-        self.write_durably(writer, swap.batch).await?;
+        let mut batch = swap.batch;
+        for (stream_id, cursor) in swap.cursors {
+            if self.compacted_to_tail(&writer, stream_id, cursor).await? {
+                writer.scheduled.unmark_uncompacted(&mut batch, stream_id);
+            }
+        }
+        self.write_durably(writer, batch).await?;
         Ok(u32::try_from(swap.accepted).unwrap_or(u32::MAX))
+    }
+
+    /// Whether a cursor at `cursor` leaves the stream nothing to compact: at or past its
+    /// latest tail (under the writer lock, so no commit lands in between).
+    async fn compacted_to_tail(&self, writer: &WriterState, stream_id: u64, cursor: u64) -> Result<bool> {
+        let key = keys::uncompacted(stream_id);
+        let Some(stream_key) = self.db.get(&key).await.map_err(|e| self.storage_error(e))? else {
+            return Ok(false);
+        };
+        let Some((basin, stream)) = keys::stream_names_of(&stream_key) else { return Ok(false) };
+        let record = self.latest_stream(writer, &basin, &stream).await?;
+        Ok(record.is_none_or(|record| record.id != stream_id || cursor >= record.next_seq))
     }
 
     /// Whether a replacement still applies: its old entries are in the index exactly as
@@ -223,7 +254,7 @@ impl Metadata {
     }
 
     /// The stream's compaction cursor: durable for plans, latest for the writer.
-    async fn compaction_cursor(&self, stream_id: u64, options: &ReadOptions) -> Result<u64> {
+    pub(crate) async fn compaction_cursor(&self, stream_id: u64, options: &ReadOptions) -> Result<u64> {
         let key = keys::compaction_cursor(stream_id);
         let value = self.db.get_with_options(&key, options).await.map_err(|e| self.storage_error(e))?;
         value.map_or(Ok(0), |bytes| crate::decode_u64(&key, &bytes))
@@ -235,4 +266,6 @@ pub(crate) struct PreparedSwap {
     batch: WriteBatch,
     /// Replacements the batch applies.
     pub accepted: usize,
+    /// Each swapped stream's cursor after the swap.
+    cursors: Vec<(u64, u64)>,
 }

@@ -1,5 +1,5 @@
 //! What garbage collection did and what it leaves, for `/metrics`: orphan collection's
-//! counters, reclaiming's counters, and the space gauges each reclaim pass refreshes.
+//! counters, reclaiming's counters, and the space gauges a reclaim pass refreshes when segments changed.
 
 use std::sync::atomic::AtomicU64;
 
@@ -10,6 +10,8 @@ pub struct GcStats {
     pub segments_examined: AtomicU64,
     pub orphans_deleted: AtomicU64,
     pub reclaim_runs: AtomicU64,
+    pub streams_visited: AtomicU64,
+    pub reclaim_pass_ms: AtomicU64,
     pub entries_removed: AtomicU64,
     pub streams_purged: AtomicU64,
     pub streams_deleted_on_empty: AtomicU64,
@@ -35,6 +37,16 @@ impl GcStats {
             ),
             ("shale_gc_orphans_deleted_total", "Uncommitted segment objects deleted", &self.orphans_deleted),
             ("shale_reclaim_runs_total", "Reclaim passes (retention, trims, deletes)", &self.reclaim_runs),
+            (
+                "shale_reclaim_streams_visited_total",
+                "Stream records reclaim read: those its agenda held due, not every stream",
+                &self.streams_visited,
+            ),
+            (
+                "shale_reclaim_pass_milliseconds_total",
+                "Time spent in reclaim passes, survey of segments included",
+                &self.reclaim_pass_ms,
+            ),
             (
                 "shale_reclaim_index_entries_removed_total",
                 "Index entries removed by trims, retention and deletes",

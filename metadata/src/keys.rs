@@ -18,6 +18,9 @@
 //! | `m/next_stream_id` | next internal stream id (u64) |
 //! | `m/writer` | id of the instance that last confirmed it is the writer |
 //! | `m/gc_cursor` | the last segment key orphan collection settled |
+//! | `w/<due ms u64><stream id u64>` | the stream's key: reclaim visits it by then (`agenda`) |
+//! | `u/<stream id u64>` | the stream's key: it has entries above its compaction cursor (`agenda`) |
+//! | `m/agenda_seeded` | present once `w/` and `u/` cover every stream (`agenda`) |
 
 pub const NEXT_STREAM_ID: &[u8] = b"m/next_stream_id";
 
@@ -26,6 +29,30 @@ pub const WRITER: &[u8] = b"m/writer";
 
 /// The last segment key orphan collection settled.
 pub const GC_CURSOR: &[u8] = b"m/gc_cursor";
+
+/// Present once the reclaim agenda and uncompacted marks cover every stream.
+pub const AGENDA_SEEDED: &[u8] = b"m/agenda_seeded";
+
+pub const RECLAIM_AGENDA_PREFIX: &[u8] = b"w/";
+pub const UNCOMPACTED_PREFIX: &[u8] = b"u/";
+
+pub fn reclaim_agenda(due_ms: u64, stream_id: u64) -> Vec<u8> {
+    [RECLAIM_AGENDA_PREFIX, &due_ms.to_be_bytes(), &stream_id.to_be_bytes()].concat()
+}
+
+/// The stream id of a `w/` key.
+pub fn agenda_stream_id_of(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(10..18)?.try_into().ok()?))
+}
+
+pub fn uncompacted(stream_id: u64) -> Vec<u8> {
+    [UNCOMPACTED_PREFIX, &stream_id.to_be_bytes()].concat()
+}
+
+/// The stream id of a `u/` key.
+pub fn uncompacted_stream_id_of(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(2..)?.try_into().ok()?))
+}
 
 pub fn basin(basin: &str) -> Vec<u8> {
     [b"b/", basin.as_bytes()].concat()
@@ -179,6 +206,9 @@ mod tests {
         assert_eq!(segment_id_of(&segment(u128::MAX - 3)), Some(u128::MAX - 3));
         assert_eq!(segment_id_of(&released(7)), Some(7));
         assert_eq!(deleted_stream_id_of(&deleted_stream(42)), Some(42));
+        assert_eq!(agenda_stream_id_of(&reclaim_agenda(9, 42)), Some(42));
+        assert!(reclaim_agenda(9, u64::MAX) < reclaim_agenda(10, 0), "the agenda sorts by due time first");
+        assert_eq!(uncompacted_stream_id_of(&uncompacted(7)), Some(7));
         assert_eq!(stream_names_of(&stream("basin-1", "a/b")), Some(("basin-1".into(), "a/b".into())));
         assert_eq!(segment_id_of(b"o/short"), None);
         assert!(producer(7, "p-1").ends_with(b"p-1"));

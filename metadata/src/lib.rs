@@ -39,6 +39,9 @@
 //! A second instance opened on the same database fences this one: from the first failed
 //! write on, every call returns [`MetadataError::Fenced`] and nothing is written again.
 
+mod agenda;
+#[cfg(test)]
+mod agenda_tests;
 mod agents;
 mod catalog;
 mod commit;
@@ -112,6 +115,12 @@ pub struct Metadata {
     gc_stats: Arc<GcStats>,
     /// The live Kafka-serving agents (in memory: see `agents`).
     agents: agents::AgentRegistry,
+    /// Set by whatever adds, removes or releases segment references: the next reclaim
+    /// pass refreshes the space gauges (an idle database is not surveyed).
+    segments_changed: std::sync::atomic::AtomicBool,
+    /// Opened with no stream ever created: every stream it holds was scheduled by this
+    /// instance, so the agenda needs no seeding (`agenda`).
+    fresh: std::sync::atomic::AtomicBool,
 }
 
 /// What only the writer touches, under the writer lock.
@@ -126,6 +135,8 @@ pub(crate) struct WriterState {
     /// Writes that removed index entries or released segment references, counted as
     /// they are applied: a compaction swap prepared without the lock checks it.
     removals: u64,
+    /// What the writer wrote of the reclaim agenda and uncompacted marks (`agenda`).
+    scheduled: agenda::Scheduled,
 }
 
 /// Memory the metadata database may use. Both bounds hold whatever the stream count.
@@ -280,7 +291,9 @@ impl Metadata {
             .build()
             .await
             .map_err(MetadataError::storage)?;
-        let next_stream_id = match db.get(keys::NEXT_STREAM_ID).await.map_err(MetadataError::storage)? {
+        let stored_next_stream_id = db.get(keys::NEXT_STREAM_ID).await.map_err(MetadataError::storage)?;
+        let fresh = stored_next_stream_id.is_none();
+        let next_stream_id = match stored_next_stream_id {
             Some(bytes) => decode_u64(keys::NEXT_STREAM_ID, &bytes)?,
             None => 1,
         };
@@ -309,6 +322,7 @@ impl Metadata {
                 producers: moka::sync::Cache::new(config.sequencer_streams),
                 poison: Default::default(),
                 removals: 0,
+                scheduled: agenda::Scheduled::new(config.sequencer_streams),
             }),
             durability,
             commit_stats,
@@ -316,6 +330,8 @@ impl Metadata {
             halt,
             gc_stats: Arc::default(),
             agents,
+            segments_changed: std::sync::atomic::AtomicBool::new(true),
+            fresh: std::sync::atomic::AtomicBool::new(fresh),
         })
     }
 
@@ -392,6 +408,10 @@ impl Metadata {
     /// then queue the call with `self.durability`. A failed apply halts the instance: what
     /// it holds in memory is unknown.
     async fn apply(&self, batch: slatedb::WriteBatch) -> Result<()> {
+        // SlateDB refuses an empty batch, and a refused write halts the instance.
+        if batch.is_empty() {
+            return Ok(());
+        }
         match self.db.write(batch).await {
             Ok(_handle) => Ok(()),
             Err(e) if is_fenced(&e) => Err(self.storage_error(e)),

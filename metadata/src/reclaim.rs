@@ -3,7 +3,9 @@
 //! are deleted.
 //!
 //! One pass, every `gc_interval`:
-//! 1. **Streams**: every stream record is visited (a page at a time). Index entries that
+//! 1. **Streams**: the streams whose reclaim agenda key fell due are visited (`agenda`:
+//!    trims, retention deadlines and `delete_on_empty` deadlines schedule them; streams
+//!    with nothing due are not read), then rescheduled. Index entries that
 //!    lie wholly below the trim point, or that were appended longer ago than the
 //!    stream's `retention_policy.age` (by when the append happened, as S2 counts it; a
 //!    client's timestamps in the past do not age records), are removed; retention moves
@@ -20,7 +22,8 @@
 //! Every removal of index entries decrements the segments' references in the same write
 //! batch (`refs`), a page of entries at a time, read without the writer lock (which
 //! appends wait for) and applied under it. Steps 1 and 2 apply their batches one after
-//! another and wait for durability once, at the end.
+//! another and wait for durability once, at the end. The space gauges are refreshed from
+//! every `o/` and `z/` key only after a pass in which segments changed.
 
 use std::sync::atomic::Ordering;
 
@@ -31,6 +34,7 @@ use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
+use crate::agenda::{delete_on_empty_deadline, retention_age_ms};
 use crate::refs::{Released, Releases, SegmentRefs};
 use crate::{keys, IndexEntry, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord};
 
@@ -80,6 +84,8 @@ pub(crate) struct PurgePage {
 /// What one reclaim pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReclaimReport {
+    /// Streams whose reclaim agenda key fell due.
+    pub streams_visited: u64,
     pub entries_removed: u64,
     pub streams_deleted_on_empty: u64,
     pub streams_purged: u64,
@@ -92,16 +98,22 @@ impl Metadata {
     /// One reclaim pass (see the module docs); `store` holds the segment objects.
     pub async fn reclaim(&self, store: &dyn ObjectStore) -> Result<ReclaimReport> {
         self.check_usable()?;
+        let started = tokio::time::Instant::now();
         let mut report = ReclaimReport::default();
+        self.seed_agenda().await?;
         self.expire_streams(&mut report).await?;
         self.purge_deleted_streams(&mut report).await?;
         // Steps 1 and 2 applied their batches without waiting for each: one WAL flush
         // makes them all durable (a crash before it loses only work the next pass redoes).
         self.settle(self.writer.lock().await).await?;
         self.delete_released(store, &mut report).await?;
-        self.survey_segments().await?;
+        if self.segments_changed.swap(false, Ordering::Relaxed) {
+            self.survey_segments().await?;
+        }
         let stats = &self.gc_stats;
+        stats.reclaim_pass_ms.fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
         stats.reclaim_runs.fetch_add(1, Ordering::Relaxed);
+        stats.streams_visited.fetch_add(report.streams_visited, Ordering::Relaxed);
         stats.entries_removed.fetch_add(report.entries_removed, Ordering::Relaxed);
         stats.streams_deleted_on_empty.fetch_add(report.streams_deleted_on_empty, Ordering::Relaxed);
         stats.streams_purged.fetch_add(report.streams_purged, Ordering::Relaxed);
@@ -111,46 +123,23 @@ impl Metadata {
         Ok(report)
     }
 
-    /// Step 1: trims, retention and `delete_on_empty`, stream by stream.
+    /// Step 1: trims, retention and `delete_on_empty`, for the streams the reclaim agenda
+    /// holds due by now (`agenda`): streams with nothing due are not read.
     async fn expire_streams(&self, report: &mut ReclaimReport) -> Result<()> {
+        let now_ms = self.clock.now_ms();
         let mut after = Vec::new();
         loop {
-            let page = self
-                .scan_page(keys::STREAM_PREFIX, &after, STREAM_PAGE, DurabilityLevel::Memory, |key, value| {
-                    Ok((key.to_vec(), StreamRecord::from_stored(key, value)?))
-                })
-                .await?;
-            for (key, record) in &page.items {
-                if self.stream_has_work(record).await? {
-                    let (basin, stream) = keys::stream_names_of(key).ok_or_else(|| MetadataError::Corrupt {
-                        key: String::from_utf8_lossy(key).into_owned(),
-                        reason: "not a stream key".into(),
-                    })?;
-                    self.expire_stream(&basin, &stream, report).await?;
-                }
+            let due = self.due_agenda(&after, now_ms, STREAM_PAGE).await?;
+            for item in &due {
+                report.streams_visited += 1;
+                self.expire_stream(&item.basin, &item.stream, report).await?;
+                self.reschedule(item).await?;
             }
-            match page.items.last() {
-                Some((key, _)) if page.has_more => after = key.clone(),
+            match due.last() {
+                Some(item) if due.len() == STREAM_PAGE => after = item.key.clone(),
                 _ => return Ok(()),
             }
         }
-    }
-
-    /// Whether `record`'s first index entry is trimmed or expired, or the stream is due
-    /// for `delete_on_empty`: a read, without the writer lock.
-    async fn stream_has_work(&self, record: &StreamRecord) -> Result<bool> {
-        let now_ms = self.clock.now_ms();
-        if delete_on_empty_due(record, now_ms) {
-            return Ok(true);
-        }
-        let cutoff = retention_cutoff(record, now_ms);
-        if record.trim_point == 0 && cutoff.is_none() {
-            return Ok(false);
-        }
-        let first = self.first_entries(record.id, 1).await?;
-        Ok(first.first().is_some_and(|entry| {
-            entry.last_seq() < record.trim_point || cutoff.is_some_and(|cutoff| appended_at(entry) < cutoff)
-        }))
     }
 
     /// Removes one stream's trimmed and expired entries, a page at a time, then deletes
@@ -269,6 +258,7 @@ impl Metadata {
             }
             batch.delete(keys::deleted_stream(stream_id));
             batch.delete(keys::compaction_cursor(stream_id));
+            batch.delete(keys::uncompacted(stream_id));
         }
         let released = self.decrement_refs(&mut batch, &releases).await?;
         Ok(PurgePage { batch, entries: releases.entries, released, done })
@@ -303,6 +293,7 @@ impl Metadata {
             return Ok(());
         }
         let writer = self.writer.lock().await;
+        self.segments_changed.store(true, Ordering::Relaxed);
         let mut batch = WriteBatch::new();
         for (segment_id, _) in deleted {
             batch.delete(keys::released(segment_id));
@@ -353,7 +344,7 @@ impl Metadata {
     }
 
     /// The first `limit` index entries of a stream, latest view (the writer's).
-    async fn first_entries(&self, stream_id: u64, limit: usize) -> Result<Vec<crate::IndexEntry>> {
+    pub(crate) async fn first_entries(&self, stream_id: u64, limit: usize) -> Result<Vec<crate::IndexEntry>> {
         let (start, end) = (keys::index(stream_id, 0), keys::end_of_stream(b"i/", stream_id));
         self.scan_entries(start, end, limit, DurabilityLevel::Memory).await
     }
@@ -372,25 +363,17 @@ fn released_of(key: &[u8], value: &[u8]) -> Result<(u128, Released)> {
 /// seal time, or its last record's timestamp when that is later. A compacted entry's
 /// object is newer than its records, which keeps them at most one compaction delay
 /// longer, never shorter.
-fn appended_at(entry: &IndexEntry) -> u64 {
+pub(crate) fn appended_at(entry: &IndexEntry) -> u64 {
     entry.last_timestamp.max(ulid::Ulid(entry.segment_id).timestamp_ms())
 }
 
 /// Appends made before this (by [`appended_at`]) have outlived the stream's retention age.
 fn retention_cutoff(record: &StreamRecord, now_ms: u64) -> Option<u64> {
-    match record.config.retention_policy {
-        Some(RetentionPolicy::Age(secs)) => Some(now_ms.saturating_sub(secs.saturating_mul(1000))),
-        Some(RetentionPolicy::Infinite) | None => None,
-    }
+    retention_age_ms(record).map(|age| now_ms.saturating_sub(age))
 }
 
 /// Whether a stream with `delete_on_empty` has no readable record and has seen neither
 /// a record nor its creation for `min_age`.
 fn delete_on_empty_due(record: &StreamRecord, now_ms: u64) -> bool {
-    let Some(rule) = record.config.delete_on_empty else { return false };
-    if rule.min_age_secs == 0 || record.trim_point < record.next_seq {
-        return false;
-    }
-    let last_activity = record.created_at_ms.max(record.last_timestamp);
-    now_ms.saturating_sub(last_activity) >= rule.min_age_secs.saturating_mul(1000)
+    delete_on_empty_deadline(record).is_some_and(|deadline| now_ms >= deadline)
 }

@@ -19,13 +19,13 @@ use crate::{
 const T0: u64 = 1_800_000_000_000;
 const BASIN: &str = "basin-one";
 
-struct Fixture {
-    metadata: Metadata,
-    clock: Arc<ManualClock>,
-    store: Arc<dyn ObjectStore>,
+pub(crate) struct Fixture {
+    pub metadata: Metadata,
+    pub clock: Arc<ManualClock>,
+    pub store: Arc<dyn ObjectStore>,
 }
 
-async fn open(streams: &[(&str, StreamConfig)]) -> Fixture {
+pub(crate) async fn open(streams: &[(&str, StreamConfig)]) -> Fixture {
     let clock = Arc::new(ManualClock::new(T0));
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let config = MetadataConfig { delete_grace: Duration::from_secs(30), ..MetadataConfig::default() };
@@ -37,11 +37,11 @@ async fn open(streams: &[(&str, StreamConfig)]) -> Fixture {
     Fixture { metadata, clock, store }
 }
 
-fn retained_for(secs: u64) -> StreamConfig {
+pub(crate) fn retained_for(secs: u64) -> StreamConfig {
     StreamConfig { retention_policy: Some(RetentionPolicy::Age(secs)), ..StreamConfig::default() }
 }
 
-fn append(stream: &str, records: usize, commands: Vec<Command>, arrival: u64) -> CommitAppend {
+pub(crate) fn append(stream: &str, records: usize, commands: Vec<Command>, arrival: u64) -> CommitAppend {
     CommitAppend {
         basin: BASIN.into(),
         stream: stream.into(),
@@ -59,7 +59,7 @@ fn append(stream: &str, records: usize, commands: Vec<Command>, arrival: u64) ->
 
 impl Fixture {
     /// Uploads a segment object and commits one single-record append per stream in it.
-    async fn commit(&self, n: u128, streams: &[&str]) -> Path {
+    pub async fn commit(&self, n: u128, streams: &[&str]) -> Path {
         let now = self.clock.now_ms();
         let segment_id = ulid::Ulid::from_parts(now, n).0;
         let path = Path::from(shale_proto::segment::object_path(segment_id));
@@ -74,12 +74,12 @@ impl Fixture {
         self.store.head(path).await.is_ok()
     }
 
-    async fn first_seq(&self, stream: &str) -> Option<u64> {
+    pub async fn first_seq(&self, stream: &str) -> Option<u64> {
         let id = self.metadata.stream(BASIN, stream).await.unwrap().record.id;
         self.metadata.entries_from(id, 0, 1).await.unwrap().first().map(|e| e.first_seq)
     }
 
-    fn advance(&self, secs: u64) {
+    pub fn advance(&self, secs: u64) {
         self.clock.advance(Duration::from_secs(secs));
     }
 }
@@ -222,7 +222,7 @@ async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
 }
 
 /// Each run's entries replaced by one entry in object `compacted`.
-fn whole_run_replacements(plan: &crate::CompactionPlan, compacted: u128) -> Vec<crate::Replacement> {
+pub(crate) fn whole_run_replacements(plan: &crate::CompactionPlan, compacted: u128) -> Vec<crate::Replacement> {
     plan.runs
         .iter()
         .map(|run| {

@@ -140,6 +140,7 @@ impl Metadata {
     /// their latest values (see [`Metadata::prepare_removal`]). Returns how many segments
     /// lost their last reference.
     pub(crate) async fn decrement_refs(&self, batch: &mut WriteBatch, releases: &Releases) -> Result<u64> {
+        self.segments_changed.store(true, std::sync::atomic::Ordering::Relaxed);
         let now_ms = self.clock.now_ms();
         let mut released = 0;
         for (&segment_id, &(blocks, bytes)) in &releases.by_segment {
