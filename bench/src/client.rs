@@ -23,11 +23,16 @@ impl Client {
     }
 
     pub async fn ensure_stream(&self, stream: &str) -> anyhow::Result<()> {
+        self.ensure_stream_with(stream, json!({})).await
+    }
+
+    /// Creates `stream` with `config` (S2's stream config JSON), or finds it.
+    pub async fn ensure_stream_with(&self, stream: &str, config: Value) -> anyhow::Result<()> {
         let response = self
             .http
             .put(format!("{}/v1/streams/{stream}", self.base))
             .header("s2-basin", BASIN)
-            .json(&json!({}))
+            .json(&json!({ "config": config }))
             .send()
             .await?;
         if !response.status().is_success() {
@@ -84,6 +89,21 @@ impl Client {
         self.metrics_of(&self.read_base).await
     }
 
+    /// One counter or gauge summed over the write side's and the extra processes' `/metrics`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let mut total = 0.0;
+        for base in std::iter::once(&self.base).chain(&self.extra_metrics) {
+            let Ok(response) = self.http.get(format!("{base}/metrics")).send().await else { continue };
+            let Ok(text) = response.text().await else { continue };
+            total += text
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+        }
+        total
+    }
+
     async fn metrics_of(&self, base: &str) -> Option<Metrics> {
         let text = self.http.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
         let value = |name: &str| -> f64 {
@@ -98,6 +118,10 @@ impl Client {
             segments: value("shale_segments_written_total"),
             block_hits: value("shale_cache_block_hits_total"),
             block_misses: value("shale_cache_block_misses_total"),
+            requests: ["puts", "gets", "deletes", "lists"]
+                .iter()
+                .map(|op| value(&format!("shale_object_{op}_total")))
+                .sum(),
         })
     }
 }
@@ -109,6 +133,8 @@ pub struct Metrics {
     pub segments: f64,
     pub block_hits: f64,
     pub block_misses: f64,
+    /// Every object-store request: PUTs, GETs, deletes and lists.
+    pub requests: f64,
 }
 
 impl Metrics {
@@ -119,6 +145,7 @@ impl Metrics {
             segments: self.segments + other.segments,
             block_hits: self.block_hits + other.block_hits,
             block_misses: self.block_misses + other.block_misses,
+            requests: self.requests + other.requests,
         }
     }
 
@@ -129,6 +156,7 @@ impl Metrics {
             segments: self.segments - before.segments,
             block_hits: self.block_hits - before.block_hits,
             block_misses: self.block_misses - before.block_misses,
+            requests: self.requests - before.requests,
         }
     }
 }

@@ -69,12 +69,26 @@ pub struct Args {
     /// Streams to create (cardinality).
     #[arg(long, default_value = "1000000")]
     pub cardinality: u64,
+    /// Cardinality: seconds to wait after the load before the idle period (compaction).
+    #[arg(long, default_value = "0")]
+    pub settle_seconds: u64,
+    /// Cardinality: length of the measured idle period (0: none).
+    #[arg(long, default_value = "0")]
+    pub idle_seconds: u64,
+    /// Cardinality: share of the streams created with a retention age that ends after the
+    /// idle period (e.g. 0.01); the run then waits for their records to be reclaimed.
+    #[arg(long, default_value = "0")]
+    pub retention_share: f64,
     /// Gateway setting for the in-process server (1 disables group commit).
     #[arg(long)]
     pub max_commit_group: Option<usize>,
     /// Gateway `min_seal_interval` for the in-process server, e.g. 25ms.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub min_seal_interval: Option<Duration>,
+    /// Compactor `max_wait` for the in-process server, e.g. 30s: how long a load smaller
+    /// than `min_object_bytes` waits before it is compacted (default 10 minutes).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub compaction_max_wait: Option<Duration>,
     /// Throughput: the streams exist already (created by an earlier run), so the run
     /// makes no catalog calls and metadata's counters measure commits only.
     #[arg(long)]
@@ -119,6 +133,9 @@ async fn main() -> anyhow::Result<()> {
                 config.gateway.min_seal_interval = interval;
             }
             config.store_fsync = !args.no_fsync;
+            if let Some(wait) = args.compaction_max_wait {
+                config.compactor.max_wait = wait;
+            }
             if let Some(group) = args.max_commit_group {
                 config.gateway.max_commit_group = group;
             }

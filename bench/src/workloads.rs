@@ -212,11 +212,17 @@ pub async fn catchup(client: &Client, args: &Args) -> anyhow::Result<Value> {
     Ok(json!({ "records": total, "record_bytes": size, "passes": passes }))
 }
 
-/// Creates `--cardinality` streams and appends one record to each.
+/// Creates `--cardinality` streams and appends one record to each; with `--idle-seconds`,
+/// then waits `--settle-seconds` (compaction of the load) and measures an idle period:
+/// CPU, store requests, RSS and metadata bytes per stream. With `--retention-share`, that
+/// share of the streams gets a retention age ending after the idle period, and the run
+/// waits for their records to be reclaimed and reports what the reclaim passes read.
 pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::path::Path>) -> anyhow::Result<Value> {
     let n = args.cardinality;
     let rss_before = crate::client::rss_mib();
     let metadata_before = data_dir.map(|d| dir_bytes(&d.join("metadata"))).unwrap_or(0);
+    let every = retained_every(args.retention_share);
+    let retention_secs = args.settle_seconds + args.idle_seconds + 60;
     let started = Instant::now();
     let body = records(1, 64);
     futures::stream::iter(0..n)
@@ -224,7 +230,12 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
             let body = &body;
             async move {
                 let stream = format!("card-{i:08}");
-                client.ensure_stream(&stream).await?;
+                match every {
+                    Some(every) if i % every == 0 => {
+                        client.ensure_stream_with(&stream, json!({ "retention_policy": { "age": retention_secs } })).await?
+                    }
+                    _ => client.ensure_stream(&stream).await?,
+                }
                 client.append(&stream, body).await.map(|_| ())
             }
         })
@@ -232,12 +243,82 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
         .fold(Ok(()), |acc: anyhow::Result<()>, result| async move { acc.and(result) })
         .await?;
     let secs = started.elapsed().as_secs_f64();
+    let loaded_at = Instant::now();
     let metadata_after = data_dir.map(|d| dir_bytes(&d.join("metadata"))).unwrap_or(0);
-    Ok(json!({
+    let mut figures = json!({
         "streams": n, "seconds": secs, "streams_per_sec": n as f64 / secs,
         "rss_mib_before": rss_before, "rss_mib_after": crate::client::rss_mib(),
         "metadata_bytes_per_stream": data_dir.map(|_| (metadata_after.saturating_sub(metadata_before)) as f64 / n as f64),
-    }))
+    });
+    if args.idle_seconds > 0 {
+        tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
+        figures["idle"] = idle_period(client, args, n, data_dir).await;
+    }
+    if let Some(every) = every {
+        let retained = n.div_ceil(every);
+        let deadline = loaded_at + Duration::from_secs(retention_secs);
+        figures["retention"] = retention_phase(client, retained, deadline).await;
+    }
+    Ok(figures)
+}
+
+/// Every how many streams one gets a retention age, for `share` of them.
+fn retained_every(share: f64) -> Option<u64> {
+    (share > 0.0).then(|| (1.0 / share.min(1.0)).round().max(1.0) as u64)
+}
+
+/// CPU, store requests, RSS and metadata bytes over `--idle-seconds` with no client call.
+async fn idle_period(client: &Client, args: &Args, streams: u64, data_dir: Option<&std::path::Path>) -> Value {
+    let (before, cpu_before, rss_before) = (client.metrics().await, crate::client::cpu_seconds(), crate::client::rss_mib());
+    let visited_before = client.metric("shale_reclaim_streams_visited_total").await;
+    tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+    let minutes = args.idle_seconds as f64 / 60.0;
+    let requests = match (before, client.metrics().await) {
+        (Some(before), Some(after)) => Some(after.since(before)),
+        _ => None,
+    };
+    let metadata_bytes = data_dir.map(|d| dir_bytes(&d.join("metadata")));
+    json!({
+        "seconds": args.idle_seconds,
+        "cpu_percent_of_a_core": (crate::client::cpu_seconds() - cpu_before) / args.idle_seconds as f64 * 100.0,
+        "store_requests_per_minute": requests.map(|r| r.requests / minutes),
+        "store_puts_per_minute": requests.map(|r| r.puts / minutes),
+        "reclaim_streams_visited": client.metric("shale_reclaim_streams_visited_total").await - visited_before,
+        "rss_mib_before": rss_before, "rss_mib_after": crate::client::rss_mib(),
+        "metadata_bytes": metadata_bytes,
+        "metadata_bytes_per_stream": metadata_bytes.map(|b| b as f64 / streams as f64),
+    })
+}
+
+/// Waits (until `deadline` plus three minutes at most) for the retained streams' records to
+/// be reclaimed; reports how long after their deadline that took and what the passes read.
+async fn retention_phase(client: &Client, retained: u64, deadline: Instant) -> Value {
+    let metric = |name: &'static str| client.metric(name);
+    let (removed_before, visited_before) = (
+        metric("shale_reclaim_index_entries_removed_total").await,
+        metric("shale_reclaim_streams_visited_total").await,
+    );
+    let (runs_before, pass_ms_before) =
+        (metric("shale_reclaim_runs_total").await, metric("shale_reclaim_pass_milliseconds_total").await);
+    let give_up = deadline + Duration::from_secs(180);
+    let mut removed = 0.0;
+    while Instant::now() < give_up {
+        removed = metric("shale_reclaim_index_entries_removed_total").await - removed_before;
+        if removed >= retained as f64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let now = Instant::now();
+    let passes = metric("shale_reclaim_runs_total").await - runs_before;
+    json!({
+        "retained_streams": retained,
+        "entries_removed": removed,
+        "reclaimed_seconds_after_expiry": (removed >= retained as f64).then(|| now.saturating_duration_since(deadline).as_secs_f64()),
+        "reclaim_passes": passes,
+        "streams_visited": metric("shale_reclaim_streams_visited_total").await - visited_before,
+        "pass_ms_mean": if passes > 0.0 { Some((metric("shale_reclaim_pass_milliseconds_total").await - pass_ms_before) / passes) } else { None },
+    })
 }
 
 fn dir_bytes(dir: &std::path::Path) -> u64 {

@@ -81,7 +81,8 @@ pub(crate) fn reclaim_due_after_commit(record: &StreamRecord, trimmed: bool, now
     if trimmed {
         return Some(now_ms);
     }
-    retention_age_ms(record).map(|age| now_ms.saturating_add(age))
+    // An append expires once its age passes `age` (strictly): one millisecond later.
+    retention_age_ms(record).map(|age| now_ms.saturating_add(age).saturating_add(1))
 }
 
 /// When a new, empty stream needs its first visit: at its `delete_on_empty` deadline.

@@ -31,9 +31,10 @@
 //!
 //! - the registry of Kafka-serving agents (`agents`), in the leader's memory.
 //!
-//! Other modules: `keys` (the SlateDB key families), `halt` (the latch of a failed
-//! instance), `poison` (streams failed after a failed append), `service` (the gRPC
-//! server of `shale.metadata.v1`), `tokens` (access tokens by secret). Stored records,
+//! Other modules: `keys` (the SlateDB key families), `agenda` (what the background
+//! passes visit: the reclaim agenda and uncompacted marks), `idle` (flushing an idle
+//! database's memtable), `halt` (the latch of a failed instance), `poison` (streams
+//! failed after a failed append), `service` (the gRPC server of `shale.metadata.v1`), `tokens` (access tokens by secret). Stored records,
 //! wire-neutral types, `tails` and the error enum live in `shale-metadata-contract`.
 //!
 //! A second instance opened on the same database fences this one: from the first failed
@@ -53,6 +54,7 @@ mod durability;
 mod gc;
 mod gc_stats;
 mod halt;
+mod idle;
 mod keys;
 mod leader;
 mod leased;
@@ -121,6 +123,8 @@ pub struct Metadata {
     /// Opened with no stream ever created: every stream it holds was scheduled by this
     /// instance, so the agenda needs no seeding (`agenda`).
     fresh: std::sync::atomic::AtomicBool,
+    /// Writes counted for flushing an idle memtable (`idle`).
+    idle: idle::IdleFlush,
 }
 
 /// What only the writer touches, under the writer lock.
@@ -158,9 +162,9 @@ pub struct MetadataConfig {
     #[serde(with = "humantime_serde")]
     pub orphan_grace: Duration,
     /// How often garbage collection runs: reclaiming trimmed, expired and deleted data,
-    /// then orphan collection. A reclaim pass reads every stream record (and the first
-    /// index entry of streams with a retention age or a trim point), so its cost grows
-    /// with the stream count.
+    /// then orphan collection (one LIST of new segment keys). A reclaim pass reads only
+    /// the streams whose trim, retention or `delete_on_empty` deadline fell due, so an
+    /// idle stream costs it nothing; expired data is reclaimed within this interval.
     #[serde(with = "humantime_serde")]
     pub gc_interval: Duration,
     /// How long a segment no index entry references any more is kept before it is
@@ -179,6 +183,19 @@ pub struct MetadataConfig {
     /// directories (a few LIST requests).
     #[serde(with = "humantime_serde")]
     pub db_gc_interval: Duration,
+    /// How often SlateDB looks for work in the metadata database: the writer's manifest
+    /// poll (newly compacted data), its compactor's poll and the commit of finished
+    /// compactions each read an object or two per interval, whether or not anything
+    /// changed: at 1 s (SlateDB's default) about 200 GETs a minute on an idle database,
+    /// at 30 s under ten. Longer leaves level-0 SSTs uncompacted that much longer; writes
+    /// stall only past 8 of them (8 x `l0_sst_size_bytes` of metadata writes, minutes
+    /// at the heaviest loads measured). Fencing is seen at the next write whatever this is.
+    #[serde(with = "humantime_serde")]
+    pub db_poll_interval: Duration,
+    /// Writes applied and not yet in a level-0 SST are flushed to one after a
+    /// `gc_interval` without commits, so an idle database's WAL objects can be collected
+    /// and its data compacted (one PUT per idle spell).
+    pub flush_when_idle: bool,
     /// How old an obsolete metadata object must be before SlateDB's collector deletes it;
     /// longer keeps more garbage, shorter risks deleting what a stalled process still
     /// reads.
@@ -212,6 +229,21 @@ impl MetadataConfig {
         self.producer_expiry.as_millis() as u64
     }
 
+    /// SlateDB's compactor, polling every `db_poll_interval`.
+    fn db_compactor_options(&self) -> slatedb::config::CompactorOptions {
+        let defaults = slatedb::config::CompactorOptions::default();
+        let worker = defaults.worker.clone().map(|worker| slatedb::config::CompactionWorkerOptions {
+            compactions_poll_interval: self.db_poll_interval,
+            ..worker
+        });
+        slatedb::config::CompactorOptions {
+            poll_interval: self.db_poll_interval,
+            commit_compacted_interval: self.db_poll_interval,
+            worker,
+            ..defaults
+        }
+    }
+
     /// SlateDB's collector on every directory it manages except WAL fences, which it
     /// advises never to delete.
     fn db_gc_options(&self) -> slatedb::config::GarbageCollectorOptions {
@@ -243,7 +275,9 @@ impl Default for MetadataConfig {
             delete_grace: Duration::from_secs(30),
             sequencer_streams: 200_000,
             store_retries: 5,
-            db_gc_interval: Duration::from_secs(60),
+            db_gc_interval: Duration::from_secs(300),
+            db_poll_interval: Duration::from_secs(30),
+            flush_when_idle: true,
             db_gc_min_age: Duration::from_secs(120),
             producer_expiry: Duration::from_secs(24 * 3600),
             min_flush_interval: Duration::ZERO,
@@ -278,6 +312,8 @@ impl Metadata {
             // timer flush in between would split a round into two WAL objects uploaded
             // one after the other.
             flush_interval: None,
+            manifest_poll_interval: config.db_poll_interval,
+            compactor_options: Some(config.db_compactor_options()),
             garbage_collector_options: Some(config.db_gc_options()),
             ..slatedb::Settings::default()
         };
@@ -332,6 +368,7 @@ impl Metadata {
             agents,
             segments_changed: std::sync::atomic::AtomicBool::new(true),
             fresh: std::sync::atomic::AtomicBool::new(fresh),
+            idle: idle::IdleFlush::default(),
         })
     }
 
@@ -412,6 +449,7 @@ impl Metadata {
         if batch.is_empty() {
             return Ok(());
         }
+        self.idle.applied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match self.db.write(batch).await {
             Ok(_handle) => Ok(()),
             Err(e) if is_fenced(&e) => Err(self.storage_error(e)),

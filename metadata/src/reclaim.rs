@@ -110,6 +110,7 @@ impl Metadata {
         if self.segments_changed.swap(false, Ordering::Relaxed) {
             self.survey_segments().await?;
         }
+        self.flush_if_idle().await?;
         let stats = &self.gc_stats;
         stats.reclaim_pass_ms.fetch_add(started.elapsed().as_millis() as u64, Ordering::Relaxed);
         stats.reclaim_runs.fetch_add(1, Ordering::Relaxed);
