@@ -89,6 +89,10 @@ pub struct Args {
     /// than `min_object_bytes` waits before it is compacted (default 10 minutes).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub compaction_max_wait: Option<Duration>,
+    /// Metadata `db_gc_interval` and `db_gc_min_age` for the in-process server, e.g. 30s, so
+    /// a cardinality run's obsolete metadata objects are collected within its idle period.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub db_gc: Option<Duration>,
     /// Throughput: the streams exist already (created by an earlier run), so the run
     /// makes no catalog calls and metadata's counters measure commits only.
     #[arg(long)]
@@ -133,6 +137,10 @@ async fn main() -> anyhow::Result<()> {
                 config.gateway.min_seal_interval = interval;
             }
             config.store_fsync = !args.no_fsync;
+            if let Some(gc) = args.db_gc {
+                config.metadata.db_gc_interval = gc;
+                config.metadata.db_gc_min_age = gc;
+            }
             if let Some(wait) = args.compaction_max_wait {
                 config.compactor.max_wait = wait;
             }

@@ -232,7 +232,9 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
                 let stream = format!("card-{i:08}");
                 match every {
                     Some(every) if i % every == 0 => {
-                        client.ensure_stream_with(&stream, json!({ "retention_policy": { "age": retention_secs } })).await?
+                        client
+                            .ensure_stream_with(&stream, json!({ "retention_policy": { "age": retention_secs } }))
+                            .await?
                     }
                     _ => client.ensure_stream(&stream).await?,
                 }
@@ -249,6 +251,7 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
         "streams": n, "seconds": secs, "streams_per_sec": n as f64 / secs,
         "rss_mib_before": rss_before, "rss_mib_after": crate::client::rss_mib(),
         "metadata_bytes_per_stream": data_dir.map(|_| (metadata_after.saturating_sub(metadata_before)) as f64 / n as f64),
+        "segment_bytes_per_stream": data_dir.map(|d| dir_bytes(&d.join("segments")) as f64 / n as f64),
     });
     if args.idle_seconds > 0 {
         tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
@@ -269,7 +272,8 @@ fn retained_every(share: f64) -> Option<u64> {
 
 /// CPU, store requests, RSS and metadata bytes over `--idle-seconds` with no client call.
 async fn idle_period(client: &Client, args: &Args, streams: u64, data_dir: Option<&std::path::Path>) -> Value {
-    let (before, cpu_before, rss_before) = (client.metrics().await, crate::client::cpu_seconds(), crate::client::rss_mib());
+    let (before, cpu_before, rss_before) =
+        (client.metrics().await, crate::client::cpu_seconds(), crate::client::rss_mib());
     let visited_before = client.metric("shale_reclaim_streams_visited_total").await;
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let minutes = args.idle_seconds as f64 / 60.0;
@@ -278,6 +282,8 @@ async fn idle_period(client: &Client, args: &Args, streams: u64, data_dir: Optio
         _ => None,
     };
     let metadata_bytes = data_dir.map(|d| dir_bytes(&d.join("metadata")));
+    let sst_bytes = data_dir.map(|d| dir_bytes(&d.join("metadata").join("compacted")));
+    let wal_bytes = data_dir.map(|d| dir_bytes(&d.join("metadata").join("wal")));
     json!({
         "seconds": args.idle_seconds,
         "cpu_percent_of_a_core": (crate::client::cpu_seconds() - cpu_before) / args.idle_seconds as f64 * 100.0,
@@ -287,6 +293,9 @@ async fn idle_period(client: &Client, args: &Args, streams: u64, data_dir: Optio
         "rss_mib_before": rss_before, "rss_mib_after": crate::client::rss_mib(),
         "metadata_bytes": metadata_bytes,
         "metadata_bytes_per_stream": metadata_bytes.map(|b| b as f64 / streams as f64),
+        "metadata_sst_bytes_per_stream": sst_bytes.map(|b| b as f64 / streams as f64),
+        "metadata_wal_bytes_per_stream": wal_bytes.map(|b| b as f64 / streams as f64),
+        "segment_bytes_per_stream": data_dir.map(|d| dir_bytes(&d.join("segments")) as f64 / streams as f64),
     })
 }
 

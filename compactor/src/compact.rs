@@ -138,7 +138,7 @@ impl Compactor {
             let path = Path::from(object_path(segment_id));
             match self.store.get_ranges(&path, &ranges).await {
                 Ok(fetched) => {
-                    self.stats.get_requests.fetch_add(coalesced_requests(&ranges), Ordering::Relaxed);
+                    self.stats.get_requests.fetch_add(shale_storage::coalesced_requests(&ranges), Ordering::Relaxed);
                     Ok(ranges
                         .into_iter()
                         .zip(fetched)
@@ -207,21 +207,6 @@ fn build_object(
         }
     }
     Ok(BuiltObject { parts: builder.finish_parts(), replacements, runs_dropped })
-}
-
-/// Requests `get_ranges` makes for sorted ranges: object_store merges ranges less than
-/// 1 MiB apart into one.
-fn coalesced_requests(ranges: &[Range<u64>]) -> u64 {
-    const COALESCE: u64 = 1024 * 1024;
-    let mut requests = 0;
-    let mut end: Option<u64> = None;
-    for range in ranges {
-        if end.is_none_or(|end| range.start > end + COALESCE) {
-            requests += 1;
-        }
-        end = Some(end.map_or(range.end, |end| end.max(range.end)));
-    }
-    requests
 }
 
 fn store_error(path: &Path, error: &shale_storage::object_store::Error) -> CompactorError {

@@ -19,6 +19,8 @@ pub struct ListPage<T> {
 pub struct StreamSummary {
     pub name: String,
     pub created_at_ms: u64,
+    /// The durable tail (next sequence number): listings need no call per stream.
+    pub tail: u64,
 }
 
 /// An index lookup: the reads of a stream's index entries.

@@ -230,7 +230,7 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
                 streams: page
                     .items
                     .iter()
-                    .map(|s| pb::StreamSummary { name: s.name.clone(), created_at_ms: s.created_at_ms })
+                    .map(|s| pb::StreamSummary { name: s.name.clone(), created_at_ms: s.created_at_ms, tail: s.tail })
                     .collect(),
                 has_more: page.has_more,
             }),
@@ -313,7 +313,7 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             items: page
                 .streams
                 .into_iter()
-                .map(|s| StreamSummary { name: s.name, created_at_ms: s.created_at_ms })
+                .map(|s| StreamSummary { name: s.name, created_at_ms: s.created_at_ms, tail: s.tail })
                 .collect(),
             has_more: page.has_more,
         }),

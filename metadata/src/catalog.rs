@@ -324,6 +324,7 @@ impl Metadata {
             Ok(StreamSummary {
                 name: String::from_utf8_lossy(&key[name_from..]).into_owned(),
                 created_at_ms: record.created_at_ms,
+                tail: record.next_seq,
             })
         })
         .await

@@ -192,6 +192,10 @@ pub struct MetadataConfig {
     /// at the heaviest loads measured). Fencing is seen at the next write whatever this is.
     #[serde(with = "humantime_serde")]
     pub db_poll_interval: Duration,
+    /// Compression of the metadata database's SST blocks: `zstd` (default) or `none`.
+    /// Index entries and stream records compress about 2x; reads decompress a block
+    /// only when it is not in `cache_bytes`.
+    pub compression: MetadataCompression,
     /// Writes applied and not yet in a level-0 SST are flushed to one after a
     /// `gc_interval` without commits, so an idle database's WAL objects can be collected
     /// and its data compacted (one PUT per idle spell).
@@ -214,6 +218,14 @@ pub struct MetadataConfig {
     /// month) at the price of up to that much more wait for a commit.
     #[serde(with = "humantime_serde")]
     pub min_flush_interval: Duration,
+}
+
+/// How the metadata database compresses its SSTs.
+#[derive(Clone, Copy, Debug, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MetadataCompression {
+    Zstd,
+    None,
 }
 
 impl MetadataConfig {
@@ -278,6 +290,7 @@ impl Default for MetadataConfig {
             db_gc_interval: Duration::from_secs(300),
             db_poll_interval: Duration::from_secs(30),
             flush_when_idle: true,
+            compression: MetadataCompression::Zstd,
             db_gc_min_age: Duration::from_secs(120),
             producer_expiry: Duration::from_secs(24 * 3600),
             min_flush_interval: Duration::ZERO,
@@ -313,6 +326,10 @@ impl Metadata {
             // one after the other.
             flush_interval: None,
             manifest_poll_interval: config.db_poll_interval,
+            compression_codec: match config.compression {
+                MetadataCompression::Zstd => Some(slatedb::config::CompressionCodec::Zstd),
+                MetadataCompression::None => None,
+            },
             compactor_options: Some(config.db_compactor_options()),
             garbage_collector_options: Some(config.db_gc_options()),
             ..slatedb::Settings::default()

@@ -60,7 +60,7 @@ impl Service {
         loop {
             let page = self.metadata.list_streams(basin, "", &start_after, 1000).await?;
             for summary in &page.items {
-                let tail = self.metadata.stream(basin, &summary.name).await?.record.next_seq;
+                let tail = summary.tail;
                 let tiered_seq = match state.positions.get(&summary.name) {
                     Some(position) if position.created_at_ms == summary.created_at_ms => position.next_seq,
                     _ => 0,

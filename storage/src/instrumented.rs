@@ -97,7 +97,7 @@ impl ObjectStore for InstrumentedStore {
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.counters.gets.fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        self.counters.gets.fetch_add(coalesced_requests(ranges), Ordering::Relaxed);
         let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         self.counters.get_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.inner.get_ranges(location, ranges).await
@@ -125,5 +125,36 @@ impl ObjectStore for InstrumentedStore {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// How many GETs an object store makes for `ranges` of one object: ranges less than
+/// 1 MiB apart share a request, as `object_store` coalesces them (S3 and the others
+/// built on its HTTP client).
+pub fn coalesced_requests(ranges: &[Range<u64>]) -> u64 {
+    const COALESCE: u64 = 1024 * 1024;
+    let mut sorted = ranges.to_vec();
+    sorted.sort_by_key(|range| range.start);
+    let mut requests = 0;
+    let mut end: Option<u64> = None;
+    for range in &sorted {
+        if end.is_none_or(|end| range.start > end + COALESCE) {
+            requests += 1;
+        }
+        end = Some(end.map_or(range.end, |end| end.max(range.end)));
+    }
+    requests
+}
+
+#[cfg(test)]
+mod coalescing_tests {
+    use super::coalesced_requests;
+
+    #[test]
+    fn ranges_within_a_mebibyte_share_a_request_in_any_order() {
+        const MIB: u64 = 1024 * 1024;
+        assert_eq!(coalesced_requests(&[]), 0);
+        assert_eq!(coalesced_requests(&[0..10, 20..30, MIB..MIB + 1]), 1);
+        assert_eq!(coalesced_requests(&[3 * MIB..3 * MIB + 5, 0..10, 20..30]), 2, "unsorted, one gap past 1 MiB");
     }
 }

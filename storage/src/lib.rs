@@ -37,7 +37,7 @@ pub use describe::describe;
 pub use failing::FailingStore;
 pub use faulty::FaultyStore;
 pub use histogram::{render_counters, render_gauges, Histogram, LATENCY_BUCKETS};
-pub use instrumented::{InstrumentedStore, StoreCounters};
+pub use instrumented::{coalesced_requests, InstrumentedStore, StoreCounters};
 pub use object_store;
 pub use open::{open_store, open_store_with, StoreError};
 pub use synced::SyncedDir;
