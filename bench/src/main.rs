@@ -93,6 +93,12 @@ pub struct Args {
     /// a cardinality run's obsolete metadata objects are collected within its idle period.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub db_gc: Option<Duration>,
+    /// Latency added to every object-store request of the in-process server, e.g. 30ms.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub store_delay: Option<Duration>,
+    /// Metadata `db_poll_interval` for the in-process server (SlateDB's polls; 30 s default).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub db_poll: Option<Duration>,
     /// Throughput: the streams exist already (created by an earlier run), so the run
     /// makes no catalog calls and metadata's counters measure commits only.
     #[arg(long)]
@@ -137,6 +143,12 @@ async fn main() -> anyhow::Result<()> {
                 config.gateway.min_seal_interval = interval;
             }
             config.store_fsync = !args.no_fsync;
+            if let Some(delay) = args.store_delay {
+                config.store_delay = delay;
+            }
+            if let Some(poll) = args.db_poll {
+                config.metadata.db_poll_interval = poll;
+            }
             if let Some(gc) = args.db_gc {
                 config.metadata.db_gc_interval = gc;
                 config.metadata.db_gc_min_age = gc;

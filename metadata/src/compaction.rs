@@ -25,6 +25,8 @@ use crate::{
 
 /// Stream records read per page while planning.
 const STREAM_PAGE: usize = 1_000;
+/// Swapped streams checked per hold of the writer lock when unmarking them.
+const UNMARK_PAGE: usize = 512;
 /// Entries of one stream offered per plan at most.
 const MAX_RUN_ENTRIES: usize = 4_096;
 
@@ -201,14 +203,26 @@ impl Metadata {
             return Ok(0);
         }
         writer.removals += 1;
-        let mut batch = swap.batch;
-        for (stream_id, cursor) in swap.cursors {
-            if self.compacted_to_tail(&writer, stream_id, cursor).await? {
-                writer.scheduled.unmark_uncompacted(&mut batch, stream_id);
-            }
-        }
-        self.write_durably(writer, batch).await?;
+        self.write_durably(writer, swap.batch).await?;
+        self.unmark_compacted(&swap.cursors).await?;
         Ok(u32::try_from(swap.accepted).unwrap_or(u32::MAX))
+    }
+
+    /// Unmarks each swapped stream whose new cursor reached its tail, checked against the
+    /// latest record under the writer lock: a page of streams per hold, so a swap of a
+    /// million streams does not hold appends back while every record is read.
+    async fn unmark_compacted(&self, cursors: &[(u64, u64)]) -> Result<()> {
+        for page in cursors.chunks(UNMARK_PAGE) {
+            let writer = self.writer.lock().await;
+            let mut batch = WriteBatch::new();
+            for &(stream_id, cursor) in page {
+                if self.compacted_to_tail(&writer, stream_id, cursor).await? {
+                    writer.scheduled.unmark_uncompacted(&mut batch, stream_id);
+                }
+            }
+            self.apply(batch).await?;
+        }
+        self.settle(self.writer.lock().await).await
     }
 
     /// Whether a cursor at `cursor` leaves the stream nothing to compact: at or past its
