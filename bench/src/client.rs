@@ -23,20 +23,30 @@ impl Client {
     }
 
     pub async fn ensure_stream(&self, stream: &str) -> anyhow::Result<()> {
-        self.ensure_stream_with(stream, json!({})).await
-    }
-
-    /// Creates `stream` with `config` (S2's stream config JSON), or finds it.
-    pub async fn ensure_stream_with(&self, stream: &str, config: Value) -> anyhow::Result<()> {
         let response = self
             .http
             .put(format!("{}/v1/streams/{stream}", self.base))
             .header("s2-basin", BASIN)
-            .json(&json!({ "config": config }))
+            .json(&json!({}))
             .send()
             .await?;
         if !response.status().is_success() {
             bail!("creating {stream}: {} {}", response.status(), response.text().await?);
+        }
+        Ok(())
+    }
+
+    /// Merges `patch` (S2's stream config JSON) into the stream's config.
+    pub async fn reconfigure_stream(&self, stream: &str, patch: Value) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .patch(format!("{}/v1/streams/{stream}", self.base))
+            .header("s2-basin", BASIN)
+            .json(&patch)
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            bail!("reconfiguring {stream}: {} {}", response.status(), response.text().await?);
         }
         Ok(())
     }

@@ -215,29 +215,21 @@ pub async fn catchup(client: &Client, args: &Args) -> anyhow::Result<Value> {
 /// Creates `--cardinality` streams and appends one record to each; with `--idle-seconds`,
 /// then waits `--settle-seconds` (compaction of the load) and measures an idle period:
 /// CPU, store requests, RSS and metadata bytes per stream. With `--retention-share`, that
-/// share of the streams gets a retention age ending after the idle period, and the run
-/// waits for their records to be reclaimed and reports what the reclaim passes read.
+/// share of the streams is then given a retention age of a minute (older than every
+/// record once settled), and the run waits for their records to be reclaimed and
+/// reports what the reclaim passes read.
 pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::path::Path>) -> anyhow::Result<Value> {
     let n = args.cardinality;
     let rss_before = crate::client::rss_mib();
     let metadata_before = data_dir.map(|d| dir_bytes(&d.join("metadata"))).unwrap_or(0);
-    let every = retained_every(args.retention_share);
-    let retention_secs = args.settle_seconds + args.idle_seconds + 60;
     let started = Instant::now();
     let body = records(1, 64);
     futures::stream::iter(0..n)
         .map(|i| {
             let body = &body;
             async move {
-                let stream = format!("card-{i:08}");
-                match every {
-                    Some(every) if i % every == 0 => {
-                        client
-                            .ensure_stream_with(&stream, json!({ "retention_policy": { "age": retention_secs } }))
-                            .await?
-                    }
-                    _ => client.ensure_stream(&stream).await?,
-                }
+                let stream = card_stream(i);
+                client.ensure_stream(&stream).await?;
                 client.append(&stream, body).await.map(|_| ())
             }
         })
@@ -245,7 +237,6 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
         .fold(Ok(()), |acc: anyhow::Result<()>, result| async move { acc.and(result) })
         .await?;
     let secs = started.elapsed().as_secs_f64();
-    let loaded_at = Instant::now();
     let metadata_after = data_dir.map(|d| dir_bytes(&d.join("metadata"))).unwrap_or(0);
     let mut figures = json!({
         "streams": n, "seconds": secs, "streams_per_sec": n as f64 / secs,
@@ -257,12 +248,14 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
         tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
         figures["idle"] = idle_period(client, args, n, data_dir).await;
     }
-    if let Some(every) = every {
-        let retained = n.div_ceil(every);
-        let deadline = loaded_at + Duration::from_secs(retention_secs);
-        figures["retention"] = retention_phase(client, retained, deadline).await;
+    if let Some(every) = retained_every(args.retention_share) {
+        figures["retention"] = retention_phase(client, n, every).await?;
     }
     Ok(figures)
+}
+
+fn card_stream(i: u64) -> String {
+    format!("card-{i:08}")
 }
 
 /// Every how many streams one gets a retention age, for `share` of them.
@@ -299,9 +292,10 @@ async fn idle_period(client: &Client, args: &Args, streams: u64, data_dir: Optio
     })
 }
 
-/// Waits (until `deadline` plus three minutes at most) for the retained streams' records to
-/// be reclaimed; reports how long after their deadline that took and what the passes read.
-async fn retention_phase(client: &Client, retained: u64, deadline: Instant) -> Value {
+/// Gives every `every`-th stream a retention age of 60 s, then waits (five minutes at
+/// most) until their records are reclaimed; reports how long that took from the last
+/// reconfiguration and what the reclaim passes read meanwhile.
+async fn retention_phase(client: &Client, streams: u64, every: u64) -> anyhow::Result<Value> {
     let metric = |name: &'static str| client.metric(name);
     let (removed_before, visited_before) = (
         metric("shale_reclaim_index_entries_removed_total").await,
@@ -309,25 +303,34 @@ async fn retention_phase(client: &Client, retained: u64, deadline: Instant) -> V
     );
     let (runs_before, pass_ms_before) =
         (metric("shale_reclaim_runs_total").await, metric("shale_reclaim_pass_milliseconds_total").await);
-    let give_up = deadline + Duration::from_secs(180);
+    let retained: Vec<u64> = (0..streams).step_by(every as usize).collect();
+    futures::stream::iter(&retained)
+        .map(|&i| async move {
+            client.reconfigure_stream(&card_stream(i), json!({ "retention_policy": { "age": 60 } })).await
+        })
+        .buffer_unordered(64)
+        .fold(Ok(()), |acc: anyhow::Result<()>, result| async move { acc.and(result) })
+        .await?;
+    let configured = Instant::now();
     let mut removed = 0.0;
-    while Instant::now() < give_up {
+    while configured.elapsed() < Duration::from_secs(300) {
         removed = metric("shale_reclaim_index_entries_removed_total").await - removed_before;
-        if removed >= retained as f64 {
+        if removed >= retained.len() as f64 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let now = Instant::now();
+    let took = configured.elapsed().as_secs_f64();
     let passes = metric("shale_reclaim_runs_total").await - runs_before;
-    json!({
-        "retained_streams": retained,
+    let pass_ms = metric("shale_reclaim_pass_milliseconds_total").await - pass_ms_before;
+    Ok(json!({
+        "retained_streams": retained.len(),
         "entries_removed": removed,
-        "reclaimed_seconds_after_expiry": (removed >= retained as f64).then(|| now.saturating_duration_since(deadline).as_secs_f64()),
+        "reclaimed_seconds_after_reconfigure": (removed >= retained.len() as f64).then_some(took),
         "reclaim_passes": passes,
         "streams_visited": metric("shale_reclaim_streams_visited_total").await - visited_before,
-        "pass_ms_mean": if passes > 0.0 { Some((metric("shale_reclaim_pass_milliseconds_total").await - pass_ms_before) / passes) } else { None },
-    })
+        "pass_ms_mean": if passes > 0.0 { Some(pass_ms / passes) } else { None },
+    }))
 }
 
 fn dir_bytes(dir: &std::path::Path) -> u64 {
