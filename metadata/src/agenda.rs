@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
-use crate::{keys, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord, WriterState};
+use crate::{keys, IndexEntry, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord, WriterState};
 
 /// Stream records seeded per write batch.
 const SEED_PAGE: usize = 1_000;
@@ -179,7 +179,7 @@ impl Metadata {
             if entry.last_seq() < record.trim_point {
                 return Some(now_ms);
             }
-            retention_age_ms(record).map(|age| crate::reclaim::appended_at(entry).saturating_add(age).saturating_add(1))
+            retention_age_ms(record).map(|age| appended_at(entry).saturating_add(age).saturating_add(1))
         });
         Ok([by_entry, delete_on_empty_deadline(record)].into_iter().flatten().min())
     }
@@ -250,4 +250,13 @@ pub(crate) fn note_commit(
     if let Some(due) = reclaim_due_after_commit(record, trimmed, now_ms) {
         writer.scheduled.reclaim_at(batch, stream_key, record, due);
     }
+}
+
+/// When an append happened, as retention ages it (S2 counts a record's age from its
+/// append, not from a timestamp its client may have set in the past): its segment's
+/// seal time, or its last record's timestamp when that is later. A compacted entry's
+/// object is newer than its records, which keeps them at most one compaction delay
+/// longer, never shorter.
+pub(crate) fn appended_at(entry: &IndexEntry) -> u64 {
+    entry.last_timestamp.max(ulid::Ulid(entry.segment_id).timestamp_ms())
 }

@@ -34,9 +34,9 @@ use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
-use crate::agenda::{delete_on_empty_deadline, retention_age_ms};
+use crate::agenda::{appended_at, delete_on_empty_deadline, retention_age_ms};
 use crate::refs::{Released, Releases, SegmentRefs};
-use crate::{keys, IndexEntry, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord};
+use crate::{keys, Metadata, MetadataError, Result, RetentionPolicy, Stored, StreamRecord};
 
 /// Stream records read per page of step 1.
 const STREAM_PAGE: usize = 1_000;
@@ -357,15 +357,6 @@ fn released_of(key: &[u8], value: &[u8]) -> Result<(u128, Released)> {
         reason: "not a segment key".into(),
     })?;
     Ok((segment_id, Released::decode(key, value)?))
-}
-
-/// When an append happened, as retention ages it (S2 counts a record's age from its
-/// append, not from a timestamp its client may have set in the past): its segment's
-/// seal time, or its last record's timestamp when that is later. A compacted entry's
-/// object is newer than its records, which keeps them at most one compaction delay
-/// longer, never shorter.
-pub(crate) fn appended_at(entry: &IndexEntry) -> u64 {
-    entry.last_timestamp.max(ulid::Ulid(entry.segment_id).timestamp_ms())
 }
 
 /// Appends made before this (by [`appended_at`]) have outlived the stream's retention age.
