@@ -128,6 +128,8 @@ impl Client {
             segments: value("shale_segments_written_total"),
             block_hits: value("shale_cache_block_hits_total"),
             block_misses: value("shale_cache_block_misses_total"),
+            lists: value("shale_object_lists_total"),
+            deletes: value("shale_object_deletes_total"),
             requests: ["puts", "gets", "deletes", "lists"]
                 .iter()
                 .map(|op| value(&format!("shale_object_{op}_total")))
@@ -143,6 +145,8 @@ pub struct Metrics {
     pub segments: f64,
     pub block_hits: f64,
     pub block_misses: f64,
+    pub lists: f64,
+    pub deletes: f64,
     /// Every object-store request: PUTs, GETs, deletes and lists.
     pub requests: f64,
 }
@@ -155,6 +159,8 @@ impl Metrics {
             segments: self.segments + other.segments,
             block_hits: self.block_hits + other.block_hits,
             block_misses: self.block_misses + other.block_misses,
+            lists: self.lists + other.lists,
+            deletes: self.deletes + other.deletes,
             requests: self.requests + other.requests,
         }
     }
@@ -166,6 +172,8 @@ impl Metrics {
             segments: self.segments - before.segments,
             block_hits: self.block_hits - before.block_hits,
             block_misses: self.block_misses - before.block_misses,
+            lists: self.lists - before.lists,
+            deletes: self.deletes - before.deletes,
             requests: self.requests - before.requests,
         }
     }

@@ -75,8 +75,8 @@ pub struct Args {
     /// Cardinality: length of the measured idle period (0: none).
     #[arg(long, default_value = "0")]
     pub idle_seconds: u64,
-    /// Cardinality: share of the streams created with a retention age that ends after the
-    /// idle period (e.g. 0.01); the run then waits for their records to be reclaimed.
+    /// Cardinality: share of the streams given a retention age of a minute after the idle
+    /// period (e.g. 0.01); the run then waits for their records to be reclaimed.
     #[arg(long, default_value = "0")]
     pub retention_share: f64,
     /// Gateway setting for the in-process server (1 disables group commit).

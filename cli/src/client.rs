@@ -286,10 +286,14 @@ pub async fn tables(connection: &Connection, basin: &str) -> Result<(), Failure>
         println!("{:<32} {:>14} {:>14} {:>10}", stream.stream, stream.tiered_seq, stream.tail, lag);
     }
     // DuckDB reads a local path as is, S3 through its httpfs extension; files of a later
-    // schema have more columns, so they are read by name.
-    let files = format!("{}/data/**/*.parquet", status.location.strip_prefix("file://").unwrap_or(&status.location));
+    // schema have more columns, so they are read by name. It reads the files the committed
+    // state names: a glob over `data/` would also see files a rewrite replaced, until
+    // their snapshots expire.
+    let table = status.location.strip_prefix("file://").unwrap_or(&status.location);
+    let store_root = table.strip_suffix(&format!("/tables/{basin}")).unwrap_or(table);
     println!(
-        "\nDuckDB:    SELECT stream, count(*) FROM read_parquet('{files}', union_by_name = true) GROUP BY stream;"
+        "\nDuckDB:    SET VARIABLE files = (SELECT list('{store_root}/' || f.path) FROM (SELECT unnest(files) AS f FROM read_json('{table}/state.json'))); \
+         SELECT stream, count(*) FROM read_parquet(getvariable('files'), union_by_name = true) GROUP BY stream;"
     );
     if status.metadata_location.is_empty() {
         println!("Iceberg:   no snapshot yet");

@@ -204,7 +204,8 @@ fn start_compactor(
     let owns = Box::new(move |basin: &str| shale_tables::shard_owns(basin, shard, shards));
     let location = shale_tables::StoreLocation::of_url(&store.url);
     let tierer =
-        shale_tables::Tierer::new(metadata, reader, store.store.clone(), location, Arc::new(SystemClock), owns);
+        shale_tables::Tierer::new(metadata, reader, store.store.clone(), location, Arc::new(SystemClock), owns)
+            .with_maintenance(config.tables.maintenance());
     let tiering = tokio::spawn(shale_tables::run_tiering(Arc::new(tierer), config.tables.clone()));
     (vec![compaction, tiering], stats)
 }

@@ -2,7 +2,8 @@
 //! reads that start below a stream's trim point (records the log's retention or a trim
 //! removed) served from its Parquet files, where tiering put them.
 //!
-//! A read looks at the committed state (one GET), then at the files whose stream bounds
+//! A read looks at the committed state (one conditional GET, answered without a body
+//! while the state is the one it read before), then at the files whose stream bounds
 //! include the stream, oldest first. Each file's stream index (in its footer, cached
 //! with the footer) says which rows hold which sequence numbers of which stream, so the
 //! reader fetches only the pages of those rows. The records come back as the log had
@@ -15,46 +16,59 @@
 
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int64Type, TimestampMicrosecondType};
-use arrow_array::{Array, RecordBatch};
-use bytes::Bytes;
-use futures::future::BoxFuture;
-use futures::{FutureExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector};
-use parquet::arrow::async_reader::AsyncFileReader;
-use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
-use parquet::errors::ParquetError;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use object_store::{GetOptions, ObjectStore};
 use shale_metadata_contract::MetadataApi;
-use shale_proto::record::{Header, SequencedRecord};
 use shale_reader::{History, HistoryOutput, HistoryRead, ReaderError};
 
+use crate::file_reader::{load, read_rows, OpenedFile};
 use crate::iceberg::DataFile;
-use crate::parquet_file::{StreamRun, STREAM_INDEX_KEY};
-use crate::{read_state, TablesError};
+use crate::tiering::state_path;
+use crate::{TableState, TablesError};
 
 /// Footers (with their stream index) kept in memory.
 const CACHED_FILES: u64 = 1024;
+
+/// Basins whose committed table state is kept in memory.
+const CACHED_STATES: u64 = 1024;
 
 /// The table tier as a [`History`] for readers.
 pub struct TableHistory {
     metadata: Arc<dyn MetadataApi>,
     store: Arc<dyn ObjectStore>,
     files: moka::future::Cache<String, Arc<OpenedFile>>,
-}
-
-/// A data file's footer and stream index.
-struct OpenedFile {
-    metadata: ArrowReaderMetadata,
-    runs: Vec<StreamRun>,
+    /// Per basin, the committed state last read and its entity tag.
+    states: moka::future::Cache<String, (Option<String>, Arc<TableState>)>,
 }
 
 impl TableHistory {
     pub fn new(metadata: Arc<dyn MetadataApi>, store: Arc<dyn ObjectStore>) -> Self {
-        Self { metadata, store, files: moka::future::Cache::new(CACHED_FILES) }
+        Self {
+            metadata,
+            store,
+            files: moka::future::Cache::new(CACHED_FILES),
+            states: moka::future::Cache::new(CACHED_STATES),
+        }
+    }
+
+    /// The basin's committed table state: fetched only when it changed since the last
+    /// read (a conditional GET on its entity tag answers "not modified" otherwise).
+    async fn committed_state(&self, basin: &str) -> Result<Arc<TableState>, TablesError> {
+        let cached = self.states.get(basin).await;
+        let if_none_match = cached.as_ref().and_then(|(e_tag, _)| e_tag.clone());
+        let options = GetOptions { if_none_match, ..GetOptions::default() };
+        match self.store.get_opts(&state_path(basin), options).await {
+            Ok(found) => {
+                let e_tag = found.meta.e_tag.clone();
+                let state: Arc<TableState> = Arc::new(serde_json::from_slice(&found.bytes().await?)?);
+                self.states.insert(basin.to_string(), (e_tag, state.clone())).await;
+                Ok(state)
+            }
+            Err(object_store::Error::NotModified { .. }) if cached.is_some() => {
+                Ok(cached.map(|(_, state)| state).unwrap_or_default())
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(Arc::default()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn read_table(&self, read: &HistoryRead) -> Result<HistoryOutput, TablesError> {
@@ -62,7 +76,7 @@ impl TableHistory {
         if !basin.config.tables.is_some_and(|tables| tables.serve_reads) {
             return Ok(HistoryOutput::default());
         }
-        let (state, _) = read_state(self.store.as_ref(), &read.basin).await?;
+        let state = self.committed_state(&read.basin).await?;
         let mut output = HistoryOutput::default();
         let (mut next, mut bytes) = (read.from_seq, 0);
         let stream = read.stream.as_str();
@@ -88,7 +102,7 @@ impl TableHistory {
                     return Ok(output);
                 }
                 let first_row = run.first_row + (next - run.first_seq);
-                for record in self.read_rows(file, &opened, first_row, wanted).await? {
+                for record in read_rows(self.store.clone(), file, &opened, first_row, wanted).await? {
                     if read.until.is_some_and(|until| record.timestamp >= until) {
                         output.reached_until = true;
                         return Ok(output);
@@ -111,128 +125,17 @@ impl TableHistory {
     /// The file's footer and stream index, from the cache or the store (reads of the
     /// same file that miss together load it once).
     async fn open(&self, file: &DataFile) -> Result<Arc<OpenedFile>, TablesError> {
-        self.files.try_get_with(file.path.clone(), self.load(file)).await.map_err(|e: Arc<TablesError>| {
-            match e.as_ref() {
-                // Already names the file.
-                TablesError::File(message) => TablesError::File(message.clone()),
-                other => TablesError::File(format!("{}: {other}", file.path)),
-            }
-        })
-    }
-
-    async fn load(&self, file: &DataFile) -> Result<Arc<OpenedFile>, TablesError> {
-        let mut reader = self.object_reader(file);
-        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        let metadata = ArrowReaderMetadata::load_async(&mut reader, options).await?;
-        let index = metadata
-            .metadata()
-            .file_metadata()
-            .key_value_metadata()
-            .and_then(|kvs| kvs.iter().find(|kv| kv.key == STREAM_INDEX_KEY))
-            .and_then(|kv| kv.value.clone())
-            .ok_or_else(|| TablesError::File(format!("{}: no stream index", file.path)))?;
-        let runs = serde_json::from_str(&index)?;
-        Ok(Arc::new(OpenedFile { metadata, runs }))
-    }
-
-    fn object_reader(&self, file: &DataFile) -> StoreFile {
-        StoreFile { store: self.store.clone(), path: Path::from(file.path.as_str()), size: file.size }
-    }
-
-    /// Rows `first_row..first_row + rows` of the file as records: only their pages are
-    /// fetched.
-    async fn read_rows(
-        &self,
-        file: &DataFile,
-        opened: &OpenedFile,
-        first_row: u64,
-        rows: u64,
-    ) -> Result<Vec<SequencedRecord>, TablesError> {
-        let builder =
-            ParquetRecordBatchStreamBuilder::new_with_metadata(self.object_reader(file), opened.metadata.clone());
-        // seq_num, timestamp, headers, body: every column but the stream's name.
-        let projection = ProjectionMask::roots(builder.parquet_schema(), [1, 2, 3, 4]);
-        let selection =
-            RowSelection::from(vec![RowSelector::skip(first_row as usize), RowSelector::select(rows as usize)]);
-        let batches: Vec<RecordBatch> = builder
-            .with_projection(projection)
-            .with_row_selection(selection)
-            .with_batch_size(rows as usize)
-            .build()?
-            .try_collect()
-            .await?;
-        let mut records = Vec::with_capacity(rows as usize);
-        for batch in batches {
-            records.extend(
-                records_of(&batch).ok_or_else(|| TablesError::File(format!("{}: unexpected columns", file.path)))?,
-            );
-        }
-        Ok(records)
-    }
-}
-
-/// A data file on the store, read by byte ranges.
-struct StoreFile {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
-}
-
-impl AsyncFileReader for StoreFile {
-    fn get_bytes(&mut self, range: std::ops::Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        async move { self.store.get_range(&self.path, range).await.map_err(|e| ParquetError::External(Box::new(e))) }
-            .boxed()
-    }
-
-    /// The column chunks of a read at once: the store merges ranges close together into
-    /// one request.
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<std::ops::Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        async move { self.store.get_ranges(&self.path, &ranges).await.map_err(|e| ParquetError::External(Box::new(e))) }
-            .boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        async move {
-            let size = self.size;
-            let reader = ParquetMetaDataReader::new().with_arrow_reader_options(options);
-            Ok(Arc::new(reader.load_and_finish(self, size).await?))
-        }
-        .boxed()
-    }
-}
-
-/// A batch of (seq_num, timestamp, headers, body) as records; none if the columns are not
-/// of those types.
-fn records_of(batch: &RecordBatch) -> Option<Vec<SequencedRecord>> {
-    let seq_nums = batch.column(0).as_primitive_opt::<Int64Type>()?;
-    let timestamps = batch.column(1).as_primitive_opt::<TimestampMicrosecondType>()?;
-    let headers = batch.column(2).as_list_opt::<i32>()?;
-    let bodies = batch.column(3).as_binary_opt::<i32>()?;
-    let mut records = Vec::with_capacity(batch.num_rows());
-    for row in 0..batch.num_rows() {
-        let pairs = headers.value(row);
-        let pairs = pairs.as_struct_opt()?;
-        let (keys, values) = (pairs.column(0).as_binary_opt::<i32>()?, pairs.column(1).as_binary_opt::<i32>()?);
-        let headers = (0..pairs.len())
-            .map(|i| Header {
-                name: Bytes::copy_from_slice(keys.value(i)),
-                value: Bytes::copy_from_slice(values.value(i)),
+        self.files
+            .try_get_with(file.path.clone(), async { load(self.store.clone(), file).await.map(Arc::new) })
+            .await
+            .map_err(|e: Arc<TablesError>| {
+                match e.as_ref() {
+                    // Already names the file.
+                    TablesError::File(message) => TablesError::File(message.clone()),
+                    other => TablesError::File(format!("{}: {other}", file.path)),
+                }
             })
-            .collect();
-        records.push(SequencedRecord {
-            seq_num: seq_nums.value(row) as u64,
-            timestamp: (timestamps.value(row) / 1000) as u64,
-            headers,
-            body: Bytes::copy_from_slice(bodies.value(row)),
-        });
     }
-    Some(records)
 }
 
 #[async_trait::async_trait]
@@ -244,8 +147,10 @@ impl History for TableHistory {
 
 #[cfg(test)]
 mod tests {
-    use arrow_array::{ArrayRef, Int64Array};
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
     use object_store::memory::InMemory;
+    use object_store::path::Path;
+    use object_store::ObjectStoreExt;
     use parquet::arrow::ArrowWriter;
 
     use super::*;
@@ -258,7 +163,7 @@ mod tests {
     }
 
     fn file(path: &str, size: usize) -> DataFile {
-        DataFile { path: path.into(), day: 0, records: 1, size: size as u64, bounds: Bounds::default() }
+        DataFile { path: path.into(), day: 0, records: 1, size: size as u64, bounds: Bounds::default(), snapshot_id: 1 }
     }
 
     /// A file that cannot be opened is named once in the error, whether the footer does not

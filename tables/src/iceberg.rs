@@ -1,8 +1,10 @@
 //! Iceberg table metadata (format v2), written to the specification: each tiering pass
 //! that adds files adds one manifest (its data files), one manifest list (every
-//! manifest so far) and one snapshot; the table metadata file `v<pass>.metadata.json`
-//! is made from the committed [`TableState`] alone, so it can be written again, to the
-//! same bytes, after a crash.
+//! current manifest) and one `append` snapshot; a maintenance commit (`maintenance`)
+//! writes one `replace` snapshot whose single manifest names every live file, so
+//! manifests are merged and small files rewritten into larger ones. The table metadata
+//! file `v<pass>.metadata.json` is made from the committed [`TableState`] alone, so it
+//! can be written again, to the same bytes, after a crash.
 //!
 //! - Schema: the record's columns with field ids 1 to 8 (`seq_num` a `long`, `timestamp`
 //!   a `timestamptz`), then any decoded body columns, each schema change a new schema id.
@@ -31,9 +33,9 @@ const SORT_ORDER_ID: i32 = 1;
 /// Milliseconds in a day: the partition is the record's day since the epoch.
 const DAY_MS: u64 = 86_400_000;
 
-/// Snapshots the table metadata keeps: older ones are expired from it (their files stay
-/// in the table, named by later snapshots' manifest lists).
-pub const KEPT_SNAPSHOTS: usize = 100;
+/// Snapshots the table metadata keeps at least: older ones are expired once they stopped
+/// being current more than the snapshot retention ago (`maintenance::expire_snapshots`).
+pub const KEPT_SNAPSHOTS: usize = 20;
 
 /// A data file as the table's metadata names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +47,17 @@ pub struct DataFile {
     pub records: u64,
     pub size: u64,
     pub bounds: Bounds,
+    /// The snapshot that added the file, which is also its sequence number (0 in states
+    /// written before files recorded it: read as 1, older than every other).
+    #[serde(default)]
+    pub snapshot_id: i64,
+}
+
+impl DataFile {
+    /// The snapshot that added the file, and its sequence number.
+    pub fn added_in(&self) -> i64 {
+        self.snapshot_id.max(1)
+    }
 }
 
 /// A data file's lowest and highest values of the columns engines prune by.
@@ -108,13 +121,28 @@ pub struct Manifest {
     pub length: u64,
     /// The snapshot (pass) that added it, which is also its sequence number.
     pub snapshot_id: i64,
+    /// Files and rows the manifest adds.
     pub files: u64,
     pub rows: u64,
     /// The lowest and highest day of its files.
     pub days: (i32, i32),
+    /// Files and rows it names as already in the table (a merged manifest's).
+    #[serde(default)]
+    pub existing_files: u64,
+    #[serde(default)]
+    pub existing_rows: u64,
+    /// Files and rows it names as removed by its snapshot (a rewrite's).
+    #[serde(default)]
+    pub deleted_files: u64,
+    #[serde(default)]
+    pub deleted_rows: u64,
+    /// The lowest sequence number of its live files (0: its own snapshot's).
+    #[serde(default)]
+    pub min_sequence: i64,
 }
 
-/// A committed snapshot: one pass that added files.
+/// A committed snapshot: one pass that added files, or one maintenance commit that
+/// replaced small files or merged manifests.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// The pass number, which is also the snapshot's sequence number.
@@ -125,6 +153,43 @@ pub struct Snapshot {
     pub schema_id: i32,
     pub added_files: u64,
     pub added_rows: u64,
+    #[serde(default)]
+    pub operation: Operation,
+    #[serde(default)]
+    pub deleted_files: u64,
+    #[serde(default)]
+    pub deleted_rows: u64,
+}
+
+/// What a snapshot did, as Iceberg's snapshot summary names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// New files only.
+    #[default]
+    Append,
+    /// Files rewritten or manifests merged: the same rows, differently laid out.
+    Replace,
+}
+
+impl Operation {
+    fn name(self) -> &'static str {
+        match self {
+            Operation::Append => "append",
+            Operation::Replace => "replace",
+        }
+    }
+}
+
+/// How a manifest names a file, as Iceberg's manifest entry status counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryStatus {
+    /// Added by an earlier snapshot, still live.
+    Existing = 0,
+    /// Added by the manifest's snapshot.
+    Added = 1,
+    /// Removed by the manifest's snapshot.
+    Deleted = 2,
 }
 
 /// Where keys on the store are, as URIs engines open: `location` is the store's URL
@@ -246,18 +311,19 @@ fn bound_entries(bounds: &Bounds, pick: fn((u64, u64)) -> u64, stream: &str) -> 
     ]))
 }
 
-/// A manifest of `files`, all added by snapshot `snapshot_id` (also their sequence
-/// number), under the schema `schema_id`.
+/// A manifest of `entries`, written by snapshot `snapshot_id` under the schema
+/// `schema_id`: added files carry that snapshot (and sequence number), existing and
+/// deleted ones the sequence number of the snapshot that added them.
 pub fn manifest(
-    files: &[DataFile],
+    entries: &[(EntryStatus, &DataFile)],
     location: &StoreLocation,
     snapshot_id: i64,
     schema_id: i32,
     columns: &[BodyColumn],
 ) -> Vec<u8> {
-    let entries: Vec<Value> = files
+    let entries: Vec<Value> = entries
         .iter()
-        .map(|file| {
+        .map(|&(status, file)| {
             let data_file = Value::Record(vec![
                 Value::Int(0),
                 Value::String(location.uri(&file.path)),
@@ -269,11 +335,16 @@ pub fn manifest(
                 bound_entries(&file.bounds, |(_, high)| high, &file.bounds.stream.1),
                 Value::some(Value::Int(SORT_ORDER_ID)),
             ]);
+            let (entry_snapshot, sequence) = match status {
+                EntryStatus::Added => (snapshot_id, snapshot_id),
+                EntryStatus::Existing => (file.added_in(), file.added_in()),
+                EntryStatus::Deleted => (snapshot_id, file.added_in()),
+            };
             Value::Record(vec![
-                Value::Int(1), // added
-                Value::some(Value::Long(snapshot_id)),
-                Value::some(Value::Long(snapshot_id)),
-                Value::some(Value::Long(snapshot_id)),
+                Value::Int(status as i32),
+                Value::some(Value::Long(entry_snapshot)),
+                Value::some(Value::Long(sequence)),
+                Value::some(Value::Long(sequence)),
                 data_file,
             ])
         })
@@ -308,14 +379,14 @@ pub fn manifest_list(
                 Value::Int(SPEC_ID),
                 Value::Int(0), // data
                 Value::Long(manifest.snapshot_id),
-                Value::Long(manifest.snapshot_id),
+                Value::Long(if manifest.min_sequence > 0 { manifest.min_sequence } else { manifest.snapshot_id }),
                 Value::Long(manifest.snapshot_id),
                 Value::Int(manifest.files as i32),
-                Value::Int(0),
-                Value::Int(0),
+                Value::Int(manifest.existing_files as i32),
+                Value::Int(manifest.deleted_files as i32),
                 Value::Long(manifest.rows as i64),
-                Value::Long(0),
-                Value::Long(0),
+                Value::Long(manifest.existing_rows as i64),
+                Value::Long(manifest.deleted_rows as i64),
                 Value::some(Value::Array(vec![summary])),
             ])
         })
@@ -359,11 +430,15 @@ pub fn table_metadata(state: &TableState, table_root: &str, location: &StoreLoca
                 "manifest-list": location.uri(&snapshot.manifest_list),
                 "schema-id": snapshot.schema_id,
                 "summary": {
-                    "operation": "append",
+                    "operation": snapshot.operation.name(),
                     "added-data-files": snapshot.added_files.to_string(),
                     "added-records": snapshot.added_rows.to_string(),
                 },
             });
+            if snapshot.operation == Operation::Replace {
+                value["summary"]["deleted-data-files"] = json!(snapshot.deleted_files.to_string());
+                value["summary"]["deleted-records"] = json!(snapshot.deleted_rows.to_string());
+            }
             if snapshot.id > 1 {
                 value["parent-snapshot-id"] = json!(snapshot.id - 1);
             }

@@ -9,17 +9,22 @@
 //!   manifest lists, snapshots and table metadata, Avro ([`avro`]) and JSON to the spec.
 //! - [`tiering`]: passes that write each opted-in basin's records, once old enough, as
 //!   such files under `tables/<basin>/` on the store, and commit them exactly once.
+//! - [`maintenance`]: what keeps a table bounded as passes accumulate: small files
+//!   rewritten, manifests merged, snapshots expired, what they named collected.
 //! - [`history`]: reads of records the log no longer holds, served from those files.
 
 pub mod avro;
 pub mod body_columns;
+mod file_reader;
 pub mod history;
 pub mod iceberg;
+pub mod maintenance;
 pub mod parquet_file;
 pub mod tiering;
 
 pub use history::TableHistory;
 pub use iceberg::StoreLocation;
+pub use maintenance::Maintenance;
 pub use parquet_file::{write_parquet, TableRow, ROW_GROUP_ROWS};
 pub use tiering::{
     read_state, run_tiering, shard_owns, table_root, version_hint_path, StreamPosition, TableState, Tierer,

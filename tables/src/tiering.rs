@@ -30,13 +30,14 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 use serde::{Deserialize, Serialize};
-use shale_metadata_contract::{BasinRecord, MetadataApi, MetadataError};
+use shale_metadata_contract::{BasinRecord, MetadataApi, MetadataError, StreamSummary};
 use shale_proto::record::SequencedRecord;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderError};
 use shale_storage::Clock;
 
 use crate::body_columns::{self, BodyColumn};
-use crate::iceberg::{self, Bounds, DataFile, Manifest, Snapshot, StoreLocation};
+use crate::iceberg::{self, Bounds, DataFile, EntryStatus, Manifest, Operation, Snapshot, StoreLocation};
+use crate::maintenance::{self, Garbage, Maintenance};
 use crate::{write_parquet, TableRow, TablesError};
 
 /// Records one pass writes for one basin at most: about 128 MiB of 1 KiB records,
@@ -70,9 +71,12 @@ pub struct TableState {
     /// Every manifest, oldest first: the current snapshot's manifest list names them all.
     #[serde(default)]
     pub manifests: Vec<Manifest>,
-    /// The last [`iceberg::KEPT_SNAPSHOTS`] snapshots, oldest first.
+    /// The snapshots not yet expired, oldest first (`maintenance`).
     #[serde(default)]
     pub snapshots: Vec<Snapshot>,
+    /// Keys only expired (or soon expired) snapshots name, to delete.
+    #[serde(default)]
+    pub garbage: Vec<Garbage>,
 }
 
 /// Where tiering goes on from in one stream.
@@ -90,7 +94,7 @@ pub fn table_root(basin: &str) -> String {
     format!("tables/{basin}")
 }
 
-fn state_path(basin: &str) -> Path {
+pub(crate) fn state_path(basin: &str) -> Path {
     Path::from(format!("{}/state.json", table_root(basin)))
 }
 
@@ -127,6 +131,7 @@ pub struct Tierer {
     clock: Arc<dyn Clock>,
     /// Whether this tierer owns a basin (the compactor shards split basins).
     owns: Box<dyn Fn(&str) -> bool + Send + Sync>,
+    maintenance: Maintenance,
 }
 
 impl Tierer {
@@ -138,7 +143,13 @@ impl Tierer {
         clock: Arc<dyn Clock>,
         owns: Box<dyn Fn(&str) -> bool + Send + Sync>,
     ) -> Self {
-        Self { metadata, reader, store, location, clock, owns }
+        Self { metadata, reader, store, location, clock, owns, maintenance: Maintenance::default() }
+    }
+
+    /// How this tierer keeps tables bounded (the default otherwise).
+    pub fn with_maintenance(mut self, maintenance: Maintenance) -> Self {
+        self.maintenance = maintenance;
+        self
     }
 
     /// One pass over every owned basin with the table tier on; returns the rows written,
@@ -176,27 +187,51 @@ impl Tierer {
         read_state(self.store.as_ref(), basin).await
     }
 
+    /// One pass over the basin: publishes and collects what its committed state left,
+    /// commits the records that became eligible, then any maintenance the table needs.
     async fn tier_basin(&self, basin: &BasinRecord) -> Result<u64, TablesError> {
         let Some(tables) = basin.config.tables else { return Ok(0) };
-        let (state, version) = self.state(&basin.name).await?;
+        let (mut state, mut version) = self.state(&basin.name).await?;
         self.publish(&basin.name, &state).await?;
+        maintenance::collect_garbage(self.store.as_ref(), &state).await?;
+        let collected = state.clone();
         let cutoff = self.clock.now_ms().saturating_sub(tables.after_secs.saturating_mul(1000));
         let (rows, positions) = self.gather(basin, &state, cutoff).await?;
-        if rows.is_empty() {
-            return Ok(0);
-        }
         let count = rows.len() as u64;
-        let json = tables.body_format == shale_metadata_contract::BodyFormat::Json;
-        let next = self.write_pass(basin, &state, rows, positions, json).await?;
+        if !rows.is_empty() {
+            let json = tables.body_format == shale_metadata_contract::BodyFormat::Json;
+            let next = self.write_pass(basin, &state, &collected, rows, positions, json).await?;
+            version = Some(self.commit(&basin.name, &next, version).await?);
+            tracing::info!(basin = %basin.name, pass = next.pass, rows = count, "tiered records into the table");
+            state = next;
+        }
+        if let Some(next) = self.maintain(basin, &state, &collected).await? {
+            self.commit(&basin.name, &next, version).await?;
+            tracing::info!(
+                basin = %basin.name, pass = next.pass, files = next.files.len(),
+                manifests = next.manifests.len(), "rewrote the table's small files and manifests"
+            );
+        }
+        Ok(count)
+    }
+
+    /// Commits `next` in place of the state at `version` (none: the first commit), then
+    /// publishes it; returns the committed version.
+    async fn commit(
+        &self,
+        basin: &str,
+        next: &TableState,
+        version: Option<UpdateVersion>,
+    ) -> Result<UpdateVersion, TablesError> {
         let mode = match version {
             Some(version) => PutMode::Update(version),
             None => PutMode::Create,
         };
-        let body = Bytes::from(serde_json::to_vec_pretty(&next)?);
-        self.store.put_opts(&state_path(&basin.name), body.into(), PutOptions { mode, ..Default::default() }).await?;
-        tracing::info!(basin = %basin.name, pass = next.pass, rows = count, "tiered records into the table");
-        self.publish(&basin.name, &next).await?;
-        Ok(count)
+        let body = Bytes::from(serde_json::to_vec_pretty(next)?);
+        let put =
+            self.store.put_opts(&state_path(basin), body.into(), PutOptions { mode, ..Default::default() }).await?;
+        self.publish(basin, next).await?;
+        Ok(UpdateVersion { e_tag: put.e_tag, version: put.version })
     }
 
     /// The records of the basin's streams that are below `cutoff` and not yet tiered,
@@ -217,20 +252,23 @@ impl Tierer {
             listed.extend(page.items.iter().map(|s| s.name.clone()));
             // Streams are read several at a time, each up to its share of what the pass
             // may still take.
-            for chunk in page.items.chunks(CONCURRENT_STREAMS) {
+            // A stream whose tail is where tiering goes on from has nothing to read.
+            let start = |stream: &StreamSummary| match positions.get(&stream.name) {
+                Some(position) if position.created_at_ms == stream.created_at_ms => position.next_seq,
+                _ => 0,
+            };
+            let pending: Vec<(&StreamSummary, u64)> =
+                page.items.iter().map(|s| (s, start(s))).filter(|(s, start)| s.tail > *start).collect();
+            for chunk in pending.chunks(CONCURRENT_STREAMS) {
                 if bytes >= MAX_PASS_BYTES {
                     break 'streams;
                 }
                 let share = (MAX_PASS_BYTES - bytes) / chunk.len() as u64;
-                let reads = chunk.iter().map(|stream| {
-                    let start = match positions.get(&stream.name) {
-                        Some(position) if position.created_at_ms == stream.created_at_ms => position.next_seq,
-                        _ => 0,
-                    };
-                    self.read_eligible(&basin.name, &stream.name, start, cutoff, share)
-                });
+                let reads = chunk
+                    .iter()
+                    .map(|&(stream, start)| self.read_eligible(&basin.name, &stream.name, start, cutoff, share));
                 let read = futures::future::join_all(reads).await;
-                for (stream, records) in chunk.iter().zip(read) {
+                for (&(stream, _), records) in chunk.iter().zip(read) {
                     let records = records?;
                     let Some(last) = records.last() else { continue };
                     let position = StreamPosition { created_at_ms: stream.created_at_ms, next_seq: last.seq_num + 1 };
@@ -263,6 +301,7 @@ impl Tierer {
         &self,
         basin: &BasinRecord,
         state: &TableState,
+        collected: &TableState,
         rows: Vec<TableRow>,
         positions: BTreeMap<String, StreamPosition>,
         json: bool,
@@ -281,52 +320,171 @@ impl Tierer {
         let mut files = Vec::new();
         for (mut file, parquet) in encoded {
             file.path = format!("{root}/{}", file.path);
+            file.snapshot_id = snapshot_id;
             self.store.put(&Path::from(file.path.clone()), parquet.into()).await?;
             files.push(file);
         }
-        let manifest_path = format!("{root}/metadata/pass-{pass:012}-manifest.avro");
-        let manifest = iceberg::manifest(&files, &self.location, snapshot_id, schema_id, &body_columns);
-        let length = manifest.len() as u64;
-        self.store.put(&Path::from(manifest_path.clone()), Bytes::from(manifest).into()).await?;
-        let days = (files.iter().map(|f| f.day).min().unwrap_or(0), files.iter().map(|f| f.day).max().unwrap_or(0));
+        let entries: Vec<_> = files.iter().map(|f| (EntryStatus::Added, f)).collect();
         let mut manifests = state.manifests.clone();
-        manifests.push(Manifest {
-            path: manifest_path,
-            length,
-            snapshot_id,
-            files: files.len() as u64,
-            rows: count,
-            days,
-        });
-        let list_path = format!("{root}/metadata/snap-{pass:012}.avro");
-        let parent = state.snapshots.last().map(|s| s.id);
-        let list = iceberg::manifest_list(&manifests, &self.location, snapshot_id, parent);
-        self.store.put(&Path::from(list_path.clone()), Bytes::from(list).into()).await?;
-        let mut snapshots = state.snapshots.clone();
-        snapshots.push(Snapshot {
-            id: snapshot_id,
-            timestamp_ms: self.clock.now_ms(),
-            manifest_list: list_path,
-            schema_id,
-            added_files: files.len() as u64,
-            added_rows: count,
-        });
-        let expired = snapshots.len().saturating_sub(iceberg::KEPT_SNAPSHOTS);
-        snapshots.drain(..expired);
+        manifests.push(self.write_manifest(&root, pass, &entries, schema_id, &body_columns).await?);
         let table_uuid = match state.table_uuid.is_empty() {
             true => iceberg::table_uuid(&basin.name, basin.created_at_ms),
             false => state.table_uuid.clone(),
         };
-        Ok(TableState {
+        let next = TableState {
             pass,
             positions,
             rows: state.rows + count,
-            files: state.files.iter().cloned().chain(files).collect(),
+            files: state.files.iter().cloned().chain(files.iter().cloned()).collect(),
             table_uuid,
             body_columns,
             manifests,
-            snapshots,
+            snapshots: state.snapshots.clone(),
+            garbage: state.garbage.clone(),
+        };
+        let snapshot = Snapshot {
+            id: snapshot_id,
+            timestamp_ms: self.clock.now_ms(),
+            manifest_list: String::new(),
+            schema_id,
+            added_files: files.len() as u64,
+            added_rows: count,
+            operation: Operation::Append,
+            deleted_files: 0,
+            deleted_rows: 0,
+        };
+        self.add_snapshot(&basin.name, next, snapshot, collected).await
+    }
+
+    /// Writes pass `pass`'s manifest of `entries` and returns it as the manifest list
+    /// names it.
+    async fn write_manifest(
+        &self,
+        root: &str,
+        pass: u64,
+        entries: &[(EntryStatus, &DataFile)],
+        schema_id: i32,
+        body_columns: &[BodyColumn],
+    ) -> Result<Manifest, TablesError> {
+        let snapshot_id = pass as i64;
+        let path = format!("{root}/metadata/pass-{pass:012}-manifest.avro");
+        let avro = iceberg::manifest(entries, &self.location, snapshot_id, schema_id, body_columns);
+        let length = avro.len() as u64;
+        self.store.put(&Path::from(path.clone()), Bytes::from(avro).into()).await?;
+        let live = || entries.iter().filter(|(status, _)| *status != EntryStatus::Deleted).map(|(_, f)| *f);
+        let count = |status: EntryStatus| {
+            let files = entries.iter().filter(|(s, _)| *s == status).map(|(_, f)| *f);
+            files.fold((0, 0), |(n, rows), f| (n + 1, rows + f.records))
+        };
+        let ((files, rows), (existing_files, existing_rows), (deleted_files, deleted_rows)) =
+            (count(EntryStatus::Added), count(EntryStatus::Existing), count(EntryStatus::Deleted));
+        Ok(Manifest {
+            path,
+            length,
+            snapshot_id,
+            files,
+            rows,
+            days: (live().map(|f| f.day).min().unwrap_or(0), live().map(|f| f.day).max().unwrap_or(0)),
+            existing_files,
+            existing_rows,
+            deleted_files,
+            deleted_rows,
+            min_sequence: live().map(|f| f.added_in()).min().unwrap_or(snapshot_id),
         })
+    }
+
+    /// `next` with `snapshot` current: writes its manifest list (naming `next`'s
+    /// manifests), expires old snapshots, and drops the garbage collected under the
+    /// `collected` state.
+    async fn add_snapshot(
+        &self,
+        basin: &str,
+        mut next: TableState,
+        mut snapshot: Snapshot,
+        collected: &TableState,
+    ) -> Result<TableState, TablesError> {
+        let root = table_root(basin);
+        snapshot.manifest_list = format!("{root}/metadata/snap-{:012}.avro", snapshot.id);
+        let parent = next.snapshots.last().map(|s| s.id);
+        let list = iceberg::manifest_list(&next.manifests, &self.location, snapshot.id, parent);
+        self.store.put(&Path::from(snapshot.manifest_list.clone()), Bytes::from(list).into()).await?;
+        next.snapshots.push(snapshot);
+        next.garbage.retain(|g| !maintenance::collectable(collected, g));
+        self.maintenance.expire_snapshots(&mut next, &root, self.clock.now_ms());
+        Ok(next)
+    }
+
+    /// The replace commit `state` needs, written but not committed: the small files of
+    /// one size class rewritten into one, and every manifest merged into one. None when
+    /// nothing needs it.
+    async fn maintain(
+        &self,
+        basin: &BasinRecord,
+        state: &TableState,
+        collected: &TableState,
+    ) -> Result<Option<TableState>, TablesError> {
+        let rewritten = self.maintenance.files_to_rewrite(state, MAX_PASS_BYTES);
+        if rewritten.is_empty() && !self.maintenance.manifests_to_merge(state) {
+            return Ok(None);
+        }
+        let root = table_root(&basin.name);
+        let pass = state.pass + 1;
+        let snapshot_id = pass as i64;
+        let merged = match rewritten.is_empty() {
+            true => Vec::new(),
+            false => vec![self.rewrite(&root, pass, &rewritten, &state.body_columns).await?],
+        };
+        let removed = |f: &DataFile| rewritten.iter().any(|r| r.path == f.path);
+        let files: Vec<DataFile> =
+            state.files.iter().filter(|f| !removed(f)).cloned().chain(merged.iter().cloned()).collect();
+        let entries: Vec<_> = files
+            .iter()
+            .map(|f| (if f.snapshot_id == snapshot_id { EntryStatus::Added } else { EntryStatus::Existing }, f))
+            .chain(rewritten.iter().map(|f| (EntryStatus::Deleted, f)))
+            .collect();
+        let schema_id = iceberg::current_schema_id(&state.body_columns);
+        let manifest = self.write_manifest(&root, pass, &entries, schema_id, &state.body_columns).await?;
+        let mut garbage = state.garbage.clone();
+        let unreferenced_from = snapshot_id;
+        garbage.extend(state.manifests.iter().map(|m| Garbage { path: m.path.clone(), unreferenced_from }));
+        garbage.extend(rewritten.iter().map(|f| Garbage { path: f.path.clone(), unreferenced_from }));
+        let next = TableState { pass, files, manifests: vec![manifest], garbage, ..state.clone() };
+        let snapshot = Snapshot {
+            id: snapshot_id,
+            timestamp_ms: self.clock.now_ms(),
+            manifest_list: String::new(),
+            schema_id,
+            added_files: merged.len() as u64,
+            added_rows: merged.iter().map(|f| f.records).sum(),
+            operation: Operation::Replace,
+            deleted_files: rewritten.len() as u64,
+            deleted_rows: rewritten.iter().map(|f| f.records).sum(),
+        };
+        Ok(Some(self.add_snapshot(&basin.name, next, snapshot, collected).await?))
+    }
+
+    /// Pass `pass`'s file holding the rows of `files` (small files of one day).
+    async fn rewrite(
+        &self,
+        root: &str,
+        pass: u64,
+        files: &[DataFile],
+        body_columns: &[BodyColumn],
+    ) -> Result<DataFile, TablesError> {
+        let mut rows = Vec::new();
+        for file in files {
+            rows.extend(crate::file_reader::file_rows(self.store.clone(), file).await?);
+        }
+        let day = files.first().map_or(0, |f| f.day);
+        let (count, bounds) = (rows.len() as u64, Bounds::of(&rows).unwrap_or_default());
+        let body_columns = body_columns.to_vec();
+        let parquet = tokio::task::spawn_blocking(move || write_parquet(rows, &body_columns))
+            .await
+            .map_err(|e| TablesError::File(format!("rewriting for pass {pass}: {e}")))??;
+        let path = format!("{root}/data/timestamp_day={}/pass-{pass:012}.parquet", iceberg::day_name(day));
+        let size = parquet.len() as u64;
+        self.store.put(&Path::from(path.clone()), parquet.into()).await?;
+        Ok(DataFile { path, day, records: count, size, bounds, snapshot_id: pass as i64 })
     }
 
     /// Makes the table metadata of the committed `state` current: writes its
@@ -429,7 +587,7 @@ fn encode_pass(
         let path = format!("data/timestamp_day={}/pass-{pass:012}.parquet", iceberg::day_name(day));
         let records = rows.len() as u64;
         let parquet = write_parquet(rows, &body_columns)?;
-        files.push((DataFile { path, day, records, size: parquet.len() as u64, bounds }, parquet));
+        files.push((DataFile { path, day, records, size: parquet.len() as u64, bounds, snapshot_id: 0 }, parquet));
     }
     Ok((body_columns, files))
 }
@@ -442,11 +600,33 @@ pub struct TieringConfig {
     /// table within this (plus a pass's time).
     #[serde(with = "humantime_serde")]
     pub pass_interval: std::time::Duration,
+    /// How long a table snapshot is kept after it stopped being current: a query of the
+    /// table has at least this long before files it reads may be deleted.
+    #[serde(with = "humantime_serde")]
+    pub snapshot_retention: std::time::Duration,
+    /// Data files smaller than this are merged with files of about their size.
+    pub target_file_bytes: u64,
 }
 
 impl Default for TieringConfig {
     fn default() -> Self {
-        Self { pass_interval: std::time::Duration::from_secs(15) }
+        let maintenance = Maintenance::default();
+        Self {
+            pass_interval: std::time::Duration::from_secs(15),
+            snapshot_retention: maintenance.snapshot_retention,
+            target_file_bytes: maintenance.target_file_bytes,
+        }
+    }
+}
+
+impl TieringConfig {
+    /// The table maintenance these settings ask for.
+    pub fn maintenance(&self) -> Maintenance {
+        Maintenance {
+            snapshot_retention: self.snapshot_retention,
+            target_file_bytes: self.target_file_bytes,
+            ..Maintenance::default()
+        }
     }
 }
 

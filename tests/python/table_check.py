@@ -3,8 +3,9 @@
 usage: table_check.py LOCATION BASIN [--endpoint URL] [--sql QUERY]... [--filter EXPR]...
 
 LOCATION is the store's URL (file:///dir or s3://bucket). Two readers:
-- DuckDB over every Parquet file: read_parquet('<LOCATION>/tables/<BASIN>/**/*.parquet'),
-  through a pyarrow S3 file system registered with DuckDB for s3:// (no extension download);
+- DuckDB over the Parquet files the committed table state names (`files` in
+  tables/<BASIN>/state.json, read by DuckDB itself, as docs/tables.md shows), through a
+  pyarrow S3 file system registered with DuckDB for s3:// (no extension download);
 - pyiceberg: StaticTable.from_metadata on the metadata file the version hint names, scanned.
 Prints one JSON object: each reader's rows, sorted by stream and seq_num, as
 [stream, seq_num, timestamp_ms, [[key_hex, value_hex], ...], body_hex]; each --sql query's
@@ -37,11 +38,9 @@ if args.location.startswith("s3://"):
     duckdb.register_filesystem(ArrowFSWrapper(s3))
     properties = {"s3.endpoint": args.endpoint, "s3.access-key-id": "test",
                   "s3.secret-access-key": "test", "s3.region": "us-east-1"}
-    files = f"{root}/**/*.parquet"
 else:
     fs, strip = pafs.LocalFileSystem(), "file://"
     properties = {}
-    files = f"{root.removeprefix('file://')}/**/*.parquet"
 
 
 def read_text(uri):
@@ -55,8 +54,12 @@ metadata = json.loads(read_text(metadata_file))
 table = StaticTable.from_metadata(metadata_file, properties=properties)
 iceberg_rows = table.scan().to_arrow()
 
+base = args.location.rstrip("/").removeprefix("file://")
+state = f"{base}/tables/{args.basin}/state.json"
+duckdb.sql(f"SET VARIABLE files = (SELECT list('{base}/' || f.path) "
+           f"FROM (SELECT unnest(files) AS f FROM read_json('{state}')))")
 sources = {
-    "duckdb": f"read_parquet('{files}', union_by_name = true, hive_partitioning = false)",
+    "duckdb": "read_parquet(getvariable('files'), union_by_name = true, hive_partitioning = false)",
     "iceberg": "iceberg_rows",
 }
 ROWS = ("select stream, seq_num, epoch_ms(timestamp), "

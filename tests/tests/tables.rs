@@ -11,15 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use shale_gateway::{AppendInput, GatewayConfig};
 use shale_metadata::{
     BasinConfig, BasinPatch, BodyFormat, MetadataApi, MetadataConfig, RetentionPolicy, StreamConfig, TablesConfig,
 };
 use shale_proto::{Header, Record};
-use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig};
+use shale_reader::{History, HistoryRead, ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
-use shale_storage::ManualClock;
+use shale_storage::{InstrumentedStore, ManualClock};
 use shale_tables::{StoreLocation, TableHistory, Tierer};
 use shale_tests::tables::{read_table, table_row};
 use shale_tests::{Backend, Node, TestStore};
@@ -464,5 +465,116 @@ async fn suite_compacted_records_are_tiered_before_they_are_old(backend: Backend
     assert_eq!(tierer.run_pass().await.unwrap(), 200, "the compacted records, not the newer ones");
     let (state, _) = tierer.state(COMPACTED_BASIN).await.unwrap();
     assert!(state.positions.values().all(|p| p.next_seq == 100), "{:?}", state.positions);
+    node.stop().await;
+}
+
+/// A table stays bounded as passes accumulate: 300 small passes over 3 streams with small
+/// target files. Small files are rewritten and manifests merged (replace snapshots),
+/// snapshots expire after their retention, and what only expired snapshots named is
+/// deleted; so the commit record, the files and manifests it names, the objects under
+/// the table's root and the GETs of a history read of a whole stream stop growing, while
+/// DuckDB and pyiceberg still read every record exactly once and a history read returns
+/// each stream's records in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_state_stays_bounded_over_many_passes() {
+    const BOUNDED: &str = "bounded-basin";
+    const PASSES: u64 = 300;
+    const STREAMS: u64 = 3;
+    let store = Backend::File.store().await;
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
+    let tables = TablesConfig { after_secs: 0, serve_reads: true, ..Default::default() };
+    let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
+    node.metadata.create_basin(BOUNDED, config).await.unwrap();
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
+    let maintenance = shale_tables::Maintenance {
+        snapshot_retention: Duration::from_secs(60),
+        target_file_bytes: 32 * 1024,
+        rewrite_fanout: 4,
+        max_manifests: 4,
+    };
+    let tierer = Tierer::new(
+        node.metadata.clone(),
+        reader,
+        store.raw.clone(),
+        StoreLocation(store.url.clone()),
+        clock.clone(),
+        Box::new(|_| true),
+    )
+    .with_maintenance(maintenance);
+    let history_store = InstrumentedStore::new(store.raw.clone());
+    let history_gets = history_store.counters();
+    let history_store: Arc<dyn ObjectStore> = Arc::new(history_store);
+    let state_key = Path::from(format!("tables/{BOUNDED}/state.json"));
+    let root = Path::from(format!("tables/{BOUNDED}"));
+
+    // Per pass: state bytes, files, manifests, snapshots, objects under the root, and
+    // the GETs of a history read of stream 0 (from a fresh reader: no cached footers).
+    let mut figures: Vec<[u64; 6]> = Vec::new();
+    for pass in 0..PASSES {
+        let stream = format!("b{}", pass % STREAMS);
+        let records = (0..2).map(|i| Record { body: Bytes::from(format!("{pass}-{i}")), ..Default::default() });
+        let input = AppendInput { basin: BOUNDED.into(), stream, records: records.collect(), ..Default::default() };
+        node.gateway.append(input).await.unwrap();
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(tierer.run_pass().await.unwrap(), 2, "pass {pass}");
+        if pass % 20 != 19 {
+            continue;
+        }
+        let (state, _) = tierer.state(BOUNDED).await.unwrap();
+        let state_bytes = store.raw.head(&state_key).await.unwrap().size;
+        let objects = store.raw.list(Some(&root)).try_collect::<Vec<_>>().await.unwrap().len() as u64;
+        let history = TableHistory::new(node.metadata.clone(), history_store.clone());
+        let gets = history_gets.gets();
+        let stream = node.metadata.stream(BOUNDED, "b0").await.unwrap();
+        let read = HistoryRead {
+            basin: BOUNDED.into(),
+            stream: "b0".into(),
+            created_at_ms: stream.record.created_at_ms,
+            from_seq: 0,
+            before_seq: u64::MAX,
+            count: u64::MAX,
+            bytes: u64::MAX,
+            until: None,
+        };
+        let records = history.read(&read).await.unwrap().records;
+        let expected: Vec<u64> = (0..state.positions["b0"].next_seq).collect();
+        assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), expected, "pass {pass}");
+        let gets = history_gets.gets() - gets;
+        let files = state.files.len() as u64;
+        figures.push([state_bytes, files, state.manifests.len() as u64, state.snapshots.len() as u64, objects, gets]);
+    }
+    let (state, _) = tierer.state(BOUNDED).await.unwrap();
+    assert_eq!(state.rows, PASSES * 2);
+    assert!(state.snapshots.iter().any(|s| s.operation == shale_tables::iceberg::Operation::Replace));
+    assert!(state.files.len() < (PASSES / 10) as usize, "small files were merged: {} left", state.files.len());
+    // The second half's worst is no worse than the first half's after warm-up: nothing
+    // grows with the pass count (the file count has a sawtooth, as size classes fill).
+    let half = figures.len() / 2;
+    let worst = |range: &[[u64; 6]], i: usize| range.iter().map(|f| f[i]).max().unwrap();
+    for (i, name) in ["state bytes", "files", "manifests", "snapshots", "objects", "history GETs"].iter().enumerate() {
+        let (early, late) = (worst(&figures[2..half], i), worst(&figures[half..], i));
+        assert!(late <= early + early / 10, "{name} grew: {early} then {late} ({figures:?})");
+    }
+    // Files on the store are those the kept snapshots name: rewritten ones were deleted.
+    let data = store
+        .raw
+        .list(Some(&Path::from(format!("tables/{BOUNDED}/data"))))
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .len();
+    assert!(data < state.files.len() + 3 * 4 * 4, "{data} data files on the store for {}", state.files.len());
+
+    let view = read_table(&store.url, BOUNDED, None, &[], &[]);
+    let mut expected = Vec::new();
+    for s in 0..STREAMS {
+        let stream = format!("b{s}");
+        let request = shale_tests::read_request(BOUNDED, &stream, ReadStart::SeqNum(0));
+        let read = node.reader.read(&request).await.unwrap();
+        expected.extend(read.records.iter().map(|record| table_row(&stream, record)));
+    }
+    assert_eq!(view.duckdb, expected, "DuckDB reads every record once");
+    assert_eq!(view.iceberg, expected, "pyiceberg scans every record once");
     node.stop().await;
 }
