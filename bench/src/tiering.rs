@@ -7,6 +7,9 @@
 //! `--json` declares the bodies JSON, so tiering also decodes them into columns.
 //!
 //!   cargo run --release -p shale-bench --bin shale-tiering-bench -- --mib 512 --delay 30ms [--json]
+//!   cargo run --release -p shale-bench --bin shale-tiering-bench -- --passes 100000
+//!
+//! `--passes` runs the table tier through many small passes instead (`table_passes`).
 //!
 //! Bodies are JSON objects with a counter, an amount and 900 bytes of pseudo-random
 //! lowercase text, so they compress about as much as real payloads (not as much as
@@ -42,6 +45,15 @@ struct Args {
     /// Declare the bodies JSON: tiering decodes their fields into columns.
     #[arg(long)]
     json: bool,
+    /// Instead: this many small passes, printing what must stay flat (`table_passes`).
+    #[arg(long, default_value = "0")]
+    passes: u64,
+    /// With --passes: records appended (and tiered) per pass.
+    #[arg(long, default_value = "10")]
+    records_per_pass: u64,
+    /// With --passes: seconds the manual clock moves on per pass.
+    #[arg(long, default_value = "15")]
+    pass_seconds: u64,
 }
 
 const BASIN: &str = "tiering-bench";
@@ -69,9 +81,14 @@ fn body(n: u64) -> Bytes {
     Bytes::from(bytes)
 }
 
+mod table_passes;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.passes > 0 {
+        return table_passes::run(args.passes, args.records_per_pass, args.pass_seconds, args.delay).await;
+    }
     let dir = tempfile::tempdir()?;
     let raw = open_store_with(&format!("file://{}", dir.path().display()), false)?;
     let instrumented = InstrumentedStore::new(Arc::new(DelayedStore::new(raw, args.delay)));

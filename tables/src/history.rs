@@ -22,6 +22,7 @@ use shale_reader::{History, HistoryOutput, HistoryRead, ReaderError};
 
 use crate::file_reader::{load, read_rows, OpenedFile};
 use crate::iceberg::DataFile;
+use crate::parquet_file::StreamRun;
 use crate::tiering::state_path;
 use crate::{TableState, TablesError};
 
@@ -80,43 +81,51 @@ impl TableHistory {
         let mut output = HistoryOutput::default();
         let (mut next, mut bytes) = (read.from_seq, 0);
         let stream = read.stream.as_str();
-        let files =
-            state.files.iter().filter(|f| f.bounds.stream.0.as_str() <= stream && stream <= f.bounds.stream.1.as_str());
-        for file in files {
-            let opened = self.open(file).await?;
-            let runs = opened.runs.iter().filter(|r| r.stream == read.stream && r.created_at_ms == read.created_at_ms);
-            for run in runs {
-                if run.first_seq + run.rows <= next {
-                    continue;
-                }
-                if run.first_seq > next {
-                    // A gap: the start may move up to what the table holds, a read may not skip.
-                    if !output.records.is_empty() {
-                        return Ok(output);
-                    }
-                    next = run.first_seq;
-                }
-                let end = (run.first_seq + run.rows).min(read.before_seq);
-                let wanted = (end.saturating_sub(next)).min(read.count - output.records.len() as u64);
-                if wanted == 0 {
+        // The stream's runs in every file that may hold records from the start, in
+        // sequence order: files are listed in commit order, and a rewritten file may
+        // hold runs on both sides of another file's.
+        let files = state.files.iter().filter(|f| {
+            f.bounds.stream.0.as_str() <= stream && stream <= f.bounds.stream.1.as_str() && f.bounds.seq_num.1 >= next
+        });
+        let opened = futures::future::try_join_all(
+            files.map(|file| async move { self.open(file).await.map(|opened| (file, opened)) }),
+        )
+        .await?;
+        let mut runs: Vec<(&DataFile, &OpenedFile, &StreamRun)> = opened
+            .iter()
+            .flat_map(|(file, opened)| opened.runs.iter().map(move |run| (*file, opened.as_ref(), run)))
+            .filter(|(_, _, run)| run.stream == read.stream && run.created_at_ms == read.created_at_ms)
+            .filter(|(_, _, run)| run.first_seq + run.rows > next)
+            .collect();
+        runs.sort_by_key(|(_, _, run)| run.first_seq);
+        for (file, opened, run) in runs {
+            if run.first_seq > next {
+                // A gap: the start may move up to what the table holds, a read may not skip.
+                if !output.records.is_empty() {
                     return Ok(output);
                 }
-                let first_row = run.first_row + (next - run.first_seq);
-                for record in read_rows(self.store.clone(), file, &opened, first_row, wanted).await? {
-                    if read.until.is_some_and(|until| record.timestamp >= until) {
-                        output.reached_until = true;
-                        return Ok(output);
-                    }
-                    bytes += record.metered_bytes();
-                    if bytes > read.bytes && !output.records.is_empty() {
-                        return Ok(output);
-                    }
-                    next = record.seq_num + 1;
-                    output.records.push(record);
-                }
-                if output.records.len() as u64 >= read.count || next >= read.before_seq {
+                next = run.first_seq;
+            }
+            let end = (run.first_seq + run.rows).min(read.before_seq);
+            let wanted = (end.saturating_sub(next)).min(read.count - output.records.len() as u64);
+            if wanted == 0 {
+                return Ok(output);
+            }
+            let first_row = run.first_row + (next - run.first_seq);
+            for record in read_rows(self.store.clone(), file, opened, first_row, wanted).await? {
+                if read.until.is_some_and(|until| record.timestamp >= until) {
+                    output.reached_until = true;
                     return Ok(output);
                 }
+                bytes += record.metered_bytes();
+                if bytes > read.bytes && !output.records.is_empty() {
+                    return Ok(output);
+                }
+                next = record.seq_num + 1;
+                output.records.push(record);
+            }
+            if output.records.len() as u64 >= read.count || next >= read.before_seq {
+                return Ok(output);
             }
         }
         Ok(output)
@@ -189,6 +198,58 @@ mod tests {
             assert_eq!(message.matches(&file.path).count(), 1, "{message}");
             assert!(message.starts_with(&format!("table file {}: ", file.path)), "{message}");
             assert!(message.contains(reason), "{message}");
+        }
+    }
+
+    /// A rewritten file may hold a stream's runs on both sides of another file's: a read
+    /// from the start returns them in sequence order, whatever order the state lists the
+    /// files in.
+    #[tokio::test]
+    async fn runs_are_read_in_sequence_order_across_files() {
+        use shale_metadata_contract::{BasinConfig, TablesConfig};
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let history = history(store.clone()).await;
+        let tables = TablesConfig { serve_reads: true, ..TablesConfig::default() };
+        let config = BasinConfig { tables: Some(tables), ..BasinConfig::default() };
+        history.metadata.create_basin("history-b", config).await.unwrap();
+        let rows = |seqs: std::ops::Range<u64>| -> Vec<crate::TableRow> {
+            seqs.map(|seq| crate::TableRow {
+                stream: "s".into(),
+                created_at_ms: 7,
+                record: shale_proto::record::SequencedRecord {
+                    seq_num: seq,
+                    timestamp: seq,
+                    headers: vec![],
+                    body: seq.to_string().into(),
+                },
+            })
+            .collect()
+        };
+        // The rewritten file holds 0..10 and 20..30, listed after the file holding 10..20.
+        let mut state = TableState::default();
+        for (path, rows) in [("t/b.parquet", rows(10..20)), ("t/a.parquet", [rows(0..10), rows(20..30)].concat())] {
+            let bounds = Bounds::of(&rows).unwrap();
+            let parquet = crate::write_parquet(rows, &[]).unwrap();
+            let file =
+                DataFile { path: path.into(), day: 0, records: 10, size: parquet.len() as u64, bounds, snapshot_id: 1 };
+            store.put(&Path::from(path), parquet.into()).await.unwrap();
+            state.files.push(file);
+        }
+        store.put(&state_path("history-b"), serde_json::to_vec(&state).unwrap().into()).await.unwrap();
+        let read = |from_seq| HistoryRead {
+            basin: "history-b".into(),
+            stream: "s".into(),
+            created_at_ms: 7,
+            from_seq,
+            before_seq: u64::MAX,
+            count: 100,
+            bytes: u64::MAX,
+            until: None,
+        };
+        for from in [0, 5, 15, 25] {
+            let records = history.read_table(&read(from)).await.unwrap().records;
+            let seqs: Vec<u64> = records.iter().map(|r| r.seq_num).collect();
+            assert_eq!(seqs, (from..30).collect::<Vec<_>>(), "from {from}");
         }
     }
 }

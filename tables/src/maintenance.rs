@@ -6,7 +6,7 @@
 //!   partition, [`Maintenance::rewrite_fanout`] files below the target size of about the
 //!   same size (the same power of the fanout) are merged into one. A row is rewritten
 //!   about log(target / pass size) times, and a day keeps fewer than `fanout` small
-//!   files per size class.
+//!   files per size class; once a later day has files, a day's small files become one.
 //! - **Manifests are merged**: a rewrite, or more than [`Maintenance::max_manifests`]
 //!   manifests, makes one `replace` snapshot whose single manifest names every live file
 //!   (and, as deleted, the files it rewrote).
@@ -61,16 +61,26 @@ pub struct Garbage {
 }
 
 impl Maintenance {
-    /// The small files of one day and size class to merge now, oldest first (the first
-    /// such group, oldest day first); none when no class is full. At most
-    /// `max_bytes` of them, so a rewrite holds no more than a pass in memory.
+    /// The small files to merge now, oldest day first: every small file of a day before
+    /// the newest (a closed day: its files will not grow, so they become one), else the
+    /// files of one day and size class once the class is full. At most `max_bytes` of
+    /// them, so a rewrite holds no more than a pass in memory.
     pub fn files_to_rewrite(&self, state: &TableState, max_bytes: u64) -> Vec<DataFile> {
         let fanout = self.rewrite_fanout.max(2);
-        let mut classes: BTreeMap<(i32, u32), Vec<&DataFile>> = BTreeMap::new();
+        let newest_day = state.files.iter().map(|f| f.day).max().unwrap_or(0);
+        let mut groups: BTreeMap<(i32, u32), Vec<&DataFile>> = BTreeMap::new();
         for file in state.files.iter().filter(|f| f.size < self.target_file_bytes) {
-            classes.entry((file.day, size_class(file.size, fanout as u64))).or_default().push(file);
+            let class = match file.day < newest_day {
+                true => 0,
+                false => size_class(file.size, fanout as u64),
+            };
+            groups.entry((file.day, class)).or_default().push(file);
         }
-        let Some(group) = classes.into_values().find(|files| files.len() >= fanout) else { return Vec::new() };
+        let full = |((day, _), files): &((i32, u32), Vec<&DataFile>)| match *day < newest_day {
+            true => files.len() >= 2,
+            false => files.len() >= fanout,
+        };
+        let Some((_, group)) = groups.into_iter().find(full) else { return Vec::new() };
         let (mut chosen, mut bytes) = (Vec::new(), 0);
         for file in group {
             if bytes + file.size > max_bytes {
@@ -159,21 +169,25 @@ mod tests {
     }
 
     #[test]
-    fn a_full_size_class_of_one_day_is_rewritten_and_nothing_else() {
+    fn a_full_size_class_or_a_closed_day_is_rewritten_and_nothing_else() {
         let m = Maintenance { target_file_bytes: 1 << 20, rewrite_fanout: 4, ..Maintenance::default() };
-        // Three small files of day 1 (not a full class), four of day 2 of about 1 KiB, one
-        // of day 2 of 100 KiB (another class), one at the target size.
-        let files = vec![file(1, 1000, 1), file(1, 1100, 2), file(1, 1200, 3)];
+        // Day 2, the newest: four files of about 1 KiB (a full class), one of 100 KiB
+        // (another class), one at the target size.
+        let mut files: Vec<DataFile> = (4..8).map(|n| file(2, 1024 + n as u64, n)).collect();
+        files.push(file(2, 100_000, 8));
+        files.push(file(2, 1 << 20, 9));
         let mut state = TableState { files, ..TableState::default() };
-        state.files.extend((4..8).map(|n| file(2, 1024 + n as u64, n)));
-        state.files.push(file(2, 100_000, 8));
-        state.files.push(file(2, 1 << 20, 9));
-        let chosen: Vec<i64> = m.files_to_rewrite(&state, u64::MAX).iter().map(|f| f.snapshot_id).collect();
-        assert_eq!(chosen, [4, 5, 6, 7]);
-        // A budget that holds one file gives nothing to merge.
-        assert!(m.files_to_rewrite(&state, 1100).is_empty());
-        state.files.retain(|f| f.day == 1);
-        assert!(m.files_to_rewrite(&state, u64::MAX).is_empty());
+        let chosen = |state: &TableState, budget| -> Vec<i64> {
+            m.files_to_rewrite(state, budget).iter().map(|f| f.snapshot_id).collect()
+        };
+        assert_eq!(chosen(&state, u64::MAX), [4, 5, 6, 7]);
+        assert!(chosen(&state, 1100).is_empty(), "a budget that holds one file merges nothing");
+        state.files.remove(0);
+        assert!(chosen(&state, u64::MAX).is_empty(), "three of a class of four");
+        // Day 1 is closed (day 2 has files): its small files become one, whatever their
+        // sizes, before anything of a later day.
+        state.files.extend([file(1, 1000, 1), file(1, 200_000, 2)]);
+        assert_eq!(chosen(&state, u64::MAX), [1, 2]);
     }
 
     #[test]
