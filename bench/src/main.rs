@@ -69,7 +69,8 @@ pub struct Args {
     /// Streams to create (cardinality).
     #[arg(long, default_value = "1000000")]
     pub cardinality: u64,
-    /// Cardinality: seconds to wait after the load before the idle period (compaction).
+    /// Cardinality: most seconds to wait after the load, until compaction has nothing left
+    /// to plan, before the idle period.
     #[arg(long, default_value = "0")]
     pub settle_seconds: u64,
     /// Cardinality: length of the measured idle period (0: none).

@@ -245,13 +245,28 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
         "segment_bytes_per_stream": data_dir.map(|d| dir_bytes(&d.join("segments")) as f64 / n as f64),
     });
     if args.idle_seconds > 0 {
-        tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
+        figures["settled_seconds"] = json!(settle(client, args.settle_seconds).await);
         figures["idle"] = idle_period(client, args, n, data_dir).await;
     }
     if let Some(every) = retained_every(args.retention_share) {
         figures["retention"] = retention_phase(client, n, every).await?;
     }
     Ok(figures)
+}
+
+/// Waits until compaction has nothing left to plan (`shale_compaction_pending_bytes` 0 at
+/// two checks 30 s apart), at most `max_seconds`; returns how long that took.
+async fn settle(client: &Client, max_seconds: u64) -> f64 {
+    let started = Instant::now();
+    let mut quiet_checks = 0;
+    while started.elapsed() < Duration::from_secs(max_seconds) && quiet_checks < 2 {
+        tokio::time::sleep(Duration::from_secs(30).min(Duration::from_secs(max_seconds))).await;
+        quiet_checks = match client.metric("shale_compaction_pending_bytes").await {
+            0.0 => quiet_checks + 1,
+            _ => 0,
+        };
+    }
+    started.elapsed().as_secs_f64()
 }
 
 fn card_stream(i: u64) -> String {

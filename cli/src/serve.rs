@@ -157,7 +157,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     .with_table_store(store.store.clone(), store.url.clone());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let mut running = client_api(&config, state.clone(), listeners)?;
-    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Alone)?;
+    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Alone).await?;
     running.metadata = Some(metadata);
     running.background.push(gc);
     running.background.extend(compactor);
@@ -301,7 +301,7 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
             .with_table_store(store.store.clone(), store.url.clone());
     let mut running = client_api(&config, state.clone(), listeners)?;
     running.lock = lock;
-    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Agents)?;
+    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Agents).await?;
     let block_cache_bytes = matches!(role, Role::Reader | Role::Agent).then_some(config.reader.block_cache_bytes);
     let kafka = running.kafka_shown();
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, %kafka, store = %store.url,
@@ -418,8 +418,9 @@ fn spawn_http(
 }
 
 impl Running {
-    /// Serves Kafka's protocol over `service` on `listener`, when there is one.
-    fn serve_kafka(
+    /// Serves Kafka's protocol over `service` on `listener`, when there is one. The basin
+    /// Kafka clients see exists before this returns, so before the start line is shown.
+    async fn serve_kafka(
         &mut self,
         config: &ServeConfig,
         listener: Option<TcpListener>,
@@ -428,6 +429,10 @@ impl Running {
     ) -> anyhow::Result<()> {
         let Some(listener) = listener else { return Ok(()) };
         let addr = listener.local_addr()?;
+        service
+            .ensure_basin(&config.kafka.basin, Default::default())
+            .await
+            .map_err(|e| anyhow::anyhow!("creating the Kafka basin {}: {e}", config.kafka.basin))?;
         let (stop, stopped) = oneshot::channel::<()>();
         let kafka = config.kafka.clone();
         let tls = config.tls.acceptor()?;

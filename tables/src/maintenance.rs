@@ -126,23 +126,41 @@ fn size_class(size: u64, fanout: u64) -> u32 {
     size.max(1).ilog(fanout)
 }
 
-/// Whether `garbage` may be deleted under the committed `state`: every snapshot that
-/// named it has expired.
+/// The garbage a pass deleted: what was collectable under the committed state it read,
+/// named by that state's oldest kept snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Collected {
+    oldest_kept: Option<i64>,
+}
+
+impl Collected {
+    /// What may be deleted under `state`.
+    pub fn under(state: &TableState) -> Self {
+        Self { oldest_kept: state.snapshots.first().map(|s| s.id) }
+    }
+
+    /// Whether `garbage` is of it: every snapshot that named it has expired.
+    pub fn covers(&self, garbage: &Garbage) -> bool {
+        self.oldest_kept.is_none_or(|oldest| oldest >= garbage.unreferenced_from)
+    }
+}
+
+/// Whether `garbage` may be deleted under the committed `state`.
 pub fn collectable(state: &TableState, garbage: &Garbage) -> bool {
-    state.snapshots.first().is_none_or(|oldest| oldest.id >= garbage.unreferenced_from)
+    Collected::under(state).covers(garbage)
 }
 
 /// Deletes the garbage of the committed `state` that may go (a key already gone is
 /// fine); the next commit drops it from the list.
-pub async fn collect_garbage(store: &dyn ObjectStore, state: &TableState) -> Result<usize, TablesError> {
-    let mut deleted = 0;
-    for garbage in state.garbage.iter().filter(|g| collectable(state, g)) {
+pub async fn collect_garbage(store: &dyn ObjectStore, state: &TableState) -> Result<Collected, TablesError> {
+    let collected = Collected::under(state);
+    for garbage in state.garbage.iter().filter(|g| collected.covers(g)) {
         match store.delete(&Path::from(garbage.path.as_str())).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => deleted += 1,
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(deleted)
+    Ok(collected)
 }
 
 #[cfg(test)]

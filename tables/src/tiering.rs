@@ -37,7 +37,7 @@ use shale_storage::Clock;
 
 use crate::body_columns::{self, BodyColumn};
 use crate::iceberg::{self, Bounds, DataFile, EntryStatus, Manifest, Operation, Snapshot, StoreLocation};
-use crate::maintenance::{self, Garbage, Maintenance};
+use crate::maintenance::{self, Collected, Garbage, Maintenance};
 use crate::{write_parquet, TableRow, TablesError};
 
 /// Records one pass writes for one basin at most: about 128 MiB of 1 KiB records,
@@ -193,19 +193,18 @@ impl Tierer {
         let Some(tables) = basin.config.tables else { return Ok(0) };
         let (mut state, mut version) = self.state(&basin.name).await?;
         self.publish(&basin.name, &state).await?;
-        maintenance::collect_garbage(self.store.as_ref(), &state).await?;
-        let collected = state.clone();
+        let collected = maintenance::collect_garbage(self.store.as_ref(), &state).await?;
         let cutoff = self.clock.now_ms().saturating_sub(tables.after_secs.saturating_mul(1000));
         let (rows, positions) = self.gather(basin, &state, cutoff).await?;
         let count = rows.len() as u64;
         if !rows.is_empty() {
             let json = tables.body_format == shale_metadata_contract::BodyFormat::Json;
-            let next = self.write_pass(basin, &state, &collected, rows, positions, json).await?;
+            let next = self.write_pass(basin, &state, collected, rows, positions, json).await?;
             version = Some(self.commit(&basin.name, &next, version).await?);
             tracing::info!(basin = %basin.name, pass = next.pass, rows = count, "tiered records into the table");
             state = next;
         }
-        if let Some(next) = self.maintain(basin, &state, &collected).await? {
+        if let Some(next) = self.maintain(basin, &state, collected).await? {
             self.commit(&basin.name, &next, version).await?;
             tracing::info!(
                 basin = %basin.name, pass = next.pass, files = next.files.len(),
@@ -301,7 +300,7 @@ impl Tierer {
         &self,
         basin: &BasinRecord,
         state: &TableState,
-        collected: &TableState,
+        collected: Collected,
         rows: Vec<TableRow>,
         positions: BTreeMap<String, StreamPosition>,
         json: bool,
@@ -394,14 +393,13 @@ impl Tierer {
     }
 
     /// `next` with `snapshot` current: writes its manifest list (naming `next`'s
-    /// manifests), expires old snapshots, and drops the garbage collected under the
-    /// `collected` state.
+    /// manifests), expires old snapshots, and drops the garbage this pass `collected`.
     async fn add_snapshot(
         &self,
         basin: &str,
         mut next: TableState,
         mut snapshot: Snapshot,
-        collected: &TableState,
+        collected: Collected,
     ) -> Result<TableState, TablesError> {
         let root = table_root(basin);
         snapshot.manifest_list = format!("{root}/metadata/snap-{:012}.avro", snapshot.id);
@@ -409,7 +407,7 @@ impl Tierer {
         let list = iceberg::manifest_list(&next.manifests, &self.location, snapshot.id, parent);
         self.store.put(&Path::from(snapshot.manifest_list.clone()), Bytes::from(list).into()).await?;
         next.snapshots.push(snapshot);
-        next.garbage.retain(|g| !maintenance::collectable(collected, g));
+        next.garbage.retain(|g| !collected.covers(g));
         self.maintenance.expire_snapshots(&mut next, &root, self.clock.now_ms());
         Ok(next)
     }
@@ -421,7 +419,7 @@ impl Tierer {
         &self,
         basin: &BasinRecord,
         state: &TableState,
-        collected: &TableState,
+        collected: Collected,
     ) -> Result<Option<TableState>, TablesError> {
         let rewritten = self.maintenance.files_to_rewrite(state, MAX_PASS_BYTES);
         if rewritten.is_empty() && !self.maintenance.manifests_to_merge(state) {
