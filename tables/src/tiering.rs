@@ -341,18 +341,9 @@ impl Tierer {
             snapshots: state.snapshots.clone(),
             garbage: state.garbage.clone(),
         };
-        let snapshot = Snapshot {
-            id: snapshot_id,
-            timestamp_ms: self.clock.now_ms(),
-            manifest_list: String::new(),
-            schema_id,
-            added_files: files.len() as u64,
-            added_rows: count,
-            operation: Operation::Append,
-            deleted_files: 0,
-            deleted_rows: 0,
-        };
-        self.add_snapshot(&basin.name, next, snapshot, collected).await
+        let change =
+            Change { operation: Operation::Append, schema_id, added: (files.len() as u64, count), deleted: (0, 0) };
+        self.add_snapshot(&basin.name, next, change, collected).await
     }
 
     /// Writes pass `pass`'s manifest of `entries` and returns it as the manifest list
@@ -392,17 +383,28 @@ impl Tierer {
         })
     }
 
-    /// `next` with `snapshot` current: writes its manifest list (naming `next`'s
-    /// manifests), expires old snapshots, and drops the garbage this pass `collected`.
+    /// `next` with a snapshot of `change` current: writes its manifest list (naming
+    /// `next`'s manifests), expires old snapshots, and drops the garbage this pass
+    /// `collected`.
     async fn add_snapshot(
         &self,
         basin: &str,
         mut next: TableState,
-        mut snapshot: Snapshot,
+        change: Change,
         collected: Collected,
     ) -> Result<TableState, TablesError> {
         let root = table_root(basin);
-        snapshot.manifest_list = format!("{root}/metadata/snap-{:012}.avro", snapshot.id);
+        let snapshot = Snapshot {
+            id: next.pass as i64,
+            timestamp_ms: self.clock.now_ms(),
+            manifest_list: format!("{root}/metadata/snap-{:012}.avro", next.pass),
+            schema_id: change.schema_id,
+            added_files: change.added.0,
+            added_rows: change.added.1,
+            operation: change.operation,
+            deleted_files: change.deleted.0,
+            deleted_rows: change.deleted.1,
+        };
         let parent = next.snapshots.last().map(|s| s.id);
         let list = iceberg::manifest_list(&next.manifests, &self.location, snapshot.id, parent);
         self.store.put(&Path::from(snapshot.manifest_list.clone()), Bytes::from(list).into()).await?;
@@ -447,18 +449,13 @@ impl Tierer {
         garbage.extend(state.manifests.iter().map(|m| Garbage { path: m.path.clone(), unreferenced_from }));
         garbage.extend(rewritten.iter().map(|f| Garbage { path: f.path.clone(), unreferenced_from }));
         let next = TableState { pass, files, manifests: vec![manifest], garbage, ..state.clone() };
-        let snapshot = Snapshot {
-            id: snapshot_id,
-            timestamp_ms: self.clock.now_ms(),
-            manifest_list: String::new(),
-            schema_id,
-            added_files: merged.len() as u64,
-            added_rows: merged.iter().map(|f| f.records).sum(),
+        let change = Change {
             operation: Operation::Replace,
-            deleted_files: rewritten.len() as u64,
-            deleted_rows: rewritten.iter().map(|f| f.records).sum(),
+            schema_id,
+            added: (merged.len() as u64, merged.iter().map(|f| f.records).sum()),
+            deleted: (rewritten.len() as u64, rewritten.iter().map(|f| f.records).sum()),
         };
-        Ok(Some(self.add_snapshot(&basin.name, next, snapshot, collected).await?))
+        Ok(Some(self.add_snapshot(&basin.name, next, change, collected).await?))
     }
 
     /// Pass `pass`'s file holding the rows of `files` (small files of one day).
@@ -554,6 +551,15 @@ impl Tierer {
         }
         Ok(records)
     }
+}
+
+/// What a commit's snapshot did: its operation, the schema it writes under, and the files
+/// and rows it added and deleted.
+struct Change {
+    operation: Operation,
+    schema_id: i32,
+    added: (u64, u64),
+    deleted: (u64, u64),
 }
 
 /// A pass encoded: the decoded columns after it, and its Parquet files, each with its
