@@ -28,6 +28,14 @@ use shale_tests::{Backend, Node, TestStore};
 const BASIN: &str = "table-basin";
 const STREAMS: usize = 50;
 
+/// A tierer of every basin on `store` (reading through it too), as the node's metadata
+/// and `clock` see them.
+fn tierer(node: &Node, store: &TestStore, through: Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Tierer {
+    let reader = Arc::new(Reader::new(&ReaderConfig::default(), through.clone(), node.metadata.clone()));
+    let location = StoreLocation(store.url.clone());
+    Tierer::new(node.metadata.clone(), reader, through, location, clock.clone(), Box::new(|_| true))
+}
+
 /// Appends record `seq` to every stream, with a header on odd ones.
 async fn append_round(node: &Node, seq: u64) {
     let appends = (0..STREAMS).map(|s| {
@@ -92,10 +100,7 @@ async fn suite_tiering_writes_every_record_once(backend: Backend) {
     let config = BasinConfig { create_stream_on_append: true, tables: config_tables(), ..Default::default() };
     node.metadata.create_basin(BASIN, config).await.unwrap();
     let composed: Arc<dyn ObjectStore> = node.faults.clone();
-    let reader = Arc::new(Reader::new(&ReaderConfig::default(), composed.clone(), node.metadata.clone()));
-    let location = StoreLocation(store.url.clone());
-    let tierer =
-        Tierer::new(node.metadata.clone(), reader, composed.clone(), location, clock.clone(), Box::new(|_| true));
+    let tierer = tierer(&node, &store, composed.clone(), &clock);
 
     for seq in 0..3 {
         append_round(&node, seq).await;
@@ -187,10 +192,7 @@ async fn suite_json_bodies_are_columns(backend: Backend) {
     let tables = TablesConfig { after_secs: 0, body_format: BodyFormat::Json, ..Default::default() };
     let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
     node.metadata.create_basin(JSON_BASIN, config).await.unwrap();
-    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
-    let location = StoreLocation(store.url.clone());
-    let tierer =
-        Tierer::new(node.metadata.clone(), reader, store.raw.clone(), location, clock.clone(), Box::new(|_| true));
+    let tierer = tierer(&node, &store, store.raw.clone(), &clock);
     let append = |stream: usize, bodies: Vec<String>| {
         let records = bodies.into_iter().map(|b| Record { body: Bytes::from(b), ..Default::default() }).collect();
         let input =
@@ -295,15 +297,7 @@ async fn suite_expired_history_is_read_from_the_table(backend: Backend) {
         append("h", pass * 100, 100).await.unwrap();
         append("other", pass * 10, 10).await.unwrap();
         clock.advance(Duration::from_secs(1));
-        let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
-        let tierer = Tierer::new(
-            node.metadata.clone(),
-            reader,
-            store.raw.clone(),
-            StoreLocation(store.url.clone()),
-            clock.clone(),
-            Box::new(|_| true),
-        );
+        let tierer = tierer(&node, &store, store.raw.clone(), &clock);
         assert_eq!(tierer.run_pass().await.unwrap(), 110);
     }
     let read_all = |reader: Reader, from: u64| async move {
@@ -355,10 +349,7 @@ async fn suite_expired_history_is_read_from_the_table(backend: Backend) {
     // in the table (history outlives the log by design).
     node.metadata.delete_stream(HISTORY_BASIN, "other").await.unwrap();
     clock.advance(Duration::from_secs(1));
-    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
-    let location = StoreLocation(store.url.clone());
-    let tierer =
-        Tierer::new(node.metadata.clone(), reader, store.raw.clone(), location, clock.clone(), Box::new(|_| true));
+    let tierer = tierer(&node, &store, store.raw.clone(), &clock);
     assert_eq!(tierer.run_pass().await.unwrap(), 50, "the records appended after the expiry");
     let (state, _) = tierer.state(HISTORY_BASIN).await.unwrap();
     assert_eq!(state.positions.keys().collect::<Vec<_>>(), ["h"]);
@@ -447,10 +438,7 @@ async fn suite_compacted_records_are_tiered_before_they_are_old(backend: Backend
             append(stream, round * 20).await.unwrap();
         }
     }
-    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
-    let location = StoreLocation(store.url.clone());
-    let tierer =
-        Tierer::new(node.metadata.clone(), reader, store.raw.clone(), location, clock.clone(), Box::new(|_| true));
+    let tierer = tierer(&node, &store, store.raw.clone(), &clock);
     clock.advance(Duration::from_secs(61));
     assert_eq!(tierer.run_pass().await.unwrap(), 0, "nothing is an hour old or compacted");
 
@@ -486,22 +474,13 @@ async fn table_state_stays_bounded_over_many_passes() {
     let tables = TablesConfig { after_secs: 0, serve_reads: true, ..Default::default() };
     let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
     node.metadata.create_basin(BOUNDED, config).await.unwrap();
-    let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), node.metadata.clone()));
     let maintenance = shale_tables::Maintenance {
         snapshot_retention: Duration::from_secs(60),
         target_file_bytes: 32 * 1024,
         rewrite_fanout: 4,
         max_manifests: 4,
     };
-    let tierer = Tierer::new(
-        node.metadata.clone(),
-        reader,
-        store.raw.clone(),
-        StoreLocation(store.url.clone()),
-        clock.clone(),
-        Box::new(|_| true),
-    )
-    .with_maintenance(maintenance);
+    let tierer = tierer(&node, &store, store.raw.clone(), &clock).with_maintenance(maintenance);
     let history_store = InstrumentedStore::new(store.raw.clone());
     let history_gets = history_store.counters();
     let history_store: Arc<dyn ObjectStore> = Arc::new(history_store);
