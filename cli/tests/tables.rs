@@ -83,7 +83,11 @@ async fn tiering_through_kill_9_keeps_every_record_once() {
         let prefix = format!("{}-r{}-", row[0].as_str().unwrap(), row[1]);
         assert!(body.starts_with(prefix.as_bytes()), "{row}");
     }
-    assert_eq!(view.snapshots, state["pass"].as_u64().unwrap(), "one snapshot per committed pass");
+    // Passes go on while the engines read (a later pass may rewrite small files), so the
+    // metadata read is the committed state's or a later one; fewer passes than the kept
+    // snapshots ran, so none has expired.
+    assert!(view.version >= state["pass"].as_u64().unwrap(), "published {} of {state}", view.version);
+    assert_eq!(view.snapshots, view.version, "one snapshot per committed pass");
 
     // The status over HTTP and through `shale tables`, whose DuckDB line runs as printed.
     let status: Value =

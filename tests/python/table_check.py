@@ -64,7 +64,7 @@ sources = {
 }
 ROWS = ("select stream, seq_num, epoch_ms(timestamp), "
         "list_transform(headers, h -> [hex(h.key), hex(h.value)]), hex(body) from {T} order by 1, 2")
-out = {"snapshots": len(metadata.get("snapshots", [])),
+out = {"snapshots": len(metadata.get("snapshots", [])), "version": int(version),
        "schemas": [[f["name"] for f in s["fields"]] for s in metadata["schemas"]]}
 for name, source in sources.items():
     rows = duckdb.sql(ROWS.replace("{T}", source)).fetchall()

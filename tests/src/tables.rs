@@ -19,6 +19,9 @@ pub struct TableView {
     pub filters: Vec<(u64, u64)>,
     /// Snapshots in the table metadata.
     pub snapshots: u64,
+    /// The published metadata version read (`v<version>.metadata.json`, the pass that
+    /// committed it).
+    pub version: u64,
     /// Each schema's column names, oldest schema first.
     pub schemas: Vec<Vec<String>>,
 }
@@ -78,6 +81,6 @@ pub fn read_table(
         .iter()
         .map(|s| s.as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect())
         .collect();
-    let snapshots = out["snapshots"].as_u64().unwrap();
-    TableView { duckdb, iceberg, duckdb_sql, iceberg_sql, filters: seen, snapshots, schemas }
+    let (snapshots, version) = (out["snapshots"].as_u64().unwrap(), out["version"].as_u64().unwrap());
+    TableView { duckdb, iceberg, duckdb_sql, iceberg_sql, filters: seen, snapshots, version, schemas }
 }
