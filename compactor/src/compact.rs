@@ -68,6 +68,8 @@ impl Compactor {
             min_age_ms: config.min_age.as_millis() as u64,
             max_bytes: config.object_bytes,
             remerge_below: config.block_bytes / 2,
+            min_bytes: config.min_object_bytes,
+            max_wait_ms: config.max_wait.as_millis() as u64,
         };
         let plan = self.metadata.catalog(call).await?.into_compaction_plan()?;
         let now = self.clock.now_ms();

@@ -94,6 +94,12 @@ pub enum CatalogCall {
         /// A stream's last compacted entry smaller than this is merged again with the
         /// entries after it.
         remerge_below: u64,
+        /// The compactor waits until `min_bytes` are eligible or the oldest has waited
+        /// `max_wait_ms`; meanwhile metadata may answer from its last walk, without reading
+        /// every marked stream again, while too little was committed since for the wait to
+        /// end (0: always walk).
+        min_bytes: u64,
+        max_wait_ms: u64,
     },
     /// The stream's compaction cursor: its records below it are in compacted objects.
     CompactedThrough {

@@ -51,13 +51,15 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
             Call::ListStreams(list(basin, prefix, start_after, *limit))
         }
         CatalogCall::DeleteStream { basin, stream } => Call::DeleteStream(stream_ref(basin, stream)),
-        CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes, remerge_below } => {
+        CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes, remerge_below, min_bytes, max_wait_ms } => {
             Call::PlanCompaction(pb::PlanCompaction {
                 shard: *shard,
                 shards: *shards,
                 min_age_ms: *min_age_ms,
                 max_bytes: *max_bytes,
                 remerge_below: *remerge_below,
+                min_bytes: *min_bytes,
+                max_wait_ms: *max_wait_ms,
             })
         }
         CatalogCall::CompactedThrough { basin, stream } => Call::CompactedThrough(stream_ref(basin, stream)),
@@ -150,6 +152,8 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             min_age_ms: r.min_age_ms,
             max_bytes: r.max_bytes,
             remerge_below: r.remerge_below,
+            min_bytes: r.min_bytes,
+            max_wait_ms: r.max_wait_ms,
         },
         Call::CommitCompaction(r) => CatalogCall::CommitCompaction {
             segment_id: id_from_wire(&r.segment_id, "segment id")?,
@@ -403,6 +407,8 @@ mod tests {
                 min_age_ms: 60_000,
                 max_bytes: 1 << 26,
                 remerge_below: 9,
+                min_bytes: 1 << 23,
+                max_wait_ms: 600_000,
             },
             CatalogCall::CommitCompaction {
                 segment_id: u128::MAX - 1,
@@ -433,7 +439,15 @@ mod tests {
             pending_bytes: 99,
             oldest_sealed_ms: 5,
         };
-        let call = CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 0, max_bytes: 1, remerge_below: 0 };
+        let call = CatalogCall::PlanCompaction {
+            shard: 0,
+            shards: 1,
+            min_age_ms: 0,
+            max_bytes: 1,
+            remerge_below: 0,
+            min_bytes: 0,
+            max_wait_ms: 0,
+        };
         let replies = [
             CatalogReply::CompactionPlan(plan),
             CatalogReply::CompactionAccepted(3),

@@ -1,6 +1,8 @@
 //! The reclaim agenda and uncompacted marks: passes read only the streams that changed
 //! or fall due, and a database written before them is seeded once.
 
+use std::sync::atomic::Ordering;
+
 use shale_proto::Command;
 use shale_storage::Clock;
 use slatedb::config::DurabilityLevel;
@@ -21,6 +23,8 @@ impl Fixture {
             min_age_ms: 60_000,
             max_bytes: 1 << 20,
             remerge_below: 0,
+            min_bytes: 0,
+            max_wait_ms: 0,
         };
         self.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap()
     }
@@ -118,5 +122,68 @@ async fn a_database_without_the_agenda_is_seeded_by_its_first_pass() {
     assert_eq!((pass.streams_visited, pass.entries_removed), (1, 1), "{pass:?}");
     assert_eq!(f.plan().await.runs.len(), 1, "`plain` is planned again; `r` is empty");
     assert!(f.metadata.db.get(keys::AGENDA_SEEDED).await.unwrap().is_some());
+    f.metadata.close().await.unwrap();
+}
+
+impl Fixture {
+    /// A plan call of a compactor that waits for `min_bytes` or 600 s.
+    async fn plan_waiting_for(&self, min_bytes: u64) -> crate::CompactionPlan {
+        let call = CatalogCall::PlanCompaction {
+            shard: 0,
+            shards: 1,
+            min_age_ms: 60_000,
+            max_bytes: 1 << 20,
+            remerge_below: 0,
+            min_bytes,
+            max_wait_ms: 600_000,
+        };
+        self.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap()
+    }
+
+    fn plan_walks(&self) -> (u64, u64) {
+        let stats = &self.metadata.gc_stats;
+        (stats.plan_walks.load(Ordering::Relaxed), stats.plans_from_last_walk.load(Ordering::Relaxed))
+    }
+}
+
+/// While too little is uncompacted for the compactor to stop waiting, plans are answered
+/// from the last walk; the walk comes back once commits could have added enough, and
+/// once the oldest entry seen could have waited its `max_wait`.
+#[tokio::test]
+async fn a_waiting_compactor_is_answered_without_a_walk_until_enough_could_have_changed() {
+    let names: Vec<String> = (0..20).map(|i| format!("s-{i:02}")).collect();
+    let streams: Vec<(&str, StreamConfig)> = names.iter().map(|s| (s.as_str(), StreamConfig::default())).collect();
+    let f = open(&streams).await;
+    let name = |range: std::ops::Range<usize>| names[range].iter().map(String::as_str).collect::<Vec<_>>();
+    f.commit(1, &name(0..10)).await; // 10 appends of 100 bytes
+    f.advance(61);
+    let first = f.plan_waiting_for(1_500).await;
+    assert_eq!((first.pending_bytes, first.runs.len()), (1_000, 10));
+    assert_eq!(f.plan_walks(), (1, 0));
+
+    f.commit(2, &name(10..14)).await; // 1,400 bytes could now be eligible: under 1,500
+    f.advance(61);
+    let again = f.plan_waiting_for(1_500).await;
+    assert_eq!((again.pending_bytes, again.runs.len()), (1_000, 0), "the last walk's answer, without runs");
+    assert_eq!(f.plan_walks(), (1, 1));
+    assert_eq!(f.plan_waiting_for(1_000_000).await.pending_bytes, 1_400, "other settings walk");
+    assert_eq!(f.plan_walks(), (2, 1));
+
+    f.commit(3, &name(14..15)).await; // 1,500 could be eligible: walk
+    f.advance(61);
+    let walked = f.plan_waiting_for(1_500).await;
+    assert_eq!((walked.pending_bytes, walked.runs.len()), (1_500, 15));
+    assert_eq!(f.plan_walks(), (3, 1));
+    assert_eq!(f.plan_waiting_for(1_500).await.runs.len(), 15, "enough was seen: every plan walks");
+    assert_eq!(f.plan_walks(), (4, 1));
+
+    // Time alone: the oldest entry seen waited 60 s + 600 s, so the compactor stops waiting.
+    assert_eq!(f.plan_waiting_for(1_000_000).await.runs.len(), 15);
+    f.advance(300);
+    assert!(f.plan_waiting_for(1_000_000).await.runs.is_empty());
+    assert_eq!(f.plan_walks(), (5, 2));
+    f.advance(180);
+    assert_eq!(f.plan_waiting_for(1_000_000).await.runs.len(), 15, "the first appends were sealed 663 s ago");
+    assert_eq!(f.plan_walks(), (6, 2));
     f.metadata.close().await.unwrap();
 }

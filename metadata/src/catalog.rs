@@ -2,7 +2,6 @@
 
 use shale_proto::names;
 use slatedb::config::DurabilityLevel;
-use slatedb::config::ScanOptions;
 use slatedb::WriteBatch;
 
 use crate::{
@@ -53,9 +52,25 @@ impl Metadata {
                 self.apply_delete_stream(&basin, &stream).await?;
                 CatalogReply::Done
             }
-            CatalogCall::PlanCompaction { shard, shards, min_age_ms, max_bytes, remerge_below } => {
-                let plan = self.plan_compaction(shard, shards, min_age_ms, max_bytes, remerge_below).await?;
-                CatalogReply::CompactionPlan(plan)
+            CatalogCall::PlanCompaction {
+                shard,
+                shards,
+                min_age_ms,
+                max_bytes,
+                remerge_below,
+                min_bytes,
+                max_wait_ms,
+            } => {
+                let settings = crate::compaction::PlanSettings {
+                    shard,
+                    shards,
+                    min_age_ms,
+                    max_bytes,
+                    remerge_below,
+                    min_bytes,
+                    max_wait_ms,
+                };
+                CatalogReply::CompactionPlan(self.plan_compaction(settings).await?)
             }
             CatalogCall::CompactedThrough { basin, stream } => {
                 CatalogReply::CompactedThrough(self.compacted_through(&basin, &stream).await?)
@@ -358,7 +373,7 @@ impl Metadata {
     ) -> Result<ListPage<T>> {
         let end = keys::prefix_end(prefix);
         let start = if start_after_key > prefix { start_after_key.to_vec() } else { prefix.to_vec() };
-        let options = ScanOptions { durability_filter, ..ScanOptions::default() };
+        let options = Self::scan_options(durability_filter);
         let mut iter =
             self.db.scan_with_options(start.clone()..end, &options).await.map_err(|e| self.storage_error(e))?;
         let mut items = Vec::new();

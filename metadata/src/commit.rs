@@ -172,6 +172,8 @@ impl Metadata {
             batch.put(&key, record.to_stored());
             agenda::note_commit(writer, &mut batch, &key, record, overlay.trimmed.contains(stream_key), now_ms);
         }
+        let indexed: u64 = overlay.entries.iter().map(|(_, _, entry)| u64::from(entry.len)).sum();
+        self.indexed_bytes.fetch_add(indexed, std::sync::atomic::Ordering::Relaxed);
         for (_, stream_id, entry) in &overlay.entries {
             let value = entry.encode();
             batch.put(keys::index(*stream_id, entry.last_seq()), &value);

@@ -14,6 +14,9 @@
 //! releases the old objects' (`refs`), and unmarks each stream whose cursor reached its
 //! tail.
 
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
 use slatedb::config::{DurabilityLevel, ReadOptions};
 use slatedb::WriteBatch;
 
@@ -23,6 +26,82 @@ use crate::{
     WriterState,
 };
 
+/// A compactor's plan call: its shard, what it takes (`min_age_ms`, `max_bytes`,
+/// `remerge_below`) and how long it waits for enough (`min_bytes`, `max_wait_ms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlanSettings {
+    pub shard: u32,
+    pub shards: u32,
+    pub min_age_ms: u64,
+    pub max_bytes: u64,
+    pub remerge_below: u64,
+    pub min_bytes: u64,
+    pub max_wait_ms: u64,
+}
+
+/// What one walk over the marked streams saw, eligible or not yet.
+#[derive(Debug, Default)]
+struct Walk {
+    bytes: u64,
+    oldest_sealed_ms: Option<u64>,
+    /// A stream had more entries than one plan reads: its bytes were not all counted.
+    truncated: bool,
+}
+
+impl Walk {
+    fn saw(&mut self, entries: &[IndexEntry]) {
+        self.bytes += entries.iter().map(|e| u64::from(e.len)).sum::<u64>();
+        self.truncated |= entries.len() >= MAX_RUN_ENTRIES;
+        if let Some(sealed) = entries.iter().map(|e| ulid::Ulid(e.segment_id).timestamp_ms()).min() {
+            self.oldest_sealed_ms = Some(self.oldest_sealed_ms.map_or(sealed, |o| o.min(sealed)));
+        }
+    }
+}
+
+/// The last walk of each shard's plan while its compactor waits: what it answered, the
+/// bytes of every uncompacted entry it saw and the index bytes committed before it
+/// (`Metadata::indexed_bytes`). Eligible bytes can only grow by commits after the walk
+/// (compactions, trims and deletes shrink them), so while the walk's bytes plus those
+/// commits stay under `min_bytes` and the oldest entry seen has not waited `min_age` +
+/// `max_wait`, another walk would make the compactor wait too. In memory: a new
+/// metadata instance walks at its first plan.
+#[derive(Debug, Default)]
+pub(crate) struct WaitingPlans(std::sync::Mutex<HashMap<(u32, u32), WaitingPlan>>);
+
+#[derive(Debug)]
+struct WaitingPlan {
+    settings: PlanSettings,
+    indexed_before: u64,
+    seen_bytes: u64,
+    wait_ends_ms: u64,
+    answer: CompactionPlan,
+}
+
+impl WaitingPlans {
+    fn answer(&self, settings: &PlanSettings, indexed_now: u64, now_ms: u64) -> Option<CompactionPlan> {
+        let plans = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let waiting = plans.get(&(settings.shard, settings.shards))?;
+        let could_have = waiting.seen_bytes + indexed_now.saturating_sub(waiting.indexed_before);
+        let still_waiting =
+            waiting.settings == *settings && could_have < settings.min_bytes && now_ms < waiting.wait_ends_ms;
+        still_waiting.then(|| CompactionPlan { runs: Vec::new(), ..waiting.answer.clone() })
+    }
+
+    fn remember(&self, settings: PlanSettings, walk: Walk, indexed_before: u64, answer: &CompactionPlan) {
+        let mut plans = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (settings.shard, settings.shards);
+        if walk.truncated || walk.bytes >= settings.min_bytes {
+            plans.remove(&key);
+            return;
+        }
+        let wait_ends_ms = walk
+            .oldest_sealed_ms
+            .map_or(u64::MAX, |sealed| sealed.saturating_add(settings.min_age_ms).saturating_add(settings.max_wait_ms));
+        let answer = CompactionPlan { runs: Vec::new(), ..answer.clone() };
+        plans.insert(key, WaitingPlan { settings, indexed_before, seen_bytes: walk.bytes, wait_ends_ms, answer });
+    }
+}
+
 /// Stream records read per page while planning.
 const STREAM_PAGE: usize = 1_000;
 /// Swapped streams checked per hold of the writer lock when unmarking them.
@@ -31,23 +110,37 @@ const UNMARK_PAGE: usize = 512;
 const MAX_RUN_ENTRIES: usize = 4_096;
 
 impl Metadata {
-    /// The next runs to compact in `shard` of `shards` (stream id modulo `shards`), up to
+    /// The next runs to compact in the settings' shard (stream id modulo `shards`), up to
     /// about `max_bytes` of entries, and how much is eligible in all.
-    pub(crate) async fn plan_compaction(
-        &self,
-        shard: u32,
-        shards: u32,
-        min_age_ms: u64,
-        max_bytes: u64,
-        remerge_below: u64,
-    ) -> Result<CompactionPlan> {
+    ///
+    /// While the compactor waits for more to be eligible, the answer comes from the last
+    /// walk as long as that walk plus every byte indexed since cannot have reached
+    /// `min_bytes` and its oldest entry cannot have waited `max_wait_ms` (see
+    /// [`WaitingPlan`]): an idle or slowly written store is not read stream by stream
+    /// every compactor interval.
+    pub(crate) async fn plan_compaction(&self, settings: PlanSettings) -> Result<CompactionPlan> {
         self.check_usable()?;
+        let PlanSettings { shard, shards, min_age_ms, max_bytes, remerge_below, .. } = settings;
         if shards == 0 || shard >= shards {
             return Err(MetadataError::InvalidArgument(format!("compaction shard {shard} of {shards}")));
         }
+        let indexed_before = {
+            let writer = self.writer.lock().await;
+            let indexed = self.indexed_bytes.load(Ordering::Relaxed);
+            if let Some(plan) = self.waiting_plans.answer(&settings, indexed, self.clock.now_ms()) {
+                self.gc_stats.plans_from_last_walk.fetch_add(1, Ordering::Relaxed);
+                return Ok(plan);
+            }
+            self.gc_stats.plan_walks.fetch_add(1, Ordering::Relaxed);
+            // Everything indexed so far is durable before the walk, which reads only
+            // durable entries: the walk sees every byte counted in `indexed`.
+            self.settle(writer).await?;
+            indexed
+        };
         let sealed_before = self.clock.now_ms().saturating_sub(min_age_ms);
         let mut plan = CompactionPlan::default();
         let mut planned_bytes = 0u64;
+        let mut walk = Walk::default();
         let mut after = Vec::new();
         loop {
             let page = self
@@ -79,6 +172,7 @@ impl Metadata {
                 }
                 let (end_key, from_key) = (keys::end_of_stream(b"i/", record.id), keys::index(record.id, start));
                 let entries = self.scan_entries(from_key, end_key, MAX_RUN_ENTRIES, DurabilityLevel::Remote).await?;
+                walk.saw(&entries);
                 let eligible: Vec<IndexEntry> = entries
                     .into_iter()
                     .take_while(|entry| ulid::Ulid(entry.segment_id).timestamp_ms() <= sealed_before)
@@ -112,9 +206,11 @@ impl Metadata {
             }
             match page.items.last() {
                 Some((key, _, _)) if page.has_more => after = key.clone(),
-                _ => return Ok(plan),
+                _ => break,
             }
         }
+        self.waiting_plans.remember(settings, walk, indexed_before, &plan);
+        Ok(plan)
     }
 
     /// The stream's last compacted entry, when it is smaller than `remerge_below` and

@@ -154,17 +154,21 @@ fn segment_id_of(path: &Path) -> Option<u128> {
     ulid::Ulid::from_string(name).ok().map(|ulid| ulid.0)
 }
 
-/// Runs [`Metadata::reclaim`] then [`Metadata::collect_orphans`] every `gc_interval`
-/// until the instance stops.
+/// Runs [`Metadata::reclaim`] every `gc_interval`, and [`Metadata::collect_orphans`]
+/// with it every [`orphan_passes_every`] passes, until the instance stops.
 pub async fn run_collection(metadata: std::sync::Arc<Metadata>, store: std::sync::Arc<dyn ObjectStore>) {
     let mut ticker = tokio::time::interval(metadata.config.gc_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    let orphans_every = orphan_passes_every(&metadata.config);
+    for pass in 0u64.. {
         ticker.tick().await;
         match metadata.reclaim(store.as_ref()).await {
             Ok(report) => tracing::debug!(?report, "reclaim pass"),
             Err(MetadataError::Fenced | MetadataError::Stopped) => return,
             Err(e) => tracing::warn!(error = %e, "reclaim pass failed"),
+        }
+        if pass % orphans_every != 0 {
+            continue;
         }
         match metadata.collect_orphans(store.as_ref()).await {
             Ok(report) => tracing::debug!(examined = report.examined, deleted = report.deleted, "orphan collection"),
@@ -172,6 +176,14 @@ pub async fn run_collection(metadata: std::sync::Arc<Metadata>, store: std::sync
             Err(e) => tracing::warn!(error = %e, "orphan collection failed"),
         }
     }
+}
+
+/// Orphan collection runs with one reclaim pass in this many: an orphan waits
+/// `orphan_grace` anyway, so listing new segment keys every quarter of it (at least every
+/// pass) deletes it at most a quarter later and spares an idle store a LIST per pass.
+fn orphan_passes_every(config: &crate::MetadataConfig) -> u64 {
+    let quarter = config.orphan_grace / 4;
+    (quarter.as_millis() / config.gc_interval.as_millis().max(1)).max(1) as u64
 }
 
 #[cfg(test)]
@@ -231,6 +243,18 @@ mod tests {
         assert!(store.head(&behind).await.is_err(), "the segment behind the cursor is collected");
         assert!(store.head(&young).await.is_ok(), "a young segment is kept");
         metadata.close().await.unwrap();
+    }
+
+    #[test]
+    fn orphans_are_listed_every_quarter_grace_and_at_most_every_pass() {
+        let config = |grace, interval| MetadataConfig {
+            orphan_grace: Duration::from_secs(grace),
+            gc_interval: Duration::from_secs(interval),
+            ..MetadataConfig::default()
+        };
+        assert_eq!(orphan_passes_every(&config(600, 60)), 2);
+        assert_eq!(orphan_passes_every(&config(600, 10)), 15);
+        assert_eq!(orphan_passes_every(&config(10, 60)), 1);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! What garbage collection did and what it leaves, for `/metrics`: orphan collection's
-//! counters, reclaiming's counters, and the space gauges a reclaim pass refreshes when segments changed.
+//! What the background passes did and what they leave, for `/metrics`: orphan
+//! collection's counters, reclaiming's counters, compaction planning's walks, and the
+//! space gauges a reclaim pass refreshes when segments changed.
 
 use std::sync::atomic::AtomicU64;
 
@@ -23,6 +24,8 @@ pub struct GcStats {
     pub dead_bytes_in_live_segments: AtomicU64,
     pub released_segments: AtomicU64,
     pub released_bytes: AtomicU64,
+    pub plan_walks: AtomicU64,
+    pub plans_from_last_walk: AtomicU64,
 }
 
 impl GcStats {
@@ -37,6 +40,16 @@ impl GcStats {
             ),
             ("shale_gc_orphans_deleted_total", "Uncommitted segment objects deleted", &self.orphans_deleted),
             ("shale_reclaim_runs_total", "Reclaim passes (retention, trims, deletes)", &self.reclaim_runs),
+            (
+                "shale_compaction_plan_walks_total",
+                "Compaction plans that read every stream marked uncompacted in their shard",
+                &self.plan_walks,
+            ),
+            (
+                "shale_compaction_plans_from_last_walk_total",
+                "Compaction plans answered from the last walk while the compactor waits for more",
+                &self.plans_from_last_walk,
+            ),
             (
                 "shale_reclaim_streams_visited_total",
                 "Stream records reclaim read: those its agenda held due, not every stream",

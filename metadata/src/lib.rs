@@ -76,7 +76,7 @@ use std::time::Duration;
 
 use shale_storage::object_store::ObjectStore;
 use shale_storage::Clock;
-use slatedb::config::{DurabilityLevel, ReadOptions};
+use slatedb::config::{DurabilityLevel, ReadOptions, ScanOptions};
 use slatedb::Db;
 use tokio::sync::{watch, Mutex};
 
@@ -120,6 +120,10 @@ pub struct Metadata {
     /// Set by whatever adds, removes or releases segment references: the next reclaim
     /// pass refreshes the space gauges (an idle database is not surveyed).
     segments_changed: std::sync::atomic::AtomicBool,
+    /// Bytes of the index entries this instance committed (appends, not compactions).
+    indexed_bytes: std::sync::atomic::AtomicU64,
+    /// Compaction plans answered from their last walk while their compactor waits.
+    waiting_plans: compaction::WaitingPlans,
     /// Opened with no stream ever created: every stream it holds was scheduled by this
     /// instance, so the agenda needs no seeding (`agenda`).
     fresh: std::sync::atomic::AtomicBool,
@@ -162,9 +166,10 @@ pub struct MetadataConfig {
     #[serde(with = "humantime_serde")]
     pub orphan_grace: Duration,
     /// How often garbage collection runs: reclaiming trimmed, expired and deleted data,
-    /// then orphan collection (one LIST of new segment keys). A reclaim pass reads only
-    /// the streams whose trim, retention or `delete_on_empty` deadline fell due, so an
-    /// idle stream costs it nothing; expired data is reclaimed within this interval.
+    /// and at most every quarter of `orphan_grace`, orphan collection (one LIST of new
+    /// segment keys). A reclaim pass reads only the streams whose trim, retention or
+    /// `delete_on_empty` deadline fell due, so an idle stream costs it nothing; expired
+    /// data is reclaimed within this interval.
     #[serde(with = "humantime_serde")]
     pub gc_interval: Duration,
     /// How long a segment no index entry references any more is kept before it is
@@ -187,9 +192,10 @@ pub struct MetadataConfig {
     /// poll (newly compacted data), its compactor's poll and the commit of finished
     /// compactions each read an object or two per interval, whether or not anything
     /// changed: at 1 s (SlateDB's default) about 200 GETs a minute on an idle database,
-    /// at 30 s under ten. Longer leaves level-0 SSTs uncompacted that much longer; writes
-    /// stall only past 8 of them (8 x `l0_sst_size_bytes` of metadata writes, minutes
-    /// at the heaviest loads measured). Fencing is seen at the next write whatever this is.
+    /// at 60 s about 8. Longer leaves level-0 SSTs uncompacted that much longer; writes
+    /// stall only past 8 of them (8 x `l0_sst_size_bytes` of metadata writes within one
+    /// interval, 2 MiB/s at 60 s, several times the heaviest loads measured). Fencing is
+    /// seen at the next write whatever this is.
     #[serde(with = "humantime_serde")]
     pub db_poll_interval: Duration,
     /// Compression of the metadata database's SST blocks: `zstd` (default) or `none`.
@@ -288,7 +294,7 @@ impl Default for MetadataConfig {
             sequencer_streams: 200_000,
             store_retries: 5,
             db_gc_interval: Duration::from_secs(300),
-            db_poll_interval: Duration::from_secs(30),
+            db_poll_interval: Duration::from_secs(60),
             flush_when_idle: true,
             compression: MetadataCompression::Zstd,
             db_gc_min_age: Duration::from_secs(120),
@@ -384,6 +390,8 @@ impl Metadata {
             gc_stats: Arc::default(),
             agents,
             segments_changed: std::sync::atomic::AtomicBool::new(true),
+            indexed_bytes: std::sync::atomic::AtomicU64::new(0),
+            waiting_plans: compaction::WaitingPlans::default(),
             fresh: std::sync::atomic::AtomicBool::new(fresh),
             idle: idle::IdleFlush::default(),
         })
@@ -499,6 +507,14 @@ impl Metadata {
     /// Reads of state other callers will act on see only what is durable.
     fn durable_read() -> ReadOptions {
         ReadOptions { durability_filter: DurabilityLevel::Remote, ..ReadOptions::default() }
+    }
+
+    /// Options for every scan of metadata's keys: its blocks go through SlateDB's block
+    /// cache like a point read's (SlateDB leaves a scan's blocks uncached by default, so
+    /// each scan of a stream's entries, cursor or listing page fetched its blocks from
+    /// the store again).
+    fn scan_options(durability_filter: DurabilityLevel) -> ScanOptions {
+        ScanOptions { durability_filter, cache_blocks: true, ..ScanOptions::default() }
     }
 
     async fn get_durable<T: Stored>(&self, key: &[u8]) -> Result<Option<T>> {

@@ -1,6 +1,6 @@
 //! Index lookups for readers.
 
-use slatedb::config::{DurabilityLevel, ScanOptions};
+use slatedb::config::DurabilityLevel;
 
 use crate::{keys, IndexEntry, Lookup, Metadata, MetadataError, Result};
 
@@ -31,7 +31,7 @@ impl Metadata {
         limit: usize,
         durability_filter: DurabilityLevel,
     ) -> Result<Vec<IndexEntry>> {
-        let options = ScanOptions { durability_filter, ..ScanOptions::default() };
+        let options = Self::scan_options(durability_filter);
         let mut iter = self.db.scan_with_options(start..end, &options).await.map_err(|e| self.storage_error(e))?;
         let mut entries = Vec::new();
         while entries.len() < limit {

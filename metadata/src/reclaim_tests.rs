@@ -185,8 +185,15 @@ async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
     let first = f.commit(1, &["moved", "trimmed"]).await;
     let second = f.commit(2, &["moved", "trimmed"]).await;
     f.advance(61);
-    let call =
-        CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 60_000, max_bytes: 1 << 20, remerge_below: 0 };
+    let call = CatalogCall::PlanCompaction {
+        shard: 0,
+        shards: 1,
+        min_age_ms: 60_000,
+        max_bytes: 1 << 20,
+        remerge_below: 0,
+        min_bytes: 0,
+        max_wait_ms: 0,
+    };
     let plan = f.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap();
     assert_eq!(plan.runs.len(), 2);
     assert_eq!(plan.pending_bytes, 400);
@@ -250,8 +257,15 @@ async fn removals_invalidate_a_compaction_swap_read_before_them() {
     f.commit(1, &["moved", "trimmed"]).await;
     f.commit(2, &["moved", "trimmed"]).await;
     f.advance(61);
-    let call =
-        CatalogCall::PlanCompaction { shard: 0, shards: 1, min_age_ms: 60_000, max_bytes: 1 << 20, remerge_below: 0 };
+    let call = CatalogCall::PlanCompaction {
+        shard: 0,
+        shards: 1,
+        min_age_ms: 60_000,
+        max_bytes: 1 << 20,
+        remerge_below: 0,
+        min_bytes: 0,
+        max_wait_ms: 0,
+    };
     let plan = f.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap();
     let compacted = ulid::Ulid::from_parts(f.clock.now_ms(), 4).0;
     let replacements = whole_run_replacements(&plan, compacted);

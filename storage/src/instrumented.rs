@@ -52,7 +52,7 @@ impl StoreCounters {
     }
 }
 
-/// Counts every request that reaches `inner`.
+/// Counts every request that reaches `inner`, and traces each (`shale_store=trace`).
 #[derive(Debug)]
 pub struct InstrumentedStore {
     inner: Arc<dyn ObjectStore>,
@@ -78,17 +78,20 @@ impl fmt::Display for InstrumentedStore {
 #[async_trait]
 impl ObjectStore for InstrumentedStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        tracing::trace!(target: "shale_store", op = "put", object = %location, bytes = payload.content_length());
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
         self.counters.put_bytes.fetch_add(payload.content_length() as u64, Ordering::Relaxed);
         self.inner.put_opts(location, payload, opts).await
     }
 
     async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+        tracing::trace!(target: "shale_store", op = "put", object = %location, multipart = true);
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
         self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        tracing::trace!(target: "shale_store", op = "get", object = %location, range = ?options.range);
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let result = self.inner.get_opts(location, options).await?;
         let len = result.range.end - result.range.start;
@@ -97,6 +100,7 @@ impl ObjectStore for InstrumentedStore {
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        tracing::trace!(target: "shale_store", op = "get", object = %location, ranges = ranges.len());
         self.counters.gets.fetch_add(coalesced_requests(ranges), Ordering::Relaxed);
         let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         self.counters.get_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -104,21 +108,25 @@ impl ObjectStore for InstrumentedStore {
     }
 
     fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        tracing::trace!(target: "shale_store", op = "delete");
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
         self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        tracing::trace!(target: "shale_store", op = "list", prefix = ?prefix);
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
         self.inner.list(prefix)
     }
 
     fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
+        tracing::trace!(target: "shale_store", op = "list", prefix = ?prefix, offset = %offset);
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
         self.inner.list_with_offset(prefix, offset)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        tracing::trace!(target: "shale_store", op = "list", prefix = ?prefix, delimiter = true);
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
         self.inner.list_with_delimiter(prefix).await
     }
