@@ -254,15 +254,15 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
     Ok(figures)
 }
 
-/// Waits until compaction has nothing left to plan and the segments it replaced are
-/// deleted (`shale_compaction_pending_bytes` and `shale_store_released_segments` 0 at two
+/// Waits until everything is compacted and the segments compaction replaced are deleted
+/// (`shale_compaction_uncompacted_bytes` and `shale_store_released_segments` 0 at two
 /// checks 30 s apart), at most `max_seconds`; returns how long that took.
 async fn settle(client: &Client, max_seconds: u64) -> f64 {
     let started = Instant::now();
     let mut quiet_checks = 0;
     while started.elapsed() < Duration::from_secs(max_seconds) && quiet_checks < 2 {
         tokio::time::sleep(Duration::from_secs(30).min(Duration::from_secs(max_seconds))).await;
-        let pending = client.metric("shale_compaction_pending_bytes").await;
+        let pending = client.metric("shale_compaction_uncompacted_bytes").await;
         let released = client.metric("shale_store_released_segments").await;
         quiet_checks = match pending + released {
             0.0 => quiet_checks + 1,

@@ -370,7 +370,7 @@ async fn compaction_and_collection_lose_nothing_through_kill_9() {
     // Once everything is compacted and collected, the store holds far fewer objects than
     // the gateways wrote, and a fresh reader needs fewer GETs than there were appends.
     wait_until("compaction catches up", Duration::from_secs(60), || async {
-        metric(&client, &compactor_http, "shale_compaction_pending_bytes").await == Some(0)
+        metric(&client, &compactor_http, "shale_compaction_uncompacted_bytes").await == Some(0)
     })
     .await;
     let sealed = {

@@ -75,6 +75,7 @@ impl Compactor {
         let now = self.clock.now_ms();
         let lag_ms = if plan.oldest_sealed_ms == 0 { 0 } else { now.saturating_sub(plan.oldest_sealed_ms) };
         self.stats.pending_bytes.store(plan.pending_bytes, Ordering::Relaxed);
+        self.stats.uncompacted_bytes.store(plan.uncompacted_bytes, Ordering::Relaxed);
         self.stats.lag_seconds.store(lag_ms / 1000, Ordering::Relaxed);
         let mut report = CompactionReport { pending_bytes: plan.pending_bytes, ..CompactionReport::default() };
         let planned: u64 = plan.runs.iter().flat_map(|run| &run.entries).map(|e| u64::from(e.len)).sum();

@@ -11,6 +11,7 @@ pub struct CompactorStats {
     pub entries_written: AtomicU64,
     pub entries_dropped: AtomicU64,
     pub pending_bytes: AtomicU64,
+    pub uncompacted_bytes: AtomicU64,
     pub lag_seconds: AtomicU64,
 }
 
@@ -36,7 +37,16 @@ impl CompactorStats {
         ];
         shale_storage::render_counters(&counters, out);
         let gauges = [
-            ("shale_compaction_pending_bytes", "Bytes eligible for compaction at the last plan", &self.pending_bytes),
+            (
+                "shale_compaction_pending_bytes",
+                "Bytes eligible for compaction at the last walk of the marked streams",
+                &self.pending_bytes,
+            ),
+            (
+                "shale_compaction_uncompacted_bytes",
+                "Bytes not compacted yet, eligible or too young (at most), at the last plan",
+                &self.uncompacted_bytes,
+            ),
             (
                 "shale_compaction_lag_seconds",
                 "Age of the oldest eligible uncompacted segment at the last plan",

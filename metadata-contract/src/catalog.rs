@@ -232,6 +232,9 @@ pub struct CompactionPlan {
     pub pending_bytes: u64,
     /// When the oldest eligible entry's segment was sealed (ms; 0: nothing eligible).
     pub oldest_sealed_ms: u64,
+    /// Bytes of every uncompacted entry in the shard, eligible or not yet (at most: a plan
+    /// answered from the last walk adds every byte committed since).
+    pub uncompacted_bytes: u64,
 }
 
 /// Old entries of one stream and the one entry that replaces them.

@@ -255,6 +255,7 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
                     .collect(),
                 pending_bytes: plan.pending_bytes,
                 oldest_sealed_ms: plan.oldest_sealed_ms,
+                uncompacted_bytes: plan.uncompacted_bytes,
             }),
             false,
         ),
@@ -337,6 +338,7 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
                 .collect::<Result<_>>()?,
             pending_bytes: plan.pending_bytes,
             oldest_sealed_ms: plan.oldest_sealed_ms,
+            uncompacted_bytes: plan.uncompacted_bytes,
         }),
         Reply::CompactionOutcome(outcome) => CatalogReply::CompactionAccepted(outcome.accepted),
         Reply::CompactedThrough(seq) => CatalogReply::CompactedThrough(seq),
@@ -438,6 +440,7 @@ mod tests {
             runs: vec![CompactionRun { basin: "b".into(), stream: "s".into(), stream_id: 4, entries: vec![entry(0)] }],
             pending_bytes: 99,
             oldest_sealed_ms: 5,
+            uncompacted_bytes: 120,
         };
         let call = CatalogCall::PlanCompaction {
             shard: 0,

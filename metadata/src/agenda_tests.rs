@@ -158,13 +158,14 @@ async fn a_waiting_compactor_is_answered_without_a_walk_until_enough_could_have_
     f.commit(1, &name(0..10)).await; // 10 appends of 100 bytes
     f.advance(61);
     let first = f.plan_waiting_for(1_500).await;
-    assert_eq!((first.pending_bytes, first.runs.len()), (1_000, 10));
+    assert_eq!((first.pending_bytes, first.uncompacted_bytes, first.runs.len()), (1_000, 1_000, 10));
     assert_eq!(f.plan_walks(), (1, 0));
 
     f.commit(2, &name(10..14)).await; // 1,400 bytes could now be eligible: under 1,500
     f.advance(61);
     let again = f.plan_waiting_for(1_500).await;
-    assert_eq!((again.pending_bytes, again.runs.len()), (1_000, 0), "the last walk's answer, without runs");
+    let answered = (again.pending_bytes, again.uncompacted_bytes, again.runs.len());
+    assert_eq!(answered, (1_000, 1_400, 0), "the last walk's answer and what was committed since, without runs");
     assert_eq!(f.plan_walks(), (1, 1));
     assert_eq!(f.plan_waiting_for(1_000_000).await.pending_bytes, 1_400, "other settings walk");
     assert_eq!(f.plan_walks(), (2, 1));
