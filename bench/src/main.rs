@@ -69,10 +69,14 @@ pub struct Args {
     /// Streams to create (cardinality).
     #[arg(long, default_value = "1000000")]
     pub cardinality: u64,
-    /// Cardinality: most seconds to wait after the load, until compaction has nothing left
-    /// to plan, before the idle period.
+    /// Cardinality: most seconds to wait after the load, until everything is compacted and
+    /// the replaced segments deleted, before the idle period.
     #[arg(long, default_value = "0")]
     pub settle_seconds: u64,
+    /// Cardinality: seconds to wait after settling before the idle period, so the metadata
+    /// database's own compaction and collection of the load's rewrites are behind it.
+    #[arg(long, default_value = "0")]
+    pub rest_seconds: u64,
     /// Cardinality: length of the measured idle period (0: none).
     #[arg(long, default_value = "0")]
     pub idle_seconds: u64,

@@ -246,6 +246,7 @@ pub async fn cardinality(client: &Client, args: &Args, data_dir: Option<&std::pa
     });
     if args.idle_seconds > 0 {
         figures["settled_seconds"] = json!(settle(client, args.settle_seconds).await);
+        tokio::time::sleep(Duration::from_secs(args.rest_seconds)).await;
         figures["idle"] = idle_period(client, args, n, data_dir).await;
     }
     if let Some(every) = retained_every(args.retention_share) {
