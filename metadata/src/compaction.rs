@@ -116,7 +116,7 @@ impl Metadata {
     /// While the compactor waits for more to be eligible, the answer comes from the last
     /// walk as long as that walk plus every byte indexed since cannot have reached
     /// `min_bytes` and its oldest entry cannot have waited `max_wait_ms` (see
-    /// [`WaitingPlan`]): an idle or slowly written store is not read stream by stream
+    /// [`WaitingPlans`]): an idle or slowly written store is not read stream by stream
     /// every compactor interval.
     pub(crate) async fn plan_compaction(&self, settings: PlanSettings) -> Result<CompactionPlan> {
         self.check_usable()?;
