@@ -84,7 +84,11 @@ impl WaitingPlans {
         let could_have = waiting.seen_bytes + indexed_now.saturating_sub(waiting.indexed_before);
         let still_waiting =
             waiting.settings == *settings && could_have < settings.min_bytes && now_ms < waiting.wait_ends_ms;
-        still_waiting.then(|| CompactionPlan { runs: Vec::new(), uncompacted_bytes: could_have, ..waiting.answer.clone() })
+        still_waiting.then(|| CompactionPlan {
+            runs: Vec::new(),
+            uncompacted_bytes: could_have,
+            ..waiting.answer.clone()
+        })
     }
 
     fn remember(&self, settings: PlanSettings, walk: Walk, indexed_before: u64, answer: &CompactionPlan) {
