@@ -15,19 +15,6 @@ impl Fixture {
         let page = self.metadata.scan_page(prefix, &[], usize::MAX, DurabilityLevel::Memory, |_, _| Ok(()));
         page.await.unwrap().items.len()
     }
-
-    async fn plan(&self) -> crate::CompactionPlan {
-        let call = CatalogCall::PlanCompaction {
-            shard: 0,
-            shards: 1,
-            min_age_ms: 60_000,
-            max_bytes: 1 << 20,
-            remerge_below: 0,
-            min_bytes: 0,
-            max_wait_ms: 0,
-        };
-        self.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap()
-    }
 }
 
 /// Of many written streams, a reclaim pass reads only the one whose retention fell due,
@@ -126,20 +113,6 @@ async fn a_database_without_the_agenda_is_seeded_by_its_first_pass() {
 }
 
 impl Fixture {
-    /// A plan call of a compactor that waits for `min_bytes` or 600 s.
-    async fn plan_waiting_for(&self, min_bytes: u64) -> crate::CompactionPlan {
-        let call = CatalogCall::PlanCompaction {
-            shard: 0,
-            shards: 1,
-            min_age_ms: 60_000,
-            max_bytes: 1 << 20,
-            remerge_below: 0,
-            min_bytes,
-            max_wait_ms: 600_000,
-        };
-        self.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap()
-    }
-
     fn plan_walks(&self) -> (u64, u64) {
         let stats = &self.metadata.gc_stats;
         (stats.plan_walks.load(Ordering::Relaxed), stats.plans_from_last_walk.load(Ordering::Relaxed))

@@ -79,6 +79,25 @@ impl Fixture {
         self.metadata.entries_from(id, 0, 1).await.unwrap().first().map(|e| e.first_seq)
     }
 
+    /// A plan call of a compactor taking entries sealed 60 s ago, up to 1 MiB.
+    pub async fn plan(&self) -> crate::CompactionPlan {
+        self.plan_waiting_for(0).await
+    }
+
+    /// The same, from a compactor that waits for `min_bytes` or 600 s (0: no wait).
+    pub async fn plan_waiting_for(&self, min_bytes: u64) -> crate::CompactionPlan {
+        let call = crate::CatalogCall::PlanCompaction {
+            shard: 0,
+            shards: 1,
+            min_age_ms: 60_000,
+            max_bytes: 1 << 20,
+            remerge_below: 0,
+            min_bytes,
+            max_wait_ms: 600_000,
+        };
+        self.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap()
+    }
+
     pub fn advance(&self, secs: u64) {
         self.clock.advance(Duration::from_secs(secs));
     }
@@ -185,16 +204,7 @@ async fn a_compaction_swap_skips_streams_that_changed_since_the_plan() {
     let first = f.commit(1, &["moved", "trimmed"]).await;
     let second = f.commit(2, &["moved", "trimmed"]).await;
     f.advance(61);
-    let call = CatalogCall::PlanCompaction {
-        shard: 0,
-        shards: 1,
-        min_age_ms: 60_000,
-        max_bytes: 1 << 20,
-        remerge_below: 0,
-        min_bytes: 0,
-        max_wait_ms: 0,
-    };
-    let plan = f.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap();
+    let plan = f.plan().await;
     assert_eq!(plan.runs.len(), 2);
     assert_eq!(plan.pending_bytes, 400);
 
@@ -257,16 +267,7 @@ async fn removals_invalidate_a_compaction_swap_read_before_them() {
     f.commit(1, &["moved", "trimmed"]).await;
     f.commit(2, &["moved", "trimmed"]).await;
     f.advance(61);
-    let call = CatalogCall::PlanCompaction {
-        shard: 0,
-        shards: 1,
-        min_age_ms: 60_000,
-        max_bytes: 1 << 20,
-        remerge_below: 0,
-        min_bytes: 0,
-        max_wait_ms: 0,
-    };
-    let plan = f.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap();
+    let plan = f.plan().await;
     let compacted = ulid::Ulid::from_parts(f.clock.now_ms(), 4).0;
     let replacements = whole_run_replacements(&plan, compacted);
 
