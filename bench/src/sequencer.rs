@@ -185,6 +185,7 @@ fn one_append(stream: usize) -> CommitRequest {
                 fencing_token: None,
                 metered_bytes: 100,
                 producer: None,
+                transaction: None,
             }],
         }],
     }

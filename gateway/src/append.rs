@@ -1,7 +1,7 @@
 //! Validating an append and encoding it into a block, in the caller's task.
 
 use bytes::Bytes;
-use shale_metadata_contract::{CommitAppend, ProducerStamp};
+use shale_metadata_contract::{CommitAppend, ProducerStamp, TransactionStamp};
 use shale_proto::record::{MAX_BATCH_METERED_BYTES, MAX_BATCH_RECORDS, MAX_FENCING_TOKEN_BYTES};
 use shale_proto::segment::encode_block;
 use shale_proto::{names, Record};
@@ -20,6 +20,8 @@ pub struct AppendInput {
     pub fencing_token: Option<String>,
     /// An idempotent producer's id and this append's sequence in it.
     pub producer: Option<ProducerStamp>,
+    /// A Kafka transactional producer's open transaction: the append is staged in it.
+    pub transaction: Option<TransactionStamp>,
     /// How large the batch may be: S2's limits unless the transport's differ.
     pub limits: BatchLimits,
 }
@@ -105,6 +107,7 @@ pub(crate) fn encode(input: AppendInput, arrival: u64) -> Result<EncodedAppend, 
             fencing_token: input.fencing_token,
             metered_bytes,
             producer: input.producer,
+            transaction: input.transaction,
         },
     })
 }

@@ -135,16 +135,23 @@ pub fn describe(kafka: &Kafka, _request: DescribeClusterRequest) -> DescribeClus
         .with_brokers(brokers)
 }
 
-/// Key types FindCoordinator asks for: groups, and transactional ids (not served yet).
+/// Key types FindCoordinator asks for: groups and transactional ids.
 const KEY_GROUP: i8 = 0;
+const KEY_TRANSACTION: i8 = 1;
 
-/// A key's coordinator, or the error that says why there is none now.
+/// A key's coordinator, or the error that says why there is none now. A transactional
+/// id's state is in metadata, so any broker could coordinate it; they are spread like
+/// groups.
 fn coordinator(kafka: &Kafka, key_type: i8, key: &str) -> Result<Broker, i16> {
-    if key_type != KEY_GROUP {
-        return Err(ResponseError::CoordinatorNotAvailable.code());
-    }
-    if !crate::groups::may_use_groups(kafka) {
-        return Err(ResponseError::GroupAuthorizationFailed.code());
+    match key_type {
+        KEY_GROUP if !crate::groups::may_use_groups(kafka) => {
+            return Err(ResponseError::GroupAuthorizationFailed.code());
+        }
+        KEY_TRANSACTION if !crate::transactions::may_use_transactions(kafka) => {
+            return Err(ResponseError::TransactionalIdAuthorizationFailed.code());
+        }
+        KEY_GROUP | KEY_TRANSACTION => {}
+        _ => return Err(ResponseError::InvalidRequest.code()),
     }
     kafka.brokers.coordinator_of(key).ok_or(ResponseError::CoordinatorNotAvailable.code())
 }

@@ -18,7 +18,9 @@ use tokio::sync::mpsc;
 use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
-use crate::{cluster, fetch, fetch_frame, groups, offsets, produce, producers, topics, versions, Kafka, KafkaError};
+use crate::{
+    cluster, fetch, fetch_frame, groups, offsets, produce, producers, topics, transactions, versions, Kafka, KafkaError,
+};
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
     if let Err(e) = serve(&kafka, socket).await {
@@ -241,7 +243,24 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r, cursors).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(offsets::delete_records(kafka, r).await),
+        RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+            ResponseKind::InitProducerId(transactions::init(kafka, r, version).await)
+        }
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(producers::init(kafka, r)),
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(transactions::add_partitions(kafka, r, version).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(transactions::add_offsets(kafka, r, version).await)
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(transactions::commit_offsets(kafka, r, version).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(transactions::end(kafka, r, version).await),
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(transactions::describe(kafka, r).await)
+        }
+        RequestKind::ListTransactions(r) => ResponseKind::ListTransactions(transactions::list(kafka, r).await),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(topics::create(kafka, r).await),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(topics::delete(kafka, r, version).await),
         RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(topics::create_partitions(kafka, r).await),

@@ -2,7 +2,7 @@
 //! a service error becomes a Kafka error code.
 
 use kafka_protocol::ResponseError;
-use shale_metadata_contract::MetadataError;
+use shale_metadata_contract::{MetadataError, TransactionRefusal};
 use shale_proto::ErrorCode;
 use shale_service::ServiceError;
 
@@ -36,6 +36,13 @@ pub fn code_of(error: &ServiceError) -> ResponseError {
             ResponseError::DuplicateSequenceNumber
         } else {
             ResponseError::OutOfOrderSequenceNumber
+        };
+    }
+    if let Some(MetadataError::Transaction { refusal, .. }) = error.metadata() {
+        return match refusal {
+            TransactionRefusal::ProducerFenced => ResponseError::ProducerFenced,
+            TransactionRefusal::InvalidState => ResponseError::InvalidTxnState,
+            TransactionRefusal::UnknownProducer => ResponseError::InvalidProducerIdMapping,
         };
     }
     match error.code() {

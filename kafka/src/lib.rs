@@ -19,7 +19,8 @@
 //! - `brokers`: who is in the cluster (this process alone, or the agents registered with
 //!   metadata), which broker leads each partition and coordinates each group;
 //! - `produce`, `fetch`, `offsets` (ListOffsets, DeleteRecords), `cluster` (Metadata,
-//!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `groups`
+//!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `transactions`
+//!   (transactional producers: staged batches made visible or dropped at once), `groups`
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
@@ -43,6 +44,7 @@ mod records;
 mod sasl;
 mod topic_cache;
 mod topics;
+mod transactions;
 mod versions;
 
 use std::sync::Arc;

@@ -97,15 +97,8 @@ async fn trim(kafka: &Kafka, stream: &str, offset: i64) -> Result<i64, (i16, Str
         headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
         body: Bytes::copy_from_slice(&point.to_be_bytes()),
     };
-    let input = AppendInput {
-        basin: basin.clone(),
-        stream: stream.to_string(),
-        records: vec![command],
-        match_seq_num: None,
-        fencing_token: None,
-        producer: None,
-        limits: Default::default(),
-    };
+    let input =
+        AppendInput { basin: basin.clone(), stream: stream.to_string(), records: vec![command], ..Default::default() };
     kafka.service.append(input).await.map_err(|e| (code(&e), e.to_string()))?;
     Ok(self::offset(point))
 }

@@ -3,7 +3,10 @@
 //! and a connection's requests are sequenced in the order they arrived), and answered
 //! after their commits. acks=1 and acks=all mean the same here: an ack is always after
 //! the commit. An idempotent producer's batch carries its producer id, epoch and base
-//! sequence to metadata's producer state, which applies a retried batch once.
+//! sequence to metadata's producer state, which applies a retried batch once. A
+//! transactional producer's batch is staged in its open transaction (`transactions`):
+//! acknowledged once durable, with no offset yet (base offset -1), visible when the
+//! transaction commits.
 
 use bytes::Bytes;
 use futures::future::{join_all, BoxFuture};
@@ -12,7 +15,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use shale_gateway::{AppendInput, BatchLimits, PendingAppend};
-use shale_metadata_contract::ProducerStamp;
+use shale_metadata_contract::{ProducerStamp, TransactionStamp};
 use shale_proto::ErrorCode;
 use shale_service::ServiceError;
 
@@ -34,6 +37,7 @@ pub async fn submit(
     in_flight: &InFlight,
 ) -> BoxFuture<'static, ProduceResponse> {
     let acks_valid = matches!(request.acks, -1..=1);
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
     let mut topics: Vec<(TopicName, Vec<Submitted>)> = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
@@ -42,8 +46,14 @@ pub async fn submit(
             let response = PartitionProduceResponse::default().with_index(p.index).with_log_append_time_ms(-1);
             let submitted = if acks_valid {
                 let bytes = p.records.unwrap_or_default();
-                match submit_partition(kafka, &name, p.index, &bytes, in_flight).await {
-                    Ok((ack, arrival)) => Submitted::Pending { response, ack, arrival },
+                let batch = Batch {
+                    topic: &name,
+                    partition: p.index,
+                    bytes: &bytes,
+                    transactional_id: transactional_id.as_deref(),
+                };
+                match submit_partition(kafka, batch, in_flight).await {
+                    Ok((ack, arrival, staged)) => Submitted::Pending { response, ack, arrival, staged },
                     Err((error, message)) => Submitted::Answered(failed(response, error, message)),
                 }
             } else {
@@ -71,17 +81,28 @@ pub async fn submit(
 enum Submitted {
     /// Refused before it reached the gateway.
     Answered(PartitionProduceResponse),
-    /// In the gateway; `arrival` when the topic stamps records with their append time.
-    Pending { response: PartitionProduceResponse, ack: PendingAppend, arrival: bool },
+    /// In the gateway; `arrival` when the topic stamps records with their append time,
+    /// `staged` when the batch is staged in a transaction (it has no offset yet).
+    Pending { response: PartitionProduceResponse, ack: PendingAppend, arrival: bool, staged: bool },
+}
+
+/// One partition's batch of a produce request.
+#[derive(Clone, Copy)]
+struct Batch<'a> {
+    topic: &'a str,
+    partition: i32,
+    bytes: &'a Bytes,
+    transactional_id: Option<&'a str>,
 }
 
 impl Submitted {
     async fn answer(self) -> PartitionProduceResponse {
-        let (response, ack, arrival) = match self {
+        let (response, ack, arrival, staged) = match self {
             Submitted::Answered(response) => return response,
-            Submitted::Pending { response, ack, arrival } => (response, ack, arrival),
+            Submitted::Pending { response, ack, arrival, staged } => (response, ack, arrival, staged),
         };
         match ack.await.map_err(ServiceError::from) {
+            Ok(acks) if staged && !acks.is_empty() => response.with_base_offset(-1),
             Ok(acks) => match acks.first() {
                 Some(ack) => {
                     let base = i64::try_from(ack.start.seq_num).unwrap_or(i64::MAX);
@@ -92,8 +113,17 @@ impl Submitted {
                 }
                 None => failed(response, ResponseError::UnknownServerError, "the commit answered no ack".into()),
             },
-            Err(e) => failed(response, crate::error::code_of(&e), e.to_string()),
+            Err(e) => failed(response, produce_code(&e), e.to_string()),
         }
+    }
+}
+
+/// Kafka's code for a failed produce: a fenced transactional producer's batch gets
+/// INVALID_PRODUCER_EPOCH, as Kafka's partition leaders answer it.
+fn produce_code(error: &ServiceError) -> ResponseError {
+    match crate::error::code_of(error) {
+        ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+        code => code,
     }
 }
 
@@ -101,16 +131,17 @@ fn failed(response: PartitionProduceResponse, error: ResponseError, message: Str
     response.with_error_code(error.code()).with_base_offset(-1).with_error_message(Some(StrBytes::from_string(message)))
 }
 
-/// Submits one partition's batch: its pending ack, and whether the topic takes
-/// LogAppendTime. A topic missing here is created first when auto-creation is on.
+/// Submits one partition's batch: its pending ack, whether the topic takes
+/// LogAppendTime, and whether the batch is staged in a transaction. A topic missing here
+/// is created first when auto-creation is on.
 async fn submit_partition(
     kafka: &Kafka,
-    topic: &str,
-    partition: i32,
-    bytes: &Bytes,
+    batch: Batch<'_>,
     in_flight: &InFlight,
-) -> Result<(PendingAppend, bool), (ResponseError, String)> {
-    let input = decode_partition(kafka, topic, partition, bytes)?;
+) -> Result<(PendingAppend, bool, bool), (ResponseError, String)> {
+    let Batch { topic, partition, .. } = batch;
+    let input = decode_partition(kafka, batch)?;
+    let staged = input.transaction.is_some();
     let arrival = match kafka.topic_configs.arrival(kafka, topic).await {
         Some(arrival) => arrival,
         None if kafka.config.auto_create_topics => {
@@ -122,26 +153,22 @@ async fn submit_partition(
     };
     let service_error = |e: ServiceError| (crate::error::code_of(&e), e.to_string());
     match kafka.service.submit_append(input) {
-        Ok(ack) => Ok((ack, arrival)),
+        Ok(ack) => Ok((ack, arrival, staged)),
         Err(e) if e.code() == ErrorCode::Overloaded => {
             // The gateway holds as many bytes as it may: wait for this connection's
             // earlier requests to commit, then submit once more (decoding the batch
             // again is cheaper than keeping a copy of every input for this rare case).
             in_flight.wait_for_earlier().await;
-            let input = decode_partition(kafka, topic, partition, bytes)?;
-            kafka.service.submit_append(input).map(|ack| (ack, arrival)).map_err(service_error)
+            let input = decode_partition(kafka, batch)?;
+            kafka.service.submit_append(input).map(|ack| (ack, arrival, staged)).map_err(service_error)
         }
         Err(e) => Err(service_error(e)),
     }
 }
 
 /// One partition's batch checked and decoded into its append.
-fn decode_partition(
-    kafka: &Kafka,
-    topic: &str,
-    partition: i32,
-    bytes: &Bytes,
-) -> Result<AppendInput, (ResponseError, String)> {
+fn decode_partition(kafka: &Kafka, batch: Batch<'_>) -> Result<AppendInput, (ResponseError, String)> {
+    let Batch { topic, partition, bytes, transactional_id } = batch;
     if let Err(message) = topics::valid_topic(topic) {
         return Err((ResponseError::InvalidTopicException, message));
     }
@@ -149,28 +176,46 @@ fn decode_partition(
         let message = format!("a batch of {} bytes is over max.message.bytes ({MAX_MESSAGE_BYTES})", bytes.len());
         return Err((ResponseError::MessageTooLarge, message));
     }
-    let batch = decode_produced(bytes).map_err(|refused| match refused {
+    let produced = decode_produced(bytes).map_err(|refused| match refused {
         Refused::Corrupt(why) => (ResponseError::CorruptMessage, why),
         Refused::Invalid(why) => (ResponseError::InvalidRecord, why),
         Refused::TooLarge(why) => (ResponseError::MessageTooLarge, why),
     })?;
-    let metered: u64 = batch.records.iter().map(shale_proto::Record::metered_bytes).sum();
-    if metered > KAFKA_BATCH_LIMITS.metered_bytes || batch.records.len() > KAFKA_BATCH_LIMITS.records {
+    let metered: u64 = produced.records.iter().map(shale_proto::Record::metered_bytes).sum();
+    if metered > KAFKA_BATCH_LIMITS.metered_bytes || produced.records.len() > KAFKA_BATCH_LIMITS.records {
         let message = format!(
             "a batch of {} records and {metered} bytes decompressed is over the limit of {} records and {} bytes",
-            batch.records.len(),
+            produced.records.len(),
             KAFKA_BATCH_LIMITS.records,
             KAFKA_BATCH_LIMITS.metered_bytes
         );
         return Err((ResponseError::MessageTooLarge, message));
     }
-    if batch.transactional {
-        return Err((ResponseError::InvalidTxnState, "transactions are not served yet".into()));
-    }
-    Ok(append_input(kafka, topic, partition, batch))
+    let transaction = match (produced.transactional, transactional_id, produced.producer) {
+        (false, _, _) => None,
+        (true, Some(id), Some((producer_id, epoch, _))) => {
+            Some(TransactionStamp { transactional_id: id.to_string(), producer_id, epoch })
+        }
+        (true, None, _) => {
+            return Err((
+                ResponseError::TransactionalIdNotFound,
+                "a transactional batch needs the request's transactional id".into(),
+            ));
+        }
+        (true, Some(_), None) => {
+            return Err((ResponseError::InvalidProducerIdMapping, "a transactional batch needs a producer id".into()));
+        }
+    };
+    Ok(append_input(kafka, topic, partition, produced, transaction))
 }
 
-fn append_input(kafka: &Kafka, topic: &str, partition: i32, batch: ProducedBatch) -> AppendInput {
+fn append_input(
+    kafka: &Kafka,
+    topic: &str,
+    partition: i32,
+    batch: ProducedBatch,
+    transaction: Option<TransactionStamp>,
+) -> AppendInput {
     AppendInput {
         basin: kafka.config.basin.clone(),
         stream: stream_of(topic, partition),
@@ -182,6 +227,7 @@ fn append_input(kafka: &Kafka, topic: &str, partition: i32, batch: ProducedBatch
             seq: u64::try_from(seq).unwrap_or_default(),
             counts_records: true,
         }),
+        transaction,
         limits: KAFKA_BATCH_LIMITS,
     }
 }

@@ -3,13 +3,12 @@
 //! a random number and count up),
 //! epoch 0, or the next epoch for a producer that asks to bump its own (KIP-360).
 //! Sequences are checked by metadata's producer state, per partition, in the commit.
-//! A transactional id is refused until transactions are served.
+//! A transactional id's producer id and epoch come from metadata (`transactions`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-use kafka_protocol::ResponseError;
 use shale_storage::Clock;
 
 use crate::Kafka;
@@ -38,9 +37,6 @@ impl ProducerIds {
 
 pub fn init(kafka: &Kafka, request: InitProducerIdRequest) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
-    if request.transactional_id.is_some() {
-        return response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
-    }
     if request.producer_id.0 >= 0 {
         let Some(epoch) = request.producer_epoch.checked_add(1).filter(|&e| e >= 0) else {
             return response.with_producer_id(ProducerId(kafka.producer_ids.next())).with_producer_epoch(0);

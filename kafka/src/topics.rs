@@ -35,6 +35,12 @@ pub fn stream_of(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")
 }
 
+/// The topic and partition a stream holds (`T/P`), if it is a partition's stream.
+pub fn topic_partition_of(stream: &str) -> Option<(&str, i32)> {
+    let (topic, suffix) = stream.rsplit_once('/')?;
+    Some((topic, i32::try_from(partition_of(suffix)?).ok()?))
+}
+
 /// Kafka's rules for topic names: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn valid_topic(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 249 {

@@ -26,6 +26,12 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
@@ -61,6 +67,6 @@ mod tests {
             let codec = key.valid_versions();
             assert!(codec.min <= min && max <= codec.max, "{key:?} {min}..={max} outside {codec}");
         }
-        assert!(served(ApiKey::Produce, 11) && !served(ApiKey::Produce, 2) && !served(ApiKey::EndTxn, 0));
+        assert!(served(ApiKey::Produce, 11) && !served(ApiKey::Produce, 2) && !served(ApiKey::EndTxn, 5));
     }
 }

@@ -143,6 +143,11 @@ pub trait MetadataApi: Send + Sync + 'static {
         self.catalog(CatalogCall::AgentHeartbeat { agent, ttl_ms }).await?.into_agents()
     }
 
+    /// A Kafka transactional producer's call: the records of the ids it is about, after it.
+    async fn transaction(&self, call: crate::TransactionCall) -> Result<Vec<crate::TransactionState>> {
+        self.catalog(CatalogCall::Transaction(call)).await?.into_transactions()
+    }
+
     async fn delete_stream(&self, basin: &str, stream: &str) -> Result<()> {
         self.catalog(CatalogCall::DeleteStream { basin: basin.into(), stream: stream.into() }).await?.into_done()
     }

@@ -163,6 +163,9 @@ pub enum CatalogCall {
         agent: AgentRecord,
         ttl_ms: u64,
     },
+    /// A Kafka transactional producer's call; replies the id's record after it (see
+    /// [`crate::transactions`]).
+    Transaction(crate::TransactionCall),
 }
 
 /// The longest ttl an agent may register for: past it, a killed agent would be named
@@ -282,6 +285,7 @@ impl CatalogCall {
             CatalogCall::ListConsumers { .. } => "list_consumers",
             CatalogCall::DeleteConsumer { .. } => "delete_consumer",
             CatalogCall::AgentHeartbeat { .. } => "agent_heartbeat",
+            CatalogCall::Transaction(_) => "transaction",
         }
     }
 
@@ -326,6 +330,13 @@ impl CatalogCall {
             CatalogCall::CommitCompaction { .. } => Retry::Idempotent,
             // A renewal sent twice renews once more.
             CatalogCall::AgentHeartbeat { .. } => Retry::Idempotent,
+            CatalogCall::Transaction(call) => match call.op {
+                crate::TransactionOp::Describe | crate::TransactionOp::List => Retry::Read,
+                // Adding twice adds once; ending twice the same way answers the first
+                // end; an init sent twice bumps the epoch twice, and the caller uses the
+                // epoch it is answered.
+                _ => Retry::Idempotent,
+            },
         }
     }
 }
@@ -355,6 +366,8 @@ pub enum CatalogReply {
     Consumer(Option<ConsumerPosition>),
     Consumers(ListPage<ConsumerPosition>),
     Agents(AgentList),
+    /// The transactional ids a transaction call is about, after it.
+    Transactions(Vec<crate::TransactionState>),
 }
 
 impl CatalogReply {
@@ -439,6 +452,13 @@ impl CatalogReply {
         match self {
             CatalogReply::Agents(list) => Ok(list),
             other => Err(unexpected("the agent list", &other)),
+        }
+    }
+
+    pub fn into_transactions(self) -> Result<Vec<crate::TransactionState>> {
+        match self {
+            CatalogReply::Transactions(states) => Ok(states),
+            other => Err(unexpected("transactions", &other)),
         }
     }
 

@@ -29,6 +29,9 @@ pub struct CommitAppend {
     /// Set by an idempotent producer: a retry of a sequence already applied gets the
     /// original ack and applies nothing.
     pub producer: Option<ProducerStamp>,
+    /// Set by a Kafka transactional producer: the append is staged in its open
+    /// transaction, visible with offsets only once that commits.
+    pub transaction: Option<crate::TransactionStamp>,
 }
 
 /// An idempotent producer's id and an append's sequence number in it, from any start:

@@ -37,6 +37,9 @@ pub enum MetadataError {
     /// One stream of an atomic append across streams failed (so none was applied).
     #[error("stream `{stream}`: {error}")]
     AtomicMember { stream: String, error: Box<MetadataError> },
+    /// A Kafka transaction call that does not fit the transactional id's state.
+    #[error("transaction refused: {message}")]
+    Transaction { refusal: crate::TransactionRefusal, message: String },
     #[error("metadata instance was fenced by a newer one")]
     Fenced,
     #[error("commit outcome unknown: {0}")]
@@ -69,6 +72,10 @@ impl MetadataError {
             MetadataError::ProducerSeqMismatch { .. } => ErrorCode::ProducerSeqMismatch,
             MetadataError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             MetadataError::AtomicGroupFailed(_) => ErrorCode::SeqNumMismatch,
+            MetadataError::Transaction { refusal: crate::TransactionRefusal::ProducerFenced, .. } => {
+                ErrorCode::FencingTokenMismatch
+            }
+            MetadataError::Transaction { .. } => ErrorCode::InvalidArgument,
             MetadataError::Fenced => ErrorCode::Fenced,
             MetadataError::Indefinite(_) => ErrorCode::Indefinite,
             MetadataError::Storage(_)

@@ -12,6 +12,7 @@
 //! - `error`: [`MetadataError`] and its one mapping to the shared code set;
 //! - `rpc`: [`RemoteMetadata`], the `shale.metadata.v1` client with failover, and
 //!   `wire`/`wire_catalog`, the message conversions client and server share;
+//! - `transactions`: Kafka transactions' records and calls ([`TransactionCall`]);
 //! - `leader_record`: where the leader says it listens, read by clients to find it.
 
 mod api;
@@ -24,6 +25,7 @@ pub mod records;
 mod rpc;
 mod tails;
 mod timing;
+pub mod transactions;
 pub mod wire;
 pub mod wire_catalog;
 
@@ -43,3 +45,7 @@ pub use records::Stored;
 pub use rpc::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};
 pub use tails::{TailUpdate, TailWatch};
 pub use timing::ClusterTiming;
+pub use transactions::{
+    TransactionCall, TransactionOffset, TransactionOp, TransactionOutcome, TransactionRefusal, TransactionStamp,
+    TransactionState,
+};

@@ -6,7 +6,7 @@ use shale_proto::Command;
 
 use crate::{
     AppendAck, CommitAppend, CommitRequest, CommitUnit, IndexEntry, MetadataError, PipelinePosition, Position,
-    ProducerStamp, TailUpdate, UnitOutcome,
+    ProducerStamp, TailUpdate, TransactionStamp, UnitOutcome,
 };
 
 pub fn commit_request_to_wire(request: &CommitRequest) -> pb::Segment {
@@ -46,6 +46,11 @@ fn append_to_wire(append: &CommitAppend) -> pb::CommitAppend {
             id: p.id.clone(),
             seq: p.seq,
             counts_records: p.counts_records,
+        }),
+        transaction: append.transaction.as_ref().map(|t| pb::TransactionStamp {
+            transactional_id: t.transactional_id.clone(),
+            producer_id: t.producer_id,
+            epoch: i32::from(t.epoch),
         }),
     }
 }
@@ -99,6 +104,18 @@ fn append_from_wire(append: pb::CommitAppend) -> Result<CommitAppend, MetadataEr
         fencing_token: append.fencing_token,
         metered_bytes: append.metered_bytes,
         producer: append.producer.map(|p| ProducerStamp { id: p.id, seq: p.seq, counts_records: p.counts_records }),
+        transaction: append
+            .transaction
+            .map(|t| {
+                let epoch = i16::try_from(t.epoch)
+                    .map_err(|_| MetadataError::InvalidArgument("a producer epoch is a 16-bit number".into()))?;
+                Ok::<_, MetadataError>(TransactionStamp {
+                    transactional_id: t.transactional_id,
+                    producer_id: t.producer_id,
+                    epoch,
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -267,6 +284,12 @@ pub fn error_to_wire(error: &MetadataError) -> pb::Error {
             wire.actual_token = actual.clone();
             "fencing_token_mismatch"
         }
+        // The refusal travels in the `actual_token` field.
+        MetadataError::Transaction { refusal, message } => {
+            wire.actual_token = refusal.as_str().into();
+            wire.message = message.clone();
+            "transaction"
+        }
         MetadataError::ProducerSeqMismatch { expected, got } => {
             (wire.expected, wire.actual) = (*expected, *got);
             "producer_seq_mismatch"
@@ -327,6 +350,10 @@ pub fn error_from_wire(mut wire: pb::Error) -> MetadataError {
         "stream_exists" => MetadataError::StreamExists { basin: wire.basin, stream: wire.stream },
         "seq_num_mismatch" => MetadataError::SeqNumMismatch { expected: wire.expected, actual: wire.actual },
         "fencing_token_mismatch" => MetadataError::FencingTokenMismatch { actual: wire.actual_token },
+        "transaction" => match crate::TransactionRefusal::parse(&wire.actual_token) {
+            Some(refusal) => MetadataError::Transaction { refusal, message: wire.message },
+            None => MetadataError::Unavailable(wire.message),
+        },
         "producer_seq_mismatch" => MetadataError::ProducerSeqMismatch { expected: wire.expected, got: wire.actual },
         "invalid_argument" => MetadataError::InvalidArgument(wire.message),
         "atomic_group_failed" => MetadataError::AtomicGroupFailed(wire.message),
@@ -358,6 +385,10 @@ mod tests {
             MetadataError::ProducerSeqMismatch { expected: 4, got: 9 },
             MetadataError::InvalidArgument("bad".into()),
             MetadataError::AtomicGroupFailed("other".into()),
+            MetadataError::Transaction {
+                refusal: crate::TransactionRefusal::ProducerFenced,
+                message: "epoch 1 was fenced".into(),
+            },
             MetadataError::AtomicMember {
                 stream: "s".into(),
                 error: Box::new(MetadataError::SeqNumMismatch { expected: 1, actual: 2 }),
@@ -394,6 +425,7 @@ mod tests {
                     fencing_token: None,
                     metered_bytes: 77,
                     producer: Some(ProducerStamp { id: "p-1".into(), seq: 41, counts_records: true }),
+                    transaction: Some(TransactionStamp { transactional_id: "tx".into(), producer_id: 9, epoch: 2 }),
                 }],
             }],
         };

@@ -4,6 +4,7 @@ use shale_proto::metadata_rpc as pb;
 
 use crate::records;
 use crate::records::{consumer_from_wire, consumer_to_wire, token_from_wire, token_to_wire};
+use crate::transactions;
 use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
@@ -106,6 +107,7 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
         CatalogCall::AgentHeartbeat { agent, ttl_ms } => {
             Call::AgentHeartbeat(pb::AgentHeartbeat { agent: Some(agent_to_wire(agent)), ttl_ms: *ttl_ms })
         }
+        CatalogCall::Transaction(call) => Call::Transaction(transactions::transaction_call_to_wire(call)),
     };
     pb::CatalogCall { call: Some(call) }
 }
@@ -195,6 +197,7 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             agent: agent_from_wire(r.agent.ok_or_else(|| malformed("agent heartbeat without its agent"))?)?,
             ttl_ms: r.ttl_ms,
         },
+        Call::Transaction(r) => CatalogCall::Transaction(transactions::transaction_call_from_wire(r)?),
     })
 }
 
@@ -290,6 +293,12 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
             }),
             false,
         ),
+        CatalogReply::Transactions(states) => (
+            Reply::Transactions(pb::TransactionReply {
+                transactions: states.iter().map(transactions::transaction_to_wire).collect(),
+            }),
+            false,
+        ),
     };
     pb::CatalogReply { reply: Some(reply), created }
 }
@@ -356,6 +365,9 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             agents: list.agents.into_iter().map(agent_from_wire).collect::<Result<_>>()?,
             settled: list.settled,
         }),
+        Reply::Transactions(reply) => CatalogReply::Transactions(
+            reply.transactions.into_iter().map(transactions::transaction_from_wire).collect::<Result<_>>()?,
+        ),
     })
 }
 

@@ -107,6 +107,7 @@ impl Metadata {
             CatalogCall::AgentHeartbeat { agent, ttl_ms } => {
                 CatalogReply::Agents(self.agents.heartbeat(agent, ttl_ms, self.clock.now_ms()))
             }
+            CatalogCall::Transaction(call) => CatalogReply::Transactions(self.transaction(call).await?),
         })
     }
 

@@ -12,10 +12,12 @@ use slatedb::WriteBatch;
 use crate::agenda;
 use crate::producers::{Admission, ProducerState};
 use crate::refs::SegmentRefs;
+use crate::transactional::Staged;
 use crate::wire::{outcomes_from_wire, outcomes_to_wire};
 use crate::{
     keys, AppendAck, BasinRecord, CommitAppend, CommitRequest, CommitTicket, CommitUnit, IndexEntry, Metadata,
-    MetadataError, PipelinePosition, Position, Result, Stored, StreamRecord, TailUpdate, UnitOutcome, WriterState,
+    MetadataError, PipelinePosition, Position, Result, Stored, StreamRecord, TailUpdate, TransactionState, UnitOutcome,
+    WriterState,
 };
 
 type StreamKey = (String, String);
@@ -26,15 +28,18 @@ fn stream_key(append: &CommitAppend) -> StreamKey {
 
 /// Streams touched so far in this commit, with their updated records.
 #[derive(Default)]
-struct Overlay {
-    streams: HashMap<StreamKey, StreamRecord>,
+pub(crate) struct Overlay {
+    pub streams: HashMap<StreamKey, StreamRecord>,
     basins: HashMap<String, Option<BasinRecord>>,
-    entries: Vec<(StreamKey, u64, IndexEntry)>,
+    pub entries: Vec<(StreamKey, u64, IndexEntry)>,
     next_stream_id: u64,
     failed_streams: std::collections::HashSet<StreamKey>,
     producers: HashMap<ProducerKey, ProducerState>,
     /// Streams whose trim point a command record moved.
     trimmed: std::collections::HashSet<StreamKey>,
+    /// Transactional ids whose record changed, and the appends staged in them.
+    pub transactions: HashMap<String, TransactionState>,
+    pub staged: Vec<Staged>,
 }
 
 /// A producer on a stream: (stream id, producer id).
@@ -72,12 +77,13 @@ impl Metadata {
         let mut all_outcomes = Vec::with_capacity(requests.len());
         let mut written = Vec::with_capacity(requests.len());
         for request in &requests {
-            let entries_before = overlay.entries.len();
+            let (entries_before, staged_before) = (overlay.entries.len(), overlay.staged.len());
             let (outcomes, applied) = self.segment_outcomes(request, position, &writer, &mut overlay).await?;
             if let Some(position) = position {
                 writer.poison.record(position, request, &outcomes);
             }
-            let refs = SegmentRefs::committed(overlay.entries[entries_before..].iter().map(|(_, _, entry)| entry));
+            let refs = SegmentRefs::committed(overlay.entries[entries_before..].iter().map(|(_, _, entry)| entry))
+                .and_staged(overlay.staged[staged_before..].iter().map(|staged| staged.append.len));
             if applied && refs.blocks > 0 {
                 written.push((request.segment_id, refs, outcomes_to_wire(&outcomes).encode_to_vec()));
             }
@@ -86,10 +92,10 @@ impl Metadata {
         if let Some(position) = position {
             writer.poison.forget_seen(position);
         }
-        let tails = if overlay.entries.is_empty() {
+        let tails = if overlay.entries.is_empty() && overlay.staged.is_empty() {
             Vec::new()
         } else {
-            self.write_commit(&mut writer, overlay, written).await?
+            self.write_commit_batch(&mut writer, WriteBatch::new(), overlay, written).await?
         };
         let durable = self.durability.push(tails);
         drop(writer);
@@ -146,6 +152,8 @@ impl Metadata {
                 overlay.entries.extend(tentative.entries);
                 overlay.producers.extend(tentative.producers);
                 overlay.trimmed.extend(tentative.trimmed);
+                overlay.transactions.extend(tentative.transactions);
+                overlay.staged.extend(tentative.staged);
                 overlay.next_stream_id = tentative.next_stream_id;
             } else {
                 overlay.failed_streams.extend(unit.appends.iter().map(stream_key));
@@ -157,16 +165,23 @@ impl Metadata {
     }
 
     /// Applies what the commit changed (stream records, index entries, each written
-    /// segment's block count and stored outcome, the stream id counter) in one batch,
-    /// and returns the tails it moved.
-    async fn write_commit(
+    /// segment's block count and stored outcome, staged appends and their transactions'
+    /// records, the stream id counter) in one batch with what `batch` holds already, and
+    /// returns the tails it moved.
+    pub(crate) async fn write_commit_batch(
         &self,
         writer: &mut WriterState,
+        mut batch: WriteBatch,
         overlay: Overlay,
         written: Vec<(u128, SegmentRefs, Vec<u8>)>,
     ) -> Result<Vec<TailUpdate>> {
-        let mut batch = WriteBatch::new();
         let now_ms = self.clock.now_ms();
+        for staged in &overlay.staged {
+            batch.put(&staged.key, staged.value());
+        }
+        for (id, state) in &overlay.transactions {
+            batch.put(keys::transaction(id), state.to_stored());
+        }
         for (stream_key, record) in &overlay.streams {
             let key = keys::stream(&stream_key.0, &stream_key.1);
             batch.put(&key, record.to_stored());
@@ -309,6 +324,21 @@ impl Metadata {
                 }
                 None => None,
             };
+            if let Some(stamp) = &append.transaction {
+                self.stage_append(segment_id, append, stamp, committed, tentative)
+                    .await
+                    .map_err(|e| member(append, e))?;
+                // A staged append has no offsets until its transaction commits: its ack
+                // counts its records from 0.
+                let staged_end = Position { seq_num: append.client_timestamps.len() as u64, timestamp: 0 };
+                let ack = AppendAck { start: Position::default(), end: staged_end, tail: record.tail() };
+                if let Some((producer_key, seq, mut state)) = producer {
+                    state.applied(seq, &ack, now_ms);
+                    tentative.producers.insert(producer_key, state);
+                }
+                acks.push(ack);
+                continue;
+            }
             let trim_before = record.trim_point;
             let (ack, entry) = apply_append(segment_id, append, &mut record, now_ms).map_err(|e| member(append, e))?;
             if record.trim_point > trim_before {
@@ -387,7 +417,7 @@ fn tail_updates(overlay: &Overlay) -> Vec<TailUpdate> {
 
 /// Checks one append's conditions against `record` and, if they hold, advances it; the
 /// append's arrival time is clamped to metadata's clock, `now_ms`.
-fn apply_append(
+pub(crate) fn apply_append(
     segment_id: u128,
     append: &CommitAppend,
     record: &mut StreamRecord,

@@ -44,6 +44,7 @@ fn append(stream: &str, match_seq_num: Option<u64>) -> CommitUnit {
             fencing_token: None,
             metered_bytes: 10,
             producer: None,
+            transaction: None,
         }],
     }
 }

@@ -20,6 +20,8 @@
 //! | `m/gc_cursor` | the last segment key orphan collection settled |
 //! | `w/<due ms u64><stream id u64>` | the stream's key: reclaim visits it by then (`agenda`) |
 //! | `u/<stream id u64>` | the stream's key: it has entries above its compaction cursor (`agenda`) |
+//! | `x/<transactional id>` | a Kafka transactional id's producer, epoch and open transaction (`transactional`) |
+//! | `y/<id length u16><transactional id><n u64>` | an append staged in that transaction (`transactional`) |
 //! | `m/agenda_seeded` | present once `w/` and `u/` cover every stream (`agenda`) |
 
 pub const NEXT_STREAM_ID: &[u8] = b"m/next_stream_id";
@@ -167,6 +169,23 @@ pub fn compaction_cursor(stream_id: u64) -> Vec<u8> {
 
 pub fn deleted_stream(stream_id: u64) -> Vec<u8> {
     [&b"d/"[..], &stream_id.to_be_bytes()].concat()
+}
+
+pub const TRANSACTION_PREFIX: &[u8] = b"x/";
+
+pub fn transaction(transactional_id: &str) -> Vec<u8> {
+    [TRANSACTION_PREFIX, transactional_id.as_bytes()].concat()
+}
+
+/// The prefix of every staged append of one transactional id (its length first, so no
+/// id's keys are a prefix of another's).
+pub fn staged_prefix(transactional_id: &str) -> Vec<u8> {
+    let len = u16::try_from(transactional_id.len()).unwrap_or(u16::MAX);
+    [&b"y/"[..], &len.to_be_bytes(), transactional_id.as_bytes()].concat()
+}
+
+pub fn staged(transactional_id: &str, n: u64) -> Vec<u8> {
+    [staged_prefix(transactional_id), n.to_be_bytes().to_vec()].concat()
 }
 
 /// The smallest key greater than every key starting with `prefix`.

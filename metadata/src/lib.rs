@@ -70,6 +70,9 @@ mod refs;
 mod rpc;
 mod service;
 mod tokens;
+#[cfg(test)]
+mod transaction_tests;
+mod transactional;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +97,7 @@ pub use rpc::MetadataService;
 /// The contract this crate implements, re-exported so in-process callers (the binary,
 /// tests, benchmarks) name one crate.
 pub use shale_metadata_contract::*;
+pub use transactional::{run_transaction_timeouts, TIMEOUT_CHECK_INTERVAL};
 
 /// Where the metadata database lives inside the object store.
 pub const DEFAULT_DB_PATH: &str = "metadata";

@@ -80,6 +80,7 @@ mod tests {
                 fencing_token: None,
                 metered_bytes: 1,
                 producer: None,
+                transaction: None,
             }],
         }
     }

@@ -56,6 +56,7 @@ fn append(stream: &str, producer: &str, seq: u64, records: usize) -> CommitUnit 
             fencing_token: None,
             metered_bytes: 10,
             producer: Some(ProducerStamp { id: producer.into(), seq, counts_records: false }),
+            transaction: None,
         }],
     }
 }

@@ -54,6 +54,7 @@ pub(crate) fn append(stream: &str, records: usize, commands: Vec<Command>, arriv
         fencing_token: None,
         metered_bytes: 10,
         producer: None,
+        transaction: None,
     }
 }
 

@@ -32,6 +32,16 @@ impl SegmentRefs {
         Self { blocks, live_bytes: bytes, committed_bytes: bytes }
     }
 
+    /// These references plus blocks staged in open transactions, of `lens` bytes each.
+    pub fn and_staged(mut self, lens: impl Iterator<Item = u32>) -> Self {
+        for len in lens {
+            self.blocks += 1;
+            self.live_bytes += u64::from(len);
+            self.committed_bytes += u64::from(len);
+        }
+        self
+    }
+
     pub fn encode(&self) -> [u8; 24] {
         let mut out = [0u8; 24];
         out[..8].copy_from_slice(&self.blocks.to_be_bytes());
@@ -87,9 +97,14 @@ pub(crate) struct Releases {
 
 impl Releases {
     pub fn add(&mut self, entry: &IndexEntry) {
-        let slot = self.by_segment.entry(entry.segment_id).or_default();
+        self.add_block(entry.segment_id, entry.len);
+    }
+
+    /// A block of `len` bytes of `segment_id` (an index entry's, or a staged append's).
+    pub fn add_block(&mut self, segment_id: u128, len: u32) {
+        let slot = self.by_segment.entry(segment_id).or_default();
         slot.0 += 1;
-        slot.1 += u64::from(entry.len);
+        slot.1 += u64::from(len);
         self.entries += 1;
     }
 

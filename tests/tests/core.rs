@@ -402,6 +402,7 @@ async fn suite_retried_commits_and_orphan_collection(backend: Backend) {
                         fencing_token: None,
                         metered_bytes: 8,
                         producer: None,
+                        transaction: None,
                     }],
                 }],
             }

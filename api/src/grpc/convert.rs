@@ -31,7 +31,7 @@ pub fn append_input(request: pb::AppendRequest) -> Result<AppendInput, ServiceEr
         match_seq_num: request.match_seq_num,
         fencing_token: request.fencing_token,
         producer: producer_stamp(request.producer_id, request.producer_seq)?,
-        limits: Default::default(),
+        ..Default::default()
     })
 }
 

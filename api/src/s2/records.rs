@@ -198,7 +198,7 @@ async fn append(
             match_seq_num: input.match_seq_num,
             fencing_token: input.fencing_token,
             producer: producer_stamp(input.producer_id, input.producer_seq)?,
-            limits: Default::default(),
+            ..Default::default()
         }
     };
     let ack = service.append(input).await?;
@@ -269,7 +269,7 @@ pub async fn append_atomic(
                 match_seq_num: append.match_seq_num,
                 fencing_token: append.fencing_token,
                 producer: None,
-                limits: Default::default(),
+                ..Default::default()
             })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;

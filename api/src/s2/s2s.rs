@@ -188,7 +188,7 @@ pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Result
         match_seq_num: input.match_seq_num,
         fencing_token: input.fencing_token,
         producer: producer_stamp(input.producer_id, input.producer_seq)?,
-        limits: Default::default(),
+        ..Default::default()
     })
 }
 

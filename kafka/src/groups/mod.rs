@@ -365,6 +365,16 @@ pub fn may_commit(kafka: &Kafka, group_id: &str, member_id: &str, generation: i3
     group.check(member_id, generation).map_err(code)
 }
 
+/// Whether offsets committed in a transaction (TxnOffsetCommit) may be for `group`
+/// here: this broker coordinates it and, when the request names a member (version 3
+/// on), that member is in the group's current generation.
+pub fn may_commit_in_transaction(kafka: &Kafka, group_id: &str, member_id: &str, generation: i32) -> Result<(), i16> {
+    if member_id.is_empty() {
+        return not_coordinator(kafka, group_id).map_or(Ok(()), Err);
+    }
+    may_commit(kafka, group_id, member_id, generation)
+}
+
 pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let moved: Vec<Option<i16>> = request.groups.iter().map(|id| not_coordinator(kafka, &id.0)).collect();
     let groups = kafka.groups.lock();

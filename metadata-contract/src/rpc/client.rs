@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tonic::transport::Endpoint;
 
 use super::commit_pipe::{self, Call};
-use super::connection::{with_scheme, Connection, RemoteConfig, RECENT_ENTRIES, RETRY_PAUSE};
+use super::connection::{with_scheme, Connection, RemoteConfig, RECENT_ENTRIES, RECENT_FOR, RETRY_PAUSE};
 use crate::wire::{commit_request_to_wire, malformed, pipeline_to_wire, tail_from_wire};
 use crate::wire_catalog::{catalog_call_to_wire, catalog_reply_from_wire};
 use crate::{
@@ -64,7 +64,7 @@ impl RemoteMetadata {
             current: Mutex::new(None),
             next: AtomicUsize::new(0),
             tails: TailWatch::default(),
-            recent: moka::sync::Cache::new(RECENT_ENTRIES),
+            recent: moka::sync::Cache::builder().max_capacity(RECENT_ENTRIES).time_to_live(RECENT_FOR).build(),
             announced: std::sync::Mutex::default(),
             calls: std::sync::atomic::AtomicU64::new(0),
         });

@@ -105,8 +105,12 @@ pub(crate) struct Connection {
     pub(crate) announced: std::sync::Mutex<Option<String>>,
 }
 
-/// Index entries pushed by the watch stream kept for live reads (about 100 bytes each).
-pub(crate) const RECENT_ENTRIES: u64 = 1_000_000;
+/// Index entries pushed by the watch stream kept for live reads (about 100 bytes each,
+/// a little over twice that with the cache's own): a live read looks for entries pushed
+/// moments ago, so the newest [`RECENT_ENTRIES`] of the last [`RECENT_FOR`] are enough,
+/// and a process's memory does not grow with how many streams were written lately.
+pub(crate) const RECENT_ENTRIES: u64 = 100_000;
+pub(crate) const RECENT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub(crate) fn with_scheme(address: &str, tls: bool) -> String {
     if address.starts_with("http://") || address.starts_with("https://") {
