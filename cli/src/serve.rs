@@ -12,8 +12,8 @@ use shale_api::{AppState, MetricsHook, Role};
 use shale_compactor::{run_compactor, Compactor, CompactorStats};
 use shale_gateway::Gateway;
 use shale_metadata::{
-    hold_leadership, run_collection, HaltReason, LeasedMetadata, Metadata, MetadataApi, MetadataService,
-    RemoteMetadata, DEFAULT_DB_PATH,
+    hold_leadership, run_collection, run_transaction_timeouts, HaltReason, LeasedMetadata, Metadata, MetadataApi,
+    MetadataService, RemoteMetadata, DEFAULT_DB_PATH,
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
@@ -156,10 +156,11 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     .with_auth(config.auth.root_token(), config.auth.revocation_bound)
     .with_table_store(store.store.clone(), store.url.clone());
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
+    let timeouts = tokio::spawn(run_transaction_timeouts(metadata.clone()));
     let mut running = client_api(&config, state.clone(), listeners)?;
     running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Alone).await?;
     running.metadata = Some(metadata);
-    running.background.push(gc);
+    running.background.extend([gc, timeouts]);
     running.background.extend(compactor);
     running.lock = lock;
     let kafka = running.kafka_shown();
@@ -382,6 +383,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let router = shale_api::ops_router("metadata", ready, metrics, auth);
     let (stop_http, http) = spawn_http(http_listener, router, config.connections, http_tls);
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
+    let timeouts = tokio::spawn(run_transaction_timeouts(metadata.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
         store = %store.url, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(Running {
@@ -392,7 +394,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         gateway: None,
         stop: vec![stop_http, stop_grpc],
         servers: vec![http, grpc],
-        background: std::iter::once(gc).chain(compactor).collect(),
+        background: [gc, timeouts].into_iter().chain(compactor).collect(),
         lock,
         draining: None,
     })

@@ -54,6 +54,19 @@ fn confluent_kafka_produces_consumes_and_administers_unchanged() {
     assert!(terminate(server).success());
 }
 
+/// Transactional confluent-kafka producers: commits and aborts across 3 topics x 3
+/// partitions seen exactly by read_committed (and read_uncommitted) consumers, a zombie
+/// fenced, an abandoned transaction timed out, a consume-transform-produce loop with
+/// `send_offsets_to_transaction`. The steps are in `tests/kafka/transactions.py`.
+#[test]
+fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let out = run_script(&[&script("transactions.py"), &kafka]);
+    assert!(out.contains("every step passed"), "{out}");
+    assert!(terminate(server).success());
+}
+
 #[test]
 fn kafka_python_produces_consumes_and_administers_unchanged() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,7 +26,8 @@ fn stream_key(append: &CommitAppend) -> StreamKey {
     (append.basin.clone(), append.stream.clone())
 }
 
-/// Streams touched so far in this commit, with their updated records.
+/// Streams touched so far in this commit, with their updated records. Start one with
+/// [`Overlay::on`].
 #[derive(Default)]
 pub(crate) struct Overlay {
     pub streams: HashMap<StreamKey, StreamRecord>,
@@ -46,6 +47,12 @@ pub(crate) struct Overlay {
 pub(crate) type ProducerKey = (u64, String);
 
 impl Overlay {
+    /// An empty overlay over the writer's state (its stream id counter: an overlay's is
+    /// written back as the next one).
+    pub fn on(writer: &WriterState) -> Overlay {
+        Overlay { next_stream_id: writer.next_stream_id, ..Overlay::default() }
+    }
+
     fn tentative(&self) -> Overlay {
         Overlay { next_stream_id: self.next_stream_id, ..Overlay::default() }
     }
@@ -73,7 +80,7 @@ impl Metadata {
         self.check_usable()?;
         let mut writer = self.writer.lock().await;
         self.check_usable()?;
-        let mut overlay = Overlay { next_stream_id: writer.next_stream_id, ..Overlay::default() };
+        let mut overlay = Overlay::on(&writer);
         let mut all_outcomes = Vec::with_capacity(requests.len());
         let mut written = Vec::with_capacity(requests.len());
         for request in &requests {

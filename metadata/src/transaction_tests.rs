@@ -133,6 +133,16 @@ async fn a_commit_makes_every_staged_append_and_offset_visible_at_once() {
     assert_eq!(tail(&metadata, "out/0").await, 4, "applied once");
     let abort = call(&metadata, producer, TransactionOp::End { commit: false }).await;
     assert_eq!(refused(abort), TransactionRefusal::InvalidState);
+
+    // The commit kept the stream id counter: streams created after it get new ids.
+    let mut ids = std::collections::HashSet::new();
+    for stream in ["out/0", "out/1", "in/0"] {
+        ids.insert(metadata.stream(BASIN, stream).await.unwrap().record.id);
+    }
+    for stream in ["late-0", "late-1", "late-2", "late-3"] {
+        let id = metadata.create_stream(BASIN, stream, StreamConfig::default()).await.unwrap().record.id;
+        assert!(ids.insert(id), "{stream} got the id {id} of an older stream");
+    }
 }
 
 #[tokio::test]

@@ -275,7 +275,7 @@ impl Metadata {
         now_ms: u64,
     ) -> Result<TransactionState> {
         let staged = self.staged_of(&state.transactional_id).await?;
-        let mut overlay = Overlay::default();
+        let mut overlay = Overlay::on(&writer);
         let mut releases = Releases::default();
         for piece in &staged {
             batch.delete(&piece.key);
