@@ -67,6 +67,18 @@ fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
     assert!(terminate(server).success());
 }
 
+/// Transactional kafka-python producers: commits and aborts read by read_committed
+/// consumers, a zombie fenced, offsets committed with a transaction and not with an
+/// aborted one. The steps are in `tests/kafka/transactions_kafka_python.py`.
+#[test]
+fn kafka_python_transactions_commit_abort_and_fence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let out = run_script(&[&script("transactions_kafka_python.py"), &kafka]);
+    assert!(out.contains("every step passed"), "{out}");
+    assert!(terminate(server).success());
+}
+
 #[test]
 fn kafka_python_produces_consumes_and_administers_unchanged() {
     let dir = tempfile::tempdir().unwrap();
