@@ -186,7 +186,8 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
             let now = coordinator.now();
             let mut groups = coordinator.lock();
             let Some(group) = groups.get_mut(&group_id) else { return refuse(ResponseError::UnknownMemberId) };
-            if group.try_complete(now) {
+            // A member that died does not hold the round up past its session.
+            if group.expire(now) | group.try_complete(now) {
                 coordinator.notify();
             }
             if group.phase != Phase::PreparingRebalance {
@@ -195,7 +196,7 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
             if !group.members.get(&member_id).is_some_and(|m| m.joined) {
                 return refuse(ResponseError::UnknownMemberId);
             }
-            group.round_deadline_ms
+            group.next_deadline_ms()
         };
         coordinator.wait(&mut receiver, deadline).await;
     }

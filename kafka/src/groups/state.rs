@@ -223,6 +223,16 @@ impl Group {
         Ok(())
     }
 
+    /// When a waiting join must look again: the round's deadline, or sooner the session
+    /// expiry of a member that has not rejoined.
+    pub fn next_deadline_ms(&self) -> u64 {
+        self.members
+            .values()
+            .filter(|m| !m.joined)
+            .map(|m| m.last_seen_ms.saturating_add(m.session_timeout_ms) + 1)
+            .fold(self.round_deadline_ms, u64::min)
+    }
+
     /// Drops members whose session expired; `true` if any was dropped.
     pub fn expire(&mut self, now_ms: u64) -> bool {
         let before = self.members.len();
@@ -312,5 +322,20 @@ mod tests {
         assert!(group.try_complete(12_000 + 30_000), "past the deadline the round completes without it");
         assert_eq!(group.phase, Phase::Empty);
         assert_eq!(group.join("c", member(&["sticky"]), 50_000), Ok(()), "an empty group takes any protocol");
+    }
+
+    #[test]
+    fn a_dead_member_holds_a_join_up_only_until_its_session_ends() {
+        let mut group = Group::new("consumer".into());
+        group.join("dead", member(&["range"]), 0).unwrap();
+        group.assign("dead", 1, vec![]).unwrap();
+        // A new member joins 1 s later: the round waits for "dead" to rejoin...
+        group.join("new", member(&["range"]), 1_000).unwrap();
+        assert_eq!(group.phase, Phase::PreparingRebalance);
+        // ... but only until its session (10 s from its last sign of life), not for the
+        // round's 30 s.
+        assert_eq!(group.next_deadline_ms(), 10_001);
+        assert!(group.expire(10_001));
+        assert_eq!((group.phase, group.leader.as_deref()), (Phase::CompletingRebalance, Some("new")));
     }
 }

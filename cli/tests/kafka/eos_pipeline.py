@@ -1,0 +1,97 @@
+"""A transactional consume-transform-produce loop: confluent-kafka's exactly-once pattern.
+
+Usage: eos_pipeline.py BOOTSTRAP IN OUT GROUP TXID PARTITIONS TOTAL PROGRESS
+
+Reads IN (read_committed) in GROUP, writes `out-<value>` to the same partition of OUT and
+commits the consumed offsets with that output in one transaction, batch after batch.
+Appends `commit <records>` to PROGRESS after each commit. Exits 0 once GROUP's committed
+offsets on IN add up to TOTAL; exits 3 on a fatal error (a newer instance fenced this
+one), for its supervisor to start it again; an abortable error aborts the transaction
+and rewinds to the committed offsets.
+"""
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+BOOTSTRAP, IN, OUT, GROUP, TXID = sys.argv[1:6]
+PARTITIONS, TOTAL, PROGRESS = int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
+
+
+def retrying(what, action, attempts=30):
+    """Runs `action` until it succeeds or an error is not retriable (re-raised)."""
+    for attempt in range(attempts):
+        try:
+            return action()
+        except KafkaException as e:
+            if e.args[0].fatal() or not e.args[0].retriable() or attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+    raise AssertionError(f"{what} never succeeded")
+
+
+def committed_total(c):
+    """GROUP's committed offsets on IN, added up; 0 when they cannot be fetched now (the
+    group is rebalancing, its coordinator moving)."""
+    try:
+        offsets = c.committed([TopicPartition(IN, p) for p in range(PARTITIONS)], timeout=10)
+    except KafkaException:
+        return 0
+    return sum(max(tp.offset, 0) for tp in offsets)
+
+
+def rewind(c):
+    for tp in c.assignment():
+        committed = c.committed([tp], timeout=10)[0].offset
+        c.seek(TopicPartition(tp.topic, tp.partition, max(committed, 0)))
+
+
+def main():
+    c = Consumer({
+        "bootstrap.servers": BOOTSTRAP,
+        "group.id": GROUP,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    })
+    p = Producer({
+        "bootstrap.servers": BOOTSTRAP,
+        "transactional.id": TXID,
+        "transaction.timeout.ms": 20000,
+        "message.timeout.ms": 20000,
+        "linger.ms": 5,
+    })
+    retrying("init_transactions", lambda: p.init_transactions(20))
+    c.subscribe([IN])
+    idle_polls = 0
+    while True:
+        batch = [m for m in c.consume(500, 1.0) if not m.error()]
+        if not batch:
+            idle_polls += 1
+            if idle_polls % 3 == 0 and c.assignment() and committed_total(c) >= TOTAL:
+                return 0
+            continue
+        try:
+            p.begin_transaction()
+            for m in batch:
+                p.produce(OUT, value=b"out-" + m.value(), partition=m.partition())
+            positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
+            retrying("send_offsets", lambda: p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 20))
+            retrying("commit", lambda: p.commit_transaction(30))
+        except KafkaException as e:
+            error = e.args[0]
+            if error.fatal():
+                print(f"fatal: {error}", flush=True)
+                return 3
+            print(f"aborting: {error}", flush=True)
+            retrying("abort", lambda: p.abort_transaction(30))
+            rewind(c)
+            continue
+        with open(PROGRESS, "a") as f:
+            f.write(f"commit {len(batch)}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
