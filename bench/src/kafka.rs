@@ -5,7 +5,8 @@
 //! `--rate` MiB/s), then reads everything back from offset 0. Prints one JSON object:
 //! produce MiB/s and ack p50/p99/p999, catch-up MiB/s, object PUTs and GETs per GiB
 //! (from the server's `/metrics`) and the server's CPU seconds per GiB (`--server-pid`).
-//! Loopback only.
+//! With `--transaction-records N` the producer is transactional and commits every N
+//! records: commit latency p50/p99 too. Loopback only.
 
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -56,6 +57,20 @@ struct Args {
     /// broker); `false` lets it keep up to 5.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     idempotence: bool,
+    /// Records per transaction: a transactional producer that commits every this many
+    /// records (0: not transactional).
+    #[arg(long, default_value = "0")]
+    transaction_records: u64,
+}
+
+/// What a produce run measured.
+struct Produced {
+    latencies: Vec<Duration>,
+    /// How long each `commit_transaction` took (flushing the transaction's records and
+    /// committing it), when transactional.
+    commits: Vec<Duration>,
+    bytes: u64,
+    seconds: f64,
 }
 
 /// `(puts, gets)` on the servers' `/metrics`, summed.
@@ -149,7 +164,7 @@ impl ProducerContext for Acks {
 /// Produces for `--seconds` with up to `--in-flight` records awaiting their acks, through
 /// a `ThreadedProducer` (its own thread serves delivery reports; no future per record, so
 /// the client's cost per record stays librdkafka's). Blocking.
-fn produce(args: &Args, topic: &str) -> anyhow::Result<(Vec<Duration>, u64, f64)> {
+fn produce(args: &Args, topic: &str) -> anyhow::Result<Produced> {
     let mut config = config(args);
     config
         .set("acks", "all")
@@ -159,9 +174,27 @@ fn produce(args: &Args, topic: &str) -> anyhow::Result<(Vec<Duration>, u64, f64)
     if let Some(batch) = args.batch_bytes {
         config.set("batch.size", batch.to_string()).set("message.max.bytes", (batch + (64 << 10)).to_string());
     }
+    let transactional = args.transaction_records > 0;
+    if transactional {
+        config.set("transactional.id", format!("kafka-bench-{}", std::process::id()));
+    }
     let started = Instant::now();
     let acks = Acks { started, state: Mutex::default(), acked: Condvar::new() };
     let producer: ThreadedProducer<Acks> = config.create_with_context(acks)?;
+    let mut commits = Vec::new();
+    let commit_and_begin = |producer: &ThreadedProducer<Acks>, commits: &mut Vec<Duration>, again: bool| {
+        let began = Instant::now();
+        producer.commit_transaction(Duration::from_secs(60))?;
+        commits.push(began.elapsed());
+        if again {
+            producer.begin_transaction()?;
+        }
+        anyhow::Ok(())
+    };
+    if transactional {
+        producer.init_transactions(Duration::from_secs(30))?;
+        producer.begin_transaction()?;
+    }
     let payload = vec![b'x'; args.record_bytes];
     let deadline = started + Duration::from_secs(args.seconds);
     let mut sent = 0u64;
@@ -190,6 +223,12 @@ fn produce(args: &Args, topic: &str) -> anyhow::Result<(Vec<Duration>, u64, f64)
             anyhow::bail!("queueing a record: {e}");
         }
         sent += 1;
+        if transactional && sent % args.transaction_records == 0 {
+            commit_and_begin(&producer, &mut commits, true)?;
+        }
+    }
+    if transactional {
+        commit_and_begin(&producer, &mut commits, false)?;
     }
     producer.flush(Duration::from_secs(60))?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -197,7 +236,7 @@ fn produce(args: &Args, topic: &str) -> anyhow::Result<(Vec<Duration>, u64, f64)
     anyhow::ensure!(state.failed == 0, "{} records were not acked", state.failed);
     let latencies = std::mem::take(&mut state.latencies);
     anyhow::ensure!(latencies.len() as u64 == sent, "{} of {sent} records acked", latencies.len());
-    Ok((latencies, sent * args.record_bytes as u64, elapsed))
+    Ok(Produced { latencies, commits, bytes: sent * args.record_bytes as u64, seconds: elapsed })
 }
 
 /// Reads every partition from offset 0 to its end; the bytes read and the seconds taken.
@@ -243,8 +282,9 @@ async fn main() -> anyhow::Result<()> {
     let client_cpu0 = cpu_seconds(Some(std::process::id()));
     let args_for_write = args.clone();
     let topic_for_write = topic.clone();
-    let (mut latencies, bytes, elapsed) =
+    let Produced { mut latencies, mut commits, bytes, seconds: elapsed } =
         tokio::task::spawn_blocking(move || produce(&args_for_write, &topic_for_write)).await??;
+    commits.sort();
     let (puts1, gets1) = object_requests(&http, &args.metrics_url).await;
     let cpu1 = servers_cpu_seconds(&args.server_pid);
     let client_cpu1 = cpu_seconds(Some(std::process::id()));
@@ -272,6 +312,10 @@ async fn main() -> anyhow::Result<()> {
             "puts_per_gib": (puts1 - puts0) / gib, "server_cpu_s_per_gib": (cpu1 - cpu0) / gib,
             "client_cpu_s_per_gib": (client_cpu1 - client_cpu0) / gib,
         },
+        "transactions": (args.transaction_records > 0).then(|| json!({
+            "records_each": args.transaction_records, "committed": commits.len(),
+            "commit_ms": { "p50": percentile(&commits, 0.5), "p99": percentile(&commits, 0.99) },
+        })),
         "catch_up": {
             "mib_per_sec": read_bytes as f64 / 1048576.0 / read_secs,
             "gets_per_gib": (gets2 - gets1) / read_gib, "server_cpu_s_per_gib": (cpu2 - cpu1) / read_gib,
