@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -13,10 +14,11 @@ use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartiti
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, GroupId, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, CreateTopicsRequest, CreateTopicsResponse,
+    EndTxnRequest, EndTxnResponse, FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    GroupId, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest,
+    ProduceResponse, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -27,20 +29,32 @@ use tokio::net::TcpStream;
 
 /// `values` as one record batch v2 (no key, one timestamp, offsets from 0).
 pub fn batch(values: &[Bytes], compression: Compression) -> anyhow::Result<Bytes> {
+    producer_batch(values, compression, None)
+}
+
+/// A transactional producer's id, epoch and the batch's base sequence.
+#[derive(Clone, Copy, Debug)]
+pub struct TxnProducer {
+    pub id: i64,
+    pub epoch: i16,
+    pub sequence: i32,
+}
+
+fn producer_batch(values: &[Bytes], compression: Compression, producer: Option<TxnProducer>) -> anyhow::Result<Bytes> {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
         .map(|(i, v)| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: producer.map_or(-1, |p| p.id),
+            producer_epoch: producer.map_or(-1, |p| p.epoch),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // Offset minus sequence constant: the codec keeps them in one batch.
-            sequence: i as i32,
+            sequence: producer.map_or(0, |p| p.sequence) + i as i32,
             timestamp: 1_700_000_000_000,
             key: None,
             value: Some(v.clone()),
@@ -142,6 +156,75 @@ impl KafkaConn {
         let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request).await?;
         let p = &response.responses[0].partition_responses[0];
         Ok((p.error_code, p.base_offset))
+    }
+
+    /// InitProducerId for `transactional_id`: the error code, producer id and epoch.
+    pub async fn init_transactional(&mut self, transactional_id: &str) -> Result<(i16, i64, i16), Unanswered> {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_string(transactional_id.to_string()))))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let response: InitProducerIdResponse = self.call(ApiKey::InitProducerId, 4, &request).await?;
+        Ok((response.error_code, response.producer_id.0, response.producer_epoch))
+    }
+
+    /// AddPartitionsToTxn (version 3): the first error code, 0 when all were added.
+    pub async fn add_partitions(
+        &mut self,
+        transactional_id: &str,
+        producer: TxnProducer,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<i16, Unanswered> {
+        let wanted = AddPartitionsToTxnTopic::default().with_name(name(topic)).with_partitions(partitions.to_vec());
+        let request = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(transactional_id.to_string())))
+            .with_v3_and_below_producer_id(ProducerId(producer.id))
+            .with_v3_and_below_producer_epoch(producer.epoch)
+            .with_v3_and_below_topics(vec![wanted]);
+        let response: AddPartitionsToTxnResponse = self.call(ApiKey::AddPartitionsToTxn, 3, &request).await?;
+        let codes = response.results_by_topic_v3_and_below.iter().flat_map(|t| &t.results_by_partition);
+        Ok(codes.map(|p| p.partition_error_code).find(|&c| c != 0).unwrap_or(0))
+    }
+
+    /// A transactional produce of `values` as one batch: the error code and base offset.
+    pub async fn produce_transactional(
+        &mut self,
+        transactional_id: &str,
+        producer: TxnProducer,
+        topic: &str,
+        partition: i32,
+        values: &[String],
+    ) -> Result<(i16, i64), Unanswered> {
+        let values: Vec<Bytes> = values.iter().map(|v| Bytes::from(v.clone())).collect();
+        let batch = producer_batch(&values, Compression::None, Some(producer)).map_err(|e| e.to_string())?;
+        let data = PartitionProduceData::default().with_index(partition).with_records(Some(batch));
+        let topic = TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![data]);
+        let request = ProduceRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_string(transactional_id.to_string()))))
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![topic]);
+        let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request).await?;
+        let p = &response.responses[0].partition_responses[0];
+        Ok((p.error_code, p.base_offset))
+    }
+
+    /// EndTxn (version 3), committing or aborting: the error code.
+    pub async fn end_transaction(
+        &mut self,
+        transactional_id: &str,
+        producer: TxnProducer,
+        commit: bool,
+    ) -> Result<i16, Unanswered> {
+        let request = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(transactional_id.to_string())))
+            .with_producer_id(ProducerId(producer.id))
+            .with_producer_epoch(producer.epoch)
+            .with_committed(commit);
+        let response: EndTxnResponse = self.call(ApiKey::EndTxn, 3, &request).await?;
+        Ok(response.error_code)
     }
 
     /// One fetch of `partition` from `offset` (no waiting), up to 1 MiB.

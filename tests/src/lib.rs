@@ -15,6 +15,7 @@ mod node;
 mod server;
 pub mod tables;
 pub mod tls;
+pub mod transactions;
 mod wait;
 
 pub use moto::Moto;
