@@ -306,8 +306,12 @@ pub async fn list(kafka: &Kafka, request: ListTransactionsRequest) -> ListTransa
     ];
     let unknown_filters: Vec<StrBytes> =
         request.state_filters.iter().filter(|f| !known.contains(&f.as_str())).cloned().collect();
+    // Each broker lists the transactional ids it coordinates, as Kafka's do: a client
+    // asking every broker sees each id once.
+    let me = kafka.brokers.me().id;
     let listed = states
         .iter()
+        .filter(|s| kafka.brokers.coordinator_of(&s.transactional_id).is_some_and(|b| b.id == me))
         .filter(|s| {
             request.state_filters.is_empty() || request.state_filters.iter().any(|f| f.as_str() == state_name(s))
         })

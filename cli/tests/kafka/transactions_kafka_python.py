@@ -110,4 +110,19 @@ assert group_offset() == 5, group_offset()
 values = [r.value for r in read_committed(["pytx-b"], 19)]
 assert b"with-offset-5" in values and b"with-offset-3" not in values, values
 print("offsets committed with the transaction")
+
+# DescribeTransactions and ListTransactions: an open transaction, then its end.
+p.begin_transaction()
+p.send("pytx-c", value=b"open", partition=2)
+p.flush()
+described = admin.describe_transactions(["pytx-main"])["pytx-main"]
+assert described.state.value == "Ongoing", described
+assert described.topic_partitions == {TopicPartition("pytx-c", 2)}, described
+assert described.transaction_timeout_ms > 0 and described.transaction_start_time_ms > 0, described
+listed = [t for ts in admin.list_transactions().values() for t in ts]
+assert sorted(t.transactional_id for t in listed) == ["pytx-main", "pytx-zombie"], listed
+p.abort_transaction()
+aborted = [t.transactional_id for ts in admin.list_transactions(state_filters=["CompleteAbort"]).values() for t in ts]
+assert aborted == ["pytx-main"], aborted
+print("transactions described and listed")
 print("every step passed")
