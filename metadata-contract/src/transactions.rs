@@ -55,6 +55,8 @@ pub struct TransactionState {
     pub offsets: Vec<TransactionOffset>,
     /// Appends staged so far under this id: the number of the next one.
     pub staged: u64,
+    /// The number of the open transaction's first staged append.
+    pub staged_from: u64,
     pub last_outcome: TransactionOutcome,
     pub updated_ms: u64,
 }
@@ -266,6 +268,7 @@ pub fn transaction_to_wire(state: &TransactionState) -> pb::TransactionRecord {
             })
             .collect(),
         staged: state.staged,
+        staged_from: state.staged_from,
         last_outcome: match state.last_outcome {
             TransactionOutcome::None => 0,
             TransactionOutcome::Committed => 1,
@@ -290,6 +293,7 @@ pub fn transaction_from_wire(record: pb::TransactionRecord) -> Result<Transactio
             .map(|o| TransactionOffset { basin: o.basin, stream: o.stream, group: o.group, seq_num: o.seq_num })
             .collect(),
         staged: record.staged,
+        staged_from: record.staged_from,
         last_outcome: match record.last_outcome {
             1 => TransactionOutcome::Committed,
             2 => TransactionOutcome::Aborted,
@@ -343,6 +347,7 @@ mod tests {
                 seq_num: 4,
             }],
             staged: 7,
+            staged_from: 5,
             last_outcome: TransactionOutcome::Aborted,
             updated_ms: 11,
         };

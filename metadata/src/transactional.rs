@@ -254,11 +254,17 @@ impl Metadata {
         Ok(())
     }
 
-    /// The appends staged under `id`, in staging order (the latest state: the writer's).
-    async fn staged_of(&self, id: &str) -> Result<Vec<Staged>> {
-        let prefix = keys::staged_prefix(id);
+    /// The appends staged in `state`'s open transaction, in staging order (the latest
+    /// state: the writer's). The scan starts at the transaction's first staged key, past
+    /// the deleted keys of the id's earlier transactions.
+    async fn staged_of(&self, state: &TransactionState) -> Result<Vec<Staged>> {
+        let prefix = keys::staged_prefix(&state.transactional_id);
+        let after = match state.staged_from.checked_sub(1) {
+            Some(last_before) => keys::staged(&state.transactional_id, last_before),
+            None => prefix.clone(),
+        };
         let page = self
-            .scan_page(&prefix, &prefix, usize::MAX, DurabilityLevel::Memory, |key, value| {
+            .scan_page(&prefix, &after, usize::MAX, DurabilityLevel::Memory, |key, value| {
                 Ok(Staged { key: key.to_vec(), append: decode_v1(key, value)? })
             })
             .await?;
@@ -274,7 +280,7 @@ impl Metadata {
         mut state: TransactionState,
         now_ms: u64,
     ) -> Result<TransactionState> {
-        let staged = self.staged_of(&state.transactional_id).await?;
+        let staged = self.staged_of(&state).await?;
         let mut overlay = Overlay::on(&writer);
         let mut releases = Releases::default();
         for piece in &staged {
@@ -332,7 +338,7 @@ impl Metadata {
         batch: &mut WriteBatch,
         state: &mut TransactionState,
     ) -> Result<()> {
-        let staged = self.staged_of(&state.transactional_id).await?;
+        let staged = self.staged_of(state).await?;
         let mut releases = Releases::default();
         for piece in &staged {
             batch.delete(&piece.key);
@@ -382,6 +388,7 @@ impl Metadata {
 fn open(state: &mut TransactionState, now_ms: u64) {
     if !state.is_open() {
         state.started_ms = now_ms.max(1);
+        state.staged_from = state.staged;
     }
 }
 
