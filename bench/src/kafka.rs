@@ -234,7 +234,7 @@ fn produce(args: &Args, topic: &str) -> anyhow::Result<Produced> {
             anyhow::bail!("queueing a record: {e}");
         }
         sent += 1;
-        if transactional && sent % args.transaction_records == 0 {
+        if transactional && sent.is_multiple_of(args.transaction_records) {
             commit_and_begin(&producer, &mut commits, true)?;
         }
     }

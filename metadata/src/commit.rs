@@ -10,53 +10,14 @@ use slatedb::config::{PutOptions, Ttl};
 use slatedb::WriteBatch;
 
 use crate::agenda;
+use crate::overlay::{stream_key, Overlay, ProducerKey, StreamKey};
 use crate::producers::{Admission, ProducerState};
 use crate::refs::SegmentRefs;
-use crate::transactional::Staged;
 use crate::wire::{outcomes_from_wire, outcomes_to_wire};
 use crate::{
     keys, AppendAck, BasinRecord, CommitAppend, CommitRequest, CommitTicket, CommitUnit, IndexEntry, Metadata,
-    MetadataError, PipelinePosition, Position, Result, Stored, StreamRecord, TailUpdate, TransactionState, UnitOutcome,
-    WriterState,
+    MetadataError, PipelinePosition, Position, Result, Stored, StreamRecord, TailUpdate, UnitOutcome, WriterState,
 };
-
-type StreamKey = (String, String);
-
-fn stream_key(append: &CommitAppend) -> StreamKey {
-    (append.basin.clone(), append.stream.clone())
-}
-
-/// Streams touched so far in this commit, with their updated records. Start one with
-/// [`Overlay::on`].
-#[derive(Default)]
-pub(crate) struct Overlay {
-    pub streams: HashMap<StreamKey, StreamRecord>,
-    basins: HashMap<String, Option<BasinRecord>>,
-    pub entries: Vec<(StreamKey, u64, IndexEntry)>,
-    next_stream_id: u64,
-    failed_streams: std::collections::HashSet<StreamKey>,
-    producers: HashMap<ProducerKey, ProducerState>,
-    /// Streams whose trim point a command record moved.
-    trimmed: std::collections::HashSet<StreamKey>,
-    /// Transactional ids whose record changed, and the appends staged in them.
-    pub transactions: HashMap<String, TransactionState>,
-    pub staged: Vec<Staged>,
-}
-
-/// A producer on a stream: (stream id, producer id).
-pub(crate) type ProducerKey = (u64, String);
-
-impl Overlay {
-    /// An empty overlay over the writer's state (its stream id counter: an overlay's is
-    /// written back as the next one).
-    pub fn on(writer: &WriterState) -> Overlay {
-        Overlay { next_stream_id: writer.next_stream_id, ..Overlay::default() }
-    }
-
-    fn tentative(&self) -> Overlay {
-        Overlay { next_stream_id: self.next_stream_id, ..Overlay::default() }
-    }
-}
 
 impl Metadata {
     /// Commits a segment. Each unit is checked against the state left by the units

@@ -29,12 +29,15 @@
 //! - idempotent producers (`producers`): each producer's latest acks per stream, checked
 //!   at commit; tracked consumers (`consumers`): named positions per stream.
 //!
-//! - the registry of Kafka-serving agents (`agents`), in the leader's memory.
+//! - the registry of Kafka-serving agents (`agents`), in the leader's memory;
+//! - Kafka transactions (`transactional`): each transactional id's epoch and open
+//!   transaction; appends staged in a commit (`staging`) made visible with the group
+//!   offsets in one write batch at the end, or dropped; timeouts.
 //!
 //! Other modules: `keys` (the SlateDB key families), `agenda` (what the background
 //! passes visit: the reclaim agenda and uncompacted marks), `idle` (flushing an idle
 //! database's memtable), `halt` (the latch of a failed instance), `poison` (streams
-//! failed after a failed append), `service` (the gRPC server of `shale.metadata.v1`), `tokens` (access tokens by secret). Stored records,
+//! failed after a failed append), `overlay` (what a commit call changed so far), `service` (the gRPC server of `shale.metadata.v1`), `tokens` (access tokens by secret). Stored records,
 //! wire-neutral types, `tails` and the error enum live in `shale-metadata-contract`.
 //!
 //! A second instance opened on the same database fences this one: from the first failed
@@ -59,6 +62,7 @@ mod keys;
 mod leader;
 mod leased;
 mod lookup;
+mod overlay;
 mod poison;
 #[cfg(test)]
 mod producer_tests;
@@ -69,6 +73,7 @@ mod reclaim_tests;
 mod refs;
 mod rpc;
 mod service;
+mod staging;
 mod tokens;
 #[cfg(test)]
 mod transaction_tests;
@@ -142,7 +147,7 @@ pub(crate) struct WriterState {
     /// sequencer's working set, so a commit reads no SSTs while holding the lock.
     streams: moka::sync::Cache<(String, String), StreamRecord>,
     /// Latest state of recently active idempotent producers, bounded like `streams`.
-    producers: moka::sync::Cache<commit::ProducerKey, producers::ProducerState>,
+    producers: moka::sync::Cache<overlay::ProducerKey, producers::ProducerState>,
     poison: poison::Poison,
     /// Writes that removed index entries or released segment references, counted as
     /// they are applied: a compaction swap prepared without the lock checks it.

@@ -20,62 +20,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shale_metadata_contract::records::{decode_v1, encode_stored};
+use shale_metadata_contract::records::decode_v1;
 use shale_metadata_contract::transactions::refusal;
-use shale_proto::metadata_rpc as pb;
 use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
-use crate::commit::{apply_append, Overlay};
+use crate::commit::apply_append;
+use crate::overlay::{Overlay, Staged};
 use crate::refs::Releases;
 use crate::{
-    keys, CommitAppend, ConsumerPosition, Metadata, MetadataError, Result, Stored, TransactionCall, TransactionOffset,
-    TransactionOp, TransactionOutcome, TransactionRefusal, TransactionStamp, TransactionState, WriterState,
+    keys, ConsumerPosition, Metadata, MetadataError, Result, Stored, TransactionCall, TransactionOffset, TransactionOp,
+    TransactionOutcome, TransactionRefusal, TransactionState, WriterState,
 };
 
 /// How often open transactions are checked against their timeouts (Kafka checks every
 /// 10 s too: `transaction.abort.timed.out.transaction.cleanup.interval.ms`).
 pub const TIMEOUT_CHECK_INTERVAL: Duration = Duration::from_secs(10);
-
-/// An append staged in an open transaction, keyed where it is stored.
-pub(crate) struct Staged {
-    pub key: Vec<u8>,
-    pub append: pb::StagedAppend,
-}
-
-impl Staged {
-    pub fn value(&self) -> Vec<u8> {
-        encode_stored(self.append.clone())
-    }
-
-    fn segment_id(&self) -> u128 {
-        <[u8; 16]>::try_from(self.append.segment_id.as_slice()).map(u128::from_be_bytes).unwrap_or_default()
-    }
-
-    /// The append as a commit would have carried it, without conditions.
-    fn as_append(&self) -> CommitAppend {
-        let a = &self.append;
-        CommitAppend {
-            basin: a.basin.clone(),
-            stream: a.stream.clone(),
-            offset: a.offset,
-            len: a.len,
-            arrival: a.arrival,
-            client_timestamps: a
-                .client_timestamps
-                .iter()
-                .zip(&a.timestamp_given)
-                .map(|(timestamp, given)| given.then_some(*timestamp))
-                .collect(),
-            commands: Vec::new(),
-            match_seq_num: None,
-            fencing_token: None,
-            metered_bytes: a.metered_bytes,
-            producer: None,
-            transaction: None,
-        }
-    }
-}
 
 impl Metadata {
     /// Answers a transactional producer's call with the records of the ids it is about.
@@ -209,49 +169,6 @@ impl Metadata {
         batch.put(keys::transaction(id), state.to_stored());
         self.write_durably(writer, batch).await?;
         Ok(state)
-    }
-
-    /// Stages `append` in its open transaction (in the commit of its segment): checks the
-    /// producer and adds the staged key and the id's record to `tentative`.
-    pub(crate) async fn stage_append(
-        &self,
-        segment_id: u128,
-        append: &CommitAppend,
-        stamp: &TransactionStamp,
-        committed: &Overlay,
-        tentative: &mut Overlay,
-    ) -> Result<()> {
-        let id = &stamp.transactional_id;
-        let known = tentative.transactions.get(id).or_else(|| committed.transactions.get(id)).cloned();
-        let mut state = match known {
-            Some(state) => state,
-            None => self
-                .get_latest::<TransactionState>(&keys::transaction(id))
-                .await?
-                .ok_or_else(|| refusal(TransactionRefusal::UnknownProducer, format!("no transactional id `{id}`")))?,
-        };
-        state.check_producer(stamp.producer_id, stamp.epoch)?;
-        state.check_open()?;
-        let added = (append.basin.clone(), append.stream.clone());
-        if !state.streams.contains(&added) {
-            state.streams.push(added);
-        }
-        let staged = pb::StagedAppend {
-            basin: append.basin.clone(),
-            stream: append.stream.clone(),
-            segment_id: segment_id.to_be_bytes().to_vec(),
-            offset: append.offset,
-            len: append.len,
-            arrival: append.arrival,
-            client_timestamps: append.client_timestamps.iter().map(|t| t.unwrap_or(0)).collect(),
-            timestamp_given: append.client_timestamps.iter().map(Option::is_some).collect(),
-            metered_bytes: append.metered_bytes,
-        };
-        tentative.staged.push(Staged { key: keys::staged(id, state.staged), append: staged });
-        state.staged += 1;
-        state.updated_ms = self.clock.now_ms();
-        tentative.transactions.insert(id.clone(), state);
-        Ok(())
     }
 
     /// The appends staged in `state`'s open transaction, in staging order (the latest
