@@ -14,14 +14,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::{python, shale, spawn_started, start_field, terminate};
+use common::{kafka_script, python, run_python, shale, spawn_started, start_field, terminate};
 
 /// The Kafka basin `shale serve` creates by default.
 const BASIN: &str = "kafka-topics";
-
-fn script(name: &str) -> String {
-    format!("{}/tests/kafka/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// `shale serve` in `dir` with Kafka on `kafka` (a port, or 0 for any): the process,
 /// its HTTP base URL and its Kafka bootstrap address.
@@ -33,23 +29,11 @@ fn serve_kafka(dir: &std::path::Path, kafka: u16) -> (std::process::Child, Strin
     (child, http, start_field(&start, "kafka=").unwrap())
 }
 
-fn run_script(args: &[&str]) -> String {
-    let out = Command::new(python()).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{} failed:\n{}\n{}",
-        args[0],
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn confluent_kafka_produces_consumes_and_administers_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let (server, http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_script(&[&script("confluent.py"), &kafka, &http, BASIN]);
+    let out = run_python(&[&kafka_script("confluent.py"), &kafka, &http, BASIN]);
     assert!(out.contains("every step passed"), "{out}");
     assert!(terminate(server).success());
 }
@@ -62,7 +46,7 @@ fn confluent_kafka_produces_consumes_and_administers_unchanged() {
 fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_script(&[&script("transactions.py"), &kafka]);
+    let out = run_python(&[&kafka_script("transactions.py"), &kafka]);
     assert!(out.contains("every step passed"), "{out}");
     assert!(terminate(server).success());
 }
@@ -74,7 +58,7 @@ fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
 fn kafka_python_transactions_commit_abort_and_fence() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_script(&[&script("transactions_kafka_python.py"), &kafka]);
+    let out = run_python(&[&kafka_script("transactions_kafka_python.py"), &kafka]);
     assert!(out.contains("every step passed"), "{out}");
     assert!(terminate(server).success());
 }
@@ -83,7 +67,7 @@ fn kafka_python_transactions_commit_abort_and_fence() {
 fn kafka_python_produces_consumes_and_administers_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_script(&[&script("kafka_python.py"), &kafka]);
+    let out = run_python(&[&kafka_script("kafka_python.py"), &kafka]);
     assert!(out.contains("every step passed"), "{out}");
     assert!(terminate(server).success());
 }
@@ -95,7 +79,7 @@ fn kcat_produces_and_consumes() {
     let kcat = which("kcat").expect("kcat missing: apt-get install kcat (.ci/run installs it)");
     let dir = tempfile::tempdir().unwrap();
     let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let create = run_script(&["-c", CREATE_TOPIC, &kafka, "kcat-topic", "2"]);
+    let create = run_python(&["-c", CREATE_TOPIC, &kafka, "kcat-topic", "2"]);
     assert!(create.contains("created"), "{create}");
     let mut produce = Command::new(&kcat)
         .args(["-b", &kafka, "-P", "-t", "kcat-topic", "-K", ":", "-p", "1", "-z", "lz4"])
@@ -148,12 +132,12 @@ fn kill_9_under_idempotent_producers_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let (mut server, _http, kafka) = serve_kafka(dir.path(), port);
-    run_script(&["-c", CREATE_TOPIC, &kafka, "crash", "4"]);
+    run_python(&["-c", CREATE_TOPIC, &kafka, "crash", "4"]);
     let producers: Vec<_> = (0..2)
         .map(|n| {
             let acked = dir.path().join(format!("acked-{n}"));
             let child = Command::new(python())
-                .args([&script("crash_producer.py"), &kafka, "crash", &COUNT.to_string()])
+                .args([&kafka_script("crash_producer.py"), &kafka, "crash", &COUNT.to_string()])
                 .arg(&acked)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -180,7 +164,8 @@ fn kill_9_under_idempotent_producers_loses_and_duplicates_nothing() {
         acked.extend(lines(&path));
     }
     // Both producers wrote the same values; each is expected once per producer.
-    let values: Vec<String> = serde_json::from_str(&run_script(&[&script("read_all.py"), &kafka, "crash"])).unwrap();
+    let values: Vec<String> =
+        serde_json::from_str(&run_python(&[&kafka_script("read_all.py"), &kafka, "crash"])).unwrap();
     let mut stored: HashMap<&str, usize> = HashMap::new();
     for value in &values {
         *stored.entry(value.as_str()).or_default() += 1;
@@ -231,7 +216,7 @@ fn requests_claiming_huge_arrays_close_only_their_connection() {
         socket.read_to_end(&mut rest).unwrap();
         assert!(rest.is_empty(), "answered instead of closing: {rest:?}");
     }
-    let create = run_script(&["-c", CREATE_TOPIC, &kafka, "still-up", "1"]);
+    let create = run_python(&["-c", CREATE_TOPIC, &kafka, "still-up", "1"]);
     assert!(create.contains("created"), "{create}");
     assert!(terminate(server).success());
 }
@@ -251,7 +236,7 @@ async fn kafka_records_land_in_the_table_tier_with_their_key_as_a_column() {
     let tiered = serde_json::json!({ "tables": { "after_secs": 0 } });
     let patched = reqwest::Client::new().patch(format!("{http}/v1/basins/{BASIN}")).json(&tiered).send().await.unwrap();
     assert_eq!(patched.status(), 200, "{}", patched.text().await.unwrap());
-    let create = run_script(&["-c", CREATE_TOPIC, &kafka, "keyed", "1"]);
+    let create = run_python(&["-c", CREATE_TOPIC, &kafka, "keyed", "1"]);
     assert!(create.contains("created"), "{create}");
     for (args, input) in [(&["-K", ":"][..], &b"k1:v1\nk2:v2\n"[..]), (&[][..], &b"plain\n"[..])] {
         let mut produce = Command::new(&kcat)
@@ -313,7 +298,7 @@ fn sasl_over_access_tokens_on_tls_keeps_each_token_to_its_scope() {
     };
     let scoped = issue("orders-rw", "read,append");
     let append_only = issue("append-only", "append");
-    let out = run_script(&[&script("sasl.py"), &kafka, &http, &ca, ROOT, &scoped, &append_only, "1"]);
+    let out = run_python(&[&kafka_script("sasl.py"), &kafka, &http, &ca, ROOT, &scoped, &append_only, "1"]);
     assert!(out.contains("every step passed"), "{out}");
     println!("{out}");
     assert!(terminate(server).success());

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::cluster::{wait_for_lease, wait_until, Agent, Cluster, FAST_AGENTS, FAST_LEASE};
-use common::{python, terminate};
+use common::{kafka_script, python, run_python, terminate};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: usize = 6;
@@ -25,21 +25,6 @@ const GROUP: &str = "billing";
 /// Each producer's records and pace: about 20 s of producing.
 const COUNT: usize = 4000;
 const RATE: usize = 200;
-
-fn script(name: &str) -> String {
-    format!("{}/tests/kafka/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn run_python(args: &[&str]) -> String {
-    let out = Command::new(python()).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn spawn_python(args: &[&str]) -> Child {
     Command::new(python()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
@@ -158,14 +143,14 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
             let name = format!("p{n}");
             let (rate, count) = (RATE.to_string(), COUNT.to_string());
             let path = path.display().to_string();
-            spawn_python(&[&script("steady_producer.py"), &bootstrap, TOPIC, &name, &rate, &count, &path])
+            spawn_python(&[&kafka_script("steady_producer.py"), &bootstrap, TOPIC, &name, &rate, &count, &path])
         })
         .collect();
     let members: Vec<Child> = member_files
         .iter()
         .map(|path| {
             let (path, stop) = (path.display().to_string(), stop.display().to_string());
-            spawn_python(&[&script("group_member.py"), &bootstrap, TOPIC, GROUP, &path, &stop])
+            spawn_python(&[&kafka_script("group_member.py"), &bootstrap, TOPIC, GROUP, &path, &stop])
         })
         .collect();
     wait_until("the group consumes with three members", Duration::from_secs(60), || async {
@@ -174,7 +159,7 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     .await;
 
     // Kill the group's coordinator: its groups move, its partitions' leaders move.
-    let coordinator = run_python(&[&script("coordinator_of.py"), &bootstrap, GROUP]).trim().to_string();
+    let coordinator = run_python(&[&kafka_script("coordinator_of.py"), &bootstrap, GROUP]).trim().to_string();
     let victim = agents.iter().position(|a| a.kafka == coordinator).expect("the coordinator is an agent");
     let mut killed = agents.remove(victim);
     skip_logged(&agents[0].logs);
@@ -237,7 +222,7 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
 fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[std::path::PathBuf]) {
     // Every acknowledged record is stored exactly once, at the offset its ack named.
     let stored: Vec<(usize, u64, String)> =
-        serde_json::from_str(&run_python(&[&script("read_all.py"), bootstrap, TOPIC, "positions"])).unwrap();
+        serde_json::from_str(&run_python(&[&kafka_script("read_all.py"), bootstrap, TOPIC, "positions"])).unwrap();
     let at: HashMap<(usize, u64), &str> = stored.iter().map(|(p, o, v)| ((*p, *o), v.as_str())).collect();
     let mut times_stored: HashMap<&str, usize> = HashMap::new();
     for (_, _, value) in &stored {

@@ -23,7 +23,7 @@ use shale_tests::history::Clock;
 use shale_tests::kafka_client::{KafkaConn, TxnProducer};
 use shale_tests::transactions::{check_transactions, PartitionRead, Txn, TxnOutcome};
 
-use common::cluster::{metric, wait_for_lease, wait_until, Cluster, FAST_AGENTS, FAST_LEASE};
+use common::cluster::{faulty_agents, history_seed, metric};
 use common::terminate;
 
 const TOPIC: &str = "txn-history";
@@ -142,23 +142,9 @@ async fn read_partition(shared: &Shared, conn: &mut KafkaConn, partition: i32) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_transactions_under_store_faults_and_an_agent_crash_are_atomic() {
-    let seed: u64 = std::env::var("SHALE_HISTORY_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| shale_storage::ids::random_in(0..u64::MAX));
-    println!("history seed {seed} (SHALE_HISTORY_SEED={seed} replays the choices)");
-    let faults = format!("store_faults = \"seed={seed},put:segments/=0.05,put:metadata/=0.02,get:segments/=0.02\"\n");
-    let mut cluster = Cluster::new(&format!("{faults}{FAST_LEASE}{FAST_AGENTS}")).await;
+    let seed = history_seed();
+    let (_cluster, leader, leader_http, mut agents) = faulty_agents(seed, TOPIC, PARTITIONS).await;
     let http = reqwest::Client::new();
-    let (leader, leader_addr, leader_http) = cluster.start_metadata();
-    wait_for_lease(&http, &leader_http, "metadata").await;
-    cluster.metadata = vec![leader_addr];
-    let mut agents: Vec<_> = (0..3).map(|_| cluster.start_agent()).collect();
-    wait_until("the topic is created", Duration::from_secs(30), || async {
-        let Ok(mut conn) = KafkaConn::connect(&agents[0].kafka, REQUEST_TIMEOUT).await else { return false };
-        matches!(conn.create_topic(TOPIC, PARTITIONS).await, Ok(0 | 36))
-    })
-    .await;
 
     let shared = Arc::new(Shared {
         agents: Mutex::new(agents.iter().map(|a| a.kafka.clone()).collect()),

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::cluster::{wait_for_lease, Agent, Cluster, FAST_AGENTS, FAST_LEASE};
-use common::{python, terminate};
+use common::{kafka_script, python, run_python, terminate};
 
 const INPUT: &str = "eos-in";
 const OUTPUT: &str = "eos-out";
@@ -21,21 +21,6 @@ const GROUP: &str = "eos-group";
 const TXID: &str = "eos-pipeline";
 const PARTITIONS: usize = 4;
 const RECORDS: usize = 10_000;
-
-fn script(name: &str) -> String {
-    format!("{}/tests/kafka/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn run_python(args: &[&str]) -> String {
-    let out = Command::new(python()).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 const PREPARE: &str = r#"
 import sys
@@ -139,7 +124,7 @@ impl Supervised {
 /// The agent coordinating `key` (as a group name: transactional ids are spread over the
 /// agents by the same hash).
 fn coordinator_of(bootstrap: &str, key: &str) -> String {
-    run_python(&[&script("coordinator_of.py"), bootstrap, key]).trim().to_string()
+    run_python(&[&kafka_script("coordinator_of.py"), bootstrap, key]).trim().to_string()
 }
 
 fn kill_agent(agents: &mut Vec<Agent>, kafka: &str) {
@@ -164,7 +149,7 @@ async fn a_transactional_pipeline_outputs_each_input_once_through_kills_and_a_fa
 
     let progress = cluster.dir.path().join("progress");
     let args = [
-        script("eos_pipeline.py"),
+        kafka_script("eos_pipeline.py"),
         bootstrap.clone(),
         INPUT.into(),
         OUTPUT.into(),

@@ -183,6 +183,39 @@ pub async fn read_stream(client: &reqwest::Client, basin: &str, reader: &str, st
 
 pub use shale_tests::wait_until;
 
+/// The seed of a history test: `SHALE_HISTORY_SEED`, or a random one; printed, so a
+/// failing run's choices can be replayed.
+pub fn history_seed() -> u64 {
+    let seed = std::env::var("SHALE_HISTORY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| shale_storage::ids::random_in(0..u64::MAX));
+    println!("history seed {seed} (SHALE_HISTORY_SEED={seed} replays the choices)");
+    seed
+}
+
+/// A cluster for history tests: every role's store fails a seeded fraction of requests;
+/// one metadata (holding the lease), three agents, and `topic` with `partitions`
+/// created (again and again until a faulty store lets it through). Returns the cluster,
+/// the metadata process and its HTTP base, and the agents.
+pub async fn faulty_agents(seed: u64, topic: &str, partitions: i32) -> (Cluster, Child, String, Vec<Agent>) {
+    let faults = format!("store_faults = \"seed={seed},put:segments/=0.05,put:metadata/=0.02,get:segments/=0.02\"\n");
+    let mut cluster = Cluster::new(&format!("{faults}{FAST_LEASE}{FAST_AGENTS}")).await;
+    let (leader, leader_addr, leader_http) = cluster.start_metadata();
+    wait_for_lease(&reqwest::Client::new(), &leader_http, "metadata").await;
+    cluster.metadata = vec![leader_addr];
+    let agents: Vec<Agent> = (0..3).map(|_| cluster.start_agent()).collect();
+    wait_until("the topic is created", Duration::from_secs(30), || async {
+        let timeout = Duration::from_secs(40);
+        let Ok(mut conn) = shale_tests::kafka_client::KafkaConn::connect(&agents[0].kafka, timeout).await else {
+            return false;
+        };
+        matches!(conn.create_topic(topic, partitions).await, Ok(0 | 36))
+    })
+    .await;
+    (cluster, leader, leader_http, agents)
+}
+
 /// Waits (30 s at most) until the metadata process at `base` holds the leader lease.
 pub async fn wait_for_lease(client: &reqwest::Client, base: &str, which: &str) {
     wait_until(&format!("{which} to hold the lease"), Duration::from_secs(30), || async {

@@ -105,6 +105,24 @@ pub fn shale() -> Command {
     Command::new(env!("CARGO_BIN_EXE_shale"))
 }
 
+/// A script of `tests/kafka/`.
+pub fn kafka_script(name: &str) -> String {
+    format!("{}/tests/kafka/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the virtualenv's Python with `args` and returns what it printed; fails the test,
+/// with its output, unless it succeeded.
+pub fn run_python(args: &[&str]) -> String {
+    let out = Command::new(python()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The virtualenv's Python, with moto, grpcio-tools, grpcio-status and prometheus-client.
 pub fn python() -> std::path::PathBuf {
     let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
