@@ -16,13 +16,8 @@ delays="${2:-0ms 30ms}"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 source bench/lib.sh
-shale=target/release/shale
 for delay in $delays; do
-  rm -rf "$work/data"
-  SHALE_LOG=warn "$shale" serve --data-dir "$work/data" --store-delay "$delay" --http 127.0.0.1:18480 \
-    --grpc 127.0.0.1:18451 --kafka 127.0.0.1:18492 >"$work/serve.log" 2>&1 &
-  pid=$!
-  wait_ready http://127.0.0.1:18480
+  serve_kafka "$work" "$delay"
   for partitions in 1 16; do
     for idempotence in true false; do
       echo "== store delay $delay: kafka produce (idempotence $idempotence) + catch-up, $partitions partitions, ${seconds}s"

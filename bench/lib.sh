@@ -7,6 +7,17 @@ start_moto() {
   echo "moto on port $1 never answered" >&2; exit 1
 }
 
+# serve_kafka DIR DELAY: starts `shale serve` with Kafka (HTTP 127.0.0.1:18480, gRPC 18451,
+# Kafka 18492) on a fresh data directory DIR/data with DELAY added to every store request,
+# waits until it is ready; its pid is in $pid.
+serve_kafka() {
+  rm -rf "$1/data"
+  SHALE_LOG=warn target/release/shale serve --data-dir "$1/data" --store-delay "$2" --http 127.0.0.1:18480 \
+    --grpc 127.0.0.1:18451 --kafka 127.0.0.1:18492 >"$1/serve.log" 2>&1 &
+  pid=$!
+  wait_ready http://127.0.0.1:18480
+}
+
 # wait_ready URL [TRIES]: waits until URL/ready answers, TRIES x 0.1 s (default 200).
 wait_ready() {
   for _ in $(seq "${2:-200}"); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.1; done

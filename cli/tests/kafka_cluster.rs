@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::cluster::{wait_for_lease, wait_until, Agent, Cluster, FAST_AGENTS, FAST_LEASE};
+use common::cluster::{agents_with_standby, wait_for_lease, wait_until};
 use common::{kafka_script, python, run_python, terminate};
 
 const TOPIC: &str = "orders";
@@ -115,13 +115,8 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover() {
-    let mut cluster = Cluster::new(&format!("{FAST_LEASE}{FAST_AGENTS}")).await;
+    let (cluster, leader, standby, standby_http, mut agents) = agents_with_standby(3).await;
     let client = reqwest::Client::new();
-    let (leader, leader_addr, leader_http) = cluster.start_metadata();
-    wait_for_lease(&client, &leader_http, "the first metadata").await;
-    let (standby, standby_addr, standby_http) = cluster.start_metadata();
-    cluster.metadata = vec![leader_addr, standby_addr];
-    let mut agents: Vec<Agent> = (0..3).map(|_| cluster.start_agent()).collect();
     let bootstrap = agents[0].kafka.clone();
     let mut expected: Vec<String> = agents.iter().map(|a| a.kafka.clone()).collect();
     expected.sort();

@@ -12,7 +12,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::cluster::{wait_for_lease, Agent, Cluster, FAST_AGENTS, FAST_LEASE};
+use common::cluster::{agents_with_standby, wait_for_lease, Agent};
 use common::{kafka_script, python, run_python, terminate};
 
 const INPUT: &str = "eos-in";
@@ -137,13 +137,8 @@ fn kill_agent(agents: &mut Vec<Agent>, kafka: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transactional_pipeline_outputs_each_input_once_through_kills_and_a_failover() {
-    let mut cluster = Cluster::new(&format!("{FAST_LEASE}{FAST_AGENTS}")).await;
+    let (cluster, leader, standby, standby_http, mut agents) = agents_with_standby(3).await;
     let client = reqwest::Client::new();
-    let (leader, leader_addr, leader_http) = cluster.start_metadata();
-    wait_for_lease(&client, &leader_http, "the first metadata").await;
-    let (standby, standby_addr, standby_http) = cluster.start_metadata();
-    cluster.metadata = vec![leader_addr, standby_addr];
-    let mut agents: Vec<Agent> = (0..3).map(|_| cluster.start_agent()).collect();
     let bootstrap = agents.iter().map(|a| a.kafka.clone()).collect::<Vec<_>>().join(",");
     run_python(&["-c", PREPARE, &bootstrap, INPUT, OUTPUT, &PARTITIONS.to_string(), &RECORDS.to_string()]);
 

@@ -194,6 +194,18 @@ pub fn history_seed() -> u64 {
     seed
 }
 
+/// A metadata leader and a standby (fast leases) and `count` agents (fast heartbeats):
+/// the cluster, the leader, the standby and its HTTP base, the agents.
+pub async fn agents_with_standby(count: usize) -> (Cluster, Child, Child, String, Vec<Agent>) {
+    let mut cluster = Cluster::new(&format!("{FAST_LEASE}{FAST_AGENTS}")).await;
+    let (leader, leader_addr, leader_http) = cluster.start_metadata();
+    wait_for_lease(&reqwest::Client::new(), &leader_http, "the first metadata").await;
+    let (standby, standby_addr, standby_http) = cluster.start_metadata();
+    cluster.metadata = vec![leader_addr, standby_addr];
+    let agents = (0..count).map(|_| cluster.start_agent()).collect();
+    (cluster, leader, standby, standby_http, agents)
+}
+
 /// A cluster for history tests: every role's store fails a seeded fraction of requests;
 /// one metadata (holding the lease), three agents, and `topic` with `partitions`
 /// created (again and again until a faulty store lets it through). Returns the cluster,
