@@ -304,6 +304,11 @@ impl Metadata {
                     state.applied(seq, &ack, now_ms);
                     tentative.producers.insert(producer_key, state);
                 }
+                // A stream this unit created (its basin creates streams on append) is
+                // kept, with nothing in it until the commit.
+                if record.id >= committed.next_stream_id {
+                    tentative.streams.insert(key, record);
+                }
                 acks.push(ack);
                 continue;
             }

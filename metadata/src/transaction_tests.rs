@@ -244,3 +244,19 @@ async fn an_open_transaction_survives_a_failover_and_commits_there() {
     call(&successor, producer, TransactionOp::End { commit: true }).await.unwrap();
     assert_eq!((tail(&successor, "out/0").await, tail(&successor, "out/1").await), (1, 1));
 }
+
+#[tokio::test]
+async fn a_stream_created_by_a_staged_append_is_kept_and_filled_at_commit() {
+    let (metadata, clock, _store) = open().await;
+    let config = BasinConfig { create_stream_on_append: true, ..BasinConfig::default() };
+    metadata.create_basin("auto-basin", config).await.unwrap();
+    let producer = init(&metadata).await;
+    let add = TransactionOp::AddStreams { basin: "auto-basin".into(), streams: vec!["fresh".into()] };
+    call(&metadata, producer, add).await.unwrap();
+    let mut unit = staged("fresh", producer, 0, 2);
+    unit.appends[0].basin = "auto-basin".into();
+    assert!(commit(&metadata, &clock, 1, vec![unit]).await[0].is_ok());
+    assert_eq!(metadata.stream("auto-basin", "fresh").await.unwrap().record.next_seq, 0, "created, empty");
+    call(&metadata, producer, TransactionOp::End { commit: true }).await.unwrap();
+    assert_eq!(metadata.stream("auto-basin", "fresh").await.unwrap().record.next_seq, 2);
+}
