@@ -176,10 +176,14 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
     } else {
         crate::groups::may_commit_in_transaction(kafka, &group, &member, generation)
     };
+    // A negative offset is refused (INVALID_COMMIT_OFFSET_SIZE, as OffsetCommit answers
+    // it) and the others are committed.
     let mut offsets = Vec::new();
     for topic in &request.topics {
         for p in &topic.partitions {
-            offsets.push((stream_of(&topic.name.0, p.partition_index), u64::try_from(p.committed_offset).unwrap_or(0)));
+            if let Ok(offset) = u64::try_from(p.committed_offset) {
+                offsets.push((stream_of(&topic.name.0, p.partition_index), offset));
+            }
         }
     }
     let code = match allowed {
@@ -200,6 +204,8 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
                 .partitions
                 .iter()
                 .map(|p| {
+                    let code =
+                        if p.committed_offset < 0 { ResponseError::InvalidCommitOffsetSize.code() } else { code };
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code)
