@@ -90,7 +90,7 @@ impl Metadata {
                 return Ok(state);
             }
             (None, _) => {
-                drop(writer);
+                self.settle(writer).await?;
                 return Err(refusal(TransactionRefusal::UnknownProducer, format!("no transactional id `{id}`")));
             }
         };
@@ -101,7 +101,7 @@ impl Metadata {
             _ => state.check_producer(producer_id, epoch),
         };
         if let Err(error) = checked {
-            drop(writer);
+            self.settle(writer).await?;
             return Err(error);
         }
         let mut batch = WriteBatch::new();
@@ -130,7 +130,7 @@ impl Metadata {
             }
             TransactionOp::CommitOffsets { basin, group, offsets } => {
                 if let Err(error) = state.check_open() {
-                    drop(writer);
+                    self.settle(writer).await?;
                     return Err(error);
                 }
                 if !state.groups.contains(&group) {
@@ -149,7 +149,9 @@ impl Metadata {
             TransactionOp::End { commit } => {
                 let expected = if commit { TransactionOutcome::Committed } else { TransactionOutcome::Aborted };
                 if !state.is_open() {
-                    drop(writer);
+                    // Answered from the latest state: only once that state is durable
+                    // (the end being retried may still be on its way to the store).
+                    self.settle(writer).await?;
                     if state.last_outcome == expected {
                         return Ok(state);
                     }
