@@ -50,8 +50,9 @@ impl Metadata {
             if let Some(position) = position {
                 writer.poison.record(position, request, &outcomes);
             }
-            let refs = SegmentRefs::committed(overlay.entries[entries_before..].iter().map(|(_, _, entry)| entry))
-                .and_staged(overlay.staged[staged_before..].iter().map(|staged| staged.append.len));
+            let entry_blocks = overlay.entries[entries_before..].iter().map(|(_, _, entry)| entry.len);
+            let staged_blocks = overlay.staged[staged_before..].iter().map(|staged| staged.append.len);
+            let refs = SegmentRefs::of_blocks(entry_blocks.chain(staged_blocks));
             if applied && refs.blocks > 0 {
                 written.push((request.segment_id, refs, outcomes_to_wire(&outcomes).encode_to_vec()));
             }

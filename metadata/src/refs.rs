@@ -28,18 +28,14 @@ pub(crate) struct SegmentRefs {
 
 impl SegmentRefs {
     pub fn committed<'a>(entries: impl Iterator<Item = &'a IndexEntry>) -> Self {
-        let (blocks, bytes) = entries.fold((0, 0), |(blocks, bytes), entry| (blocks + 1, bytes + u64::from(entry.len)));
-        Self { blocks, live_bytes: bytes, committed_bytes: bytes }
+        Self::of_blocks(entries.map(|entry| entry.len))
     }
 
-    /// These references plus blocks staged in open transactions, of `lens` bytes each.
-    pub fn and_staged(mut self, lens: impl Iterator<Item = u32>) -> Self {
-        for len in lens {
-            self.blocks += 1;
-            self.live_bytes += u64::from(len);
-            self.committed_bytes += u64::from(len);
-        }
-        self
+    /// A commit's references to blocks of `lens` bytes each (index entries' blocks, and
+    /// blocks staged in open transactions).
+    pub fn of_blocks(lens: impl Iterator<Item = u32>) -> Self {
+        let (blocks, bytes) = lens.fold((0, 0), |(blocks, bytes), len| (blocks + 1, bytes + u64::from(len)));
+        Self { blocks, live_bytes: bytes, committed_bytes: bytes }
     }
 
     pub fn encode(&self) -> [u8; 24] {

@@ -26,11 +26,11 @@ use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
 use crate::commit::apply_append;
-use crate::overlay::{Overlay, Staged};
+use crate::overlay::{Overlay, Staged, StreamKey};
 use crate::refs::Releases;
 use crate::{
-    keys, ConsumerPosition, Metadata, MetadataError, Result, Stored, TransactionCall, TransactionOffset, TransactionOp,
-    TransactionOutcome, TransactionRefusal, TransactionState, WriterState,
+    keys, ConsumerPosition, Metadata, MetadataError, Result, Stored, StreamRecord, TransactionCall, TransactionOffset,
+    TransactionOp, TransactionOutcome, TransactionRefusal, TransactionState, WriterState,
 };
 
 /// How often open transactions are checked against their timeouts (Kafka checks every
@@ -206,12 +206,8 @@ impl Metadata {
             batch.delete(&piece.key);
             let append = piece.as_append();
             let key = (append.basin.clone(), append.stream.clone());
-            let record = match overlay.streams.get(&key) {
-                Some(record) => Some(record.clone()),
-                None => self.latest_stream(&writer, &append.basin, &append.stream).await?,
-            };
             // A stream deleted while the transaction was open loses its staged appends.
-            let Some(mut record) = record else {
+            let Some(mut record) = self.stream_in(&writer, &overlay, &key).await? else {
                 releases.add_block(piece.segment_id(), append.len);
                 continue;
             };
@@ -221,11 +217,7 @@ impl Metadata {
         }
         for offset in std::mem::take(&mut state.offsets) {
             let key = (offset.basin.clone(), offset.stream.clone());
-            let record = match overlay.streams.get(&key) {
-                Some(record) => Some(record.clone()),
-                None => self.latest_stream(&writer, &offset.basin, &offset.stream).await?,
-            };
-            let Some(record) = record else { continue };
+            let Some(record) = self.stream_in(&writer, &overlay, &key).await? else { continue };
             let position = ConsumerPosition {
                 basin: offset.basin,
                 stream: offset.stream,
@@ -235,10 +227,7 @@ impl Metadata {
             };
             batch.put(keys::consumer(record.id, &position.name), position.to_stored());
         }
-        if !releases.is_empty() {
-            self.decrement_refs(&mut batch, &releases).await?;
-            writer.removals += 1;
-        }
+        self.release_staged(&mut writer, &mut batch, &releases).await?;
         close(&mut state, TransactionOutcome::Committed, now_ms);
         batch.put(keys::transaction(&state.transactional_id), state.to_stored());
         tracing::info!(transactional_id = %state.transactional_id, appends = staged.len(), "transaction committed");
@@ -263,12 +252,37 @@ impl Metadata {
             batch.delete(&piece.key);
             releases.add_block(piece.segment_id(), piece.append.len);
         }
-        if !releases.is_empty() {
-            self.decrement_refs(batch, &releases).await?;
-            writer.removals += 1;
-        }
+        self.release_staged(writer, batch, &releases).await?;
         tracing::info!(transactional_id = %state.transactional_id, appends = staged.len(), "transaction aborted");
         close(state, TransactionOutcome::Aborted, self.clock.now_ms());
+        Ok(())
+    }
+
+    /// A stream's record as `overlay` left it, else its latest.
+    async fn stream_in(
+        &self,
+        writer: &WriterState,
+        overlay: &Overlay,
+        key: &StreamKey,
+    ) -> Result<Option<StreamRecord>> {
+        match overlay.streams.get(key) {
+            Some(record) => Ok(Some(record.clone())),
+            None => self.latest_stream(writer, &key.0, &key.1).await,
+        }
+    }
+
+    /// Adds to `batch` the release of staged blocks that will never be visible, counted
+    /// as a removal (see [`Metadata::prepare_removal`]).
+    async fn release_staged(
+        &self,
+        writer: &mut WriterState,
+        batch: &mut WriteBatch,
+        releases: &Releases,
+    ) -> Result<()> {
+        if !releases.is_empty() {
+            self.decrement_refs(batch, releases).await?;
+            writer.removals += 1;
+        }
         Ok(())
     }
 
