@@ -411,3 +411,51 @@ async fn a_fetch_after_a_topic_is_deleted_and_created_again_reads_the_new_topic(
     assert_eq!(fetch_values(&mut socket, "again", 0).await, (0, vec![Bytes::from("new-0")]));
     server.stop().await;
 }
+
+/// Bad transaction calls get Kafka's codes and stage nothing: a timeout out of range, an
+/// empty or unknown transactional id, a transactional batch outside an open
+/// transaction or under an empty transactional id.
+#[tokio::test]
+async fn bad_transaction_calls_get_their_error_codes_and_stage_nothing() {
+    use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId};
+    use shale_tests::kafka_client::{KafkaConn, TxnProducer};
+
+    let server = server().await;
+    let mut socket = connect(&server).await;
+    let addr = server.kafka.as_ref().unwrap().to_string();
+    let mut conn = KafkaConn::connect(&addr, std::time::Duration::from_secs(10)).await.unwrap();
+    assert_eq!(conn.create_topic("txn-wire", 1).await.unwrap(), 0);
+
+    let init = |id: &str, timeout_ms: i32| {
+        InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_string(id.into()))))
+            .with_transaction_timeout_ms(timeout_ms)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    for timeout_ms in [0, 900_001] {
+        let mut body = call(&mut socket, ApiKey::InitProducerId, 4, &init("t", timeout_ms)).await.unwrap();
+        let response = InitProducerIdResponse::decode(&mut body, 4).unwrap();
+        assert_eq!(response.error_code, ResponseError::InvalidTransactionTimeout.code(), "timeout {timeout_ms}");
+    }
+    let mut body = call(&mut socket, ApiKey::InitProducerId, 4, &init("", 60_000)).await.unwrap();
+    let response = InitProducerIdResponse::decode(&mut body, 4).unwrap();
+    assert_eq!(response.error_code, ResponseError::InvalidRequest.code(), "an empty transactional id");
+
+    let stranger = TxnProducer { id: 77, epoch: 0, sequence: 0 };
+    let unknown = conn.end_transaction("never-initialised", stranger, true).await.unwrap();
+    assert_eq!(unknown, ResponseError::InvalidProducerIdMapping.code());
+
+    let (code, id, epoch) = conn.init_transactional("wire-tx").await.unwrap();
+    assert_eq!(code, 0);
+    let producer = TxnProducer { id, epoch, sequence: 0 };
+    let values = ["staged?".to_string()];
+    let (code, _) = conn.produce_transactional("wire-tx", producer, "txn-wire", 0, &values).await.unwrap();
+    assert_eq!(code, ResponseError::InvalidTxnState.code(), "no partition was added: no open transaction");
+    let (code, _) = conn.produce_transactional("", producer, "txn-wire", 0, &values).await.unwrap();
+    assert_eq!(code, ResponseError::InvalidProducerIdMapping.code(), "a batch under an empty transactional id");
+    let not_open = conn.end_transaction("wire-tx", producer, true).await.unwrap();
+    assert_eq!(not_open, ResponseError::InvalidTxnState.code());
+    assert_eq!(latest(&mut socket, "txn-wire").await, 0, "nothing staged became visible");
+    server.stop().await;
+}
