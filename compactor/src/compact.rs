@@ -191,14 +191,14 @@ fn build_object(
         };
         let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
         for merged in merge_run(&inputs, block_bytes)? {
-            let info = builder.push_block(stream_key.clone(), merged.record_count, merged.block);
+            let info = builder.push_block(stream_key.clone(), merged.records, merged.block);
             let first = merged.old[0];
             let new = IndexEntry {
                 segment_id: 0,
                 offset: info.offset,
                 len: info.len,
                 first_seq: first.first_seq,
-                record_count: merged.record_count,
+                record_count: merged.span,
                 first_timestamp: merged.first_timestamp,
                 last_timestamp: merged.last_timestamp,
                 timestamp_floor: merged.timestamp_floor,

@@ -238,6 +238,8 @@ pub struct IndexEntry {
     pub offset: u64,
     pub len: u32,
     pub first_seq: u64,
+    /// The offsets the entry spans (`first_seq..end_seq()`): its block's records, or
+    /// more when key compaction dropped some (a sparse block, with gaps).
     pub record_count: u32,
     pub first_timestamp: u64,
     pub last_timestamp: u64,
@@ -267,6 +269,16 @@ impl IndexEntry {
 
     pub fn end_seq(&self) -> u64 {
         self.first_seq + u64::from(self.record_count)
+    }
+
+    /// Whether `block` is this entry's: as many records as it spans, or, when key
+    /// compaction dropped some (a sparse block), none past its end.
+    pub fn fits(&self, block: &shale_proto::segment::DecodedBlock) -> bool {
+        if block.positions.is_empty() {
+            block.records.len() == self.record_count as usize
+        } else {
+            block.span() <= u64::from(self.record_count)
+        }
     }
 
     /// Replays the commit's timestamp decisions over the entry's block, which arrived at

@@ -6,8 +6,10 @@
 //! footer  : varint count | (varint len, stream, varint records, varint offset, varint len)*
 //! trailer : footer offset u64 LE | crc32c(footer) u32 LE | "SHALEEND"         (20 bytes)
 //!
-//! block   : codec u8 (=0, none) | varint records | varint arrival ms | record* | crc32c u32 LE
-//! record  : flags u8 (bit 0: client timestamp present) | [varint zigzag(ts - arrival)]
+//! block   : kind u8 | varint records | varint arrival ms | record* | crc32c u32 LE
+//!           kind: bits 0-3 codec (=0, none); bit 4: sparse (each record starts with its
+//!           position, a varint, strictly increasing: its offset minus the entry's first)
+//! record  : [varint position] | flags u8 (bit 0: client timestamp present) | [varint zigzag(ts - arrival)]
 //!           | varint headers | (varint len, name, varint len, value)* | varint len, body
 //! ```
 //! `docs/segment-format.md` is the full specification. Sequence numbers are not in the
@@ -24,6 +26,8 @@ pub const FORMAT_VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 12;
 pub const TRAILER_LEN: usize = 20;
 const CODEC_NONE: u8 = 0;
+/// Block kind bit: the records carry their positions (a key-compacted block has gaps).
+const KIND_SPARSE: u8 = 0x10;
 const FLAG_TIMESTAMP: u8 = 1;
 
 /// Why an object or block could not be decoded. Always names the object.
@@ -60,6 +64,22 @@ pub struct BlockInfo {
 pub struct DecodedBlock {
     pub arrival: u64,
     pub records: Vec<Record>,
+    /// Each record's offset minus its entry's first, when the block is sparse (written
+    /// by key compaction); empty when the records are dense from the entry's first.
+    pub positions: Vec<u32>,
+}
+
+impl DecodedBlock {
+    /// Record `i`'s offset minus its entry's first.
+    pub fn position(&self, i: usize) -> u64 {
+        self.positions.get(i).map_or(i as u64, |&p| u64::from(p))
+    }
+
+    /// The offsets past the entry's first that the block spans: its last record's
+    /// position plus one (0 when it holds no record).
+    pub fn span(&self) -> u64 {
+        self.records.len().checked_sub(1).map_or(0, |last| self.position(last) + 1)
+    }
 }
 
 /// The decoded footer of a segment object.
@@ -70,18 +90,32 @@ pub struct SegmentFooter {
 
 /// Encodes one block: the records of one append, stamped with `arrival` (ms).
 pub fn encode_block(arrival: u64, records: &[Record]) -> Bytes {
+    encode(arrival, records, None)
+}
+
+/// Encodes a sparse block: record `i` sits at `positions[i]` past its entry's first
+/// offset (strictly increasing, as many as the records). What key compaction writes.
+pub fn encode_sparse_block(arrival: u64, records: &[Record], positions: &[u32]) -> Bytes {
+    debug_assert_eq!(records.len(), positions.len());
+    encode(arrival, records, Some(positions))
+}
+
+fn encode(arrival: u64, records: &[Record], positions: Option<&[u32]>) -> Bytes {
     let mut size = 1 + varint::len_u64(records.len() as u64) + varint::len_u64(arrival) + 4;
     for record in records {
-        size += 1 + 10 + varint::len_u64(record.headers.len() as u64) + 10 + record.body.len();
+        size += 5 + 1 + 10 + varint::len_u64(record.headers.len() as u64) + 10 + record.body.len();
         for header in &record.headers {
             size += 20 + header.name.len() + header.value.len();
         }
     }
     let mut buf = BytesMut::with_capacity(size);
-    buf.put_u8(CODEC_NONE);
+    buf.put_u8(if positions.is_some() { CODEC_NONE | KIND_SPARSE } else { CODEC_NONE });
     varint::put_u64(&mut buf, records.len() as u64);
     varint::put_u64(&mut buf, arrival);
-    for record in records {
+    for (i, record) in records.iter().enumerate() {
+        if let Some(positions) = positions {
+            varint::put_u64(&mut buf, u64::from(positions.get(i).copied().unwrap_or(i as u32)));
+        }
         match record.timestamp {
             Some(ts) => {
                 buf.put_u8(FLAG_TIMESTAMP);
@@ -119,10 +153,11 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
         return Err(SegmentError::Checksum { object: object.to_string(), offset: 0 });
     }
     let mut input = body;
-    let codec = take_u8(&mut input).ok_or_else(|| malformed("missing codec"))?;
-    if codec != CODEC_NONE {
+    let kind = take_u8(&mut input).ok_or_else(|| malformed("missing codec"))?;
+    if kind & !KIND_SPARSE != CODEC_NONE {
         return Err(malformed("unknown codec"));
     }
+    let sparse = kind & KIND_SPARSE != 0;
     let count = varint::get_u64(&mut input).ok_or_else(|| malformed("bad record count"))?;
     let arrival = varint::get_u64(&mut input).ok_or_else(|| malformed("bad arrival time"))?;
     // Every record takes at least 3 bytes, so a count beyond that is corrupt, not a reason
@@ -131,7 +166,17 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
         return Err(malformed("record count exceeds block size"));
     }
     let mut records = Vec::with_capacity(count as usize);
+    let mut positions = Vec::with_capacity(if sparse { count as usize } else { 0 });
     for _ in 0..count {
+        if sparse {
+            let position = varint::get_u64(&mut input)
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or_else(|| malformed("bad record position"))?;
+            if positions.last().is_some_and(|&last| position <= last) {
+                return Err(malformed("record positions do not increase"));
+            }
+            positions.push(position);
+        }
         let flags = take_u8(&mut input).ok_or_else(|| malformed("missing record flags"))?;
         let timestamp = match flags {
             0 => None,
@@ -157,7 +202,7 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
     if !input.is_empty() {
         return Err(malformed("trailing bytes after the last record"));
     }
-    Ok(DecodedBlock { arrival, records })
+    Ok(DecodedBlock { arrival, records, positions })
 }
 
 fn take_u8(input: &mut &[u8]) -> Option<u8> {
@@ -410,6 +455,26 @@ mod tests {
         }
 
         #[test]
+        fn sparse_blocks_round_trip_with_their_positions(
+            arrival in 0u64..4_000_000_000_000,
+            records in proptest::collection::vec(arb_record(), 0..6),
+            steps in proptest::collection::vec(1u32..1000, 6),
+        ) {
+            let positions: Vec<u32> = steps.iter().take(records.len()).scan(0u32, |at, step| {
+                *at += step;
+                Some(*at - 1)
+            }).collect();
+            let decoded = decode_block("o", &encode_sparse_block(arrival, &records, &positions)).expect("valid block");
+            prop_assert_eq!(&decoded.records, &records);
+            prop_assert_eq!(&decoded.positions, &positions);
+            let span = positions.last().map_or(0, |&last| u64::from(last) + 1);
+            prop_assert_eq!(decoded.span(), span);
+            let dense = decode_block("o", &encode_block(arrival, &records)).expect("valid block");
+            prop_assert!(dense.positions.is_empty());
+            prop_assert_eq!(dense.span(), records.len() as u64);
+        }
+
+        #[test]
         fn any_flipped_byte_is_an_error(blocks in arb_blocks(), index: prop::sample::Index, bit in 0u8..8) {
             let object = build(&blocks);
             let mut corrupt = object.to_vec();
@@ -444,6 +509,13 @@ mod tests {
             corrupt[cut] ^= 1 << bit;
             prop_assert!(decode_block("o", &Bytes::from(corrupt)).is_err());
         }
+    }
+
+    #[test]
+    fn a_sparse_block_whose_positions_do_not_increase_is_refused() {
+        let record = Record { timestamp: None, headers: Vec::new(), body: Bytes::from_static(b"v") };
+        let block = encode_sparse_block(0, &[record.clone(), record], &[3, 3]);
+        assert!(matches!(decode_block("o", &block), Err(SegmentError::Malformed { .. })));
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl Caches {
             get_range(self.store.as_ref(), &object, range).await?
         };
         let block = decode_block(&object, &bytes).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
-        if block.records.len() != entry.record_count as usize {
+        if !entry.fits(&block) {
             return Err(ReaderError::Segment(shale_proto::SegmentError::Malformed {
                 object,
                 offset: entry.offset,

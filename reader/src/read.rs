@@ -361,7 +361,7 @@ impl Reader {
                 let mut resolver = entry.resolver(block.arrival);
                 for (i, record) in block.records.iter().enumerate() {
                     let timestamp = resolver.next(record.timestamp);
-                    let seq_num = entry.first_seq + i as u64;
+                    let seq_num = entry.first_seq + block.position(i);
                     if seq_num < seq || min_timestamp.is_some_and(|min| timestamp < min) {
                         continue;
                     }
