@@ -13,7 +13,8 @@ use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use shale_storage::Clock;
 
-use crate::merge::{merge_run, MERGED_POLICY};
+use crate::by_key::TieredThrough;
+use crate::merge::{merge_run, MergedBlock, MERGED_POLICY};
 use crate::{CompactorConfig, CompactorError, CompactorStats};
 
 /// Source objects read at once: at store latency a pass waits about one round trip per
@@ -37,11 +38,13 @@ pub struct CompactionReport {
 
 /// Rewrites small segments into large ones sorted by stream (see the crate docs).
 pub struct Compactor {
-    metadata: Arc<dyn MetadataApi>,
+    pub(crate) metadata: Arc<dyn MetadataApi>,
     store: Arc<dyn ObjectStore>,
-    clock: Arc<dyn Clock>,
-    config: CompactorConfig,
-    stats: Arc<CompactorStats>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) config: CompactorConfig,
+    pub(crate) stats: Arc<CompactorStats>,
+    /// Where the table tier holds each stream through, for key compaction.
+    pub(crate) tiered_through: Option<TieredThrough>,
 }
 
 impl Compactor {
@@ -51,7 +54,13 @@ impl Compactor {
         store: Arc<dyn ObjectStore>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { metadata, store, clock, config, stats: Arc::default() }
+        Self { metadata, store, clock, config, stats: Arc::default(), tiered_through: None }
+    }
+
+    /// Key compaction drops no record the table tier has not got (see [`TieredThrough`]).
+    pub fn with_tiered_through(mut self, tiered_through: TieredThrough) -> Self {
+        self.tiered_through = Some(tiered_through);
+        self
     }
 
     pub fn stats(&self) -> Arc<CompactorStats> {
@@ -91,9 +100,30 @@ impl Compactor {
             .await
             .map_err(|e| CompactorError::Merge(e.to_string()))??;
         report.entries_dropped += built.runs_dropped;
-        let BuiltObject { parts, mut replacements, .. } = built;
-        if replacements.is_empty() {
+        let BuiltObject { parts, replacements, .. } = built;
+        let Some(swapped) = self.upload_and_swap(parts, replacements).await? else {
             return Ok(report);
+        };
+        report.entries_dropped += swapped.dropped;
+        if swapped.accepted == 0 {
+            return Ok(report);
+        }
+        report.objects_written = 1;
+        report.bytes_written = swapped.bytes;
+        report.entries_written = swapped.accepted;
+        self.stats.passes.fetch_add(1, Ordering::Relaxed);
+        Ok(report)
+    }
+
+    /// Uploads a built object and asks metadata to swap its entries in; deletes it again
+    /// when none was accepted. `None` when there was nothing to swap.
+    pub(crate) async fn upload_and_swap(
+        &self,
+        parts: Vec<Bytes>,
+        mut replacements: Vec<Replacement>,
+    ) -> Result<Option<Swapped>, CompactorError> {
+        if replacements.is_empty() {
+            return Ok(None);
         }
         // Stamped just before the upload: metadata refuses commits of objects older than
         // its max_commit_age, which is what lets orphan collection delete unclaimed ones.
@@ -108,29 +138,24 @@ impl Compactor {
         let proposed = replacements.len() as u64;
         let call = CatalogCall::CommitCompaction { segment_id, replacements };
         let accepted = u64::from(self.metadata.catalog(call).await?.into_compaction_accepted()?).min(proposed);
-        report.entries_dropped += proposed - accepted;
-        self.stats.entries_dropped.fetch_add(proposed - accepted, Ordering::Relaxed);
+        let stats = &self.stats;
+        stats.entries_dropped.fetch_add(proposed - accepted, Ordering::Relaxed);
         if accepted == 0 {
             // Nothing names the object: delete it now rather than leave it to orphan collection.
             let _ = self.store.delete(&path).await;
-            return Ok(report);
+            return Ok(Some(Swapped { accepted: 0, dropped: proposed, bytes: 0 }));
         }
-        report.objects_written = 1;
-        report.bytes_written = size;
-        report.entries_written = accepted;
-        let stats = &self.stats;
-        stats.passes.fetch_add(1, Ordering::Relaxed);
         stats.objects_written.fetch_add(1, Ordering::Relaxed);
         stats.bytes_written.fetch_add(size, Ordering::Relaxed);
         stats.entries_written.fetch_add(accepted, Ordering::Relaxed);
         tracing::info!(object = %path, bytes = size, proposed, accepted, "compacted");
-        Ok(report)
+        Ok(Some(Swapped { accepted, dropped: proposed - accepted, bytes: size }))
     }
 
     /// The blocks of every planned entry, keyed by (segment, offset): one `get_ranges`
     /// per segment (adjacent ranges coalesce into one request). A segment gone since the
     /// plan (trimmed, deleted) leaves its entries out.
-    async fn fetch(&self, runs: &[CompactionRun]) -> Result<HashMap<(u128, u64), Bytes>, CompactorError> {
+    pub(crate) async fn fetch(&self, runs: &[CompactionRun]) -> Result<HashMap<(u128, u64), Bytes>, CompactorError> {
         use futures::{StreamExt, TryStreamExt};
         let mut by_segment: HashMap<u128, Vec<Range<u64>>> = HashMap::new();
         for entry in runs.iter().flat_map(|run| &run.entries) {
@@ -158,6 +183,13 @@ impl Compactor {
         self.stats.bytes_read.fetch_add(bytes, Ordering::Relaxed);
         Ok(blocks)
     }
+}
+
+/// What one upload and swap did.
+pub(crate) struct Swapped {
+    pub accepted: u64,
+    pub dropped: u64,
+    pub bytes: u64,
 }
 
 /// A compacted object before its upload: its bytes and the swaps that name it (their
@@ -189,27 +221,37 @@ fn build_object(
             runs_dropped += 1;
             continue;
         };
-        let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
-        for merged in merge_run(&inputs, block_bytes)? {
-            let info = builder.push_block(stream_key.clone(), merged.records, merged.block);
-            let first = merged.old[0];
-            let new = IndexEntry {
-                segment_id: 0,
-                offset: info.offset,
-                len: info.len,
-                first_seq: first.first_seq,
-                record_count: merged.span,
-                first_timestamp: merged.first_timestamp,
-                last_timestamp: merged.last_timestamp,
-                timestamp_floor: merged.timestamp_floor,
-                timestamp_policy: MERGED_POLICY,
-                arrival_cap: None,
-                metered_end: merged.old.last().and_then(|last| last.metered_end),
-            };
-            replacements.push(Replacement { stream_id: run.stream_id, old: merged.old, new });
-        }
+        lay_out(&mut builder, &mut replacements, run, merge_run(&inputs, block_bytes)?);
     }
     Ok(BuiltObject { parts: builder.finish_parts(), replacements, runs_dropped })
+}
+
+/// Adds a run's merged blocks to `builder`, and the replacement naming each.
+pub(crate) fn lay_out(
+    builder: &mut SegmentBuilder,
+    replacements: &mut Vec<Replacement>,
+    run: &CompactionRun,
+    merged: Vec<MergedBlock>,
+) {
+    let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
+    for merged in merged {
+        let info = builder.push_block(stream_key.clone(), merged.records, merged.block);
+        let first = merged.old[0];
+        let new = IndexEntry {
+            segment_id: 0,
+            offset: info.offset,
+            len: info.len,
+            first_seq: first.first_seq,
+            record_count: merged.span,
+            first_timestamp: merged.first_timestamp,
+            last_timestamp: merged.last_timestamp,
+            timestamp_floor: merged.timestamp_floor,
+            timestamp_policy: MERGED_POLICY,
+            arrival_cap: None,
+            metered_end: merged.old.last().and_then(|last| last.metered_end),
+        };
+        replacements.push(Replacement { stream_id: run.stream_id, old: merged.old, new });
+    }
 }
 
 fn store_error(path: &Path, error: &shale_storage::object_store::Error) -> CompactorError {
@@ -225,7 +267,12 @@ pub async fn run_compactor(compactor: Arc<Compactor>, shutdown: impl std::future
     tokio::pin!(shutdown);
     loop {
         let started_ms = compactor.clock.now_ms();
-        let pause = match compactor.run_once().await {
+        // Key compaction after each pass: it rewrites only streams with it on.
+        let pass = compactor.run_once().await;
+        if let Err(error) = compactor.run_key_pass().await {
+            tracing::warn!(%error, "key compaction pass failed");
+        }
+        let pause = match pass {
             Ok(report) if report.objects_written > 0 => {
                 let took = std::time::Duration::from_millis(compactor.clock.now_ms().saturating_sub(started_ms));
                 compactor.config.pause_after(report.bytes_written, took)

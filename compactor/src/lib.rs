@@ -17,15 +17,20 @@
 //! it runs in `shale serve`, next to `shale metadata`, or as `shale compactor` processes
 //! that split the streams between them by shard.
 //!
-//! Modules: `config`, `compact` (one pass), `merge` (blocks into merged blocks),
-//! `stats`, `error`.
+//! Key compaction (Kafka's `cleanup.policy=compact`, `by_key`) runs after each pass: it
+//! rewrites a stream keeping the last record of each key at its offset.
+//!
+//! Modules: `config`, `compact` (one pass), `by_key` (key compaction), `merge` (blocks
+//! into merged blocks), `stats`, `error`.
 
+mod by_key;
 mod compact;
 mod config;
 mod error;
 mod merge;
 mod stats;
 
+pub use by_key::{KeyPassReport, TieredThrough, MAX_STREAM_BYTES};
 pub use compact::{run_compactor, CompactionReport, Compactor};
 pub use config::CompactorConfig;
 pub use error::CompactorError;

@@ -13,6 +13,9 @@ pub struct CompactorStats {
     pub pending_bytes: AtomicU64,
     pub uncompacted_bytes: AtomicU64,
     pub lag_seconds: AtomicU64,
+    /// Streams rewritten by key compaction, and the records it dropped.
+    pub key_passes: AtomicU64,
+    pub key_records_dropped: AtomicU64,
 }
 
 impl CompactorStats {
@@ -33,6 +36,12 @@ impl CompactorStats {
                 "shale_compaction_entries_dropped_total",
                 "Merged entries not swapped in because a trim or delete changed their stream meanwhile",
                 &self.entries_dropped,
+            ),
+            ("shale_key_compaction_streams_total", "Streams key compaction read (from their trim point to their horizon)", &self.key_passes),
+            (
+                "shale_key_compaction_records_dropped_total",
+                "Records key compaction dropped: superseded by a later record of their key, or tombstones past delete.retention.ms",
+                &self.key_records_dropped,
             ),
         ];
         shale_storage::render_counters(&counters, out);

@@ -111,6 +111,17 @@ pub enum CatalogCall {
         segment_id: u128,
         replacements: Vec<Replacement>,
     },
+    /// The streams of a compactor's shard whose key compaction may be due (see
+    /// [`KeyCompactionTarget`]).
+    PlanKeyCompaction {
+        shard: u32,
+        shards: u32,
+    },
+    /// Records how far a stream's key compaction went.
+    KeyCompacted {
+        stream_id: u64,
+        cursor: KeyCursor,
+    },
     /// Stores a new access token; its id must be unused.
     IssueAccessToken {
         record: AccessTokenRecord,
@@ -240,6 +251,24 @@ pub struct CompactionPlan {
     pub uncompacted_bytes: u64,
 }
 
+/// How far key compaction went in a stream: its records below `through` were compacted
+/// by key, and `tombstones_due_ms` (0: none) is when the first tombstone it kept may go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyCursor {
+    pub through: u64,
+    pub tombstones_due_ms: u64,
+}
+
+/// A stream with key compaction on whose compaction may be due: records past its cursor
+/// or tombstones due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyCompactionTarget {
+    pub basin: String,
+    pub stream: String,
+    pub record: crate::StreamRecord,
+    pub cursor: KeyCursor,
+}
+
 /// Old entries of one stream and the one entry that replaces them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replacement {
@@ -276,6 +305,8 @@ impl CatalogCall {
             CatalogCall::PlanCompaction { .. } => "plan_compaction",
             CatalogCall::CompactedThrough { .. } => "compacted_through",
             CatalogCall::CommitCompaction { .. } => "commit_compaction",
+            CatalogCall::PlanKeyCompaction { .. } => "plan_key_compaction",
+            CatalogCall::KeyCompacted { .. } => "key_compacted",
             CatalogCall::IssueAccessToken { .. } => "issue_access_token",
             CatalogCall::AccessTokenBySecret { .. } => "access_token_by_secret",
             CatalogCall::ListAccessTokens { .. } => "list_access_tokens",
@@ -299,6 +330,7 @@ impl CatalogCall {
             | CatalogCall::ListStreams { .. }
             | CatalogCall::PlanCompaction { .. }
             | CatalogCall::CompactedThrough { .. }
+            | CatalogCall::PlanKeyCompaction { .. }
             | CatalogCall::AccessTokenBySecret { .. }
             | CatalogCall::ListAccessTokens { .. }
             | CatalogCall::GetConsumer { .. }
@@ -328,6 +360,8 @@ impl CatalogCall {
             | CatalogCall::RevokeAccessToken { .. } => Retry::Once,
             // A commit applied twice accepts nothing the second time.
             CatalogCall::CommitCompaction { .. } => Retry::Idempotent,
+            // Sets an absolute cursor.
+            CatalogCall::KeyCompacted { .. } => Retry::Idempotent,
             // A renewal sent twice renews once more.
             CatalogCall::AgentHeartbeat { .. } => Retry::Idempotent,
             CatalogCall::Transaction(call) => match call.op {
@@ -361,6 +395,7 @@ pub enum CatalogReply {
     CompactionAccepted(u32),
     /// A stream's compaction cursor.
     CompactedThrough(u64),
+    KeyCompactionTargets(Vec<KeyCompactionTarget>),
     AccessToken(Option<AccessTokenRecord>),
     AccessTokens(ListPage<AccessTokenRecord>),
     Consumer(Option<ConsumerPosition>),
@@ -410,6 +445,13 @@ impl CatalogReply {
         match self {
             CatalogReply::CompactionAccepted(accepted) => Ok(accepted),
             other => Err(unexpected("a compaction outcome", &other)),
+        }
+    }
+
+    pub fn into_key_compaction_targets(self) -> Result<Vec<KeyCompactionTarget>> {
+        match self {
+            CatalogReply::KeyCompactionTargets(targets) => Ok(targets),
+            other => Err(unexpected("key compaction targets", &other)),
         }
     }
 

@@ -32,14 +32,16 @@ pub mod wire_catalog;
 pub use api::MetadataApi;
 pub use catalog::{
     AccessTokenRecord, AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun,
-    ConsumerPosition, ListPage, Lookup, Replacement, Retry, StreamSummary, MAX_AGENT_TTL_MS,
+    ConsumerPosition, KeyCompactionTarget, KeyCursor, ListPage, Lookup, Replacement, Retry, StreamSummary,
+    MAX_AGENT_TTL_MS,
 };
 pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, ProducerStamp, UnitOutcome};
 pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};
 pub use model::{
-    AppendAck, BasinConfig, BasinPatch, BasinRecord, BodyFormat, DeleteOnEmpty, IndexEntry, Position, RetentionPolicy,
-    StreamConfig, StreamInfo, StreamPatch, StreamRecord, TablesConfig, TimestampingConfig,
+    AppendAck, BasinConfig, BasinPatch, BasinRecord, BodyFormat, DeleteOnEmpty, IndexEntry, KeyCompactionConfig,
+    KeyCompactionPolicy, Position, RetentionPolicy, StreamConfig, StreamInfo, StreamPatch, StreamRecord, TablesConfig,
+    TimestampingConfig,
 };
 pub use records::Stored;
 pub use rpc::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};

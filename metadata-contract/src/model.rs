@@ -31,9 +31,50 @@ pub struct StreamConfig {
     pub retention_policy: Option<RetentionPolicy>,
     pub timestamping: Option<TimestampingConfig>,
     pub delete_on_empty: Option<DeleteOnEmpty>,
+    /// Not in S2's config: set through Kafka's topic configs.
+    pub key_compaction: Option<KeyCompactionConfig>,
+}
+
+/// Key compaction settings (Kafka's `cleanup.policy=compact`), each optional: a patch
+/// changes only those set, and unset ones take Kafka's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyCompactionConfig {
+    pub enabled: Option<bool>,
+    pub delete_retention_ms: Option<u64>,
+    pub min_lag_ms: Option<u64>,
+}
+
+/// What key compaction keeps of a stream: the last record of each key, a tombstone for
+/// `delete_retention_ms` past its timestamp, and every record younger than `min_lag_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyCompactionPolicy {
+    pub delete_retention_ms: u64,
+    pub min_lag_ms: u64,
+}
+
+/// Kafka's `delete.retention.ms` default: one day.
+pub const DEFAULT_DELETE_RETENTION_MS: u64 = 86_400_000;
+
+impl KeyCompactionConfig {
+    fn merged(self, over: KeyCompactionConfig) -> KeyCompactionConfig {
+        KeyCompactionConfig {
+            enabled: over.enabled.or(self.enabled),
+            delete_retention_ms: over.delete_retention_ms.or(self.delete_retention_ms),
+            min_lag_ms: over.min_lag_ms.or(self.min_lag_ms),
+        }
+    }
 }
 
 impl StreamConfig {
+    /// The stream's key compaction, when it is on.
+    pub fn key_compaction_policy(&self) -> Option<KeyCompactionPolicy> {
+        let config = self.key_compaction.filter(|c| c.enabled == Some(true))?;
+        Some(KeyCompactionPolicy {
+            delete_retention_ms: config.delete_retention_ms.unwrap_or(DEFAULT_DELETE_RETENTION_MS),
+            min_lag_ms: config.min_lag_ms.unwrap_or(0),
+        })
+    }
+
     pub fn timestamp_policy(&self) -> TimestampPolicy {
         let ts = self.timestamping.clone().unwrap_or_default();
         TimestampPolicy { mode: ts.mode.unwrap_or_default(), uncapped: ts.uncapped.unwrap_or(false) }
@@ -45,6 +86,10 @@ impl StreamConfig {
         self.retention_policy = self.retention_policy.or(defaults.retention_policy);
         self.timestamping = self.timestamping.or_else(|| defaults.timestamping.clone());
         self.delete_on_empty = self.delete_on_empty.or(defaults.delete_on_empty);
+        self.key_compaction = match (self.key_compaction, defaults.key_compaction) {
+            (Some(own), Some(default)) => Some(default.merged(own)),
+            (own, default) => own.or(default),
+        };
         self
     }
 }
@@ -74,6 +119,7 @@ pub struct StreamPatch {
     pub retention_policy: Option<RetentionPolicy>,
     pub timestamping: Option<TimestampingConfig>,
     pub delete_on_empty: Option<DeleteOnEmpty>,
+    pub key_compaction: Option<KeyCompactionConfig>,
 }
 
 impl StreamPatch {
@@ -92,6 +138,9 @@ impl StreamPatch {
         }
         if let Some(doe) = self.delete_on_empty {
             config.delete_on_empty = Some(doe);
+        }
+        if let Some(patch) = self.key_compaction {
+            config.key_compaction = Some(config.key_compaction.unwrap_or_default().merged(patch));
         }
         config
     }

@@ -8,8 +8,8 @@ use shale_proto::metadata_rpc as pb;
 use shale_proto::TimestampingMode;
 
 use crate::{
-    AccessTokenRecord, BasinConfig, BasinPatch, BasinRecord, ConsumerPosition, DeleteOnEmpty, MetadataError, Result,
-    RetentionPolicy, StreamConfig, StreamPatch, StreamRecord, TimestampingConfig,
+    AccessTokenRecord, BasinConfig, BasinPatch, BasinRecord, ConsumerPosition, DeleteOnEmpty, KeyCompactionConfig,
+    MetadataError, Result, RetentionPolicy, StreamConfig, StreamPatch, StreamRecord, TimestampingConfig,
 };
 
 /// The first byte of a stored record in the protobuf format.
@@ -203,6 +203,11 @@ pub fn stream_config_to_wire(config: &StreamConfig) -> pb::StreamConfig {
         retention_policy: config.retention_policy.map(retention_to_wire),
         timestamping: config.timestamping.as_ref().map(timestamping_to_wire),
         delete_on_empty: config.delete_on_empty.map(|d| pb::DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+        key_compaction: config.key_compaction.map(|k| pb::KeyCompaction {
+            enabled: k.enabled,
+            delete_retention_ms: k.delete_retention_ms,
+            min_lag_ms: k.min_lag_ms,
+        }),
     }
 }
 
@@ -212,6 +217,11 @@ pub fn stream_config_from_wire(config: pb::StreamConfig) -> Result<StreamConfig>
         retention_policy: config.retention_policy.map(retention_from_wire).transpose()?,
         timestamping: config.timestamping.map(timestamping_from_wire).transpose()?,
         delete_on_empty: config.delete_on_empty.map(|d| DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+        key_compaction: config.key_compaction.map(|k| KeyCompactionConfig {
+            enabled: k.enabled,
+            delete_retention_ms: k.delete_retention_ms,
+            min_lag_ms: k.min_lag_ms,
+        }),
     })
 }
 
@@ -222,6 +232,7 @@ pub fn stream_patch_to_wire(patch: &StreamPatch) -> pb::StreamConfig {
         retention_policy: patch.retention_policy,
         timestamping: patch.timestamping.clone(),
         delete_on_empty: patch.delete_on_empty,
+        key_compaction: patch.key_compaction,
     })
 }
 
@@ -232,6 +243,7 @@ pub fn stream_patch_from_wire(patch: pb::StreamConfig) -> Result<StreamPatch> {
         retention_policy: config.retention_policy,
         timestamping: config.timestamping,
         delete_on_empty: config.delete_on_empty,
+        key_compaction: config.key_compaction,
     })
 }
 
@@ -390,6 +402,7 @@ mod legacy {
                     .timestamping
                     .map(|t| crate::TimestampingConfig { mode: t.mode, uncapped: t.uncapped }),
                 delete_on_empty: self.delete_on_empty.map(|d| crate::DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+                key_compaction: None,
             }
         }
     }
@@ -436,6 +449,11 @@ mod tests {
                 retention_policy: Some(RetentionPolicy::Age(3600)),
                 timestamping: Some(TimestampingConfig { mode: Some(TimestampingMode::Arrival), uncapped: None }),
                 delete_on_empty: Some(DeleteOnEmpty { min_age_secs: 60 }),
+                key_compaction: Some(KeyCompactionConfig {
+                    enabled: Some(true),
+                    delete_retention_ms: Some(5),
+                    min_lag_ms: None,
+                }),
             },
             next_seq: 42,
             last_timestamp: 9,
@@ -481,7 +499,9 @@ mod tests {
     #[test]
     fn records_stored_as_json_still_decode() {
         let legacy = br#"{"id":7,"created_at_ms":1700000000000,"config":{"storage_class":"express","retention_policy":{"age":3600},"timestamping":{"mode":"arrival"},"delete_on_empty":{"min_age_secs":60}},"next_seq":42,"last_timestamp":9,"trim_point":3,"fencing_token":"f","record_count":39,"metered_bytes":1234,"request_token":"t"}"#;
-        assert_eq!(StreamRecord::from_stored(b"s/x", legacy).expect("decodes"), stream_record());
+        let mut expected = stream_record();
+        expected.config.key_compaction = None;
+        assert_eq!(StreamRecord::from_stored(b"s/x", legacy).expect("decodes"), expected);
         let basin = br#"{"name":"b","created_at_ms":5,"config":{"default_stream_config":null,"create_stream_on_append":true,"create_stream_on_read":false}}"#;
         assert!(BasinRecord::from_stored(b"b/b", basin).expect("decodes").config.create_stream_on_append);
     }

@@ -8,8 +8,8 @@ use crate::transactions;
 use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
-    AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, ListPage,
-    Replacement, Result, StreamInfo, StreamSummary,
+    AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, KeyCompactionTarget,
+    KeyCursor, ListPage, Replacement, Result, StreamInfo, StreamSummary,
 };
 
 pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
@@ -75,6 +75,12 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
                 })
                 .collect(),
         }),
+        CatalogCall::PlanKeyCompaction { shard, shards } => {
+            Call::PlanKeyCompaction(pb::PlanKeyCompaction { shard: *shard, shards: *shards })
+        }
+        CatalogCall::KeyCompacted { stream_id, cursor } => {
+            Call::KeyCompacted(pb::KeyCompacted { stream_id: *stream_id, cursor: Some(key_cursor_to_wire(cursor)) })
+        }
         CatalogCall::IssueAccessToken { record } => Call::IssueAccessToken(token_to_wire(record)),
         CatalogCall::AccessTokenBySecret { secret_hash } => {
             Call::AccessTokenBySecret(pb::AccessTokenSecret { secret_hash: secret_hash.clone() })
@@ -171,6 +177,11 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
                 })
                 .collect::<Result<_>>()?,
         },
+        Call::PlanKeyCompaction(r) => CatalogCall::PlanKeyCompaction { shard: r.shard, shards: r.shards },
+        Call::KeyCompacted(r) => CatalogCall::KeyCompacted {
+            stream_id: r.stream_id,
+            cursor: key_cursor_from_wire(r.cursor.unwrap_or_default()),
+        },
         Call::IssueAccessToken(r) => CatalogCall::IssueAccessToken { record: token_from_wire(r) },
         Call::AccessTokenBySecret(r) => CatalogCall::AccessTokenBySecret { secret_hash: r.secret_hash },
         Call::ListAccessTokens(r) => {
@@ -266,6 +277,20 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
             (Reply::CompactionOutcome(pb::CompactionOutcome { accepted: *accepted }), false)
         }
         CatalogReply::CompactedThrough(seq) => (Reply::CompactedThrough(*seq), false),
+        CatalogReply::KeyCompactionTargets(targets) => (
+            Reply::KeyCompactionTargets(pb::KeyCompactionTargets {
+                targets: targets
+                    .iter()
+                    .map(|t| pb::KeyCompactionTarget {
+                        basin: t.basin.clone(),
+                        stream: t.stream.clone(),
+                        record: Some(records::stream_record_to_wire(&t.record)),
+                        cursor: Some(key_cursor_to_wire(&t.cursor)),
+                    })
+                    .collect(),
+            }),
+            false,
+        ),
         CatalogReply::AccessToken(token) => {
             (Reply::AccessToken(pb::AccessTokenFound { token: token.as_ref().map(token_to_wire) }), false)
         }
@@ -351,6 +376,22 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
         }),
         Reply::CompactionOutcome(outcome) => CatalogReply::CompactionAccepted(outcome.accepted),
         Reply::CompactedThrough(seq) => CatalogReply::CompactedThrough(seq),
+        Reply::KeyCompactionTargets(targets) => CatalogReply::KeyCompactionTargets(
+            targets
+                .targets
+                .into_iter()
+                .map(|t| {
+                    Ok(KeyCompactionTarget {
+                        basin: t.basin,
+                        stream: t.stream,
+                        record: records::stream_record_from_wire(
+                            t.record.ok_or_else(|| malformed("key compaction target without its stream"))?,
+                        )?,
+                        cursor: key_cursor_from_wire(t.cursor.unwrap_or_default()),
+                    })
+                })
+                .collect::<Result<_>>()?,
+        ),
         Reply::AccessToken(found) => CatalogReply::AccessToken(found.token.map(token_from_wire)),
         Reply::AccessTokens(page) => CatalogReply::AccessTokens(ListPage {
             items: page.tokens.into_iter().map(token_from_wire).collect(),
@@ -369,6 +410,14 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
             reply.transactions.into_iter().map(transactions::transaction_from_wire).collect::<Result<_>>()?,
         ),
     })
+}
+
+fn key_cursor_to_wire(cursor: &KeyCursor) -> pb::KeyCursor {
+    pb::KeyCursor { through: cursor.through, tombstones_due_ms: cursor.tombstones_due_ms }
+}
+
+fn key_cursor_from_wire(cursor: pb::KeyCursor) -> KeyCursor {
+    KeyCursor { through: cursor.through, tombstones_due_ms: cursor.tombstones_due_ms }
 }
 
 #[cfg(test)]
@@ -444,6 +493,8 @@ mod tests {
             CatalogCall::ListConsumers { basin: "b".into(), stream: "s".into(), start_after: "a".into(), limit: 3 },
             CatalogCall::CompactedThrough { basin: "b".into(), stream: "s".into() },
             CatalogCall::AgentHeartbeat { agent: agent(), ttl_ms: 3000 },
+            CatalogCall::PlanKeyCompaction { shard: 1, shards: 3 },
+            CatalogCall::KeyCompacted { stream_id: 9, cursor: KeyCursor { through: 40, tombstones_due_ms: 77 } },
         ];
         for call in calls {
             assert_eq!(catalog_call_from_wire(catalog_call_to_wire(&call)).unwrap(), call);
@@ -483,6 +534,30 @@ mod tests {
                 has_more: false,
             }),
             CatalogReply::Agents(AgentList { agents: vec![agent()], settled: true }),
+            CatalogReply::KeyCompactionTargets(vec![KeyCompactionTarget {
+                basin: "b".into(),
+                stream: "s".into(),
+                record: crate::StreamRecord {
+                    id: 9,
+                    created_at_ms: 3,
+                    next_seq: 50,
+                    last_timestamp: 0,
+                    trim_point: 2,
+                    fencing_token: String::new(),
+                    record_count: 48,
+                    metered_bytes: 0,
+                    request_token: None,
+                    config: crate::StreamConfig {
+                        key_compaction: Some(crate::KeyCompactionConfig {
+                            enabled: Some(true),
+                            delete_retention_ms: Some(100),
+                            min_lag_ms: None,
+                        }),
+                        ..crate::StreamConfig::default()
+                    },
+                },
+                cursor: KeyCursor { through: 40, tombstones_due_ms: 77 },
+            }]),
         ];
         for reply in replies {
             assert_eq!(catalog_reply_from_wire(&call, catalog_reply_to_wire(&reply)).unwrap(), reply);

@@ -78,6 +78,13 @@ impl Metadata {
             CatalogCall::CommitCompaction { segment_id, replacements } => {
                 CatalogReply::CompactionAccepted(self.commit_compaction(segment_id, replacements).await?)
             }
+            CatalogCall::PlanKeyCompaction { shard, shards } => {
+                CatalogReply::KeyCompactionTargets(self.plan_key_compaction(shard, shards).await?)
+            }
+            CatalogCall::KeyCompacted { stream_id, cursor } => {
+                self.key_compacted(stream_id, cursor).await?;
+                CatalogReply::Done
+            }
             CatalogCall::IssueAccessToken { record } => {
                 self.issue_access_token(record).await?;
                 CatalogReply::Done
@@ -259,6 +266,9 @@ impl Metadata {
         if let Some(due) = agenda::reclaim_due_at_creation(&record) {
             writer.scheduled.reclaim_at(&mut batch, &key, &record, due);
         }
+        if let Err(e) = self.mark_key_compaction(&writer, &mut batch, &key, &record).await {
+            return self.settle(writer).await.and(Err(e));
+        }
         // Before the write: a failed write halts the instance, so the id is never reused.
         writer.next_stream_id = id + 1;
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
@@ -317,6 +327,9 @@ impl Metadata {
         batch.put(&key, record.to_stored());
         // A new retention or delete_on_empty rule may be due already: looked at next pass.
         writer.scheduled.reclaim_at(&mut batch, &key, &record, self.clock.now_ms());
+        if let Err(e) = self.mark_key_compaction(&writer, &mut batch, &key, &record).await {
+            return self.settle(writer).await.and(Err(e));
+        }
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());
         self.write_durably(writer, batch).await?;
         Ok(StreamInfo { basin: basin.to_string(), name: stream.to_string(), record })

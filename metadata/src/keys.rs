@@ -22,6 +22,7 @@
 //! | `u/<stream id u64>` | the stream's key: it has entries above its compaction cursor (`agenda`) |
 //! | `x/<transactional id>` | a Kafka transactional id's producer, epoch and open transaction (`transactional`) |
 //! | `y/<id length u16><transactional id><n u64>` | an append staged in that transaction (`transactional`) |
+//! | `q/<stream id u64>` | the stream's key compaction cursor and its key (`key_compaction`) |
 //! | `m/agenda_seeded` | present once `w/` and `u/` cover every stream (`agenda`) |
 
 pub const NEXT_STREAM_ID: &[u8] = b"m/next_stream_id";
@@ -45,6 +46,16 @@ pub fn reclaim_agenda(due_ms: u64, stream_id: u64) -> Vec<u8> {
 /// The stream id of a `w/` key.
 pub fn agenda_stream_id_of(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.get(10..18)?.try_into().ok()?))
+}
+
+pub const KEY_COMPACTION_PREFIX: &[u8] = b"q/";
+
+pub fn key_compaction(stream_id: u64) -> Vec<u8> {
+    [KEY_COMPACTION_PREFIX, &stream_id.to_be_bytes()].concat()
+}
+
+pub fn key_compaction_stream_id_of(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.strip_prefix(KEY_COMPACTION_PREFIX)?.try_into().ok()?))
 }
 
 pub fn uncompacted(stream_id: u64) -> Vec<u8> {

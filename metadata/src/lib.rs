@@ -58,6 +58,7 @@ mod gc;
 mod gc_stats;
 mod halt;
 mod idle;
+mod key_compaction;
 mod keys;
 mod leader;
 mod leased;

@@ -149,6 +149,8 @@ impl StreamConfigJson {
             }),
             timestamping: self.timestamping.map(|t| TimestampingConfig { mode: t.mode, uncapped: t.uncapped }),
             delete_on_empty: self.delete_on_empty.map(|d| DeleteOnEmpty { min_age_secs: d.min_age_secs }),
+            // Not in S2's config: set through Kafka's topic configs only.
+            key_compaction: None,
         }
     }
 
@@ -159,6 +161,7 @@ impl StreamConfigJson {
             retention_policy: config.retention_policy,
             timestamping: config.timestamping,
             delete_on_empty: config.delete_on_empty,
+            key_compaction: None,
         }
     }
 
