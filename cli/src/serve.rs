@@ -189,8 +189,19 @@ fn start_compactor(
     metadata: Arc<dyn MetadataApi>,
     store: &Store,
 ) -> (Vec<JoinHandle<()>>, Arc<CompactorStats>) {
+    let (tier_metadata, tier_store) = (metadata.clone(), store.store.clone());
+    let tiered_through: shale_compactor::TieredThrough = Box::new(move |target| {
+        let (metadata, store) = (tier_metadata.clone(), tier_store.clone());
+        Box::pin(async move {
+            let (basin, stream, created) = (&target.basin, &target.stream, target.record.created_at_ms);
+            shale_tables::tiered_through(metadata.as_ref(), store.as_ref(), basin, stream, created)
+                .await
+                .map_err(|e| shale_compactor::CompactorError::TableTier(e.to_string()))
+        })
+    });
     let compactor =
-        Compactor::new(config.compactor.clone(), metadata.clone(), store.store.clone(), Arc::new(SystemClock));
+        Compactor::new(config.compactor.clone(), metadata.clone(), store.store.clone(), Arc::new(SystemClock))
+            .with_tiered_through(tiered_through);
     let stats = compactor.stats();
     if !config.compactor.enabled {
         return (Vec::new(), stats);

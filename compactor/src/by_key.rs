@@ -12,7 +12,9 @@
 //! - a record is dropped when a later record of the range has its key, or when it is a
 //!   tombstone (a null value) whose timestamp is `delete_retention_ms` past: everything
 //!   older of its key goes in the same rewrite, so no older value can come back;
-//! - records without a key (S2 appends, command records) are kept.
+//! - records without a key (S2 appends, command records) are kept, and so is the
+//!   stream's last record (Kafka never cleans its active segment): a consumer at the tail
+//!   always finds the record before it, and its lag reaches 0.
 //!
 //! The rewritten entries are swapped in like any compaction's (all or nothing per
 //! replacement, checked against the index as planned), and the key cursor moves to the
@@ -105,9 +107,11 @@ impl Compactor {
             return Ok(());
         };
         let block_bytes = self.config.block_bytes;
-        let rewrite = tokio::task::spawn_blocking(move || rewrite_by_key(&run, inputs, policy, now_ms, block_bytes))
-            .await
-            .map_err(|e| CompactorError::Merge(e.to_string()))??;
+        let last = target.record.next_seq.saturating_sub(1);
+        let rewrite =
+            tokio::task::spawn_blocking(move || rewrite_by_key(&run, inputs, policy, last, now_ms, block_bytes))
+                .await
+                .map_err(|e| CompactorError::Merge(e.to_string()))??;
         let mut moved = KeyCursor { through: horizon, tombstones_due_ms: rewrite.tombstones_due_ms };
         if rewrite.dropped > 0 {
             let Some(swapped) = self.upload_and_swap(rewrite.parts, rewrite.replacements).await? else { return Ok(()) };
@@ -182,12 +186,14 @@ struct KeyRewrite {
     tombstones_due_ms: u64,
 }
 
-/// Keeps the last record of each key (and each record without one), drops tombstones
-/// past their retention, and lays what is kept out as one object.
+/// Keeps the last record of each key (and each record without one, and the stream's
+/// `last`), drops tombstones past their retention, and lays what is kept out as one
+/// object.
 fn rewrite_by_key(
     run: &CompactionRun,
     inputs: Vec<(IndexEntry, Bytes)>,
     policy: KeyCompactionPolicy,
+    last: u64,
     now_ms: u64,
     block_bytes: u64,
 ) -> Result<KeyRewrite, CompactorError> {
@@ -197,6 +203,7 @@ fn rewrite_by_key(
     let mut tombstones_due_ms = 0u64;
     let merged: Vec<MergedBlock> = merge_kept(decoded, block_bytes, |offset, record| {
         let keep = match key_of(record) {
+            _ if offset == last => true,
             None => true,
             Some(key) if latest.get(key) != Some(&offset) => false,
             Some(_) if is_tombstone(record) => {
@@ -286,7 +293,7 @@ mod tests {
         ];
         let run = CompactionRun { basin: "b".into(), stream: "s".into(), stream_id: 7, entries: vec![] };
         let policy = KeyCompactionPolicy { delete_retention_ms: 50, min_lag_ms: 0 };
-        let rewrite = rewrite_by_key(&run, inputs, policy, 100, u64::MAX).unwrap();
+        let rewrite = rewrite_by_key(&run, inputs, policy, u64::MAX, 100, u64::MAX).unwrap();
         // Dropped: a0, b0 (superseded), c0 (superseded by its tombstone), b's tombstone
         // (2 + 50 <= 100). Kept: the keyless record, a1, c's tombstone (due 140), d0.
         assert_eq!(rewrite.dropped, 4);
@@ -307,7 +314,20 @@ mod tests {
         let inputs = vec![input(0, &[keyed("a", Some("a0"), 1), keyed("b", Some("b0"), 1)])];
         let run = CompactionRun { basin: "b".into(), stream: "s".into(), stream_id: 7, entries: vec![] };
         let policy = KeyCompactionPolicy { delete_retention_ms: 50, min_lag_ms: 0 };
-        let rewrite = rewrite_by_key(&run, inputs, policy, 100, u64::MAX).unwrap();
+        let rewrite = rewrite_by_key(&run, inputs, policy, u64::MAX, 100, u64::MAX).unwrap();
         assert_eq!((rewrite.dropped, rewrite.replacements.len(), rewrite.tombstones_due_ms), (0, 0, 0));
+    }
+
+    /// The stream's last record stays, even a tombstone past its retention: a consumer at
+    /// the tail finds the record before it.
+    #[test]
+    fn the_streams_last_record_stays_even_as_an_expired_tombstone() {
+        let inputs = vec![input(0, &[keyed("a", Some("a0"), 1), keyed("a", None, 1)])];
+        let run = CompactionRun { basin: "b".into(), stream: "s".into(), stream_id: 7, entries: vec![] };
+        let policy = KeyCompactionPolicy { delete_retention_ms: 50, min_lag_ms: 0 };
+        let kept_last = rewrite_by_key(&run, inputs.clone(), policy, 1, 100, u64::MAX).unwrap();
+        assert_eq!(kept_last.dropped, 1, "only a0");
+        let past = rewrite_by_key(&run, inputs, policy, 2, 100, u64::MAX).unwrap();
+        assert_eq!(past.dropped, 2, "not the last record: the expired tombstone goes too");
     }
 }

@@ -14,4 +14,7 @@ pub enum CompactorError {
     Merge(String),
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    /// Where the table tier holds a stream through could not be read.
+    #[error("reading the table tier's position: {0}")]
+    TableTier(String),
 }

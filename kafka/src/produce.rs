@@ -16,11 +16,13 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use shale_gateway::{AppendInput, BatchLimits, PendingAppend};
 use shale_metadata_contract::{ProducerStamp, TransactionStamp};
+use shale_proto::record::KEY_HEADER;
 use shale_proto::ErrorCode;
 use shale_service::ServiceError;
 
 use crate::in_flight::InFlight;
 use crate::records::{decode_produced, ProducedBatch, Refused};
+use crate::topic_cache::TopicTraits;
 use crate::topics::{self, stream_of, MAX_MESSAGE_BYTES};
 use crate::Kafka;
 
@@ -142,15 +144,19 @@ async fn submit_partition(
     let Batch { topic, partition, .. } = batch;
     let input = decode_partition(kafka, batch)?;
     let staged = input.transaction.is_some();
-    let arrival = match kafka.topic_configs.arrival(kafka, topic).await {
-        Some(arrival) => arrival,
+    let traits = match kafka.topic_configs.traits(kafka, topic).await {
+        Some(traits) => traits,
         None if kafka.config.auto_create_topics => {
             topics::auto_create(kafka, topic, partition).await?;
-            kafka.topic_configs.arrival(kafka, topic).await.unwrap_or(false)
+            kafka.topic_configs.traits(kafka, topic).await.unwrap_or_default()
         }
         // The append itself answers that the partition does not exist.
-        None => false,
+        None => TopicTraits::default(),
     };
+    if traits.compacted && input.records.iter().any(|r| !r.headers.iter().any(|h| h.name.as_ref() == KEY_HEADER)) {
+        return Err((ResponseError::InvalidRecord, "Compacted topic cannot accept message without key".into()));
+    }
+    let arrival = traits.arrival;
     let service_error = |e: ServiceError| (crate::error::code_of(&e), e.to_string());
     match kafka.service.submit_append(input) {
         Ok(ack) => Ok((ack, arrival, staged)),

@@ -1,6 +1,6 @@
 //! What produce needs to know of a topic on every request, kept for a few seconds so a
-//! produce costs no extra metadata call: that it exists, and whether it takes
-//! LogAppendTime.
+//! produce costs no extra metadata call: that it exists, whether it takes LogAppendTime
+//! and whether it is compacted (then every record needs a key).
 
 use std::time::Duration;
 
@@ -14,30 +14,42 @@ use crate::Kafka;
 const TRUSTED_FOR: Duration = Duration::from_secs(5);
 
 pub struct TopicCache {
-    arrival: moka::future::Cache<String, bool>,
+    traits: moka::future::Cache<String, TopicTraits>,
+}
+
+/// What produce needs to know of a topic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TopicTraits {
+    /// Records are stamped with their append time (LogAppendTime).
+    pub arrival: bool,
+    /// `cleanup.policy` includes `compact`: a record without a key is refused.
+    pub compacted: bool,
 }
 
 impl TopicCache {
     pub fn new() -> Self {
-        Self { arrival: moka::future::Cache::builder().max_capacity(100_000).time_to_live(TRUSTED_FOR).build() }
+        Self { traits: moka::future::Cache::builder().max_capacity(100_000).time_to_live(TRUSTED_FOR).build() }
     }
 
-    /// Whether `topic` stamps records with their append time; `None` when its first
-    /// partition cannot be found (not remembered, so a topic created since is seen).
-    pub async fn arrival(&self, kafka: &Kafka, topic: &str) -> Option<bool> {
-        if let Some(arrival) = self.arrival.get(topic).await {
-            return Some(arrival);
+    /// What produce needs to know of `topic`; `None` when its first partition cannot be
+    /// found (not remembered, so a topic created since is seen).
+    pub async fn traits(&self, kafka: &Kafka, topic: &str) -> Option<TopicTraits> {
+        if let Some(traits) = self.traits.get(topic).await {
+            return Some(traits);
         }
         // The listener's own lookup: a producer's token needs `append`, not the right to
         // read stream configs.
         let config = kafka.discovery.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await.ok()?;
-        let arrival = config.timestamp_policy().mode == TimestampingMode::Arrival;
-        self.arrival.insert(topic.to_string(), arrival).await;
-        Some(arrival)
+        let traits = TopicTraits {
+            arrival: config.timestamp_policy().mode == TimestampingMode::Arrival,
+            compacted: config.key_compaction_policy().is_some(),
+        };
+        self.traits.insert(topic.to_string(), traits).await;
+        Some(traits)
     }
 
     /// Forgets `topic`, deleted by this process, so its next produce finds it gone.
     pub async fn forget(&self, topic: &str) {
-        self.arrival.invalidate(topic).await;
+        self.traits.invalidate(topic).await;
     }
 }

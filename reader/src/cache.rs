@@ -1,5 +1,9 @@
-//! Byte-weighed caches of decoded blocks, segment chunks and index entries. All hold
-//! immutable data: a committed index entry and the bytes it points at never change.
+//! Byte-weighed caches of decoded blocks, segment chunks and index entries. Blocks and
+//! chunks are immutable: the bytes an index entry points at never change. Index entries
+//! are replaced by compaction: a merged one holds the same records, a key-compacted one
+//! fewer (superseded values gone), so a cached entry is never wrong to serve but may show
+//! what key compaction has since dropped; cached entries expire after [`INDEX_TTL`], which
+//! bounds how long.
 //!
 //! A small block is read through its segment's aligned chunk (`chunk_bytes`), fetched
 //! with one range GET and kept a while: a segment holds the blocks of many streams side
@@ -43,6 +47,9 @@ impl CacheStats {
     }
 }
 
+/// How long a cached index entry is used: a key compaction reaches reads within this.
+pub const INDEX_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[derive(Clone)]
 pub(crate) struct Caches {
     store: Arc<dyn ObjectStore>,
@@ -73,9 +80,10 @@ impl Caches {
             .eviction_policy(moka::policy::EvictionPolicy::lru())
             .weigher(|_key, chunk: &Bytes| u32::try_from(chunk.len()).unwrap_or(u32::MAX))
             .build();
-        let index = Cache::builder().max_capacity(config.index_cache_entries).build();
+        let index = Cache::builder().max_capacity(config.index_cache_entries).time_to_live(INDEX_TTL).build();
         let last_scan = Cache::builder()
             .max_capacity(config.index_cache_entries)
+            .time_to_live(INDEX_TTL)
             .weigher(|_stream, entries: &Arc<Vec<IndexEntry>>| u32::try_from(entries.len()).unwrap_or(u32::MAX))
             .build();
         let chunk_bytes = config.chunk_bytes.unwrap_or(crate::DEFAULT_CHUNK_BYTES);

@@ -27,8 +27,8 @@ pub use iceberg::StoreLocation;
 pub use maintenance::Maintenance;
 pub use parquet_file::{write_parquet, TableRow, ROW_GROUP_ROWS};
 pub use tiering::{
-    read_state, run_tiering, shard_owns, table_root, version_hint_path, StreamPosition, TableState, Tierer,
-    TieringConfig,
+    read_state, run_tiering, shard_owns, table_root, tiered_through, version_hint_path, StreamPosition, TableState,
+    Tierer, TieringConfig,
 };
 
 /// FNV-1a from `seed`: stable across processes and releases, unlike the standard hasher.

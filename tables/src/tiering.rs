@@ -121,6 +121,24 @@ pub async fn read_state(
     }
 }
 
+/// Where the table holds a stream's history through: `Some(seq)` when its basin has the
+/// table tier on (records below `seq` are in the committed table; 0 before its first
+/// pass reached the stream), `None` when the basin does not tier.
+pub async fn tiered_through(
+    metadata: &dyn MetadataApi,
+    store: &dyn ObjectStore,
+    basin: &str,
+    stream: &str,
+    created_at_ms: u64,
+) -> Result<Option<u64>, TablesError> {
+    if metadata.basin(basin).await?.config.tables.is_none() {
+        return Ok(None);
+    }
+    let (state, _) = read_state(store, basin).await?;
+    let position = state.positions.get(stream).filter(|p| p.created_at_ms == created_at_ms);
+    Ok(Some(position.map_or(0, |p| p.next_seq)))
+}
+
 /// Runs tiering passes over the basins a [`Self::owns`] filter gives it.
 pub struct Tierer {
     metadata: Arc<dyn MetadataApi>,

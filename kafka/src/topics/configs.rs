@@ -1,6 +1,8 @@
 //! Topic configs, kept on each partition's stream config: `retention.ms` is the
 //! retention age, `message.timestamp.type=LogAppendTime` is the arrival timestamping
-//! mode. `cleanup.policy` is `delete` only, `retention.bytes` is -1 only and
+//! mode, `cleanup.policy=compact` (or `compact,delete`) turns key compaction on, with
+//! `delete.retention.ms` and `min.compaction.lag.ms`; `compact` alone keeps records
+//! whatever their age (retention infinite), as Kafka does. `retention.bytes` is -1 only and
 //! `max.message.bytes` is the fixed batch limit (lower values accepted, not applied); other values are INVALID_CONFIG. Settings
 //! of Kafka's that have no meaning on an object store (segment and replica settings) are
 //! accepted and ignored.
@@ -12,7 +14,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use shale_metadata_contract::{RetentionPolicy, StreamConfig, StreamPatch, TimestampingConfig};
+use shale_metadata_contract::{
+    KeyCompactionConfig, RetentionPolicy, StreamConfig, StreamPatch, TimestampingConfig, DEFAULT_DELETE_RETENTION_MS,
+};
 use shale_proto::TimestampingMode;
 
 use super::{partition_count, stream_of};
@@ -53,12 +57,24 @@ const IGNORED: &[&str] = &[
     "message.downconversion.enable",
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",
+    // Key compaction runs when a stream's dirty bytes reach half its clean ones, and
+    // within the compactor's interval: these tune what is fixed here.
+    "min.cleanable.dirty.ratio",
+    "max.compaction.lag.ms",
 ];
+
+/// Settings in the order they apply: `cleanup.policy` last, so `compact` alone leaves
+/// retention infinite whatever `retention.ms` the same request sets, as in Kafka.
+fn in_order(settings: impl IntoIterator<Item = (String, Option<String>)>) -> Vec<(String, Option<String>)> {
+    let mut settings: Vec<_> = settings.into_iter().collect();
+    settings.sort_by_key(|(name, _)| name == "cleanup.policy");
+    settings
+}
 
 /// The stream config a topic's settings give; `Err` names the first refused setting.
 pub fn stream_config(settings: impl IntoIterator<Item = (String, Option<String>)>) -> Result<StreamConfig, String> {
     let mut config = StreamConfig::default();
-    for (name, value) in settings {
+    for (name, value) in in_order(settings) {
         let patch = setting(&name, value.as_deref())?;
         config = patch.apply(config);
     }
@@ -78,8 +94,25 @@ fn setting(name: &str, value: Option<&str>) -> Result<StreamPatch, String> {
         ("message.timestamp.type", None | Some("CreateTime")) => patch.timestamping = Some(timestamping(false)),
         ("message.timestamp.type", Some("LogAppendTime")) => patch.timestamping = Some(timestamping(true)),
         ("message.timestamp.type", _) => return invalid("must be CreateTime or LogAppendTime"),
-        ("cleanup.policy", None | Some("delete")) => {}
-        ("cleanup.policy", _) => return invalid("only `delete` is supported"),
+        ("cleanup.policy", None | Some("delete")) => patch.key_compaction = Some(compaction(Some(false), None, None)),
+        ("cleanup.policy", Some(policy)) => {
+            let mut parts: Vec<&str> = policy.split(',').map(str::trim).collect();
+            parts.sort_unstable();
+            match parts.as_slice() {
+                ["compact"] => patch.retention_policy = Some(RetentionPolicy::Infinite),
+                ["compact", "delete"] => {}
+                _ => return invalid("must be delete, compact or compact,delete"),
+            }
+            patch.key_compaction = Some(compaction(Some(true), None, None));
+        }
+        ("delete.retention.ms", value) => match value.map_or(Ok(DEFAULT_DELETE_RETENTION_MS), str::parse::<u64>) {
+            Ok(ms) => patch.key_compaction = Some(compaction(None, Some(ms), None)),
+            Err(_) => return invalid("must be a number of milliseconds"),
+        },
+        ("min.compaction.lag.ms", value) => match value.map_or(Ok(0), str::parse::<u64>) {
+            Ok(ms) => patch.key_compaction = Some(compaction(None, None, Some(ms))),
+            Err(_) => return invalid("must be a number of milliseconds"),
+        },
         ("retention.bytes", None | Some("-1")) => {}
         ("retention.bytes", _) => return invalid("retention by size is not supported; use retention.ms"),
         ("max.message.bytes", None) => {}
@@ -91,6 +124,10 @@ fn setting(name: &str, value: Option<&str>) -> Result<StreamPatch, String> {
         _ => return invalid("unknown topic config"),
     }
     Ok(patch)
+}
+
+fn compaction(enabled: Option<bool>, delete_retention_ms: Option<u64>, min_lag_ms: Option<u64>) -> KeyCompactionConfig {
+    KeyCompactionConfig { enabled, delete_retention_ms, min_lag_ms }
 }
 
 fn timestamping(log_append_time: bool) -> TimestampingConfig {
@@ -106,10 +143,25 @@ fn described(config: &StreamConfig) -> Vec<(&'static str, String, bool, i8)> {
     };
     let arrival = config.timestamp_policy().mode == TimestampingMode::Arrival;
     let timestamp = if arrival { ("LogAppendTime", SOURCE_TOPIC) } else { ("CreateTime", SOURCE_DEFAULT) };
+    let compaction = config.key_compaction.unwrap_or_default();
+    let source = |set: bool| if set { SOURCE_TOPIC } else { SOURCE_DEFAULT };
+    let cleanup = match (config.key_compaction_policy(), config.retention_policy) {
+        (None, _) => "delete",
+        (Some(_), Some(RetentionPolicy::Age(_))) => "compact,delete",
+        (Some(_), _) => "compact",
+    };
+    let (delete_retention, min_lag) = (compaction.delete_retention_ms, compaction.min_lag_ms);
     vec![
         ("retention.ms", retention.0, false, retention.1),
         ("message.timestamp.type", timestamp.0.to_string(), false, timestamp.1),
-        ("cleanup.policy", "delete".into(), true, SOURCE_DEFAULT),
+        ("cleanup.policy", cleanup.into(), false, source(cleanup != "delete")),
+        (
+            "delete.retention.ms",
+            delete_retention.unwrap_or(DEFAULT_DELETE_RETENTION_MS).to_string(),
+            false,
+            source(delete_retention.is_some()),
+        ),
+        ("min.compaction.lag.ms", min_lag.unwrap_or(0).to_string(), false, source(min_lag.is_some())),
         ("retention.bytes", "-1".into(), true, SOURCE_DEFAULT),
         ("max.message.bytes", MAX_MESSAGE_BYTES.to_string(), true, SOURCE_DEFAULT),
     ]
@@ -186,10 +238,13 @@ async fn apply(kafka: &Kafka, topic: &str, patch: StreamPatch, validate_only: bo
 fn patch_of(settings: Settings, reset: bool) -> Result<StreamPatch, Refused> {
     let mut patch = StreamPatch::default();
     if reset {
-        patch = merge(patch, setting("retention.ms", None).map_err(invalid)?);
-        patch = merge(patch, setting("message.timestamp.type", None).map_err(invalid)?);
+        for name in
+            ["retention.ms", "message.timestamp.type", "cleanup.policy", "delete.retention.ms", "min.compaction.lag.ms"]
+        {
+            patch = merge(patch, setting(name, None).map_err(invalid)?);
+        }
     }
-    for (name, value) in settings {
+    for (name, value) in in_order(settings) {
         patch = merge(patch, setting(&name, value.as_deref()).map_err(invalid)?);
     }
     Ok(patch)
@@ -202,6 +257,14 @@ fn invalid(message: String) -> Refused {
 fn merge(mut into: StreamPatch, from: StreamPatch) -> StreamPatch {
     into.retention_policy = from.retention_policy.or(into.retention_policy);
     into.timestamping = from.timestamping.or(into.timestamping);
+    into.key_compaction = match (into.key_compaction, from.key_compaction) {
+        (Some(into), Some(from)) => Some(compaction(
+            from.enabled.or(into.enabled),
+            from.delete_retention_ms.or(into.delete_retention_ms),
+            from.min_lag_ms.or(into.min_lag_ms),
+        )),
+        (into, from) => from.or(into),
+    };
     into
 }
 
@@ -296,7 +359,8 @@ mod tests {
         assert_eq!(config.retention_policy, Some(RetentionPolicy::Age(2)));
         assert_eq!(config.timestamp_policy().mode, TimestampingMode::Arrival);
         for (name, value) in [
-            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "compact,archive"),
+            ("delete.retention.ms", "-5"),
             ("retention.bytes", "100"),
             ("max.message.bytes", "8388609"),
             ("max.message.bytes", "0"),
@@ -306,5 +370,31 @@ mod tests {
             let refused = stream_config([(name.to_string(), Some(value.to_string()))]).unwrap_err();
             assert!(refused.starts_with(name), "{refused}");
         }
+    }
+
+    #[test]
+    fn compact_alone_keeps_records_whatever_their_age_and_compact_delete_keeps_retention() {
+        let settings = |policy: &str| {
+            [
+                ("cleanup.policy".to_string(), Some(policy.to_string())),
+                ("retention.ms".to_string(), Some("60000".to_string())),
+                ("delete.retention.ms".to_string(), Some("100".to_string())),
+                ("min.compaction.lag.ms".to_string(), Some("5".to_string())),
+            ]
+        };
+        let compact = stream_config(settings("compact")).unwrap();
+        assert_eq!(compact.retention_policy, Some(RetentionPolicy::Infinite), "retention.ms does not apply");
+        let policy = compact.key_compaction_policy().unwrap();
+        assert_eq!((policy.delete_retention_ms, policy.min_lag_ms), (100, 5));
+        let both = stream_config(settings("delete, compact")).unwrap();
+        assert_eq!(both.retention_policy, Some(RetentionPolicy::Age(60)));
+        assert!(both.key_compaction_policy().is_some());
+        let cleanup =
+            |config: &StreamConfig| described(config).into_iter().find(|(n, ..)| *n == "cleanup.policy").unwrap().1;
+        assert_eq!((cleanup(&compact), cleanup(&both)), ("compact".to_string(), "compact,delete".to_string()));
+        // Back to delete: key compaction off, its settings kept.
+        let off = patch_of(vec![("cleanup.policy".into(), Some("delete".into()))], false).unwrap().apply(compact);
+        assert_eq!(off.key_compaction_policy(), None);
+        assert_eq!(cleanup(&off), "delete");
     }
 }
