@@ -115,6 +115,34 @@ impl Compactor {
         Ok(report)
     }
 
+    /// Rewrites the shard's entries that lie in fragmented compacted objects (less than
+    /// half their bytes still named), so those objects are released: one object of up
+    /// to `object_bytes`.
+    pub async fn run_defragment(&self) -> Result<CompactionReport, CompactorError> {
+        let config = &self.config;
+        let call =
+            CatalogCall::PlanDefragment { shard: config.shard, shards: config.shards, max_bytes: config.object_bytes };
+        let plan = self.metadata.catalog(call).await?.into_compaction_plan()?;
+        let mut report = CompactionReport { pending_bytes: plan.pending_bytes, ..CompactionReport::default() };
+        if plan.runs.is_empty() {
+            return Ok(report);
+        }
+        let blocks = self.fetch(&plan.runs).await?;
+        let block_bytes = config.block_bytes;
+        let built = tokio::task::spawn_blocking(move || build_object(&plan.runs, &blocks, block_bytes))
+            .await
+            .map_err(|e| CompactorError::Merge(e.to_string()))??;
+        report.entries_dropped += built.runs_dropped;
+        if let Some(swapped) = self.upload_and_swap(built.parts, built.replacements).await? {
+            report.entries_dropped += swapped.dropped;
+            report.objects_written = u64::from(swapped.accepted > 0);
+            report.bytes_written = swapped.bytes;
+            report.entries_written = swapped.accepted;
+            self.stats.defragment_passes.fetch_add(u64::from(swapped.accepted > 0), Ordering::Relaxed);
+        }
+        Ok(report)
+    }
+
     /// Uploads a built object and asks metadata to swap its entries in; deletes it again
     /// when none was accepted. `None` when there was nothing to swap.
     pub(crate) async fn upload_and_swap(
@@ -250,7 +278,8 @@ pub(crate) fn lay_out(
             arrival_cap: None,
             metered_end: merged.old.last().and_then(|last| last.metered_end),
         };
-        replacements.push(Replacement { stream_id: run.stream_id, old: merged.old, new });
+        let (basin, stream) = (run.basin.clone(), run.stream.clone());
+        replacements.push(Replacement { stream_id: run.stream_id, basin, stream, old: merged.old, new });
     }
 }
 
@@ -271,6 +300,9 @@ pub async fn run_compactor(compactor: Arc<Compactor>, shutdown: impl std::future
         let pass = compactor.run_once().await;
         if let Err(error) = compactor.run_key_pass().await {
             tracing::warn!(%error, "key compaction pass failed");
+        }
+        if let Err(error) = compactor.run_defragment().await {
+            tracing::warn!(%error, "defragmenting pass failed");
         }
         let pause = match pass {
             Ok(report) if report.objects_written > 0 => {

@@ -18,7 +18,10 @@
 //! that split the streams between them by shard.
 //!
 //! Key compaction (Kafka's `cleanup.policy=compact`, `by_key`) runs after each pass: it
-//! rewrites a stream keeping the last record of each key at its offset.
+//! rewrites a stream keeping the last record of each key at its offset. Then the entries
+//! left in fragmented compacted objects (less than half their bytes still named, after
+//! trims, retention, deletes or key compaction) are rewritten the same way, so those
+//! objects are released.
 //!
 //! Modules: `config`, `compact` (one pass), `by_key` (key compaction), `merge` (blocks
 //! into merged blocks), `stats`, `error`.

@@ -16,6 +16,8 @@ pub struct CompactorStats {
     /// Streams rewritten by key compaction, and the records it dropped.
     pub key_passes: AtomicU64,
     pub key_records_dropped: AtomicU64,
+    /// Objects written to move the entries out of fragmented compacted objects.
+    pub defragment_passes: AtomicU64,
 }
 
 impl CompactorStats {
@@ -36,6 +38,11 @@ impl CompactorStats {
                 "shale_compaction_entries_dropped_total",
                 "Merged entries not swapped in because a trim or delete changed their stream meanwhile",
                 &self.entries_dropped,
+            ),
+            (
+                "shale_compaction_defragment_passes_total",
+                "Objects written to move entries out of compacted objects less than half named",
+                &self.defragment_passes,
             ),
             ("shale_key_compaction_streams_total", "Streams key compaction read (from their trim point to their horizon)", &self.key_passes),
             (

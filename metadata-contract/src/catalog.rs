@@ -117,6 +117,13 @@ pub enum CatalogCall {
         shard: u32,
         shards: u32,
     },
+    /// Entries of the streams in the shard that lie in fragmented compacted objects (less
+    /// than half their bytes still named), as runs to rewrite, up to about `max_bytes`.
+    PlanDefragment {
+        shard: u32,
+        shards: u32,
+        max_bytes: u64,
+    },
     /// Records how far a stream's key compaction went.
     KeyCompacted {
         stream_id: u64,
@@ -273,6 +280,10 @@ pub struct KeyCompactionTarget {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replacement {
     pub stream_id: u64,
+    /// The stream's basin and name, which metadata keeps beside the compacted object so
+    /// that a later rewrite of the object (`PlanDefragment`) names its streams.
+    pub basin: String,
+    pub stream: String,
     pub old: Vec<IndexEntry>,
     pub new: IndexEntry,
 }
@@ -306,6 +317,7 @@ impl CatalogCall {
             CatalogCall::CompactedThrough { .. } => "compacted_through",
             CatalogCall::CommitCompaction { .. } => "commit_compaction",
             CatalogCall::PlanKeyCompaction { .. } => "plan_key_compaction",
+            CatalogCall::PlanDefragment { .. } => "plan_defragment",
             CatalogCall::KeyCompacted { .. } => "key_compacted",
             CatalogCall::IssueAccessToken { .. } => "issue_access_token",
             CatalogCall::AccessTokenBySecret { .. } => "access_token_by_secret",
@@ -331,6 +343,7 @@ impl CatalogCall {
             | CatalogCall::PlanCompaction { .. }
             | CatalogCall::CompactedThrough { .. }
             | CatalogCall::PlanKeyCompaction { .. }
+            | CatalogCall::PlanDefragment { .. }
             | CatalogCall::AccessTokenBySecret { .. }
             | CatalogCall::ListAccessTokens { .. }
             | CatalogCall::GetConsumer { .. }

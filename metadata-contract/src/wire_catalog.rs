@@ -70,6 +70,8 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
                 .iter()
                 .map(|r| pb::Replacement {
                     stream_id: r.stream_id,
+                    basin: r.basin.clone(),
+                    stream: r.stream.clone(),
                     old_entries: r.old.iter().map(IndexEntry::encode).collect(),
                     new_entry: r.new.encode(),
                 })
@@ -77,6 +79,9 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
         }),
         CatalogCall::PlanKeyCompaction { shard, shards } => {
             Call::PlanKeyCompaction(pb::PlanKeyCompaction { shard: *shard, shards: *shards })
+        }
+        CatalogCall::PlanDefragment { shard, shards, max_bytes } => {
+            Call::PlanDefragment(pb::PlanDefragment { shard: *shard, shards: *shards, max_bytes: *max_bytes })
         }
         CatalogCall::KeyCompacted { stream_id, cursor } => {
             Call::KeyCompacted(pb::KeyCompacted { stream_id: *stream_id, cursor: Some(key_cursor_to_wire(cursor)) })
@@ -171,6 +176,8 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
                 .map(|r| {
                     Ok(Replacement {
                         stream_id: r.stream_id,
+                        basin: r.basin,
+                        stream: r.stream,
                         old: entries_from_wire(&r.old_entries)?,
                         new: entry(&r.new_entry)?,
                     })
@@ -178,6 +185,9 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
                 .collect::<Result<_>>()?,
         },
         Call::PlanKeyCompaction(r) => CatalogCall::PlanKeyCompaction { shard: r.shard, shards: r.shards },
+        Call::PlanDefragment(r) => {
+            CatalogCall::PlanDefragment { shard: r.shard, shards: r.shards, max_bytes: r.max_bytes }
+        }
         Call::KeyCompacted(r) => CatalogCall::KeyCompacted {
             stream_id: r.stream_id,
             cursor: key_cursor_from_wire(r.cursor.unwrap_or_default()),
@@ -475,7 +485,13 @@ mod tests {
             },
             CatalogCall::CommitCompaction {
                 segment_id: u128::MAX - 1,
-                replacements: vec![Replacement { stream_id: 4, old: vec![entry(0), entry(2)], new: entry(0) }],
+                replacements: vec![Replacement {
+                    stream_id: 4,
+                    basin: "b".into(),
+                    stream: "s".into(),
+                    old: vec![entry(0), entry(2)],
+                    new: entry(0),
+                }],
             },
             CatalogCall::IssueAccessToken { record: token() },
             CatalogCall::AccessTokenBySecret { secret_hash: vec![1; 32] },
@@ -494,6 +510,7 @@ mod tests {
             CatalogCall::CompactedThrough { basin: "b".into(), stream: "s".into() },
             CatalogCall::AgentHeartbeat { agent: agent(), ttl_ms: 3000 },
             CatalogCall::PlanKeyCompaction { shard: 1, shards: 3 },
+            CatalogCall::PlanDefragment { shard: 0, shards: 2, max_bytes: 1 << 20 },
             CatalogCall::KeyCompacted { stream_id: 9, cursor: KeyCursor { through: 40, tombstones_due_ms: 77 } },
         ];
         for call in calls {

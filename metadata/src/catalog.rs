@@ -81,6 +81,9 @@ impl Metadata {
             CatalogCall::PlanKeyCompaction { shard, shards } => {
                 CatalogReply::KeyCompactionTargets(self.plan_key_compaction(shard, shards).await?)
             }
+            CatalogCall::PlanDefragment { shard, shards, max_bytes } => {
+                CatalogReply::CompactionPlan(self.plan_defragment(shard, shards, max_bytes).await?)
+            }
             CatalogCall::KeyCompacted { stream_id, cursor } => {
                 self.key_compacted(stream_id, cursor).await?;
                 CatalogReply::Done

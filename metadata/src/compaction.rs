@@ -273,8 +273,13 @@ impl Metadata {
             batch.put(keys::compaction_cursor(id), cursor.to_be_bytes());
             accepted.push(*new);
             cursors.push((id, cursor));
+            // Which streams the object holds, for its rewrite once fragmented (`defragment`).
+            let stream_key = keys::stream(&replacement.basin, &replacement.stream);
+            batch.put(keys::compacted_stream(segment_id, id), stream_key);
         }
-        batch.put(keys::segment(segment_id), SegmentRefs::committed(accepted.iter()).encode());
+        let refs = SegmentRefs { compacted: true, ..SegmentRefs::committed(accepted.iter()) };
+        batch.put(keys::segment(segment_id), refs.encode());
+
         self.decrement_refs(&mut batch, &releases).await?;
         Ok(PreparedSwap { batch, accepted: accepted.len(), cursors })
     }

@@ -23,6 +23,8 @@
 //! | `x/<transactional id>` | a Kafka transactional id's producer, epoch and open transaction (`transactional`) |
 //! | `y/<id length u16><transactional id><n u64>` | an append staged in that transaction (`transactional`) |
 //! | `q/<stream id u64>` | the stream's key compaction cursor and its key (`key_compaction`) |
+//! | `f/<segment id u128>` | a compacted object less than half named (`defragment`) |
+//! | `r/<segment id u128><stream id u64>` | the stream's key: the compacted object holds its blocks (`defragment`) |
 //! | `m/agenda_seeded` | present once `w/` and `u/` cover every stream (`agenda`) |
 
 pub const NEXT_STREAM_ID: &[u8] = b"m/next_stream_id";
@@ -46,6 +48,21 @@ pub fn reclaim_agenda(due_ms: u64, stream_id: u64) -> Vec<u8> {
 /// The stream id of a `w/` key.
 pub fn agenda_stream_id_of(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.get(10..18)?.try_into().ok()?))
+}
+
+pub const FRAGMENTED_PREFIX: &[u8] = b"f/";
+
+pub fn fragmented(segment_id: u128) -> Vec<u8> {
+    [FRAGMENTED_PREFIX, &segment_id.to_be_bytes()].concat()
+}
+
+pub fn compacted_stream(segment_id: u128, stream_id: u64) -> Vec<u8> {
+    [&b"r/"[..], &segment_id.to_be_bytes(), &stream_id.to_be_bytes()].concat()
+}
+
+/// Every `r/` key of a compacted object.
+pub fn compacted_streams_of(segment_id: u128) -> Vec<u8> {
+    [&b"r/"[..], &segment_id.to_be_bytes()].concat()
 }
 
 pub const KEY_COMPACTION_PREFIX: &[u8] = b"q/";

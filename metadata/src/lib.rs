@@ -53,6 +53,7 @@ mod commit;
 mod commit_tests;
 mod compaction;
 mod consumers;
+mod defragment;
 mod durability;
 mod gc;
 mod gc_stats;

@@ -298,6 +298,7 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         for (segment_id, _) in deleted {
             batch.delete(keys::released(segment_id));
+            self.forget_object_streams(&mut batch, segment_id).await?;
         }
         self.write_durably(writer, batch).await
     }

@@ -253,7 +253,13 @@ pub(crate) fn whole_run_replacements(plan: &crate::CompactionPlan, compacted: u1
                 last_timestamp: last.last_timestamp,
                 ..first
             };
-            crate::Replacement { stream_id: run.stream_id, old: run.entries.clone(), new }
+            crate::Replacement {
+                stream_id: run.stream_id,
+                basin: run.basin.clone(),
+                stream: run.stream.clone(),
+                old: run.entries.clone(),
+                new,
+            }
         })
         .collect()
 }
@@ -378,5 +384,91 @@ async fn reclaim_pages_are_read_while_the_writer_lock_is_held() {
     let report = f.metadata.reclaim(f.store.as_ref()).await.unwrap();
     assert_eq!((report.entries_removed, report.streams_purged, report.segments_released), (4, 1, 2), "{report:?}");
     assert_eq!(f.first_seq("expiring").await, None);
+    f.metadata.close().await.unwrap();
+}
+
+/// A compacted object that a trim leaves less than half named is offered for rewriting
+/// (only the entries still named, of the streams still holding them); once they have
+/// moved, the object is released, deleted after its grace, and forgotten by the plan.
+#[tokio::test]
+async fn a_fragmented_compacted_object_is_planned_for_rewriting_and_then_released() {
+    use crate::CatalogCall;
+    let f = open(&[("kept", StreamConfig::default()), ("trimmed", StreamConfig::default())]).await;
+    f.commit(1, &["kept", "trimmed"]).await;
+    f.commit(2, &["trimmed"]).await;
+    f.advance(61);
+    let plan = f.plan().await;
+    let compacted = ulid::Ulid::from_parts(f.clock.now_ms(), 4).0;
+    let mut replacements = whole_run_replacements(&plan, compacted);
+    for replacement in &mut replacements {
+        replacement.new.len = if replacement.stream == "trimmed" { 400 } else { 100 };
+    }
+    let call = CatalogCall::CommitCompaction { segment_id: compacted, replacements };
+    assert_eq!(f.metadata.catalog(call).await.unwrap().into_compaction_accepted().unwrap(), 2);
+    let defragment = || async {
+        let call = CatalogCall::PlanDefragment { shard: 0, shards: 1, max_bytes: 1 << 20 };
+        f.metadata.catalog(call).await.unwrap().into_compaction_plan().unwrap()
+    };
+    assert!(defragment().await.runs.is_empty(), "a whole object is not fragmented");
+
+    // Trimming `trimmed` leaves 100 of the object's 500 bytes named.
+    let segment_id = ulid::Ulid::from_parts(f.clock.now_ms(), 5).0;
+    let trim = append("trimmed", 1, vec![Command::Trim(2)], f.clock.now_ms());
+    let request = CommitRequest { segment_id, units: vec![CommitUnit { appends: vec![trim] }] };
+    assert!(f.metadata.commit(request).await.unwrap()[0].is_ok());
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    let plan = defragment().await;
+    let kept_id = f.metadata.stream(BASIN, "kept").await.unwrap().record.id;
+    let [run] = plan.runs.as_slice() else { panic!("one run: {plan:?}") };
+    assert_eq!((run.stream.as_str(), run.stream_id, run.entries.len()), ("kept", kept_id, 1));
+    assert_eq!((run.entries[0].segment_id, plan.pending_bytes), (compacted, 100));
+
+    let rewritten = ulid::Ulid::from_parts(f.clock.now_ms(), 6).0;
+    let call =
+        CatalogCall::CommitCompaction { segment_id: rewritten, replacements: whole_run_replacements(&plan, rewritten) };
+    assert_eq!(f.metadata.catalog(call).await.unwrap().into_compaction_accepted().unwrap(), 1);
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    f.advance(31);
+    f.metadata.reclaim(f.store.as_ref()).await.unwrap();
+    assert!(f.metadata.db.get(&crate::keys::segment(compacted)).await.unwrap().is_none(), "released");
+    let leftovers = f.metadata.db.get(&crate::keys::compacted_stream(compacted, kept_id)).await.unwrap();
+    assert!(leftovers.is_none(), "the deleted object's streams are forgotten");
+    assert!(defragment().await.runs.is_empty());
+    assert_eq!(f.metadata.entries_from(kept_id, 0, 10).await.unwrap()[0].segment_id, rewritten);
+    f.metadata.close().await.unwrap();
+}
+
+/// Only streams with key compaction on are planned for it, while they have records past
+/// their key cursor or a tombstone due; turning it off forgets the stream.
+#[tokio::test]
+async fn key_compaction_plans_the_streams_with_it_on_and_new_records_or_tombstones_due() {
+    use crate::{CatalogCall, KeyCompactionConfig, KeyCursor, StreamPatch};
+    let on = KeyCompactionConfig { enabled: Some(true), delete_retention_ms: Some(1_000), min_lag_ms: None };
+    let compacted = StreamConfig { key_compaction: Some(on), ..StreamConfig::default() };
+    let f = open(&[("changelog", compacted), ("plain", StreamConfig::default())]).await;
+    let plan = || async {
+        let call = CatalogCall::PlanKeyCompaction { shard: 0, shards: 1 };
+        f.metadata.catalog(call).await.unwrap().into_key_compaction_targets().unwrap()
+    };
+    assert!(plan().await.is_empty(), "nothing written yet");
+    f.commit(1, &["changelog", "plain"]).await;
+    let targets = plan().await;
+    let [target] = targets.as_slice() else { panic!("one target: {targets:?}") };
+    assert_eq!((target.stream.as_str(), target.record.next_seq, target.cursor), ("changelog", 1, KeyCursor::default()));
+
+    let id = target.record.id;
+    let cursor = KeyCursor { through: 1, tombstones_due_ms: f.clock.now_ms() + 5_000 };
+    f.metadata.catalog(CatalogCall::KeyCompacted { stream_id: id, cursor }).await.unwrap().into_done().unwrap();
+    assert!(plan().await.is_empty(), "compacted through its tail, no tombstone due");
+    f.advance(5);
+    assert_eq!(plan().await.len(), 1, "a tombstone fell due");
+
+    let off = StreamPatch {
+        key_compaction: Some(KeyCompactionConfig { enabled: Some(false), ..KeyCompactionConfig::default() }),
+        ..StreamPatch::default()
+    };
+    f.metadata.reconfigure_stream(BASIN, "changelog", off).await.unwrap();
+    assert!(plan().await.is_empty(), "turned off");
+    assert!(f.metadata.db.get(&crate::keys::key_compaction(id)).await.unwrap().is_none(), "its mark is gone");
     f.metadata.close().await.unwrap();
 }

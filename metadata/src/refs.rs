@@ -24,6 +24,10 @@ pub(crate) struct SegmentRefs {
     pub live_bytes: u64,
     /// Bytes of every block the commit made visible: what deleting the object frees.
     pub committed_bytes: u64,
+    /// Written by compaction (sorted by stream): once fragmented, rewritten by
+    /// `defragment`. A gateway's segment needs no such rewrite: compaction moves every
+    /// entry out of it.
+    pub compacted: bool,
 }
 
 impl SegmentRefs {
@@ -35,14 +39,23 @@ impl SegmentRefs {
     /// blocks staged in open transactions).
     pub fn of_blocks(lens: impl Iterator<Item = u32>) -> Self {
         let (blocks, bytes) = lens.fold((0, 0), |(blocks, bytes), len| (blocks + 1, bytes + u64::from(len)));
-        Self { blocks, live_bytes: bytes, committed_bytes: bytes }
+        Self { blocks, live_bytes: bytes, committed_bytes: bytes, compacted: false }
     }
 
-    pub fn encode(&self) -> [u8; 24] {
-        let mut out = [0u8; 24];
-        out[..8].copy_from_slice(&self.blocks.to_be_bytes());
-        out[8..16].copy_from_slice(&self.live_bytes.to_be_bytes());
-        out[16..].copy_from_slice(&self.committed_bytes.to_be_bytes());
+    /// Less than half of what the commit made visible is still named.
+    pub fn fragmented(&self) -> bool {
+        self.blocks > 0 && self.live_bytes.saturating_mul(2) < self.committed_bytes
+    }
+
+    /// 24 bytes, and a 25th (1) for a compacted object.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(25);
+        out.extend_from_slice(&self.blocks.to_be_bytes());
+        out.extend_from_slice(&self.live_bytes.to_be_bytes());
+        out.extend_from_slice(&self.committed_bytes.to_be_bytes());
+        if self.compacted {
+            out.push(1);
+        }
         out
     }
 
@@ -50,11 +63,11 @@ impl SegmentRefs {
     pub fn decode(key: &[u8], value: &[u8]) -> Result<Self> {
         let word = |n: usize| value.get(n * 8..n * 8 + 8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
         match (value.len(), word(0), word(1), word(2)) {
-            (8, Some(blocks), _, _) => Ok(Self { blocks, live_bytes: 0, committed_bytes: 0 }),
-            (24, Some(blocks), Some(live_bytes), Some(committed_bytes)) => {
-                Ok(Self { blocks, live_bytes, committed_bytes })
+            (8, Some(blocks), _, _) => Ok(Self { blocks, live_bytes: 0, committed_bytes: 0, compacted: false }),
+            (24 | 25, Some(blocks), Some(live_bytes), Some(committed_bytes)) => {
+                Ok(Self { blocks, live_bytes, committed_bytes, compacted: value.get(24) == Some(&1) })
             }
-            _ => Err(corrupt(key, "expected 8 or 24 bytes of segment references")),
+            _ => Err(corrupt(key, "expected 8, 24 or 25 bytes of segment references")),
         }
     }
 }
@@ -165,10 +178,14 @@ impl Metadata {
             let left = SegmentRefs {
                 blocks: refs.blocks.saturating_sub(blocks),
                 live_bytes: refs.live_bytes.saturating_sub(bytes),
-                committed_bytes: refs.committed_bytes,
+                ..refs
             };
+            if left.compacted && left.fragmented() {
+                batch.put(keys::fragmented(segment_id), []);
+            }
             if left.blocks == 0 {
                 batch.delete(&key);
+                batch.delete(keys::fragmented(segment_id));
                 batch.put(keys::released(segment_id), Released { at_ms: now_ms, bytes: refs.committed_bytes }.encode());
                 released += 1;
             } else {
@@ -189,10 +206,13 @@ mod tests {
 
     #[test]
     fn references_round_trip_and_old_values_decode() {
-        let refs = SegmentRefs { blocks: 3, live_bytes: 300, committed_bytes: 900 };
+        let refs = SegmentRefs { blocks: 3, live_bytes: 300, committed_bytes: 900, compacted: false };
         assert_eq!(SegmentRefs::decode(b"o/x", &refs.encode()).unwrap(), refs);
+        let compacted = SegmentRefs { compacted: true, ..refs };
+        assert_eq!(SegmentRefs::decode(b"o/x", &compacted.encode()).unwrap(), compacted);
+        assert!(refs.fragmented() && !SegmentRefs { live_bytes: 450, ..refs }.fragmented());
         let old = SegmentRefs::decode(b"o/x", &7u64.to_be_bytes()).unwrap();
-        assert_eq!(old, SegmentRefs { blocks: 7, live_bytes: 0, committed_bytes: 0 });
+        assert_eq!(old, SegmentRefs { blocks: 7, live_bytes: 0, committed_bytes: 0, compacted: false });
         assert!(SegmentRefs::decode(b"o/x", &[1, 2, 3]).is_err());
         let released = Released { at_ms: 5, bytes: 6 };
         assert_eq!(Released::decode(b"z/x", &released.encode()).unwrap(), released);
