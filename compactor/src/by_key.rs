@@ -24,15 +24,13 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use shale_metadata_contract::{
     CatalogCall, CompactionRun, IndexEntry, KeyCompactionPolicy, KeyCompactionTarget, KeyCursor,
 };
 use shale_proto::record::{KEY_HEADER, NULL_VALUE_HEADER};
 use shale_proto::{Record, SegmentBuilder};
 
-use crate::compact::lay_out;
-use crate::merge::{decode_entries, merge_kept, DecodedEntry, MergedBlock};
+use crate::merge::{decode_entries, lay_out, merge_kept, DecodedEntry, MergedBlock};
 use crate::{Compactor, CompactorError};
 
 /// The most entry bytes one stream's key compaction reads at once (held in memory while
@@ -41,12 +39,6 @@ pub const MAX_STREAM_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Index entries read per lookup while finding a stream's horizon.
 const ENTRIES_PER_LOOKUP: usize = 1_000;
-
-/// Where the table tier holds a stream's history through: `Some(seq)` when its basin
-/// tiers (records below `seq` are in the table), `None` when it does not. Key compaction
-/// drops nothing the table has not got.
-pub type TieredThrough =
-    Box<dyn Fn(KeyCompactionTarget) -> BoxFuture<'static, Result<Option<u64>, CompactorError>> + Send + Sync>;
 
 /// What one key compaction pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,15 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shale_metadata_contract::{CatalogCall, CompactionRun, IndexEntry, MetadataApi, MetadataError, Replacement};
+use shale_metadata_contract::{CatalogCall, CompactionRun, MetadataApi, MetadataError, Replacement};
 use shale_proto::segment::object_path;
 use shale_proto::SegmentBuilder;
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use shale_storage::Clock;
 
-use crate::by_key::TieredThrough;
-use crate::merge::{merge_run, MergedBlock, MERGED_POLICY};
+use crate::merge::{lay_out, merge_run};
+use crate::tiered::TieredThrough;
 use crate::{CompactorConfig, CompactorError, CompactorStats};
 
 /// Source objects read at once: at store latency a pass waits about one round trip per
@@ -252,35 +252,6 @@ fn build_object(
         lay_out(&mut builder, &mut replacements, run, merge_run(&inputs, block_bytes)?);
     }
     Ok(BuiltObject { parts: builder.finish_parts(), replacements, runs_dropped })
-}
-
-/// Adds a run's merged blocks to `builder`, and the replacement naming each.
-pub(crate) fn lay_out(
-    builder: &mut SegmentBuilder,
-    replacements: &mut Vec<Replacement>,
-    run: &CompactionRun,
-    merged: Vec<MergedBlock>,
-) {
-    let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
-    for merged in merged {
-        let info = builder.push_block(stream_key.clone(), merged.records, merged.block);
-        let first = merged.old[0];
-        let new = IndexEntry {
-            segment_id: 0,
-            offset: info.offset,
-            len: info.len,
-            first_seq: first.first_seq,
-            record_count: merged.span,
-            first_timestamp: merged.first_timestamp,
-            last_timestamp: merged.last_timestamp,
-            timestamp_floor: merged.timestamp_floor,
-            timestamp_policy: MERGED_POLICY,
-            arrival_cap: None,
-            metered_end: merged.old.last().and_then(|last| last.metered_end),
-        };
-        let (basin, stream) = (run.basin.clone(), run.stream.clone());
-        replacements.push(Replacement { stream_id: run.stream_id, basin, stream, old: merged.old, new });
-    }
 }
 
 fn store_error(path: &Path, error: &shale_storage::object_store::Error) -> CompactorError {

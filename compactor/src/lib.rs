@@ -23,8 +23,9 @@
 //! trims, retention, deletes or key compaction) are rewritten the same way, so those
 //! objects are released.
 //!
-//! Modules: `config`, `compact` (one pass), `by_key` (key compaction), `merge` (blocks
-//! into merged blocks), `stats`, `error`.
+//! Modules: `config`, `compact` (one pass, and defragmenting), `by_key` (key
+//! compaction), `tiered` (what it leaves for the table tier), `merge` (blocks into merged
+//! blocks laid out in an object), `stats`, `error`.
 
 mod by_key;
 mod compact;
@@ -32,9 +33,11 @@ mod config;
 mod error;
 mod merge;
 mod stats;
+mod tiered;
 
-pub use by_key::{KeyPassReport, TieredThrough, MAX_STREAM_BYTES};
+pub use by_key::{KeyPassReport, MAX_STREAM_BYTES};
 pub use compact::{run_compactor, CompactionReport, Compactor};
 pub use config::CompactorConfig;
 pub use error::CompactorError;
 pub use stats::CompactorStats;
+pub use tiered::TieredThrough;

@@ -2,9 +2,9 @@
 //! final timestamps, so the new index entry replays them as they are.
 
 use bytes::Bytes;
-use shale_metadata_contract::IndexEntry;
+use shale_metadata_contract::{CompactionRun, IndexEntry, Replacement};
 use shale_proto::segment::{decode_block, encode_block, encode_sparse_block, object_path, DecodedBlock};
-use shale_proto::{Record, SegmentError, TimestampPolicy, TimestampingMode};
+use shale_proto::{Record, SegmentBuilder, SegmentError, TimestampPolicy, TimestampingMode};
 
 use crate::CompactorError;
 
@@ -133,6 +133,35 @@ fn finish(pending: Pending) -> MergedBlock {
         encode_sparse_block(last_timestamp, &pending.records, &pending.positions)
     };
     MergedBlock { block, records, span, old: pending.old, first_timestamp, last_timestamp, timestamp_floor }
+}
+
+/// Adds a run's merged blocks to `builder`, and the replacement naming each.
+pub(crate) fn lay_out(
+    builder: &mut SegmentBuilder,
+    replacements: &mut Vec<Replacement>,
+    run: &CompactionRun,
+    merged: Vec<MergedBlock>,
+) {
+    let stream_key = Bytes::from(format!("{}/{}", run.basin, run.stream));
+    for merged in merged {
+        let info = builder.push_block(stream_key.clone(), merged.records, merged.block);
+        let first = merged.old[0];
+        let new = IndexEntry {
+            segment_id: 0,
+            offset: info.offset,
+            len: info.len,
+            first_seq: first.first_seq,
+            record_count: merged.span,
+            first_timestamp: merged.first_timestamp,
+            last_timestamp: merged.last_timestamp,
+            timestamp_floor: merged.timestamp_floor,
+            timestamp_policy: MERGED_POLICY,
+            arrival_cap: None,
+            metered_end: merged.old.last().and_then(|last| last.metered_end),
+        };
+        let (basin, stream) = (run.basin.clone(), run.stream.clone());
+        replacements.push(Replacement { stream_id: run.stream_id, basin, stream, old: merged.old, new });
+    }
 }
 
 #[cfg(test)]
