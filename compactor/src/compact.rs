@@ -92,26 +92,8 @@ impl Compactor {
         if planned == 0 || (planned < config.min_object_bytes && !waited_enough) {
             return Ok(report);
         }
-        let blocks = self.fetch(&plan.runs).await?;
-        // Decoding and re-encoding up to `object_bytes` takes a pass's CPU: off the
-        // runtime's threads, which serve appends and reads in the same process.
-        let block_bytes = config.block_bytes;
-        let built = tokio::task::spawn_blocking(move || build_object(&plan.runs, &blocks, block_bytes))
-            .await
-            .map_err(|e| CompactorError::Merge(e.to_string()))??;
-        report.entries_dropped += built.runs_dropped;
-        let BuiltObject { parts, replacements, .. } = built;
-        let Some(swapped) = self.upload_and_swap(parts, replacements).await? else {
-            return Ok(report);
-        };
-        report.entries_dropped += swapped.dropped;
-        if swapped.accepted == 0 {
-            return Ok(report);
-        }
-        report.objects_written = 1;
-        report.bytes_written = swapped.bytes;
-        report.entries_written = swapped.accepted;
-        self.stats.passes.fetch_add(1, Ordering::Relaxed);
+        self.rewrite_runs(plan.runs, &mut report).await?;
+        self.stats.passes.fetch_add(report.objects_written, Ordering::Relaxed);
         Ok(report)
     }
 
@@ -127,20 +109,35 @@ impl Compactor {
         if plan.runs.is_empty() {
             return Ok(report);
         }
-        let blocks = self.fetch(&plan.runs).await?;
-        let block_bytes = config.block_bytes;
-        let built = tokio::task::spawn_blocking(move || build_object(&plan.runs, &blocks, block_bytes))
+        self.rewrite_runs(plan.runs, &mut report).await?;
+        self.stats.defragment_passes.fetch_add(report.objects_written, Ordering::Relaxed);
+        Ok(report)
+    }
+
+    /// Fetches the runs' blocks, merges each run into one object, uploads it and swaps
+    /// its entries in, counting what was written and dropped in `report`.
+    async fn rewrite_runs(
+        &self,
+        runs: Vec<CompactionRun>,
+        report: &mut CompactionReport,
+    ) -> Result<(), CompactorError> {
+        let blocks = self.fetch(&runs).await?;
+        // Decoding and re-encoding up to `object_bytes` takes a pass's CPU: off the
+        // runtime's threads, which serve appends and reads in the same process.
+        let block_bytes = self.config.block_bytes;
+        let built = tokio::task::spawn_blocking(move || build_object(&runs, &blocks, block_bytes))
             .await
             .map_err(|e| CompactorError::Merge(e.to_string()))??;
         report.entries_dropped += built.runs_dropped;
         if let Some(swapped) = self.upload_and_swap(built.parts, built.replacements).await? {
             report.entries_dropped += swapped.dropped;
-            report.objects_written = u64::from(swapped.accepted > 0);
-            report.bytes_written = swapped.bytes;
-            report.entries_written = swapped.accepted;
-            self.stats.defragment_passes.fetch_add(u64::from(swapped.accepted > 0), Ordering::Relaxed);
+            if swapped.accepted > 0 {
+                report.objects_written = 1;
+                report.bytes_written = swapped.bytes;
+                report.entries_written = swapped.accepted;
+            }
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Uploads a built object and asks metadata to swap its entries in; deletes it again
