@@ -20,9 +20,11 @@
 pub mod auth;
 mod capped;
 mod coalesce;
+mod cors;
 mod error;
 mod grpc;
 mod http_layers;
+mod init;
 mod layers;
 mod listener;
 mod ops;
@@ -40,9 +42,11 @@ use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 pub use axum::Router;
+pub use cors::{with_cors, CorsConfig};
 pub use error::ApiError;
 pub use grpc::serve_grpc;
 pub use http_layers::REQUEST_TIMEOUT;
+pub use init::{apply_init_file, InitError, InitReport};
 pub use listener::{capped_incoming, grpc_server, serve, ConnectionLimits};
 pub use ops::ops_router;
 pub use process::render_process_metrics;

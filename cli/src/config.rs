@@ -52,6 +52,14 @@ pub struct ServeArgs {
     /// drains and closes), then take over. Without it, such a start is refused.
     #[arg(long)]
     pub takeover: bool,
+    /// No CORS headers: browser pages on other origins cannot call the HTTP API
+    /// (`[cors] enabled = false`).
+    #[arg(long)]
+    pub no_cors: bool,
+    /// A JSON file of basins and streams created or reconciled at every start
+    /// (`docs/operations.md`); a bad file stops the start with the line at fault.
+    #[arg(long, env = "SHALE_INIT_FILE")]
+    pub init_file: Option<PathBuf>,
 }
 
 /// `shale gateway` and `shale reader`: the server settings plus where metadata runs.
@@ -196,6 +204,11 @@ pub struct ServeConfig {
     pub cluster: ClusterTiming,
     /// Limits of the HTTP listeners.
     pub connections: shale_api::ConnectionLimits,
+    /// Browser access to the HTTP listeners (on for any origin unless turned off).
+    pub cors: shale_api::CorsConfig,
+    /// Basins and streams to create or reconcile at start (`shale serve`, gateways and
+    /// agents): `--init-file`, `SHALE_INIT_FILE`.
+    pub init_file: Option<PathBuf>,
     pub auth: AuthSettings,
     pub tls: TlsSettings,
     /// `--takeover` (a command-line choice, not a setting).
@@ -224,6 +237,8 @@ impl Default for ServeConfig {
             tables: shale_tables::TieringConfig::default(),
             cluster: ClusterTiming::default(),
             connections: shale_api::ConnectionLimits::default(),
+            cors: shale_api::CorsConfig::default(),
+            init_file: None,
             auth: AuthSettings::default(),
             tls: TlsSettings::default(),
             takeover: false,
@@ -295,6 +310,12 @@ impl ServeConfig {
             }
         }
         config.takeover = args.takeover;
+        if args.no_cors {
+            config.cors.enabled = false;
+        }
+        if args.init_file.is_some() {
+            config.init_file.clone_from(&args.init_file);
+        }
         if let Some(path) = &args.config {
             config.source = path.display().to_string();
         }
@@ -374,6 +395,8 @@ mod tests {
             tls_key: None,
             tls_ca: None,
             takeover: false,
+            no_cors: false,
+            init_file: None,
         };
         let ports = [
             DefaultPorts::SERVE,

@@ -158,6 +158,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let timeouts = tokio::spawn(run_transaction_timeouts(metadata.clone()));
     let mut running = client_api(&config, state.clone(), listeners)?;
+    apply_init_file(&config, &state.service()).await?;
     running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Alone).await?;
     running.metadata = Some(metadata);
     running.background.extend([gc, timeouts]);
@@ -248,7 +249,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
         Arc::new(SystemClock),
     ));
     let router = shale_api::ops_router("compactor", || Ok(()), metrics, auth);
-    let (stop_http, http) = spawn_http(http_listener, router, config.connections, config.tls.acceptor()?);
+    let (stop_http, http) = spawn_http(http_listener, router, &config, config.tls.acceptor()?)?;
     tracing::info!(role = "compactor", http = %http_addr, shard = config.compactor.shard,
         shards = config.compactor.shards, store = %store.url, metadata = ?metadata_addrs, version = env!("CARGO_PKG_VERSION"), config = %config.source, "shale serving");
     Ok(Running {
@@ -313,6 +314,9 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
             .with_table_store(store.store.clone(), store.url.clone());
     let mut running = client_api(&config, state.clone(), listeners)?;
     running.lock = lock;
+    if gateway.is_some() {
+        apply_init_file(&config, &state.service()).await?;
+    }
     running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Agents).await?;
     let block_cache_bytes = matches!(role, Role::Reader | Role::Agent).then_some(config.reader.block_cache_bytes);
     let kafka = running.kafka_shown();
@@ -392,7 +396,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
         Arc::new(SystemClock),
     ));
     let router = shale_api::ops_router("metadata", ready, metrics, auth);
-    let (stop_http, http) = spawn_http(http_listener, router, config.connections, http_tls);
+    let (stop_http, http) = spawn_http(http_listener, router, &config, http_tls)?;
     let gc = tokio::spawn(run_collection(metadata.clone(), store.store.clone()));
     let timeouts = tokio::spawn(run_transaction_timeouts(metadata.clone()));
     tracing::info!(role = "metadata", grpc = %grpc_addr, http = %http_addr, %advertise, instance = lease.instance(),
@@ -411,13 +415,38 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     })
 }
 
-/// Serves `router` on `listener` with the process's connection limits and TLS.
+/// Applies the init file, if any, through `service`: a bad file stops the start with the
+/// line at fault; while metadata is not answering yet (a leader lease being taken), it is
+/// applied again, for up to 30 s.
+async fn apply_init_file(config: &ServeConfig, service: &shale_api::Service) -> anyhow::Result<()> {
+    let Some(path) = &config.init_file else { return Ok(()) };
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading the init file {}", path.display()))?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match shale_api::apply_init_file(service, &text).await {
+            Ok(report) => {
+                tracing::info!(file = %path.display(), created = report.created, reconfigured = report.reconfigured,
+                    unchanged = report.unchanged, "init file applied");
+                return Ok(());
+            }
+            Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
+                tracing::info!(error = %e, "init file: metadata not answering yet, trying again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => anyhow::bail!("init file {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Serves `router` on `listener` with the process's connection limits, TLS and CORS.
 fn spawn_http(
     listener: TcpListener,
     router: shale_api::Router,
-    limits: shale_api::ConnectionLimits,
+    config: &ServeConfig,
     tls: Option<shale_api::TlsAcceptor>,
-) -> (oneshot::Sender<()>, JoinHandle<()>) {
+) -> anyhow::Result<(oneshot::Sender<()>, JoinHandle<()>)> {
+    let router = shale_api::with_cors(router, &config.cors).map_err(anyhow::Error::msg)?;
+    let limits = config.connections;
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let stopped = async {
@@ -427,7 +456,7 @@ fn spawn_http(
             tracing::error!(error = %e, "http server failed");
         }
     });
-    (stop, server)
+    Ok((stop, server))
 }
 
 impl Running {
@@ -492,7 +521,7 @@ fn client_api(config: &ServeConfig, state: AppState, listeners: ClientListeners)
     let http_addr = http_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
     let (limits, tls) = (config.connections, config.tls.acceptor()?);
-    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), limits, tls.clone());
+    let (stop_http, http) = spawn_http(http_listener, shale_api::router(state.clone()), config, tls.clone())?;
     let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
     let (gateway, draining) = (state.gateway.clone(), state.draining.clone());
     let grpc = tokio::spawn(async move {

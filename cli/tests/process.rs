@@ -441,3 +441,128 @@ async fn a_missing_bucket_is_one_line_naming_it() {
         assert!(!stderr.contains("<Error>"), "{role:?}: {stderr}");
     }
 }
+
+/// A browser preflight from another origin (S2's TypeScript SDK in a page) is answered
+/// before authentication with what the page asked for, `Authorization` included; the
+/// call itself then needs its token like any other and its answer carries the CORS
+/// headers. With `--no-cors` a preflight is a call like any other (here 401: no token),
+/// and no answer carries a CORS header.
+#[tokio::test]
+async fn browser_pages_reach_the_api_through_cors_unless_turned_off() {
+    const ROOT: &str = "cors-root-token-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let token = [("SHALE_ROOT_TOKEN", ROOT.to_string())];
+    let (child, base, _grpc) = spawn(dir.path(), &["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"], &token);
+    let origin = "http://localhost:5173";
+    let preflight = client
+        .request(reqwest::Method::OPTIONS, format!("{base}/v1/basins"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "authorization,content-type,s2-request-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 200);
+    let header = |name: &str| preflight.headers().get(name).map(|v| v.to_str().unwrap().to_string());
+    assert_eq!(header("access-control-allow-origin").as_deref(), Some("*"));
+    assert!(header("access-control-allow-methods").unwrap().contains("POST"));
+    assert_eq!(header("access-control-allow-headers").as_deref(), Some("authorization,content-type,s2-request-token"));
+
+    let unauthenticated = client.get(format!("{base}/v1/basins")).header("origin", origin).send().await.unwrap();
+    assert_eq!(unauthenticated.status(), 401, "a page needs a token like any client");
+    let listed =
+        client.get(format!("{base}/v1/basins")).header("origin", origin).bearer_auth(ROOT).send().await.unwrap();
+    assert_eq!(listed.status(), 200);
+    assert_eq!(listed.headers()["access-control-allow-origin"], "*");
+    assert!(terminate(child).success());
+
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--no-cors"];
+    let (child, base, _grpc) = spawn(dir.path(), &args, &token);
+    let preflight = client
+        .request(reqwest::Method::OPTIONS, format!("{base}/v1/basins"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 401, "answered like any call without its token");
+    assert!(preflight.headers().get("access-control-allow-origin").is_none());
+    assert!(terminate(child).success());
+}
+
+/// The init file creates what it declares at start; changed and started again, it
+/// reconfigures what changed and creates what is new, and touches nothing else (a stream
+/// created through the API, records); a bad file stops the start with its line.
+#[tokio::test]
+async fn the_init_file_creates_and_reconciles_basins_and_streams_at_every_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let file = dir.path().join("init.json");
+    let spec = |retention: u64, extra: &str| {
+        format!(
+            "{{\"basins\": [{{\"name\": \"init-basin\", \"config\": {{\"create_stream_on_read\": true}},\n\
+             \"streams\": [{{\"name\": \"orders\", \"config\": {{\"retention_policy\": {{\"age\": {retention}}}}}}}{extra}]}}]}}\n"
+        )
+    };
+    std::fs::write(&file, spec(3600, "")).unwrap();
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--init-file", "init.json"];
+    let (child, base, _grpc) = spawn(dir.path(), &args, &[]);
+    let config = |path: String| {
+        let client = client.clone();
+        async move { client.get(path).send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let basin = config(format!("{base}/v1/basins/init-basin")).await;
+    assert_eq!(basin["create_stream_on_read"], true, "{basin}");
+    let stream_config = |base: String, stream: &'static str| {
+        let client = client.clone();
+        async move {
+            let r = client.get(format!("{base}/v1/streams/{stream}")).header("s2-basin", "init-basin").send().await;
+            r.unwrap().json::<Value>().await.unwrap()
+        }
+    };
+    assert_eq!(stream_config(base.clone(), "orders").await["retention_policy"], json!({ "age": 3600 }));
+    // Not in the file: created through the API, with a record.
+    let r = client
+        .post(format!("{base}/v1/streams"))
+        .header("s2-basin", "init-basin")
+        .json(&json!({ "stream": "manual", "config": { "retention_policy": { "age": 60 } } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = client
+        .post(format!("{base}/v1/streams/orders/records"))
+        .header("s2-basin", "init-basin")
+        .json(&json!({ "records": [{ "body": "kept" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(terminate(child).success());
+
+    std::fs::write(&file, spec(7200, ", {\"name\": \"refunds\"}")).unwrap();
+    let (child, base, _grpc) = spawn(dir.path(), &args, &[]);
+    assert_eq!(stream_config(base.clone(), "orders").await["retention_policy"], json!({ "age": 7200 }));
+    assert_eq!(stream_config(base.clone(), "refunds").await["retention_policy"], Value::Null, "created, S2's defaults");
+    assert_eq!(stream_config(base.clone(), "manual").await["retention_policy"], json!({ "age": 60 }), "untouched");
+    let read: Value = client
+        .get(format!("{base}/v1/streams/orders/records?seq_num=0"))
+        .header("s2-basin", "init-basin")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["records"][0]["body"], "kept");
+    assert!(terminate(child).success());
+
+    // A bad file: nothing starts, and the error names the line.
+    std::fs::write(&file, "{\"basins\": [\n  {\"name\": \"init-basin\",\n   \"streams\": [{\"name\": \"\"}]}\n]}\n")
+        .unwrap();
+    let output = common::shale().args(args).current_dir(dir.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "started with a bad init file");
+    assert!(stderr.contains("init.json") && stderr.contains("line 3"), "{stderr}");
+}

@@ -9,7 +9,7 @@
 
 mod access_tokens;
 mod basins;
-mod config;
+pub(crate) mod config;
 mod consumers;
 pub mod fuzz;
 mod query;

@@ -1,0 +1,187 @@
+//! The init file (`--init-file`, `SHALE_INIT_FILE`): basins and streams declared in JSON,
+//! created when missing and reconciled when their config differs, at every start, as
+//! s2-lite's. Configs take the shapes of S2's REST API (those `s2` sends: `{"age":
+//! 604800}` for a retention age), basins also Shale's `tables`; only the fields present
+//! are applied to an existing basin or stream, and one whose config already matches is
+//! not written. Nothing is ever deleted.
+//!
+//! ```json
+//! {"basins": [{"name": "events-basin", "config": {"create_stream_on_append": true},
+//!   "streams": [{"name": "orders", "config": {"retention_policy": {"age": 604800}}}]}]}
+//! ```
+//!
+//! The whole file is checked before anything is applied: JSON that does not parse, an
+//! unknown field, a bad name or config is refused with the line at fault.
+
+use serde::Deserialize;
+use shale_metadata_contract::{BasinConfig, StreamConfig};
+
+use crate::s2::config::{BasinPatchJson, StreamConfigJson};
+use crate::Service;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InitFile {
+    /// An editor's schema hint, as in S2's spec files; not read.
+    #[serde(default, rename = "$schema")]
+    _schema: Option<String>,
+    #[serde(default)]
+    basins: Vec<BasinSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BasinSpec {
+    name: String,
+    #[serde(default)]
+    config: Option<BasinPatchJson>,
+    #[serde(default)]
+    streams: Vec<StreamSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamSpec {
+    name: String,
+    #[serde(default)]
+    config: Option<StreamConfigJson>,
+}
+
+/// Why an init file was not applied (wholly or in part).
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// The file is refused before anything is applied; the message names the line.
+    #[error("{0}")]
+    Invalid(String),
+    /// A call failed; what came before it was applied, and applying again is safe.
+    #[error("{what}: {error}")]
+    Apply { what: String, error: shale_service::ServiceError },
+}
+
+impl InitError {
+    /// Worth trying again: metadata was not answering (no leader yet, failing over).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, InitError::Apply { error, .. } if error.code() == shale_proto::ErrorCode::Unavailable)
+    }
+}
+
+/// What applying an init file did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InitReport {
+    pub created: usize,
+    pub reconfigured: usize,
+    pub unchanged: usize,
+}
+
+/// One declared basin or stream, checked.
+struct Declared {
+    basin: String,
+    /// `None` for the basin itself.
+    stream: Option<String>,
+    basin_patch: shale_metadata_contract::BasinPatch,
+    stream_patch: shale_metadata_contract::StreamPatch,
+}
+
+/// Checks `text` whole: every error names its line.
+fn check(text: &str) -> Result<Vec<Declared>, String> {
+    let file: InitFile = serde_json::from_str(text).map_err(|e| format!("line {}: {e}", e.line()))?;
+    let at = |name: &str| line_of(text, name).map_or(String::new(), |line| format!("line {line}: "));
+    let mut declared = Vec::new();
+    for basin in file.basins {
+        shale_proto::names::validate_basin(&basin.name).map_err(|e| format!("{}{e}", at(&basin.name)))?;
+        let basin_patch = match basin.config {
+            Some(config) => config.into_patch().map_err(|e| format!("{}{e}", at(&basin.name)))?,
+            None => Default::default(),
+        };
+        basin_patch.apply(BasinConfig::default()).validate().map_err(|e| format!("{}{e}", at(&basin.name)))?;
+        for stream in &basin.streams {
+            shale_proto::names::validate_stream(&stream.name).map_err(|e| format!("{}{e}", at(&stream.name)))?;
+        }
+        let streams: Vec<Declared> = basin
+            .streams
+            .into_iter()
+            .map(|stream| {
+                let patch = stream.config.map(StreamConfigJson::into_patch).unwrap_or_default();
+                patch.apply(StreamConfig::default()).validate().map_err(|e| format!("{}{e}", at(&stream.name)))?;
+                Ok(Declared {
+                    basin: basin.name.clone(),
+                    stream: Some(stream.name),
+                    basin_patch: Default::default(),
+                    stream_patch: patch,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        declared.push(Declared { basin: basin.name, stream: None, basin_patch, stream_patch: Default::default() });
+        declared.extend(streams);
+    }
+    Ok(declared)
+}
+
+/// The line (from 1) of the first `"name"` string in `text`.
+fn line_of(text: &str, name: &str) -> Option<usize> {
+    let quoted = serde_json::to_string(name).ok()?;
+    let at = text.find(&quoted)?;
+    Some(text[..at].matches('\n').count() + 1)
+}
+
+/// Checks `text`, then creates or reconciles each basin and stream it declares through
+/// `service` (with full access).
+pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport, InitError> {
+    let declared = check(text).map_err(InitError::Invalid)?;
+    let mut report = InitReport::default();
+    for item in declared {
+        let basin = item.basin.as_str();
+        let described = match &item.stream {
+            None => format!("basin `{basin}`"),
+            Some(stream) => format!("stream `{basin}/{stream}`"),
+        };
+        let failed = |error: shale_service::ServiceError| InitError::Apply { what: described.clone(), error };
+        match &item.stream {
+            None => match service.basin_config(basin).await {
+                Ok(current) if item.basin_patch.apply(current.clone()) == current => report.unchanged += 1,
+                Ok(_) => {
+                    service.reconfigure_basin(basin, item.basin_patch).await.map_err(failed)?;
+                    report.reconfigured += 1;
+                }
+                Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
+                    let config = item.basin_patch.apply(BasinConfig::default());
+                    service.create_basin(basin, config, None).await.map_err(failed)?;
+                    report.created += 1;
+                }
+                Err(e) => return Err(failed(e)),
+            },
+            Some(stream) => match service.stream_config(basin, stream).await {
+                Ok(current) if item.stream_patch.apply(current.clone()) == current => report.unchanged += 1,
+                Ok(_) => {
+                    service.reconfigure_stream(basin, stream, item.stream_patch).await.map_err(failed)?;
+                    report.reconfigured += 1;
+                }
+                Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
+                    let config = item.stream_patch.apply(StreamConfig::default());
+                    service.create_stream(basin, stream, config, None).await.map_err(failed)?;
+                    report.created += 1;
+                }
+                Err(e) => return Err(failed(e)),
+            },
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_file_is_refused_with_its_line() {
+        let bad_json = "{\n  \"basins\": [\n    {\"name\": \"events-basin\",,}\n  ]\n}";
+        assert!(check(bad_json).err().is_some_and(|e| e.starts_with("line 3:")), "{:?}", check(bad_json).err());
+        let unknown = "{\"basins\": [\n  {\"name\": \"events-basin\", \"colour\": 1}\n]}";
+        assert!(check(unknown).err().is_some_and(|e| e.starts_with("line 2:") && e.contains("colour")));
+        let bad_name = "{\"basins\": [\n  {\"name\": \"events-basin\", \"streams\": [\n    {\"name\": \"\"}\n  ]}\n]}";
+        assert!(check(bad_name).err().is_some_and(|e| e.starts_with("line 3:")), "{:?}", check(bad_name).err());
+        let bad_config = "{\"basins\": [\n  {\"name\": \"events-basin\", \"streams\": [\n    {\"name\": \"s\",\n     \"config\": {\"retention_policy\": {\"age\": 0}}}\n  ]}\n]}";
+        assert!(check(bad_config).err().is_some_and(|e| e.starts_with("line 3:") && e.contains("age")));
+        assert_eq!(check("{\"basins\": []}").map(|d| d.len()), Ok(0));
+    }
+}
