@@ -34,6 +34,9 @@ pub struct Guards {
     /// A released object is deleted only `delete_grace` ticks after its release
     /// (`metadata/src/reclaim.rs`, `delete_released`); 0 turns the grace off.
     pub delete_grace: u8,
+    /// An instance whose durable write failed after it assigned offsets in memory stops
+    /// (`metadata/src/halt.rs`): it never assigns an offset after the hole that write left.
+    pub halt_on_failed_write: bool,
     /// A commit of an object older than `max_commit_age` is refused
     /// (`metadata/src/commit.rs`, `refuse_by_age`), so orphan collection, which waits
     /// longer, never deletes an object a commit may still name.
@@ -42,7 +45,8 @@ pub struct Guards {
 
 impl Guards {
     /// Every guard, with the grace longer than the longest read (`read_ticks`).
-    pub const ALL: Guards = Guards { fencing: true, swap_check: true, delete_grace: 2, max_commit_age: true };
+    pub const ALL: Guards =
+        Guards { fencing: true, swap_check: true, delete_grace: 2, halt_on_failed_write: true, max_commit_age: true };
 }
 
 /// The configuration explored.
@@ -143,6 +147,8 @@ pub struct State {
     pub read_missed: bool,
     /// A swap was applied (for the `sometimes` property).
     pub swapped: bool,
+    /// A commit's durable write failed (once per run).
+    pub write_failed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -152,6 +158,9 @@ pub enum Action {
     Put(u8),
     /// Gateway `g` commits through instance `i` (`Metadata::commit`); acked when durable.
     Commit(u8, u8),
+    /// Gateway `g`'s commit through instance `i` assigns its offset, then its durable
+    /// write fails (a store error on the WAL): nothing is acked.
+    FailWrite(u8, u8),
     /// Gateway `g` stops for good (kill -9).
     StopGateway(u8),
     /// Instance 1 opens the database (`Metadata::open`, fencing the other).
@@ -224,6 +233,7 @@ impl Model for ShaleModel {
             reader: Reader::Idle,
             read_missed: false,
             swapped: false,
+            write_failed: false,
         }]
     }
 
@@ -239,6 +249,9 @@ impl Model for ShaleModel {
                     for (i, instance) in state.instances.iter().enumerate() {
                         if !instance.halted {
                             actions.push(Action::Commit(g, i as u8));
+                            if !state.write_failed && instance.epoch == state.epoch {
+                                actions.push(Action::FailWrite(g, i as u8));
+                            }
                         }
                     }
                     actions.push(Action::StopGateway(g));
@@ -296,6 +309,16 @@ impl Model for ShaleModel {
                 state.gateways[usize::from(g)] = Gateway::Uploaded(obj);
             }
             Action::StopGateway(g) => state.gateways[usize::from(g)] = Gateway::Stopped,
+            Action::FailWrite(g, i) => {
+                let (i, stream) = (usize::from(i), usize::from(g % self.streams));
+                state.write_failed = true;
+                if self.guards.halt_on_failed_write {
+                    state.instances[i].halted = true;
+                } else {
+                    // Carries on with the offset it assigned in memory: a hole.
+                    state.instances[i].tails[stream] += 1;
+                }
+            }
             Action::Commit(g, i) => {
                 let Gateway::Uploaded(obj) = state.gateways[usize::from(g)] else { return None };
                 let i = usize::from(i);

@@ -48,6 +48,14 @@ fn without_the_delete_grace_a_read_finds_its_object_gone() {
 }
 
 #[test]
+fn without_the_halt_a_failed_write_leaves_a_hole_in_the_offsets() {
+    counterexample(
+        Guards { halt_on_failed_write: false, ..Guards::ALL },
+        "offsets are dense and unique from the trim point",
+    );
+}
+
+#[test]
 fn without_max_commit_age_orphan_collection_deletes_a_committed_object() {
     counterexample(Guards { max_commit_age: false, ..Guards::ALL }, "no object an entry names is deleted");
 }
