@@ -21,15 +21,20 @@ async fn write_records(client: &reqwest::Client, base: &str, basin: &str, count:
         .unwrap();
     assert_eq!(r.status(), 201);
     for i in 0..count {
-        let r = client
-            .post(format!("{base}/v1/streams/s/records"))
-            .header("s2-basin", basin)
-            .json(&json!({ "records": [{ "body": format!("r{i}") }] }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        assert_eq!(append(client, base, basin, "s", &format!("r{i}")).await, 200);
     }
+}
+
+/// Appends one record with `body`; answers the status.
+async fn append(client: &reqwest::Client, base: &str, basin: &str, stream: &str, body: &str) -> reqwest::StatusCode {
+    let r = client
+        .post(format!("{base}/v1/streams/{stream}/records"))
+        .header("s2-basin", basin)
+        .json(&json!({ "records": [{ "body": body }] }))
+        .send()
+        .await
+        .unwrap();
+    r.status()
 }
 
 /// Every body of stream `s`, from the start.
@@ -151,14 +156,7 @@ async fn a_serve_fenced_on_a_shared_store_stops_answering_and_exits() {
 
     let (second, second_base, _grpc) = spawn(cluster.dir.path(), &args, &cluster.env);
     wait_ready(&client, &second_base).await;
-    let r = client
-        .post(format!("{second_base}/v1/streams/s/records"))
-        .header("s2-basin", "shared-basin")
-        .json(&json!({ "records": [{ "body": "r1" }] }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "the second server writes");
+    assert_eq!(append(&client, &second_base, "shared-basin", "s", "r1").await, 200, "the second server writes");
     assert_eq!(read_bodies(&client, &second_base, "shared-basin").await, expected(2));
 
     // From here on the first server's view is stale: it may refuse, or be gone, never answer.
@@ -508,11 +506,7 @@ async fn the_init_file_creates_and_reconciles_basins_and_streams_at_every_start(
     std::fs::write(&file, spec(3600, "")).unwrap();
     let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--init-file", "init.json"];
     let (child, base, _grpc) = spawn(dir.path(), &args, &[]);
-    let config = |path: String| {
-        let client = client.clone();
-        async move { client.get(path).send().await.unwrap().json::<Value>().await.unwrap() }
-    };
-    let basin = config(format!("{base}/v1/basins/init-basin")).await;
+    let basin: Value = client.get(format!("{base}/v1/basins/init-basin")).send().await.unwrap().json().await.unwrap();
     assert_eq!(basin["create_stream_on_read"], true, "{basin}");
     let stream_config = |base: String, stream: &'static str| {
         let client = client.clone();
@@ -531,14 +525,7 @@ async fn the_init_file_creates_and_reconciles_basins_and_streams_at_every_start(
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    let r = client
-        .post(format!("{base}/v1/streams/orders/records"))
-        .header("s2-basin", "init-basin")
-        .json(&json!({ "records": [{ "body": "kept" }] }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(append(&client, &base, "init-basin", "orders", "kept").await, 200);
     assert!(terminate(child).success());
 
     std::fs::write(&file, spec(7200, ", {\"name\": \"refunds\"}")).unwrap();
