@@ -23,8 +23,8 @@ use crate::{keys, CompactionPlan, CompactionRun, IndexEntry, Metadata, MetadataE
 
 /// Fragmented objects looked at per plan.
 const MARK_PAGE: usize = 1_000;
-/// Index entries of one stream read per plan at most.
-const MAX_STREAM_ENTRIES: usize = 100_000;
+/// Index entries of a stream read per scan while finding an object's entries.
+const ENTRY_PAGE: usize = 10_000;
 
 impl Metadata {
     /// Runs of the shard's entries in fragmented compacted objects, up to about `max_bytes`.
@@ -70,9 +70,7 @@ impl Metadata {
                 let record = self.get_durable::<StreamRecord>(&stream_key).await?;
                 let Some(record) = record.filter(|record| record.id == stream_id) else { continue };
                 let Some((basin, stream)) = keys::stream_names_of(&stream_key) else { continue };
-                let (from, end) = (keys::index(stream_id, record.trim_point), keys::end_of_stream(b"i/", stream_id));
-                let entries = self.scan_entries(from, end, MAX_STREAM_ENTRIES, DurabilityLevel::Remote).await?;
-                for run in runs_in(&entries, segment_id) {
+                for run in self.runs_in_object(stream_id, record.trim_point, segment_id).await? {
                     plan.pending_bytes += run.iter().map(|e| u64::from(e.len)).sum::<u64>();
                     let (basin, stream) = (basin.clone(), stream.clone());
                     plan.runs.push(CompactionRun { basin, stream, stream_id, entries: run });
@@ -104,6 +102,32 @@ impl Metadata {
         self.settle(writer).await
     }
 
+    /// The stream's entries from `from_seq` that lie in object `segment_id`, as maximal
+    /// runs of consecutive entries, read a page at a time.
+    async fn runs_in_object(&self, stream_id: u64, from_seq: u64, segment_id: u128) -> Result<Vec<Vec<IndexEntry>>> {
+        let end = keys::end_of_stream(b"i/", stream_id);
+        let mut from = keys::index(stream_id, from_seq);
+        let (mut runs, mut run) = (Vec::new(), Vec::new());
+        loop {
+            let page = self.scan_entries(from, end.clone(), ENTRY_PAGE, DurabilityLevel::Remote).await?;
+            for entry in &page {
+                if entry.segment_id == segment_id {
+                    run.push(*entry);
+                } else if !run.is_empty() {
+                    runs.push(std::mem::take(&mut run));
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() == ENTRY_PAGE => from = keys::index(stream_id, last.end_seq()),
+                _ => break,
+            }
+        }
+        if !run.is_empty() {
+            runs.push(run);
+        }
+        Ok(runs)
+    }
+
     /// Adds to `batch` the deletion of what `r/` keeps of a deleted object.
     pub(crate) async fn forget_object_streams(&self, batch: &mut WriteBatch, segment_id: u128) -> Result<()> {
         let prefix = keys::compacted_streams_of(segment_id);
@@ -113,21 +137,4 @@ impl Metadata {
         }
         Ok(())
     }
-}
-
-/// The maximal runs of consecutive `entries` in `segment_id`.
-fn runs_in(entries: &[IndexEntry], segment_id: u128) -> Vec<Vec<IndexEntry>> {
-    let mut runs = Vec::new();
-    let mut run: Vec<IndexEntry> = Vec::new();
-    for entry in entries {
-        if entry.segment_id == segment_id {
-            run.push(*entry);
-        } else if !run.is_empty() {
-            runs.push(std::mem::take(&mut run));
-        }
-    }
-    if !run.is_empty() {
-        runs.push(run);
-    }
-    runs
 }
