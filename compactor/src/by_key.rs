@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use shale_metadata_contract::{
-    CatalogCall, CompactionRun, IndexEntry, KeyCompactionPolicy, KeyCompactionTarget, KeyCursor,
+    CatalogCall, CompactionRun, IndexEntry, KeyCompactionPolicy, KeyCompactionTarget, KeyCursor, MetadataError,
 };
 use shale_proto::record::{KEY_HEADER, NULL_VALUE_HEADER};
 use shale_proto::{Record, SegmentBuilder};
@@ -58,7 +58,16 @@ impl Compactor {
         let mut report = KeyPassReport::default();
         for target in targets {
             let Some(policy) = target.record.config.key_compaction_policy() else { continue };
-            self.compact_by_key(target, policy, &mut report).await?;
+            let (basin, stream) = (target.basin.clone(), target.stream.clone());
+            match self.compact_by_key(target, policy, &mut report).await {
+                Ok(()) => {}
+                Err(error @ CompactorError::Metadata(MetadataError::Fenced | MetadataError::Stopped)) => {
+                    return Err(error)
+                }
+                // One stream's failure (a store error, an unreadable block) does not hold
+                // the others back; it is tried again next pass.
+                Err(error) => tracing::warn!(%basin, %stream, %error, "key compaction of a stream failed"),
+            }
         }
         Ok(report)
     }
