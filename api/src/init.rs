@@ -14,7 +14,7 @@
 //! unknown field, a bad name or config is refused with the line at fault.
 
 use serde::Deserialize;
-use shale_metadata_contract::{BasinConfig, StreamConfig};
+use shale_metadata_contract::{BasinConfig, BasinPatch, StreamConfig, StreamPatch};
 
 use crate::s2::config::{BasinPatchJson, StreamConfigJson};
 use crate::Service;
@@ -74,12 +74,9 @@ pub struct InitReport {
 }
 
 /// One declared basin or stream, checked.
-struct Declared {
-    basin: String,
-    /// `None` for the basin itself.
-    stream: Option<String>,
-    basin_patch: shale_metadata_contract::BasinPatch,
-    stream_patch: shale_metadata_contract::StreamPatch,
+enum Declared {
+    Basin { name: String, patch: BasinPatch },
+    Stream { basin: String, name: String, patch: StreamPatch },
 }
 
 /// Checks `text` whole: every error names its line.
@@ -88,30 +85,22 @@ fn check(text: &str) -> Result<Vec<Declared>, String> {
     let at = |name: &str| line_of(text, name).map_or(String::new(), |line| format!("line {line}: "));
     let mut declared = Vec::new();
     for basin in file.basins {
-        shale_proto::names::validate_basin(&basin.name).map_err(|e| format!("{}{e}", at(&basin.name)))?;
-        let basin_patch = match basin.config {
-            Some(config) => config.into_patch().map_err(|e| format!("{}{e}", at(&basin.name)))?,
-            None => Default::default(),
+        let refused = |e: String| format!("{}{e}", at(&basin.name));
+        shale_proto::names::validate_basin(&basin.name).map_err(refused)?;
+        let patch = match basin.config {
+            Some(config) => config.into_patch().map_err(|e| refused(e.to_string()))?,
+            None => BasinPatch::default(),
         };
-        basin_patch.apply(BasinConfig::default()).validate().map_err(|e| format!("{}{e}", at(&basin.name)))?;
-        for stream in &basin.streams {
-            shale_proto::names::validate_stream(&stream.name).map_err(|e| format!("{}{e}", at(&stream.name)))?;
+        patch.apply(BasinConfig::default()).validate().map_err(refused)?;
+        let mut streams = Vec::new();
+        for stream in basin.streams {
+            let refused = |e: String| format!("{}{e}", at(&stream.name));
+            shale_proto::names::validate_stream(&stream.name).map_err(refused)?;
+            let patch = stream.config.map(StreamConfigJson::into_patch).unwrap_or_default();
+            patch.apply(StreamConfig::default()).validate().map_err(refused)?;
+            streams.push(Declared::Stream { basin: basin.name.clone(), name: stream.name, patch });
         }
-        let streams: Vec<Declared> = basin
-            .streams
-            .into_iter()
-            .map(|stream| {
-                let patch = stream.config.map(StreamConfigJson::into_patch).unwrap_or_default();
-                patch.apply(StreamConfig::default()).validate().map_err(|e| format!("{}{e}", at(&stream.name)))?;
-                Ok(Declared {
-                    basin: basin.name.clone(),
-                    stream: Some(stream.name),
-                    basin_patch: Default::default(),
-                    stream_patch: patch,
-                })
-            })
-            .collect::<Result<_, String>>()?;
-        declared.push(Declared { basin: basin.name, stream: None, basin_patch, stream_patch: Default::default() });
+        declared.push(Declared::Basin { name: basin.name, patch });
         declared.extend(streams);
     }
     Ok(declared)
@@ -130,39 +119,38 @@ pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport
     let declared = check(text).map_err(InitError::Invalid)?;
     let mut report = InitReport::default();
     for item in declared {
-        let basin = item.basin.as_str();
-        let described = match &item.stream {
-            None => format!("basin `{basin}`"),
-            Some(stream) => format!("stream `{basin}/{stream}`"),
-        };
-        let failed = |error: shale_service::ServiceError| InitError::Apply { what: described.clone(), error };
-        match &item.stream {
-            None => match service.basin_config(basin).await {
-                Ok(current) if item.basin_patch.apply(current.clone()) == current => report.unchanged += 1,
-                Ok(_) => {
-                    service.reconfigure_basin(basin, item.basin_patch).await.map_err(failed)?;
-                    report.reconfigured += 1;
+        match item {
+            Declared::Basin { name, patch } => {
+                let failed = |error| InitError::Apply { what: format!("basin `{name}`"), error };
+                match service.basin_config(&name).await {
+                    Ok(current) if patch.apply(current.clone()) == current => report.unchanged += 1,
+                    Ok(_) => {
+                        service.reconfigure_basin(&name, patch).await.map_err(failed)?;
+                        report.reconfigured += 1;
+                    }
+                    Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
+                        service.create_basin(&name, patch.apply(BasinConfig::default()), None).await.map_err(failed)?;
+                        report.created += 1;
+                    }
+                    Err(e) => return Err(failed(e)),
                 }
-                Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
-                    let config = item.basin_patch.apply(BasinConfig::default());
-                    service.create_basin(basin, config, None).await.map_err(failed)?;
-                    report.created += 1;
+            }
+            Declared::Stream { basin, name, patch } => {
+                let failed = |error| InitError::Apply { what: format!("stream `{basin}/{name}`"), error };
+                match service.stream_config(&basin, &name).await {
+                    Ok(current) if patch.apply(current.clone()) == current => report.unchanged += 1,
+                    Ok(_) => {
+                        service.reconfigure_stream(&basin, &name, patch).await.map_err(failed)?;
+                        report.reconfigured += 1;
+                    }
+                    Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
+                        let config = patch.apply(StreamConfig::default());
+                        service.create_stream(&basin, &name, config, None).await.map_err(failed)?;
+                        report.created += 1;
+                    }
+                    Err(e) => return Err(failed(e)),
                 }
-                Err(e) => return Err(failed(e)),
-            },
-            Some(stream) => match service.stream_config(basin, stream).await {
-                Ok(current) if item.stream_patch.apply(current.clone()) == current => report.unchanged += 1,
-                Ok(_) => {
-                    service.reconfigure_stream(basin, stream, item.stream_patch).await.map_err(failed)?;
-                    report.reconfigured += 1;
-                }
-                Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
-                    let config = item.stream_patch.apply(StreamConfig::default());
-                    service.create_stream(basin, stream, config, None).await.map_err(failed)?;
-                    report.created += 1;
-                }
-                Err(e) => return Err(failed(e)),
-            },
+            }
         }
     }
     Ok(report)

@@ -27,8 +27,8 @@ use bytes::Bytes;
 use shale_metadata_contract::{
     CatalogCall, CompactionRun, IndexEntry, KeyCompactionPolicy, KeyCompactionTarget, KeyCursor, MetadataError,
 };
-use shale_proto::record::{KEY_HEADER, NULL_VALUE_HEADER};
-use shale_proto::{Record, SegmentBuilder};
+use shale_proto::record::{is_tombstone, kafka_key};
+use shale_proto::SegmentBuilder;
 
 use crate::merge::{decode_entries, lay_out, merge_kept, DecodedEntry, MergedBlock};
 use crate::{Compactor, CompactorError};
@@ -203,11 +203,11 @@ fn rewrite_by_key(
     let mut dropped = 0u64;
     let mut tombstones_due_ms = 0u64;
     let merged: Vec<MergedBlock> = merge_kept(decoded, block_bytes, |offset, record| {
-        let keep = match key_of(record) {
+        let keep = match kafka_key(&record.headers) {
             _ if offset == last => true,
             None => true,
             Some(key) if latest.get(key) != Some(&offset) => false,
-            Some(_) if is_tombstone(record) => {
+            Some(_) if is_tombstone(&record.headers) => {
                 let due = record.timestamp.unwrap_or(0).saturating_add(policy.delete_retention_ms);
                 let keep = due > now_ms;
                 if keep {
@@ -233,7 +233,7 @@ fn latest_offsets(decoded: &[DecodedEntry]) -> HashMap<Bytes, u64> {
     let mut latest = HashMap::new();
     for (entry, block) in decoded {
         for (i, record) in block.records.iter().enumerate() {
-            if let Some(key) = key_of(record) {
+            if let Some(key) = kafka_key(&record.headers) {
                 latest.insert(key.clone(), entry.first_seq + block.position(i));
             }
         }
@@ -241,19 +241,12 @@ fn latest_offsets(decoded: &[DecodedEntry]) -> HashMap<Bytes, u64> {
     latest
 }
 
-fn key_of(record: &Record) -> Option<&Bytes> {
-    record.headers.iter().find(|h| h.name.as_ref() == KEY_HEADER).map(|h| &h.value)
-}
-
-fn is_tombstone(record: &Record) -> bool {
-    record.headers.iter().any(|h| h.name.as_ref() == NULL_VALUE_HEADER)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shale_proto::record::{KEY_HEADER, NULL_VALUE_HEADER};
     use shale_proto::segment::{decode_block, encode_block};
-    use shale_proto::{Header, TimestampPolicy, TimestampingMode};
+    use shale_proto::{Header, Record, TimestampPolicy, TimestampingMode};
 
     fn keyed(key: &str, value: Option<&str>, timestamp: u64) -> Record {
         let mut headers = vec![Header { name: Bytes::from_static(KEY_HEADER), value: Bytes::from(key.to_string()) }];

@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use shale_gateway::{AppendInput, BatchLimits, PendingAppend};
 use shale_metadata_contract::{ProducerStamp, TransactionStamp};
-use shale_proto::record::KEY_HEADER;
+use shale_proto::record::kafka_key;
 use shale_proto::ErrorCode;
 use shale_service::ServiceError;
 
@@ -153,7 +153,7 @@ async fn submit_partition(
         // The append itself answers that the partition does not exist.
         None => TopicTraits::default(),
     };
-    if traits.compacted && input.records.iter().any(|r| !r.headers.iter().any(|h| h.name.as_ref() == KEY_HEADER)) {
+    if traits.compacted && input.records.iter().any(|r| kafka_key(&r.headers).is_none()) {
         return Err((ResponseError::InvalidRecord, "Compacted topic cannot accept message without key".into()));
     }
     let arrival = traits.arrival;

@@ -269,7 +269,7 @@ impl Metadata {
         if let Some(due) = agenda::reclaim_due_at_creation(&record) {
             writer.scheduled.reclaim_at(&mut batch, &key, &record, due);
         }
-        if let Err(e) = self.mark_key_compaction(&writer, &mut batch, &key, &record).await {
+        if let Err(e) = self.mark_key_compaction(&mut batch, &key, &record).await {
             return self.settle(writer).await.and(Err(e));
         }
         // Before the write: a failed write halts the instance, so the id is never reused.
@@ -330,7 +330,7 @@ impl Metadata {
         batch.put(&key, record.to_stored());
         // A new retention or delete_on_empty rule may be due already: looked at next pass.
         writer.scheduled.reclaim_at(&mut batch, &key, &record, self.clock.now_ms());
-        if let Err(e) = self.mark_key_compaction(&writer, &mut batch, &key, &record).await {
+        if let Err(e) = self.mark_key_compaction(&mut batch, &key, &record).await {
             return self.settle(writer).await.and(Err(e));
         }
         writer.streams.insert((basin.to_string(), stream.to_string()), record.clone());

@@ -39,6 +39,15 @@ pub(crate) struct PlanSettings {
     pub max_wait_ms: u64,
 }
 
+/// Refuses a compactor shard that is not one of `shards` (compaction, key compaction and
+/// defragmenting plans alike).
+pub(crate) fn shard_of(shard: u32, shards: u32) -> Result<()> {
+    if shards == 0 || shard >= shards {
+        return Err(MetadataError::InvalidArgument(format!("compaction shard {shard} of {shards}")));
+    }
+    Ok(())
+}
+
 /// What one walk over the marked streams saw, eligible or not yet.
 #[derive(Debug, Default)]
 struct Walk {
@@ -125,9 +134,7 @@ impl Metadata {
     pub(crate) async fn plan_compaction(&self, settings: PlanSettings) -> Result<CompactionPlan> {
         self.check_usable()?;
         let PlanSettings { shard, shards, min_age_ms, max_bytes, remerge_below, .. } = settings;
-        if shards == 0 || shard >= shards {
-            return Err(MetadataError::InvalidArgument(format!("compaction shard {shard} of {shards}")));
-        }
+        shard_of(shard, shards)?;
         let indexed_before = {
             let writer = self.writer.lock().await;
             let indexed = self.indexed_bytes.load(Ordering::Relaxed);
@@ -298,9 +305,8 @@ impl Metadata {
         }
         if self.segment_committed(segment_id).await? {
             // Applied before (its references may since have gone to zero): nothing again.
-            let key = keys::segment(segment_id);
-            let value = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
-            let blocks = value.map(|v| SegmentRefs::decode(&key, &v)).transpose()?.map_or(0, |refs| refs.blocks);
+            let refs = self.segment_refs(segment_id, &ReadOptions::default()).await?;
+            let blocks = refs.map_or(0, |refs| refs.blocks);
             self.settle(writer).await?;
             return Ok(u32::try_from(blocks).unwrap_or(u32::MAX));
         }

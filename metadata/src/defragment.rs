@@ -15,10 +15,9 @@
 //! objects as runs of consecutive entries, which the compactor rewrites and swaps in
 //! like any compaction's.
 
-use slatedb::config::DurabilityLevel;
+use slatedb::config::{DurabilityLevel, ReadOptions};
 use slatedb::WriteBatch;
 
-use crate::refs::SegmentRefs;
 use crate::{keys, CompactionPlan, CompactionRun, IndexEntry, Metadata, MetadataError, Result, StreamRecord};
 
 /// Fragmented objects looked at per plan.
@@ -30,9 +29,7 @@ impl Metadata {
     /// Runs of the shard's entries in fragmented compacted objects, up to about `max_bytes`.
     pub(crate) async fn plan_defragment(&self, shard: u32, shards: u32, max_bytes: u64) -> Result<CompactionPlan> {
         self.check_usable()?;
-        if shards == 0 || shard >= shards {
-            return Err(MetadataError::InvalidArgument(format!("compaction shard {shard} of {shards}")));
-        }
+        crate::compaction::shard_of(shard, shards)?;
         let corrupt = |key: &[u8], what: &str| MetadataError::Corrupt {
             key: String::from_utf8_lossy(key).into_owned(),
             reason: format!("not {what}"),
@@ -48,10 +45,7 @@ impl Metadata {
             if plan.pending_bytes >= max_bytes {
                 break;
             }
-            let key = keys::segment(segment_id);
-            let refs =
-                self.db.get_with_options(&key, &Self::durable_read()).await.map_err(|e| self.storage_error(e))?;
-            let refs = refs.map(|value| SegmentRefs::decode(&key, &value)).transpose()?;
+            let refs = self.segment_refs(segment_id, &Self::durable_read()).await?;
             if !refs.is_some_and(|refs| refs.fragmented()) {
                 stale.push(segment_id);
                 continue;
@@ -91,9 +85,7 @@ impl Metadata {
         let writer = self.writer.lock().await;
         let mut batch = WriteBatch::new();
         for &segment_id in segment_ids {
-            let key = keys::segment(segment_id);
-            let refs = self.db.get(&key).await.map_err(|e| self.storage_error(e))?;
-            let refs = refs.map(|value| SegmentRefs::decode(&key, &value)).transpose()?;
+            let refs = self.segment_refs(segment_id, &ReadOptions::default()).await?;
             if !refs.is_some_and(|refs| refs.fragmented()) {
                 batch.delete(keys::fragmented(segment_id));
             }

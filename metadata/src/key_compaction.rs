@@ -12,7 +12,7 @@
 use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
-use crate::{keys, KeyCompactionTarget, KeyCursor, Metadata, MetadataError, Result, StreamRecord, WriterState};
+use crate::{keys, KeyCompactionTarget, KeyCursor, Metadata, MetadataError, Result, StreamRecord};
 
 /// Marks read per page while planning.
 const MARK_PAGE: usize = 1_000;
@@ -47,7 +47,6 @@ impl Metadata {
     /// its config turns key compaction on and it has none yet. Under the writer lock.
     pub(crate) async fn mark_key_compaction(
         &self,
-        _writer: &WriterState,
         batch: &mut WriteBatch,
         stream_key: &[u8],
         record: &StreamRecord,
@@ -65,9 +64,7 @@ impl Metadata {
     /// The streams of the shard whose key compaction may be due.
     pub(crate) async fn plan_key_compaction(&self, shard: u32, shards: u32) -> Result<Vec<KeyCompactionTarget>> {
         self.check_usable()?;
-        if shards == 0 || shard >= shards {
-            return Err(MetadataError::InvalidArgument(format!("compaction shard {shard} of {shards}")));
-        }
+        crate::compaction::shard_of(shard, shards)?;
         let now_ms = self.clock.now_ms();
         let mut targets = Vec::new();
         let mut stale = Vec::new();

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use slatedb::config::ReadOptions;
 use slatedb::WriteBatch;
 
 use crate::{keys, IndexEntry, Metadata, MetadataError, Result, WriterState};
@@ -160,6 +161,14 @@ impl Metadata {
         Ok((writer, prepared))
     }
 
+    /// The segment's references (`o/`), read with `options`; `None` once released or
+    /// never committed.
+    pub(crate) async fn segment_refs(&self, segment_id: u128, options: &ReadOptions) -> Result<Option<SegmentRefs>> {
+        let key = keys::segment(segment_id);
+        let value = self.db.get_with_options(&key, options).await.map_err(|e| self.storage_error(e))?;
+        value.map(|value| SegmentRefs::decode(&key, &value)).transpose()
+    }
+
     /// Adds to `batch` the decremented references of every segment in `releases`, from
     /// their latest values (see [`Metadata::prepare_removal`]). Returns how many segments
     /// lost their last reference.
@@ -169,11 +178,10 @@ impl Metadata {
         let mut released = 0;
         for (&segment_id, &(blocks, bytes)) in &releases.by_segment {
             let key = keys::segment(segment_id);
-            let Some(value) = self.db.get(&key).await.map_err(|e| self.storage_error(e))? else {
+            let Some(refs) = self.segment_refs(segment_id, &ReadOptions::default()).await? else {
                 tracing::warn!(segment = %ulid::Ulid(segment_id), "index entries name a segment without references");
                 continue;
             };
-            let refs = SegmentRefs::decode(&key, &value)?;
             debug_assert!(refs.blocks >= blocks, "a segment releases no more blocks than it holds");
             let left = SegmentRefs {
                 blocks: refs.blocks.saturating_sub(blocks),

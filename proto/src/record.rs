@@ -41,6 +41,16 @@ pub struct SequencedRecord {
 
 /// Metered size as S2 defines it: 8 bytes of overhead, 2 per header, plus every header
 /// name, header value and body byte.
+/// A Kafka record's key: the value of its [`KEY_HEADER`], if it has one.
+pub fn kafka_key(headers: &[Header]) -> Option<&Bytes> {
+    headers.iter().find(|h| h.name.as_ref() == KEY_HEADER).map(|h| &h.value)
+}
+
+/// Whether a Kafka record's value is null (a tombstone): it has the [`NULL_VALUE_HEADER`].
+pub fn is_tombstone(headers: &[Header]) -> bool {
+    headers.iter().any(|h| h.name.as_ref() == NULL_VALUE_HEADER)
+}
+
 pub fn metered_bytes(headers: &[Header], body: &[u8]) -> u64 {
     let header_bytes: usize = headers.iter().map(|h| h.name.len() + h.value.len()).sum();
     (8 + 2 * headers.len() + header_bytes + body.len()) as u64

@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use shale_proto::record::KEY_HEADER;
+use shale_proto::record::{kafka_key, KEY_HEADER};
 use shale_proto::Header;
 
 /// The first field id of a decoded column: 1 to 8 are the record's own columns.
@@ -127,7 +127,7 @@ pub fn with_key_column<'a>(
     schema_id: i32,
 ) -> Vec<BodyColumn> {
     let has_key = |c: &BodyColumn| c.header.as_deref() == Some(key_header_name());
-    if columns.iter().any(has_key) || !records.any(|headers| headers.iter().any(|h| h.name.as_ref() == KEY_HEADER)) {
+    if columns.iter().any(has_key) || !records.any(|headers| kafka_key(headers).is_some()) {
         return columns;
     }
     let Some(name) = KEY_COLUMN.into_iter().find(|name| !columns.iter().any(|c| c.name == *name)) else {
