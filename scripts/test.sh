@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test: installs the local S3 server (moto) into .venv if needed, then the
-# whole workspace under nextest (tests that need S3 start their own moto from .venv),
-# then every fuzz target for 10 s (scripts/fuzz.sh; its first build takes minutes).
+# Runs every test: installs the local S3 server (moto) into .venv and the browser test's
+# npm packages (from cli/tests/browser's lockfile) if needed, then the whole workspace
+# under nextest (tests that need S3 start their own moto from .venv), then every fuzz
+# target for 10 s (scripts/fuzz.sh; its first build takes minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash localstack/s3-local.sh install
+# The console's browser test: Playwright and S2's TypeScript SDK from the lockfile.
+[ -d cli/tests/browser/node_modules ] || npm ci --prefix cli/tests/browser --no-audit --no-fund
 cargo nextest run --workspace --no-fail-fast
 scripts/fuzz.sh 10

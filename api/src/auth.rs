@@ -1,7 +1,7 @@
 //! The tower layer both transports share: resolves the request's `Authorization` header
 //! to an [`Access`] placed in the request's extensions, or answers `authn` (HTTP 401 with
-//! S2's JSON body, gRPC `UNAUTHENTICATED`) without calling the handler. `/health` and
-//! `/ready` stay open. Refusals for lack of permission are counted on the way out.
+//! S2's JSON body, gRPC `UNAUTHENTICATED`) without calling the handler. `/health`,
+//! `/ready` and the console's page and assets stay open. Refusals for lack of permission are counted on the way out.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -78,7 +78,8 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        if OPEN_PATHS.contains(&request.uri().path()) {
+        let path = request.uri().path();
+        if OPEN_PATHS.contains(&path) || crate::console::is_open(path) {
             return Box::pin(self.inner.call(request));
         }
         // The clone that was made ready is the one that serves this request.

@@ -11,7 +11,7 @@
 //! - `grpc`: `shale.v1` with reflection;
 //! - `layers`: the tower layers both transports share; `listener`: HTTP serving with
 //!   connection limits; `coalesce`: a connection's writes gathered into larger sends;
-//! - `ops`: `/health`, `/ready`, `/metrics`;
+//! - `ops`: `/health`, `/ready`, `/metrics`; `console`: the web console at `/console`;
 //! - `tls`: TLS on the listeners;
 //! - `auth`: the tower layer that authenticates each request (the access model itself
 //!   is the service's);
@@ -20,6 +20,7 @@
 pub mod auth;
 mod capped;
 mod coalesce;
+mod console;
 mod cors;
 mod error;
 mod grpc;

@@ -90,6 +90,7 @@ where
                 ([("content-type", "text/plain; version=0.0.4")], out).into_response()
             }),
         )
+        .merge(crate::console::routes(role, false))
         .fallback(|| async {
             ApiError::from(ServiceError::WrongRole {
                 role: "metadata",

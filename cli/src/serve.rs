@@ -140,8 +140,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let reader = Arc::new(client_reader(&config, &store, api.clone()));
     let (compactor, compaction) = start_compactor(&config, api.clone(), &store);
     let gc_stats = metadata.gc_stats();
+    let agents = metadata.clone();
     let background: MetricsHook = Arc::new(move |out: &mut String| {
         gc_stats.render(out);
+        agents.render_agents(out);
         compaction.render(out);
     });
     let state = AppState::new(
@@ -376,6 +378,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
     let metrics = {
         let (lease, gc, counters) = (lease.clone(), metadata.gc_stats(), store.counters.clone());
         let commits = metadata.commit_stats();
+        let agents = metadata.clone();
         move || {
             let mut out = format!(
                 "# HELP shale_metadata_leader 1 while this instance holds the leader lease\n\
@@ -383,6 +386,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
                 u8::from(lease.is_held())
             );
             gc.render(&mut out);
+            agents.render_agents(&mut out);
             compaction.render(&mut out);
             commits.render(&mut out);
             counters.render(&mut out);

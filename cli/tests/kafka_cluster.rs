@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::cluster::{agents_with_standby, wait_for_lease, wait_until};
+use common::cluster::{agents_with_standby, metric, wait_for_lease, wait_until};
 use common::{kafka_script, python, run_python, terminate};
 
 const TOPIC: &str = "orders";
@@ -177,6 +177,15 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     leader.kill().unwrap();
     leader.wait().unwrap();
     wait_for_lease(&client, &standby_http, "the standby").await;
+    // The new leader learns the live agents from their heartbeats; its console reads them
+    // from its metrics.
+    wait_until("the new leader lists the two live agents", Duration::from_secs(10), || async {
+        metric(&client, &standby_http, "shale_kafka_agents_live").await == Some(2)
+    })
+    .await;
+    let process: serde_json::Value =
+        client.get(format!("{standby_http}/console/process.json")).send().await.unwrap().json().await.unwrap();
+    assert_eq!((process["role"].as_str(), process["client_api"].as_bool()), (Some("metadata"), Some(false)));
     let (acked_at_failover, consumed_at_failover) = (acked(&acked_files), consumed(&member_files));
     wait_until("produce and consume after the failover", Duration::from_secs(60), || async {
         acked(&acked_files) >= acked_at_failover + 600 && consumed(&member_files) >= consumed_at_failover + 600

@@ -45,6 +45,33 @@ impl AgentRegistry {
             settled: now_ms.saturating_sub(self.since_ms) >= state.longest_ttl_ms,
         }
     }
+
+    /// Prometheus text: how many agents are live at `now_ms`, and one series per agent
+    /// naming its id, address and zone.
+    pub fn render(&self, now_ms: u64, out: &mut String) {
+        use std::fmt::Write;
+        let state = self.state.lock().expect("no panic while holding the registry");
+        let live: Vec<&AgentRecord> =
+            state.live.values().filter(|(_, expires)| *expires > now_ms).map(|(agent, _)| agent).collect();
+        let _ = writeln!(
+            out,
+            "# HELP shale_kafka_agents_live Kafka-serving agents registered with this metadata instance\n\
+             # TYPE shale_kafka_agents_live gauge\nshale_kafka_agents_live {}\n\
+             # HELP shale_kafka_agent One series per live agent: its broker id, address and zone\n\
+             # TYPE shale_kafka_agent gauge",
+            live.len()
+        );
+        for agent in live {
+            let _ = writeln!(
+                out,
+                "shale_kafka_agent{{id=\"{}\",address=\"{}:{}\",rack=\"{}\"}} 1",
+                agent.id,
+                agent.host.escape_default(),
+                agent.port,
+                agent.rack.escape_default()
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -57,6 +84,18 @@ mod tests {
 
     fn ids(list: &AgentList) -> Vec<i32> {
         list.agents.iter().map(|a| a.id).collect()
+    }
+
+    #[test]
+    fn rendered_agents_are_the_live_ones() {
+        let registry = AgentRegistry::new(0);
+        registry.heartbeat(agent(1), 1_000, 0);
+        registry.heartbeat(agent(2), 5_000, 0);
+        let mut out = String::new();
+        registry.render(2_000, &mut out);
+        assert!(out.contains("shale_kafka_agents_live 1\n"), "{out}");
+        assert!(out.contains("shale_kafka_agent{id=\"2\""), "{out}");
+        assert!(!out.contains("shale_kafka_agent{id=\"1\""), "{out}");
     }
 
     #[test]

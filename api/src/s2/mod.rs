@@ -29,7 +29,7 @@ use crate::{ops, Http};
 
 pub use records::MAX_BODY_BYTES;
 
-/// S2's endpoints, plus `/health`, `/ready`, `/metrics` and a JSON 404.
+/// S2's endpoints, plus `/health`, `/ready`, `/metrics`, the console and a JSON 404.
 pub fn router(http: Http) -> Router {
     Router::new()
         .route("/v1/basins", get(basins::list).post(basins::create))
@@ -46,6 +46,7 @@ pub fn router(http: Http) -> Router {
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
+        .merge(crate::console::routes(http.state.role.name(), true))
         .fallback(ops::not_found)
         .with_state(http)
 }

@@ -16,6 +16,11 @@ macro_rules! operations {
         const ALL_OPERATIONS: &[Operation] = &[$(Operation::$op),*];
 
         impl Operation {
+            /// Every operation there is.
+            pub fn all() -> &'static [Operation] {
+                ALL_OPERATIONS
+            }
+
             /// The operation's name (kebab-case, as S2 names it too).
             pub fn name(self) -> &'static str {
                 match self {

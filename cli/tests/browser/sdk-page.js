@@ -1,0 +1,18 @@
+// Bundled for the browser by console.mjs: S2's TypeScript SDK, unchanged, appending to
+// and reading from Shale from a page of another origin.
+import { AppendInput, AppendRecord, S2 } from '@s2-dev/streamstore';
+
+window.sdkRoundTrip = async ({ endpoint, token, basin, stream }) => {
+  const s2 = new S2({ accessToken: token, endpoints: { account: endpoint, basin: endpoint } });
+  const client = s2.basin(basin);
+  await client.streams.create({ stream });
+  const ack = await client.stream(stream).append(AppendInput.create([
+    AppendRecord.string({ body: 'appended by the SDK in a browser', headers: [['via', 'browser']] }),
+    AppendRecord.string({ body: 'and a second record' }),
+  ]));
+  const batch = await client.stream(stream).read(
+    { start: { from: { seqNum: 0 } }, stop: { limits: { count: 10 } } },
+    { as: 'string' },
+  );
+  return { origin: window.location.origin, start: Number(ack.start.seqNum), bodies: batch.records.map((r) => r.body) };
+};
