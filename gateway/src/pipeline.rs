@@ -114,10 +114,14 @@ pub(crate) async fn run_committer(
         let seen = seen_through.load(Ordering::SeqCst);
         let segments = group.len();
         let (requests, waiting) = prepare(group, &poisoned, &shared);
-        seq += 1;
+        // Only calls sent to metadata are numbered: metadata refuses a call when one
+        // numbered before it, unanswered, did not reach it (`Poison`), so a number it
+        // never sees would look like a call gone to another instance. A call not sent
+        // carries the number of the last one sent, which the acker answers before it.
         let ticket = if requests.is_empty() {
             Ok(CommitTicket::new(async { Ok(Vec::new()) }))
         } else {
+            seq += 1;
             let position = PipelinePosition { pipeline, seq, seen_through: seen };
             sequencer.sequence(requests, Some(position)).await
         };

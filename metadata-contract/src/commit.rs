@@ -75,10 +75,12 @@ pub struct CommitRequest {
 pub type UnitOutcome = Result<Vec<AppendAck>>;
 
 /// Where a commit call stands in its gateway's pipeline: a gateway keeps several calls
-/// in flight, numbered from 1 in the order it sends them; `seen_through` is the last
-/// call whose outcome it had processed when it sent this one. A unit that fails poisons
-/// its streams for every later call of the pipeline sent before the gateway saw that
-/// failure, so no caller gets record N+1 acked after record N failed.
+/// in flight, numbered from 1 in the order it sends them, without gaps; `seen_through`
+/// is the last call whose outcome it had processed when it sent this one. A unit that
+/// fails poisons its streams for every later call of the pipeline sent before the
+/// gateway saw that failure, and a call whose unanswered predecessors did not all reach
+/// the instance it reaches (a takeover in between) is refused, so no caller gets record
+/// N+1 acked after record N failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PipelinePosition {
     pub pipeline: u128,

@@ -44,9 +44,19 @@ impl Metadata {
         let mut overlay = Overlay::on(&writer);
         let mut all_outcomes = Vec::with_capacity(requests.len());
         let mut written = Vec::with_capacity(requests.len());
+        let predecessors_here = position.is_none_or(|position| writer.poison.earlier_calls_processed_here(position));
         for request in &requests {
             let (entries_before, staged_before) = (overlay.entries.len(), overlay.staged.len());
-            let (outcomes, applied) = self.segment_outcomes(request, position, &writer, &mut overlay).await?;
+            let (outcomes, applied) = if predecessors_here {
+                self.segment_outcomes(request, position, &writer, &mut overlay).await?
+            } else {
+                let error = MetadataError::Unavailable(
+                    "calls this gateway sent before this one went to another metadata instance and are unanswered; \
+                     not committed"
+                        .to_string(),
+                );
+                (request.units.iter().map(|_| Err(error.clone())).collect(), false)
+            };
             if let Some(position) = position {
                 writer.poison.record(position, request, &outcomes);
             }

@@ -150,3 +150,25 @@ async fn commits_within_the_minimum_flush_interval_share_one_flush() {
     assert_eq!(flushes() - before, 1, "eight commits in one flush");
     assert_eq!(tail(&metadata, "s").await, 9);
 }
+
+/// The defect the protocol model found (`model/src/pipeline.rs`): a gateway's call 1
+/// reaches the old leader and fails there (or is lost with it); after a takeover, call 2
+/// for the same stream, sent before the gateway saw call 1's answer, reached the new
+/// leader, which knew nothing of call 1 and committed it: record N+1 acked after record
+/// N failed. The new instance (this one: it never saw call 1) now refuses it, and a call
+/// sent once the gateway has seen both answers goes through.
+#[tokio::test]
+async fn a_call_whose_unanswered_predecessor_went_to_another_instance_is_refused() {
+    use crate::PipelinePosition;
+    let (metadata, _clock) = open().await;
+    let at = |seq, seen_through| Some(PipelinePosition { pipeline: 42, seq, seen_through });
+    let ticket = metadata.sequence(vec![segment_at(T0, vec![append("s", None)])], at(2, 0)).await.unwrap();
+    let outcomes = ticket.await.unwrap();
+    assert!(matches!(outcomes[0][0], Err(MetadataError::Unavailable(_))), "{:?}", outcomes[0][0]);
+    assert_eq!(tail(&metadata, "s").await, 0, "nothing committed");
+    let ticket = metadata.sequence(vec![segment_at(T0 + 1, vec![append("s", None)])], at(3, 2)).await.unwrap();
+    let outcomes = ticket.await.unwrap();
+    assert!(outcomes[0][0].is_ok(), "{:?}", outcomes[0][0]);
+    assert_eq!(tail(&metadata, "s").await, 1);
+    metadata.close().await.unwrap();
+}

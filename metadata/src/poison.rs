@@ -1,6 +1,9 @@
 //! Failures that must fail what a gateway sent after them: per commit pipeline (see
 //! [`crate::PipelinePosition`]), the streams whose units failed and the call that failed
-//! them. Only the writer touches it, under the writer lock.
+//! them; and which of a pipeline's calls this instance processed, so a call whose
+//! unanswered predecessors went to another instance (before a takeover) is refused
+//! rather than committed past a failure this instance never saw. Only the writer
+//! touches it, under the writer lock.
 
 use std::collections::HashMap;
 
@@ -14,9 +17,35 @@ const MAX_PIPELINES: usize = 4096;
 pub(crate) struct Poison {
     /// Pipeline -> (basin, stream) -> the call whose unit failed.
     pipelines: HashMap<u128, HashMap<(String, String), u64>>,
+    /// Pipeline -> the calls this instance processed last, one after another: (first, last).
+    runs: HashMap<u128, (u64, u64)>,
 }
 
 impl Poison {
+    /// Notes that this instance processes call `position.seq` of its pipeline, and
+    /// answers whether every call the gateway sent before it without having seen its
+    /// answer was processed here too. When not, some went to another instance (the
+    /// leader before a takeover), and whether they failed is unknown here: committing
+    /// this call could ack record N+1 of a stream after record N failed.
+    pub fn earlier_calls_processed_here(&mut self, position: PipelinePosition) -> bool {
+        let run = self.runs.entry(position.pipeline).or_insert((position.seq, position.seq));
+        if run.1.checked_add(1) == Some(position.seq) {
+            run.1 = position.seq;
+        } else if !(run.0..=run.1).contains(&position.seq) {
+            // Not the next call, nor a retry of one in the run: a new run starts here.
+            *run = (position.seq, position.seq);
+        }
+        let first_here = run.0;
+        if self.runs.len() > MAX_PIPELINES {
+            let mut ids: Vec<u128> = self.runs.keys().copied().collect();
+            ids.sort_unstable();
+            for id in &ids[..ids.len() - MAX_PIPELINES] {
+                self.runs.remove(id);
+            }
+        }
+        position.seen_through.saturating_add(1) >= first_here
+    }
+
     /// The error for a unit that must fail because an earlier call of the same pipeline
     /// failed one of its streams and the gateway had not seen that when it sent this.
     pub fn check(&self, position: PipelinePosition, unit: &CommitUnit) -> Option<MetadataError> {
@@ -104,5 +133,24 @@ mod tests {
         assert!(poison.check(at(5, 3), &unit("a")).is_none());
         poison.forget_seen(at(5, 3));
         assert!(poison.pipelines.is_empty());
+    }
+
+    #[test]
+    fn a_call_is_accepted_only_when_its_unanswered_predecessors_came_here() {
+        let mut poison = Poison::default();
+        // The first call here, nothing unanswered before it: accepted.
+        assert!(poison.earlier_calls_processed_here(at(1, 0)));
+        // Calls 1 and 2 unanswered, both here: accepted.
+        assert!(poison.earlier_calls_processed_here(at(2, 0)));
+        // Call 3 went elsewhere; call 4 comes here with 1-3 unanswered: refused.
+        assert!(!poison.earlier_calls_processed_here(at(4, 0)));
+        // Call 5, the gateway has seen through call 3: only 4 is unanswered, and it came here.
+        assert!(poison.earlier_calls_processed_here(at(5, 3)));
+        // A new instance (a takeover) whose first call has unanswered predecessors.
+        let mut standby = Poison::default();
+        assert!(!standby.earlier_calls_processed_here(at(6, 4)));
+        assert!(standby.earlier_calls_processed_here(at(7, 6)));
+        // A retry of call 7 is still within the run.
+        assert!(standby.earlier_calls_processed_here(at(7, 6)));
     }
 }

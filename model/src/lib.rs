@@ -13,6 +13,9 @@
 //! [`Guards`] switch the protocol's guards on and off: the mutation tests turn each off
 //! and expect a counterexample.
 
+pub mod pipeline;
+pub mod tiering;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use stateright::{Model, Property};
