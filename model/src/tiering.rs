@@ -130,7 +130,7 @@ impl Model for TieringModel {
                 actions.push(TieringAction::Crash(t));
             }
         }
-        for (&name, _) in &state.files {
+        for &name in state.files.keys() {
             let named = state.commit.files.contains(&name);
             let committed_pass = name.0 <= state.commit.pass;
             if !named && (committed_pass || !self.guards.collect_only_committed_passes) {
