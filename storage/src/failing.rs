@@ -25,6 +25,8 @@ pub struct FailingStore {
     held_gets: tokio::sync::watch::Sender<Option<String>>,
     /// How many GETs are waiting now.
     waiting_gets: tokio::sync::watch::Sender<usize>,
+    /// PUTs held right now (see [`Self::held_puts_reach`]).
+    waiting_puts: tokio::sync::watch::Sender<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -45,6 +47,7 @@ impl FailingStore {
             broken: Mutex::new(None),
             held_gets: tokio::sync::watch::Sender::new(None),
             waiting_gets: tokio::sync::watch::Sender::new(0),
+            waiting_puts: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -63,6 +66,12 @@ impl FailingStore {
         broken.as_ref().is_some_and(|prefix| location.as_ref().starts_with(prefix.as_str()))
     }
 
+    /// Returns once at least `count` PUTs are held at the same time.
+    pub async fn held_puts_reach(&self, count: usize) {
+        let mut waiting = self.waiting_puts.subscribe();
+        let _ = waiting.wait_for(|waiting| *waiting >= count).await;
+    }
+
     /// PUTs under `prefix` wait from now until [`Self::release_puts`].
     pub fn hold_puts(&self, prefix: &str) {
         self.held.send_replace(Some(prefix.to_string()));
@@ -74,9 +83,14 @@ impl FailingStore {
     }
 
     async fn wait_if_held(&self, location: &Path) {
-        let mut held = self.held.subscribe();
-        let _ =
-            held.wait_for(|prefix| !prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()))).await;
+        let held = |prefix: &Option<String>| prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()));
+        let mut watch = self.held.subscribe();
+        if !held(&watch.borrow_and_update()) {
+            return;
+        }
+        self.waiting_puts.send_modify(|waiting| *waiting += 1);
+        let _counted = Waiting(&self.waiting_puts);
+        let _ = watch.wait_for(|prefix| !held(prefix)).await;
     }
 
     /// GETs under `prefix` wait from now until [`Self::release_gets`].
@@ -102,7 +116,7 @@ impl FailingStore {
             return;
         }
         self.waiting_gets.send_modify(|waiting| *waiting += 1);
-        let _counted = WaitingGet(&self.waiting_gets);
+        let _counted = Waiting(&self.waiting_gets);
         let _ = watch.wait_for(|prefix| !held(prefix)).await;
     }
 
@@ -128,9 +142,10 @@ impl FailingStore {
 }
 
 /// Counts a held GET until it proceeds or is dropped.
-struct WaitingGet<'a>(&'a tokio::sync::watch::Sender<usize>);
+/// Counts one held request while it waits.
+struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
 
-impl Drop for WaitingGet<'_> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.send_modify(|waiting| *waiting -= 1);
     }

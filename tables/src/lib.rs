@@ -8,11 +8,14 @@
 //! - [`iceberg`]: the Iceberg (format v2) metadata naming those files: manifests,
 //!   manifest lists, snapshots and table metadata, Avro ([`avro`]) and JSON to the spec.
 //! - [`tiering`]: passes that write each opted-in basin's records, once old enough, as
-//!   such files under `tables/<basin>/` on the store, and commit them exactly once.
+//!   such files under `tables/<basin>/` on the store, and commit them exactly once;
+//!   `attempts`: the keys each attempt at a pass writes under, declared first, and the
+//!   sweep of what attempts that cannot commit left.
 //! - [`maintenance`]: what keeps a table bounded as passes accumulate: small files
 //!   rewritten, manifests merged, snapshots expired, what they named collected.
 //! - [`history`]: reads of records the log no longer holds, served from those files.
 
+mod attempts;
 pub mod avro;
 pub mod body_columns;
 mod file_reader;
@@ -22,6 +25,7 @@ pub mod maintenance;
 pub mod parquet_file;
 pub mod tiering;
 
+pub use attempts::DECLARATION_GRACE_MS;
 pub use history::TableHistory;
 pub use iceberg::StoreLocation;
 pub use maintenance::Maintenance;

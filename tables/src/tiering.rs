@@ -10,18 +10,21 @@
 //! advance with the snapshot in one write. Positions name each stream's creation time,
 //! so a stream deleted and created again is tiered from its start.
 //!
-//! Pass `N` writes `data/timestamp_day=<day>/pass-<N>.parquet`, `metadata/pass-<N>-manifest.avro`
-//! and `metadata/snap-<N>.avro` before its commit: a pass that crashed before committing
-//! is done again under the same number and names, from the same positions, so its files
-//! are replaced, never doubled, and nothing names them until the commit. After the
-//! commit, `metadata/v<N>.metadata.json` is made from the state alone and
+//! Pass `N` is written by an attempt with an id of its own: it declares its keys
+//! (`attempts/<N>-<id>.json`), then writes `data/timestamp_day=<day>/pass-<N>-<id>.parquet`,
+//! `metadata/pass-<N>-<id>-manifest.avro` and `metadata/snap-<N>-<id>.avro` before its
+//! commit. Nothing names them until the commit; an attempt that failed, crashed or was
+//! overtaken (a tierer paused past a takeover) never overwrites another's keys, and the
+//! next commit deletes what such attempts declared (`attempts`). After the commit,
+//! `metadata/v<N>.metadata.json` is made from the state alone and
 //! `metadata/version-hint.text` set to `N`; a crash between the two is repaired by the
 //! next pass, which publishes the committed state first. So an engine that follows the
 //! version hint (or opens a metadata file) sees only committed snapshots, each naming
-//! complete files.
+//! complete files; one that reads every Parquet file under `data/` may also see an
+//! uncommitted attempt's file until the next commit sweeps it.
 //!
-//! One tierer per basin at a time is assumed (the compactor shard that owns the basin);
-//! a second one's commit is refused.
+//! One tierer per basin at a time is expected (the compactor shard that owns the basin);
+//! a second one's commit is refused, and its files are another attempt's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,6 +38,7 @@ use shale_proto::record::SequencedRecord;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderError};
 use shale_storage::Clock;
 
+use crate::attempts::Attempt;
 use crate::body_columns::{self, BodyColumn};
 use crate::iceberg::{self, Bounds, DataFile, EntryStatus, Manifest, Operation, Snapshot, StoreLocation};
 use crate::maintenance::{self, Collected, Garbage, Maintenance};
@@ -217,13 +221,13 @@ impl Tierer {
         let count = rows.len() as u64;
         if !rows.is_empty() {
             let json = tables.body_format == shale_metadata_contract::BodyFormat::Json;
-            let next = self.write_pass(basin, &state, collected, rows, positions, json).await?;
-            version = Some(self.commit(&basin.name, &next, version).await?);
+            let (next, attempt) = self.write_pass(basin, &state, collected, rows, positions, json).await?;
+            version = Some(self.commit(&basin.name, &next, version, &attempt).await?);
             tracing::info!(basin = %basin.name, pass = next.pass, rows = count, "tiered records into the table");
             state = next;
         }
-        if let Some(next) = self.maintain(basin, &state, collected).await? {
-            self.commit(&basin.name, &next, version).await?;
+        if let Some((next, attempt)) = self.maintain(basin, &state, collected).await? {
+            self.commit(&basin.name, &next, version, &attempt).await?;
             tracing::info!(
                 basin = %basin.name, pass = next.pass, files = next.files.len(),
                 manifests = next.manifests.len(), "rewrote the table's small files and manifests"
@@ -232,13 +236,15 @@ impl Tierer {
         Ok(count)
     }
 
-    /// Commits `next` in place of the state at `version` (none: the first commit), then
-    /// publishes it; returns the committed version.
+    /// Commits `next`, written by `attempt`, in place of the state at `version` (none:
+    /// the first commit), publishes it, and sweeps what attempts that cannot commit left;
+    /// returns the committed version.
     async fn commit(
         &self,
         basin: &str,
         next: &TableState,
         version: Option<UpdateVersion>,
+        attempt: &Attempt,
     ) -> Result<UpdateVersion, TablesError> {
         let mode = match version {
             Some(version) => PutMode::Update(version),
@@ -248,6 +254,10 @@ impl Tierer {
         let put =
             self.store.put_opts(&state_path(basin), body.into(), PutOptions { mode, ..Default::default() }).await?;
         self.publish(basin, next).await?;
+        let swept = attempt.sweep(self.store.as_ref(), next, self.clock.now_ms()).await?;
+        if swept > 0 {
+            tracing::info!(basin, pass = next.pass, keys = swept, "deleted what attempts that did not commit wrote");
+        }
         Ok(UpdateVersion { e_tag: put.e_tag, version: put.version })
     }
 
@@ -312,8 +322,8 @@ impl Tierer {
         Ok((rows, positions))
     }
 
-    /// Writes pass `state.pass + 1`'s data files, manifest and manifest list, and returns
-    /// the state that commits them.
+    /// Writes pass `state.pass + 1`'s data files, manifest and manifest list under an
+    /// attempt of its own, and returns the state that commits them, and the attempt.
     async fn write_pass(
         &self,
         basin: &BasinRecord,
@@ -322,18 +332,23 @@ impl Tierer {
         rows: Vec<TableRow>,
         positions: BTreeMap<String, StreamPosition>,
         json: bool,
-    ) -> Result<TableState, TablesError> {
+    ) -> Result<(TableState, Attempt), TablesError> {
         let root = table_root(&basin.name);
         let pass = state.pass + 1;
         let snapshot_id = pass as i64;
         let count = rows.len() as u64;
         let previous = state.body_columns.clone();
+        let attempt = Attempt::new(&root, pass, self.clock.as_ref());
+        let naming = attempt.clone();
         // Decoding and encoding take a pass's CPU: off the runtime's threads, which serve
         // the API in the same process.
-        let (body_columns, encoded) = tokio::task::spawn_blocking(move || encode_pass(rows, previous, json, pass))
-            .await
-            .map_err(|e| TablesError::File(format!("encoding pass {pass}: {e}")))??;
+        let (body_columns, encoded) =
+            tokio::task::spawn_blocking(move || encode_pass(rows, previous, json, |day| naming.data_file(day)))
+                .await
+                .map_err(|e| TablesError::File(format!("encoding pass {pass}: {e}")))??;
         let schema_id = iceberg::current_schema_id(&body_columns);
+        let paths: Vec<String> = encoded.iter().map(|(file, _)| file.path.clone()).collect();
+        attempt.declare(self.store.as_ref(), &paths, self.clock.as_ref()).await?;
         let mut files = Vec::new();
         for (mut file, parquet) in encoded {
             file.path = format!("{root}/{}", file.path);
@@ -343,7 +358,7 @@ impl Tierer {
         }
         let entries: Vec<_> = files.iter().map(|f| (EntryStatus::Added, f)).collect();
         let mut manifests = state.manifests.clone();
-        manifests.push(self.write_manifest(&root, pass, &entries, schema_id, &body_columns).await?);
+        manifests.push(self.write_manifest(&attempt, pass, &entries, schema_id, &body_columns).await?);
         let table_uuid = match state.table_uuid.is_empty() {
             true => iceberg::table_uuid(&basin.name, basin.created_at_ms),
             false => state.table_uuid.clone(),
@@ -361,21 +376,21 @@ impl Tierer {
         };
         let change =
             Change { operation: Operation::Append, schema_id, added: (files.len() as u64, count), deleted: (0, 0) };
-        self.add_snapshot(&basin.name, next, change, collected).await
+        Ok((self.add_snapshot(next, change, collected, &attempt).await?, attempt))
     }
 
-    /// Writes pass `pass`'s manifest of `entries` and returns it as the manifest list
-    /// names it.
+    /// Writes `attempt`'s manifest of `entries` (pass `pass`) and returns it as the
+    /// manifest list names it.
     async fn write_manifest(
         &self,
-        root: &str,
+        attempt: &Attempt,
         pass: u64,
         entries: &[(EntryStatus, &DataFile)],
         schema_id: i32,
         body_columns: &[BodyColumn],
     ) -> Result<Manifest, TablesError> {
         let snapshot_id = pass as i64;
-        let path = format!("{root}/metadata/pass-{pass:012}-manifest.avro");
+        let path = attempt.manifest();
         let avro = iceberg::manifest(entries, &self.location, snapshot_id, schema_id, body_columns);
         let length = avro.len() as u64;
         self.store.put(&Path::from(path.clone()), Bytes::from(avro).into()).await?;
@@ -406,16 +421,15 @@ impl Tierer {
     /// `collected`.
     async fn add_snapshot(
         &self,
-        basin: &str,
         mut next: TableState,
         change: Change,
         collected: Collected,
+        attempt: &Attempt,
     ) -> Result<TableState, TablesError> {
-        let root = table_root(basin);
         let snapshot = Snapshot {
             id: next.pass as i64,
             timestamp_ms: self.clock.now_ms(),
-            manifest_list: format!("{root}/metadata/snap-{:012}.avro", next.pass),
+            manifest_list: attempt.manifest_list(),
             schema_id: change.schema_id,
             added_files: change.added.0,
             added_rows: change.added.1,
@@ -428,7 +442,7 @@ impl Tierer {
         self.store.put(&Path::from(snapshot.manifest_list.clone()), Bytes::from(list).into()).await?;
         next.snapshots.push(snapshot);
         next.garbage.retain(|g| !collected.covers(g));
-        self.maintenance.expire_snapshots(&mut next, &root, self.clock.now_ms());
+        self.maintenance.expire_snapshots(&mut next, attempt.root(), self.clock.now_ms());
         Ok(next)
     }
 
@@ -440,7 +454,7 @@ impl Tierer {
         basin: &BasinRecord,
         state: &TableState,
         collected: Collected,
-    ) -> Result<Option<TableState>, TablesError> {
+    ) -> Result<Option<(TableState, Attempt)>, TablesError> {
         let rewritten = self.maintenance.files_to_rewrite(state, MAX_PASS_BYTES);
         if rewritten.is_empty() && !self.maintenance.manifests_to_merge(state) {
             return Ok(None);
@@ -448,9 +462,13 @@ impl Tierer {
         let root = table_root(&basin.name);
         let pass = state.pass + 1;
         let snapshot_id = pass as i64;
-        let merged = match rewritten.is_empty() {
-            true => Vec::new(),
-            false => vec![self.rewrite(&root, pass, &rewritten, &state.body_columns).await?],
+        let attempt = Attempt::new(&root, pass, self.clock.as_ref());
+        // The rewritten files are of one day: the merged file's key is known before it is.
+        let merged_path = rewritten.first().map(|f| attempt.data_file(&iceberg::day_name(f.day)));
+        attempt.declare(self.store.as_ref(), merged_path.as_slice(), self.clock.as_ref()).await?;
+        let merged = match merged_path {
+            None => Vec::new(),
+            Some(path) => vec![self.rewrite(&root, &path, pass, &rewritten, &state.body_columns).await?],
         };
         let removed = |f: &DataFile| rewritten.iter().any(|r| r.path == f.path);
         let files: Vec<DataFile> =
@@ -461,7 +479,7 @@ impl Tierer {
             .chain(rewritten.iter().map(|f| (EntryStatus::Deleted, f)))
             .collect();
         let schema_id = iceberg::current_schema_id(&state.body_columns);
-        let manifest = self.write_manifest(&root, pass, &entries, schema_id, &state.body_columns).await?;
+        let manifest = self.write_manifest(&attempt, pass, &entries, schema_id, &state.body_columns).await?;
         let mut garbage = state.garbage.clone();
         let unreferenced_from = snapshot_id;
         garbage.extend(state.manifests.iter().map(|m| Garbage { path: m.path.clone(), unreferenced_from }));
@@ -473,13 +491,15 @@ impl Tierer {
             added: (merged.len() as u64, merged.iter().map(|f| f.records).sum()),
             deleted: (rewritten.len() as u64, rewritten.iter().map(|f| f.records).sum()),
         };
-        Ok(Some(self.add_snapshot(&basin.name, next, change, collected).await?))
+        Ok(Some((self.add_snapshot(next, change, collected, &attempt).await?, attempt)))
     }
 
-    /// Pass `pass`'s file holding the rows of `files` (small files of one day).
+    /// Pass `pass`'s file at `path` (relative to `root`) holding the rows of `files`
+    /// (small files of one day).
     async fn rewrite(
         &self,
         root: &str,
+        path: &str,
         pass: u64,
         files: &[DataFile],
         body_columns: &[BodyColumn],
@@ -494,7 +514,7 @@ impl Tierer {
         let parquet = tokio::task::spawn_blocking(move || write_parquet(rows, &body_columns))
             .await
             .map_err(|e| TablesError::File(format!("rewriting for pass {pass}: {e}")))??;
-        let path = format!("{root}/data/timestamp_day={}/pass-{pass:012}.parquet", iceberg::day_name(day));
+        let path = format!("{root}/{path}");
         let size = parquet.len() as u64;
         self.store.put(&Path::from(path.clone()), parquet.into()).await?;
         Ok(DataFile { path, day, records: count, size, bounds, snapshot_id: pass as i64 })
@@ -589,7 +609,7 @@ fn encode_pass(
     rows: Vec<TableRow>,
     previous: Vec<BodyColumn>,
     json: bool,
-    pass: u64,
+    data_file: impl Fn(&str) -> String,
 ) -> Result<EncodedPass, TablesError> {
     // A pass that adds columns adds them under one new schema.
     let schema_id = iceberg::current_schema_id(&previous) + 1;
@@ -606,7 +626,7 @@ fn encode_pass(
     let mut files = Vec::new();
     for (day, rows) in by_day {
         let Some(bounds) = Bounds::of(&rows) else { continue };
-        let path = format!("data/timestamp_day={}/pass-{pass:012}.parquet", iceberg::day_name(day));
+        let path = data_file(&iceberg::day_name(day));
         let records = rows.len() as u64;
         let parquet = write_parquet(rows, &body_columns)?;
         files.push((DataFile { path, day, records, size: parquet.len() as u64, bounds, snapshot_id: 0 }, parquet));

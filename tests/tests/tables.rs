@@ -357,7 +357,70 @@ async fn suite_expired_history_is_read_from_the_table(backend: Backend) {
     node.stop().await;
 }
 
+/// Two tierers of one basin, the first paused at its data file's PUT (a compactor paused
+/// past a takeover) while the second tiers and commits the same pass with more records:
+/// the paused one's file lands under its own attempt's key, not over the committed one,
+/// its commit is refused, and the next commit deletes it. DuckDB over every file and
+/// pyiceberg over the metadata then read every record once. (With pass-only names the
+/// paused file replaced the committed one: the table lost the newer round.)
+async fn suite_a_paused_tierer_never_overwrites_a_committed_pass(backend: Backend) {
+    let store = backend.store().await;
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
+    let tables = Some(TablesConfig { after_secs: 60, ..Default::default() });
+    let config = BasinConfig { create_stream_on_append: true, tables, ..Default::default() };
+    node.metadata.create_basin(BASIN, config).await.unwrap();
+    for seq in 0..2 {
+        append_round(&node, seq).await;
+    }
+    clock.advance(Duration::from_secs(61));
+    let paused_store = Arc::new(shale_storage::FailingStore::new(node.faults.clone()));
+    paused_store.hold_puts(&format!("tables/{BASIN}/data/"));
+    let paused = tierer(&node, &store, paused_store.clone(), &clock);
+    let paused_pass = tokio::spawn(async move { paused.run_pass().await });
+    paused_store.held_puts_reach(1).await;
+
+    append_round(&node, 2).await;
+    clock.advance(Duration::from_secs(61));
+    let live = tierer(&node, &store, node.faults.clone(), &clock);
+    assert_eq!(live.run_pass().await.unwrap(), 3 * STREAMS as u64);
+    paused_store.release_puts();
+    assert!(paused_pass.await.unwrap().is_err(), "the paused tierer's commit is refused");
+    let data_files = || async {
+        let prefix = Path::from(format!("tables/{BASIN}/data"));
+        let listed: Vec<_> = store.raw.list(Some(&prefix)).try_collect().await.unwrap();
+        let mut paths: Vec<String> = listed.into_iter().map(|m| m.location.to_string()).collect();
+        paths.sort();
+        paths
+    };
+    assert_eq!(data_files().await.len(), 2, "the committed file and the paused attempt's, side by side");
+
+    append_round(&node, 3).await;
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(live.run_pass().await.unwrap(), STREAMS as u64);
+    let (state, _) = live.state(BASIN).await.unwrap();
+    let mut named: Vec<String> = state.files.iter().map(|f| f.path.clone()).collect();
+    named.sort();
+    assert_eq!(data_files().await, named, "the next commit deleted the paused attempt's file");
+    // The paused attempt's declaration stays for its grace (it might still write), its
+    // keys deleted again at each commit; then it goes too.
+    let declarations = || async {
+        let prefix = Path::from(format!("tables/{BASIN}/attempts"));
+        store.raw.list(Some(&prefix)).try_collect::<Vec<_>>().await.unwrap().len()
+    };
+    assert_eq!(declarations().await, 1, "the paused attempt's declaration, within its grace");
+    check_engines(&store, &node, 2).await;
+    clock.advance(Duration::from_millis(shale_tables::DECLARATION_GRACE_MS));
+    append_round(&node, 4).await;
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(live.run_pass().await.unwrap(), STREAMS as u64);
+    assert_eq!(declarations().await, 0, "every declaration is gone after the grace");
+    check_engines(&store, &node, 3).await;
+    node.stop().await;
+}
+
 shale_tests::on_every_backend!(
+    suite_a_paused_tierer_never_overwrites_a_committed_pass,
     suite_tiering_writes_every_record_once,
     suite_expired_history_is_read_from_the_table,
     suite_compacted_records_are_tiered_before_they_are_old
