@@ -15,6 +15,7 @@
 
 pub mod pipeline;
 pub mod tiering;
+pub mod transactions;
 
 use std::collections::{BTreeMap, BTreeSet};
 
