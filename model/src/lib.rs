@@ -14,6 +14,7 @@
 //! and expect a counterexample.
 
 pub mod pipeline;
+pub mod reader;
 pub mod tiering;
 pub mod transactions;
 
