@@ -12,7 +12,14 @@
 //!
 //! [`Guards`] switch the protocol's guards on and off: the mutation tests turn each off
 //! and expect a counterexample.
+//!
+//! Five smaller models open up what this one keeps atomic, each with its own guards and
+//! mutation tests: [`pipeline`] (a gateway's commit pipeline over group commit and the
+//! leader lease), [`tiering`] (the table tier's commit), [`transactions`] (Kafka
+//! transactions), [`reader`] (the entry cache and the retry when an object is gone) and
+//! [`collection`] (orphan collection's liveness).
 
+pub mod collection;
 pub mod pipeline;
 pub mod reader;
 pub mod tiering;
