@@ -19,6 +19,7 @@
 //! transactions), [`reader`] (the entry cache and the retry when an object is gone) and
 //! [`collection`] (orphan collection's liveness).
 
+pub mod check;
 pub mod collection;
 pub mod pipeline;
 pub mod reader;

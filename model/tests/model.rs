@@ -1,8 +1,9 @@
 //! The protocol model, explored exhaustively: every property holds with every guard in
 //! place, and removing any one guard yields a counterexample, printed step by step.
 
-use stateright::{Checker, HasDiscoveries, Model};
+use stateright::{Checker, Model};
 
+use shale_model::check::counterexample;
 use shale_model::{Guards, ShaleModel};
 
 /// Explores `model` depth first (memory: the fingerprints seen and one path), wholly.
@@ -18,46 +19,44 @@ fn every_property_holds_with_every_guard_in_place() {
     assert!(checker.is_done());
 }
 
-/// Removes one guard and expects `property` to fail; prints the counterexample (the
-/// search stops at the first).
-fn counterexample(guards: Guards, property: &'static str) {
-    let stop = HasDiscoveries::AnyOf([property].into_iter().collect());
-    let checker = ShaleModel::small(guards).checker().threads(2).finish_when(stop).spawn_bfs().join();
-    println!("states explored: {}", checker.state_count());
-    let path =
-        checker.discovery(property).unwrap_or_else(|| panic!("no counterexample to `{property}` with {guards:?}"));
-    println!("`{property}` fails with {guards:?}:");
-    for action in path.into_actions() {
-        println!("  {action:?}");
-    }
-}
-
 #[test]
 fn without_fencing_a_fenced_instance_assigns_offsets_twice() {
-    counterexample(Guards { fencing: false, ..Guards::ALL }, "offsets are dense and unique from the trim point");
+    counterexample(
+        ShaleModel::small(Guards { fencing: false, ..Guards::ALL }),
+        "offsets are dense and unique from the trim point",
+    );
 }
 
 #[test]
 fn without_the_swap_check_a_compaction_brings_back_trimmed_records() {
-    counterexample(Guards { swap_check: false, ..Guards::ALL }, "offsets are dense and unique from the trim point");
+    counterexample(
+        ShaleModel::small(Guards { swap_check: false, ..Guards::ALL }),
+        "offsets are dense and unique from the trim point",
+    );
 }
 
 #[test]
 fn without_the_delete_grace_a_read_finds_its_object_gone() {
-    counterexample(Guards { delete_grace: 0, ..Guards::ALL }, "a read finds its object within its bound");
+    counterexample(
+        ShaleModel::small(Guards { delete_grace: 0, ..Guards::ALL }),
+        "a read finds its object within its bound",
+    );
 }
 
 #[test]
 fn without_the_halt_a_failed_write_leaves_a_hole_in_the_offsets() {
     counterexample(
-        Guards { halt_on_failed_write: false, ..Guards::ALL },
+        ShaleModel::small(Guards { halt_on_failed_write: false, ..Guards::ALL }),
         "offsets are dense and unique from the trim point",
     );
 }
 
 #[test]
 fn without_max_commit_age_orphan_collection_deletes_a_committed_object() {
-    counterexample(Guards { max_commit_age: false, ..Guards::ALL }, "no object an entry names is deleted");
+    counterexample(
+        ShaleModel::small(Guards { max_commit_age: false, ..Guards::ALL }),
+        "no object an entry names is deleted",
+    );
 }
 
 #[test]

@@ -1,34 +1,18 @@
 //! The commit pipeline over group commit and the leader lease, explored exhaustively;
 //! removing any one guard yields a counterexample, printed step by step.
 
-use stateright::{Checker, HasDiscoveries, Model};
-
+use shale_model::check::{counterexample, every_property_holds};
 use shale_model::pipeline::{PipelineGuards, PipelineModel};
 
 #[test]
 fn every_property_holds_with_every_guard_in_place() {
-    let checker = PipelineModel::small(PipelineGuards::ALL).checker().threads(2).spawn_bfs().join();
-    println!("states explored: {} (unique: {})", checker.state_count(), checker.unique_state_count());
-    checker.assert_properties();
-    assert!(checker.is_done());
-}
-
-fn counterexample(guards: PipelineGuards, property: &'static str) {
-    let stop = HasDiscoveries::AnyOf([property].into_iter().collect());
-    let checker = PipelineModel::small(guards).checker().finish_when(stop).spawn_bfs().join();
-    println!("states explored: {}", checker.state_count());
-    let path =
-        checker.discovery(property).unwrap_or_else(|| panic!("no counterexample to `{property}` with {guards:?}"));
-    println!("`{property}` fails with {guards:?}:");
-    for action in path.into_actions() {
-        println!("  {action:?}");
-    }
+    every_property_holds(PipelineModel::small(PipelineGuards::ALL));
 }
 
 #[test]
 fn acked_when_applied_an_ack_is_lost_with_a_failed_flush() {
     counterexample(
-        PipelineGuards { ack_when_durable: false, ..PipelineGuards::ALL },
+        PipelineModel::small(PipelineGuards { ack_when_durable: false, ..PipelineGuards::ALL }),
         "an acked unit is durable at its offset",
     );
 }
@@ -36,7 +20,7 @@ fn acked_when_applied_an_ack_is_lost_with_a_failed_flush() {
 #[test]
 fn without_the_halt_a_failed_flush_leaves_a_hole() {
     counterexample(
-        PipelineGuards { halt_on_failed_flush: false, ..PipelineGuards::ALL },
+        PipelineModel::small(PipelineGuards { halt_on_failed_flush: false, ..PipelineGuards::ALL }),
         "durable offsets are dense and unique",
     );
 }
@@ -44,20 +28,23 @@ fn without_the_halt_a_failed_flush_leaves_a_hole() {
 #[test]
 fn without_poison_at_metadata_a_unit_is_acked_after_an_earlier_failed() {
     counterexample(
-        PipelineGuards { poison_at_metadata: false, ..PipelineGuards::ALL },
+        PipelineModel::small(PipelineGuards { poison_at_metadata: false, ..PipelineGuards::ALL }),
         "no unit is acked after an earlier unit of its stream failed",
     );
 }
 
 #[test]
 fn without_fencing_a_paused_leader_writes_offsets_the_new_one_assigned() {
-    counterexample(PipelineGuards { fencing: false, ..PipelineGuards::ALL }, "durable offsets are dense and unique");
+    counterexample(
+        PipelineModel::small(PipelineGuards { fencing: false, ..PipelineGuards::ALL }),
+        "durable offsets are dense and unique",
+    );
 }
 
 #[test]
 fn a_standby_that_ignores_a_lapsed_lease_never_serves() {
     counterexample(
-        PipelineGuards { standby_takes_lapsed_lease: false, ..PipelineGuards::ALL },
+        PipelineModel::small(PipelineGuards { standby_takes_lapsed_lease: false, ..PipelineGuards::ALL }),
         "a run ends with every caller answered and a serving leader",
     );
 }
@@ -65,7 +52,7 @@ fn a_standby_that_ignores_a_lapsed_lease_never_serves() {
 #[test]
 fn without_refusing_after_calls_elsewhere_a_failover_acks_past_a_failed_unit() {
     counterexample(
-        PipelineGuards { refuse_after_calls_elsewhere: false, ..PipelineGuards::ALL },
+        PipelineModel::small(PipelineGuards { refuse_after_calls_elsewhere: false, ..PipelineGuards::ALL }),
         "no unit is acked after an earlier unit of its stream failed",
     );
 }
