@@ -736,7 +736,8 @@ function clusterPage() {
       ...fact('Orphans collected', fmtNumber(get('shale_gc_orphans_deleted_total'))),
       ...fact('Live segments', fmtNumber(get('shale_store_live_segments'))),
       ...fact('Live bytes', fmtBytes(get('shale_store_live_bytes'))),
-      ...fact('Kafka agents registered', agentsText(samples, allInOne)));
+      ...fact('Kafka agents registered', agentsText(samples, allInOne)),
+      ...fact('Processes served', watchersText(samples, allInOne)));
   });
   show(el('h1', {}, 'Cluster'), el('p', { class: 'muted' }, 'This process, and what its metrics say of the work around it.'),
     el('section', { class: 'grid' }, el('div', {}, el('h2', {}, 'Process'), facts), el('div', {}, el('h2', {}, 'Background work'), work)));
@@ -750,6 +751,17 @@ function agentsText(samples, allInOne) {
     .filter(Boolean).map((m) => `${m[2]} (broker ${m[1]})`);
   if (!live) return allInOne ? 'none: this process serves Kafka itself when started with --kafka' : 'none';
   return `${live}: ${addresses.join(', ')}`;
+}
+
+// The processes watching this metadata instance (`shale_metadata_watcher` series):
+// gateways, readers, agents and compactors, each with its HTTP address.
+function watchersText(samples, allInOne) {
+  // Metadata's membership series come together: the agent count is always there.
+  if (sumOf(samples, 'shale_kafka_agents_live') === undefined) return 'metadata runs elsewhere (its console lists them)';
+  const seen = [...samples.keys()].map((k) => k.match(/^shale_metadata_watcher\{role="([^"]*)",address="([^"]*)"/))
+    .filter(Boolean).map((m) => `${m[1]} ${m[2]}`);
+  if (!seen.length) return allInOne ? 'this process alone (all roles in one)' : 'none connected';
+  return seen.join(', ');
 }
 
 // ---------- the token ----------

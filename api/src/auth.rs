@@ -16,8 +16,17 @@ pub use shale_service::auth::*;
 
 use crate::ApiError;
 
-/// Paths anyone may call.
-const OPEN_PATHS: [&str; 2] = ["/health", "/ready"];
+/// Paths anyone may call: health, readiness, and the console's page and the process
+/// facts it shows before asking for a token (`console`).
+const OPEN_PATHS: [&str; 5] = ["/health", "/ready", "/console", "/console/", "/console/process.json"];
+
+/// Where the console's assets are, open too.
+const OPEN_PREFIX: &str = "/console/static/";
+
+/// Whether anyone may call `path`, without a token.
+fn is_open(path: &str) -> bool {
+    OPEN_PATHS.contains(&path) || path.starts_with(OPEN_PREFIX)
+}
 
 /// Authenticates every request; `refuse` renders a refusal for the transport.
 pub struct Authenticate<R> {
@@ -78,8 +87,7 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let path = request.uri().path();
-        if OPEN_PATHS.contains(&path) || crate::console::is_open(path) {
+        if is_open(request.uri().path()) {
             return Box::pin(self.inner.call(request));
         }
         // The clone that was made ready is the one that serves this request.
@@ -117,5 +125,20 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
 
     async fn from_request_parts(parts: &mut axum::http::request::Parts, _state: &S) -> Result<Self, ApiError> {
         Ok(Caller(access_of(&parts.extensions)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_health_readiness_and_the_consoles_page_and_assets_are_open() {
+        assert!(is_open("/health") && is_open("/console") && is_open("/console/process.json"));
+        assert!(is_open("/console/static/console.js"));
+        assert!(!is_open("/console/session"));
+        assert!(!is_open("/consoles"));
+        assert!(!is_open("/v1/basins"));
+        assert!(!is_open("/metrics"));
     }
 }

@@ -1,7 +1,7 @@
 //! The web console at `/console`: one page, its script and its style, built into the
 //! binary, plus two small JSON answers the page needs and the S2 API does not give:
 //! `/console/process.json` (this process's role, version and whether it serves the
-//! client API; open like `/health`) and `/console/session` (what the caller's token may
+//! client API; open like `/health`, as the page and its assets are: `auth`'s open paths) and `/console/session` (what the caller's token may
 //! do, so the page shows only the controls it may use). Everything else the page does,
 //! it does through the same HTTP API and token rules as any client.
 
@@ -16,12 +16,6 @@ use crate::auth::{Access, Caller};
 const PAGE: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
 const STYLE: &str = include_str!("../console/console.css");
-
-/// Paths of the console anyone may fetch: the page and its assets show a token prompt
-/// before anything that needs a token.
-pub fn is_open(path: &str) -> bool {
-    matches!(path, "/console" | "/console/" | "/console/process.json") || path.starts_with("/console/static/")
-}
 
 /// The console's routes for a process running `role`; `client_api` says whether the
 /// process serves S2's API (the page then offers basins, streams and tables).
@@ -60,19 +54,4 @@ async fn session(Caller(access): Caller) -> Json<serde_json::Value> {
         }
     };
     Json(json!({ "auth": auth, "token": token, "operations": operations }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_page_and_its_assets_are_open() {
-        assert!(is_open("/console"));
-        assert!(is_open("/console/static/console.js"));
-        assert!(is_open("/console/process.json"));
-        assert!(!is_open("/console/session"));
-        assert!(!is_open("/consoles"));
-        assert!(!is_open("/v1/basins"));
-    }
 }

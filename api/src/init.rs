@@ -5,9 +5,17 @@
 //! are applied to an existing basin or stream, and one whose config already matches is
 //! not written. Nothing is ever deleted.
 //!
+//! Access tokens may be declared too (access control on): S2's token shape under
+//! `token`, and the environment variable holding its secret under `secret_env` (the file
+//! itself holds no secret). A token is issued when missing; one whose scope or secret
+//! differs is revoked and issued again; one that matches is left alone.
+//!
 //! ```json
 //! {"basins": [{"name": "events-basin", "config": {"create_stream_on_append": true},
-//!   "streams": [{"name": "orders", "config": {"retention_policy": {"age": 604800}}}]}]}
+//!   "streams": [{"name": "orders", "config": {"retention_policy": {"age": 604800}}}]}],
+//!  "access_tokens": [{"secret_env": "ORDERS_READER_SECRET",
+//!   "token": {"id": "orders-reader", "scope": {"basins": {"exact": "events-basin"},
+//!     "streams": {"prefix": "orders"}, "op_groups": {"stream": {"read": true}}}}}]}
 //! ```
 //!
 //! The whole file is checked before anything is applied: JSON that does not parse, an
@@ -16,8 +24,10 @@
 use serde::Deserialize;
 use shale_metadata_contract::{BasinConfig, BasinPatch, StreamConfig, StreamPatch};
 
+use crate::auth::{TokenInfo, MIN_CHOSEN_SECRET_CHARS};
 use crate::s2::config::{BasinPatchJson, StreamConfigJson};
-use crate::Service;
+use crate::s2::token_json::TokenInfoJson;
+use crate::{ListQuery, Service};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,6 +37,16 @@ struct InitFile {
     _schema: Option<String>,
     #[serde(default)]
     basins: Vec<BasinSpec>,
+    #[serde(default)]
+    access_tokens: Vec<TokenSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenSpec {
+    /// The environment variable holding the token's secret.
+    secret_env: String,
+    token: TokenInfoJson,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +97,7 @@ pub struct InitReport {
 enum Declared {
     Basin { name: String, patch: BasinPatch },
     Stream { basin: String, name: String, patch: StreamPatch },
+    Token { info: TokenInfo, secret: String },
 }
 
 /// Checks `text` whole: every error names its line.
@@ -102,6 +123,20 @@ fn check(text: &str) -> Result<Vec<Declared>, String> {
         }
         declared.push(Declared::Basin { name: basin.name, patch });
         declared.extend(streams);
+    }
+    for token in file.access_tokens {
+        let refused = |e: String| format!("{}{e}", at(&token.secret_env));
+        let info = token.token.into_info().map_err(refused)?;
+        let secret = std::env::var(&token.secret_env).map_err(|_| {
+            refused(format!("the environment variable `{}` (the token's secret) is not set", token.secret_env))
+        })?;
+        if secret.chars().count() < MIN_CHOSEN_SECRET_CHARS {
+            return Err(refused(format!(
+                "the secret in `{}` must have at least {MIN_CHOSEN_SECRET_CHARS} characters",
+                token.secret_env
+            )));
+        }
+        declared.push(Declared::Token { info, secret });
     }
     Ok(declared)
 }
@@ -149,6 +184,27 @@ pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport
                         report.created += 1;
                     }
                     Err(e) => return Err(failed(e)),
+                }
+            }
+            Declared::Token { info, secret } => {
+                let id = info.id.clone();
+                let failed = |error| InitError::Apply { what: format!("access token `{id}`"), error };
+                let query = ListQuery { prefix: id.clone(), start_after: String::new(), limit: Some(1) };
+                let page = service.list_access_tokens(&query).await.map_err(failed)?;
+                let current = page.items.into_iter().find(|t| t.id == id);
+                match current {
+                    Some(current) if current == info && service.is_secret_of(&id, &secret).await => {
+                        report.unchanged += 1
+                    }
+                    Some(_) => {
+                        service.revoke_access_token(&id).await.map_err(failed)?;
+                        service.issue_access_token_with_secret(info, secret).await.map_err(failed)?;
+                        report.reconfigured += 1;
+                    }
+                    None => {
+                        service.issue_access_token_with_secret(info, secret).await.map_err(failed)?;
+                        report.created += 1;
+                    }
                 }
             }
         }

@@ -13,7 +13,7 @@ use shale_compactor::{run_compactor, Compactor, CompactorStats};
 use shale_gateway::Gateway;
 use shale_metadata::{
     hold_leadership, run_collection, run_transaction_timeouts, HaltReason, LeasedMetadata, Metadata, MetadataApi,
-    MetadataService, RemoteMetadata, DEFAULT_DB_PATH,
+    MetadataService, RemoteConfig, RemoteMetadata, DEFAULT_DB_PATH,
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
@@ -143,7 +143,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let agents = metadata.clone();
     let background: MetricsHook = Arc::new(move |out: &mut String| {
         gc_stats.render(out);
-        agents.render_agents(out);
+        agents.render_members(out);
         compaction.render(out);
     });
     let state = AppState::new(
@@ -181,8 +181,17 @@ fn check_kafka(config: &ServeConfig) -> anyhow::Result<()> {
 
 /// The metadata client of a role process: whichever of `addrs` (or the leader record in
 /// the store) holds the lease.
-fn remote_metadata(config: &ServeConfig, store: &Store, addrs: &[String]) -> anyhow::Result<Arc<dyn MetadataApi>> {
-    let client = RemoteMetadata::new(addrs.to_vec(), Some(store.store.clone()), config.remote_config()?)?;
+/// A client of the metadata at `addrs`, telling it this process's `role` and HTTP address
+/// (`http`) when it watches, for metadata's list of the processes it serves.
+fn remote_metadata(
+    config: &ServeConfig,
+    store: &Store,
+    addrs: &[String],
+    role: &str,
+    http: std::net::SocketAddr,
+) -> anyhow::Result<Arc<dyn MetadataApi>> {
+    let remote = RemoteConfig { identity: (role.to_string(), http.to_string()), ..config.remote_config()? };
+    let client = RemoteMetadata::new(addrs.to_vec(), Some(store.store.clone()), remote)?;
     Ok(Arc::new(client))
 }
 
@@ -232,7 +241,7 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
     let http_listener = bind(config.http).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role("compactor"), false).await?;
     let store = open_store(&config).await?;
-    let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
+    let metadata = remote_metadata(&config, &store, &metadata_addrs, "compactor", http_listener.local_addr()?)?;
     let mut config = config;
     config.compactor.enabled = true;
     let (task, stats) = start_compactor(&config, metadata.clone(), &store);
@@ -295,7 +304,7 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
     let listeners = ClientListeners::bind(&config).await?;
     let lock = lock_store(&config.store_url()?, Holder::Role(role.name()), false).await?;
     let store = open_store(&config).await?;
-    let metadata = remote_metadata(&config, &store, &metadata_addrs)?;
+    let metadata = remote_metadata(&config, &store, &metadata_addrs, role.name(), listeners.http.local_addr()?)?;
     let (gateway, reader) = match role {
         Role::Gateway => {
             let gateway =
@@ -386,7 +395,7 @@ pub async fn serve_metadata(config: ServeConfig, advertise: Option<String>) -> a
                 u8::from(lease.is_held())
             );
             gc.render(&mut out);
-            agents.render_agents(&mut out);
+            agents.render_members(&mut out);
             compaction.render(&mut out);
             commits.render(&mut out);
             counters.render(&mut out);

@@ -24,6 +24,15 @@ fn serve(dir: &std::path::Path) -> (std::process::Child, String) {
     (child, http)
 }
 
+/// `GET base + path` with `token`, and the basin header when there is one.
+async fn get(base: &str, path: &str, token: &str, basin: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new().get(format!("{base}{path}")).bearer_auth(token);
+    if let Some(basin) = basin {
+        request = request.header("s2-basin", basin);
+    }
+    request.send().await.unwrap()
+}
+
 #[tokio::test]
 async fn the_page_is_open_and_the_session_says_what_a_token_may_do() {
     let dir = tempfile::tempdir().unwrap();
@@ -40,8 +49,7 @@ async fn the_page_is_open_and_the_session_says_what_a_token_may_do() {
 
     let session = client.get(format!("{base}/console/session")).send().await.unwrap();
     assert_eq!(session.status(), 401, "the session answered without a token");
-    let root: Value =
-        client.get(format!("{base}/console/session")).bearer_auth(ROOT).send().await.unwrap().json().await.unwrap();
+    let root: Value = get(&base, "/console/session", ROOT, None).await.json().await.unwrap();
     assert_eq!(root["auth"], true);
     assert!(root["operations"].as_array().unwrap().contains(&json!("append")), "{root}");
 
@@ -57,8 +65,7 @@ async fn the_page_is_open_and_the_session_says_what_a_token_may_do() {
         .await
         .unwrap();
     let viewer = issued["access_token"].as_str().unwrap();
-    let session: Value =
-        client.get(format!("{base}/console/session")).bearer_auth(viewer).send().await.unwrap().json().await.unwrap();
+    let session: Value = get(&base, "/console/session", viewer, None).await.json().await.unwrap();
     let operations = session["operations"].as_array().unwrap();
     assert_eq!(session["token"], "viewer");
     assert!(operations.contains(&json!("read")) && operations.contains(&json!("list-basins")), "{session}");
@@ -102,26 +109,14 @@ async fn the_console_in_a_browser_and_the_s2_sdk_over_cors() {
     assert!(measured["live_ms"].as_u64().unwrap() < 1000, "{measured}");
 
     // What the browser did, seen from outside it.
-    let client = reqwest::Client::new();
-    let read: Value = client
-        .get(format!("{base}/v1/streams/from-the-browser/records?seq_num=0"))
-        .bearer_auth(ROOT)
-        .header("s2-basin", "console-demo")
-        .send()
+    let read: Value = get(&base, "/v1/streams/from-the-browser/records?seq_num=0", ROOT, Some("console-demo"))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
     let bodies: Vec<&str> = read["records"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
     assert_eq!(bodies, ["appended by the SDK in a browser", "and a second record"]);
-    let gone = client
-        .get(format!("{base}/v1/streams/made-in-console"))
-        .bearer_auth(ROOT)
-        .header("s2-basin", "console-demo")
-        .send()
-        .await
-        .unwrap();
+    let gone = get(&base, "/v1/streams/made-in-console", ROOT, Some("console-demo")).await;
     assert_eq!(gone.status(), 404, "the stream the console deleted is still there");
     for page in ["token-refused", "basins", "basin", "stream", "metrics", "tables", "cluster", "read-only"] {
         let size = std::fs::metadata(shots.join(format!("{page}.png"))).map(|m| m.len()).unwrap_or(0);

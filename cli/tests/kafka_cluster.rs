@@ -177,10 +177,11 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     leader.kill().unwrap();
     leader.wait().unwrap();
     wait_for_lease(&client, &standby_http, "the standby").await;
-    // The new leader learns the live agents from their heartbeats; its console reads them
-    // from its metrics.
+    // The new leader learns the live agents from their heartbeats, and sees them watch it;
+    // its console reads both from its metrics.
     wait_until("the new leader lists the two live agents", Duration::from_secs(10), || async {
         metric(&client, &standby_http, "shale_kafka_agents_live").await == Some(2)
+            && metric(&client, &standby_http, "shale_metadata_watchers{role=\"agent\"}").await == Some(2)
     })
     .await;
     let process: serde_json::Value =

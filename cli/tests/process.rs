@@ -549,3 +549,74 @@ async fn the_init_file_creates_and_reconciles_basins_and_streams_at_every_start(
     assert!(!output.status.success(), "started with a bad init file");
     assert!(stderr.contains("init.json") && stderr.contains("line 3"), "{stderr}");
 }
+
+/// Access tokens in the init file: issued with the secret from the named variable,
+/// scoped as declared; a changed scope or secret is applied at the next start (the old
+/// secret refused); a missing variable stops the start with the line at fault.
+#[tokio::test]
+async fn the_init_file_declares_access_tokens_with_secrets_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let file = dir.path().join("init.json");
+    let spec = |append: bool| {
+        format!(
+            "{{\"basins\": [{{\"name\": \"init-tokens\", \"streams\": [{{\"name\": \"orders\"}}]}}],\n\
+             \"access_tokens\": [{{\"secret_env\": \"ORDERS_SECRET\",\n\
+             \"token\": {{\"id\": \"orders-app\", \"scope\": {{\"basins\": {{\"exact\": \"init-tokens\"}},\n\
+             \"streams\": {{\"prefix\": \"\"}}, \"op_groups\": {{\"stream\": {{\"read\": true, \"write\": {append}}}}}}}}}}}]}}\n"
+        )
+    };
+    let root = ("SHALE_ROOT_TOKEN", "init-root-token-0123456789".to_string());
+    let first_secret = "orders-app-secret-0123456789".to_string();
+    let second_secret = "orders-app-secret-9876543210".to_string();
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--init-file", "init.json"];
+    let append_as = |base: String, secret: String| {
+        let client = client.clone();
+        async move {
+            client
+                .post(format!("{base}/v1/streams/orders/records"))
+                .bearer_auth(secret)
+                .header("s2-basin", "init-tokens")
+                .json(&json!({ "records": [{ "body": "x" }] }))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let read_as = |base: String, secret: String| {
+        let client = client.clone();
+        async move {
+            let url = format!("{base}/v1/streams/orders/records?seq_num=0");
+            let r = client.get(url).bearer_auth(secret).header("s2-basin", "init-tokens").send().await.unwrap();
+            r.status().as_u16()
+        }
+    };
+
+    std::fs::write(&file, spec(false)).unwrap();
+    let env = [root.clone(), ("ORDERS_SECRET", first_secret.clone())];
+    let (child, base, _) = spawn(dir.path(), &args, &env);
+    assert_eq!(read_as(base.clone(), first_secret.clone()).await, 200);
+    assert_eq!(append_as(base.clone(), first_secret.clone()).await, 403, "the declared scope reads only");
+    assert!(terminate(child).success());
+
+    // The scope widened, the same secret: appends now pass.
+    std::fs::write(&file, spec(true)).unwrap();
+    let (child, base, _) = spawn(dir.path(), &args, &env);
+    assert_eq!(append_as(base.clone(), first_secret.clone()).await, 200);
+    assert!(terminate(child).success());
+
+    // The secret changed: the old one is refused, the new one works.
+    let env = [root.clone(), ("ORDERS_SECRET", second_secret.clone())];
+    let (child, base, _) = spawn(dir.path(), &args, &env);
+    assert_eq!(read_as(base.clone(), first_secret).await, 401, "the old secret");
+    assert_eq!(append_as(base.clone(), second_secret).await, 200);
+    assert!(terminate(child).success());
+
+    // No secret in the environment: nothing starts, and the error names the line.
+    let output = common::shale().args(args).current_dir(dir.path()).env(root.0, root.1).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "started without the token's secret");
+    assert!(stderr.contains("ORDERS_SECRET") && stderr.contains("line 2"), "{stderr}");
+}

@@ -146,11 +146,6 @@ impl Metadata {
     pub fn gc_stats(&self) -> std::sync::Arc<crate::GcStats> {
         self.gc_stats.clone()
     }
-
-    /// Appends the Kafka agents this instance has registered, as Prometheus text.
-    pub fn render_agents(&self, out: &mut String) {
-        self.agents.render(self.clock.now_ms(), out);
-    }
 }
 
 /// `segments/<ulid>.seg` -> the ULID; anything else is not a segment and is left alone.

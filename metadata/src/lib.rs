@@ -29,7 +29,8 @@
 //! - idempotent producers (`producers`): each producer's latest acks per stream, checked
 //!   at commit; tracked consumers (`consumers`): named positions per stream.
 //!
-//! - the registry of Kafka-serving agents (`agents`), in the leader's memory;
+//! - the registry of Kafka-serving agents (`agents`) and the processes watching its tails
+//!   (`watchers`), in the leader's memory;
 //! - Kafka transactions (`transactional`): each transactional id's epoch and open
 //!   transaction; appends staged in a commit (`staging`) made visible with the group
 //!   offsets in one write batch at the end, or dropped; timeouts.
@@ -47,6 +48,8 @@ mod agenda;
 #[cfg(test)]
 mod agenda_tests;
 mod agents;
+mod watchers;
+pub use watchers::Watching;
 mod catalog;
 mod commit;
 #[cfg(test)]
@@ -128,6 +131,8 @@ pub struct Metadata {
     gc_stats: Arc<GcStats>,
     /// The live Kafka-serving agents (in memory: see `agents`).
     agents: agents::AgentRegistry,
+    /// The processes watching its tails (in memory: see `watchers`).
+    watchers: Arc<watchers::Watchers>,
     /// Set by whatever adds, removes or releases segment references: the next reclaim
     /// pass refreshes the space gauges (an idle database is not surveyed).
     segments_changed: std::sync::atomic::AtomicBool,
@@ -400,6 +405,7 @@ impl Metadata {
             halt,
             gc_stats: Arc::default(),
             agents,
+            watchers: Arc::default(),
             segments_changed: std::sync::atomic::AtomicBool::new(true),
             indexed_bytes: std::sync::atomic::AtomicU64::new(0),
             waiting_plans: compaction::WaitingPlans::default(),

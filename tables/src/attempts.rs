@@ -22,7 +22,6 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use shale_storage::Clock;
 
-use crate::tiering::TableState;
 use crate::TablesError;
 
 /// How long another attempt's declaration is kept, its keys deleted again at every
@@ -87,18 +86,25 @@ impl Attempt {
         Ok(())
     }
 
-    /// After this attempt committed `state`: deletes what other attempts at passes up to
-    /// `state.pass` declared, unless `state` names it, and their declarations once
+    /// After this attempt committed pass `committed_pass`: deletes what other attempts at
+    /// passes up to it declared, unless the commit record names it (`named`), and their
+    /// declarations once
     /// [`DECLARATION_GRACE_MS`] old; and this attempt's declaration. Returns the keys
     /// deleted (or found gone).
-    pub async fn sweep(&self, store: &dyn ObjectStore, state: &TableState, now_ms: u64) -> Result<usize, TablesError> {
+    pub async fn sweep(
+        &self,
+        store: &dyn ObjectStore,
+        committed_pass: u64,
+        named: impl Fn(&str) -> bool,
+        now_ms: u64,
+    ) -> Result<usize, TablesError> {
         let prefix = Path::from(format!("{}/attempts", self.root));
         let listed: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
         let mut deleted = 0;
         for meta in listed {
             let Some(tag) = meta.location.filename().and_then(|n| n.strip_suffix(".json")) else { continue };
             let pass = tag.split('-').next().and_then(|p| p.parse::<u64>().ok());
-            if pass.is_none_or(|pass| pass > state.pass) {
+            if pass.is_none_or(|pass| pass > committed_pass) {
                 continue;
             }
             if tag != self.tag {
@@ -107,7 +113,7 @@ impl Attempt {
                     Err(object_store::Error::NotFound { .. }) => continue,
                     Err(e) => return Err(e.into()),
                 };
-                for key in declaration.keys.iter().filter(|key| !names(state, key)) {
+                for key in declaration.keys.iter().filter(|key| !named(key)) {
                     delete(store, &Path::from(key.as_str())).await?;
                     deleted += 1;
                 }
@@ -119,15 +125,6 @@ impl Attempt {
         }
         Ok(deleted)
     }
-}
-
-/// Whether the commit record names `key` (a file, manifest or manifest list, live or
-/// waiting in its garbage).
-fn names(state: &TableState, key: &str) -> bool {
-    state.files.iter().any(|f| f.path == key)
-        || state.manifests.iter().any(|m| m.path == key)
-        || state.snapshots.iter().any(|s| s.manifest_list == key)
-        || state.garbage.iter().any(|g| g.path == key)
 }
 
 async fn delete(store: &dyn ObjectStore, key: &Path) -> Result<(), TablesError> {

@@ -83,6 +83,17 @@ pub struct TableState {
     pub garbage: Vec<Garbage>,
 }
 
+impl TableState {
+    /// Whether this commit record names `key`: a data file, manifest or manifest list,
+    /// live or waiting in its garbage.
+    pub fn names(&self, key: &str) -> bool {
+        self.files.iter().any(|f| f.path == key)
+            || self.manifests.iter().any(|m| m.path == key)
+            || self.snapshots.iter().any(|s| s.manifest_list == key)
+            || self.garbage.iter().any(|g| g.path == key)
+    }
+}
+
 /// Where tiering goes on from in one stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamPosition {
@@ -254,9 +265,13 @@ impl Tierer {
         let put =
             self.store.put_opts(&state_path(basin), body.into(), PutOptions { mode, ..Default::default() }).await?;
         self.publish(basin, next).await?;
-        let swept = attempt.sweep(self.store.as_ref(), next, self.clock.now_ms()).await?;
-        if swept > 0 {
-            tracing::info!(basin, pass = next.pass, keys = swept, "deleted what attempts that did not commit wrote");
+        // The commit stands whatever the sweep does: what it leaves, the next one finds.
+        match attempt.sweep(self.store.as_ref(), next.pass, |key| next.names(key), self.clock.now_ms()).await {
+            Ok(0) => {}
+            Ok(keys) => {
+                tracing::debug!(basin, pass = next.pass, keys, "deleted what attempts that did not commit wrote")
+            }
+            Err(e) => tracing::warn!(basin, pass = next.pass, error = %e, "sweeping other attempts' keys failed"),
         }
         Ok(UpdateVersion { e_tag: put.e_tag, version: put.version })
     }

@@ -19,7 +19,7 @@ mod records;
 mod s2s;
 mod sse;
 mod streams;
-mod token_json;
+pub(crate) mod token_json;
 mod wire;
 
 use axum::routing::{any, get};

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use shale_service::auth::{OpGroups, Operation, ReadWrite, ResourceSet, Scope, TokenInfo};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenInfoJson {
     id: String,
@@ -20,7 +20,7 @@ pub struct TokenInfoJson {
     scope: ScopeJson,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScopeJson {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -35,14 +35,14 @@ struct ScopeJson {
     ops: Option<Vec<String>>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum ResourceSetJson {
     Exact(String),
     Prefix(String),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpGroupsJson {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,7 +53,7 @@ struct OpGroupsJson {
     stream: Option<ReadWriteJson>,
 }
 
-#[derive(Clone, Copy, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReadWriteJson {
     #[serde(default, deserialize_with = "null_is_default")]

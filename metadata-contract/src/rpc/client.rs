@@ -88,7 +88,8 @@ impl RemoteMetadata {
 async fn follow_tails(inner: Arc<Connection>) {
     loop {
         if let Some((address, mut client)) = inner.connected().await {
-            match client.watch(pb::WatchRequest {}).await {
+            let (role, own_address) = inner.config.identity.clone();
+            match client.watch(pb::WatchRequest { role, address: own_address }).await {
                 Ok(response) => {
                     inner.tails.wake_all();
                     let mut events = response.into_inner();

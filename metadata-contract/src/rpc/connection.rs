@@ -41,11 +41,20 @@ pub struct RemoteConfig {
     /// With a CA certificate (PEM), metadata is reached over TLS and its certificate must
     /// chain to this CA; addresses without a scheme become `https://`.
     pub ca_pem: Option<Vec<u8>>,
+    /// This process's role and HTTP address, told to metadata when watching (its list of
+    /// the processes it serves); empty when not given.
+    pub identity: (String, String),
 }
 
 impl Default for RemoteConfig {
     fn default() -> Self {
-        Self { connect_timeout: Duration::from_secs(1), timing: ClusterTiming::default(), token: None, ca_pem: None }
+        Self {
+            connect_timeout: Duration::from_secs(1),
+            timing: ClusterTiming::default(),
+            token: None,
+            ca_pem: None,
+            identity: (String::new(), String::new()),
+        }
     }
 }
 

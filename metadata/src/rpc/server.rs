@@ -165,10 +165,14 @@ impl MetadataRpc for MetadataService {
 
     /// Sends the tails each commit moves, from now on; ends when this instance loses
     /// the lease, so watchers move to the new leader.
-    async fn watch(&self, _request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
-        let feed = self.leader()?.tail_feed();
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let pb::WatchRequest { role, address } = request.into_inner();
+        let leader = self.leader()?;
+        let feed = leader.tail_feed();
+        // Listed while the stream lives: the guard goes with it.
+        let watching = (!role.is_empty()).then(|| leader.watching(role, address));
         let service = self.clone();
-        let stream = futures::stream::unfold((feed, service), |(mut feed, service)| async move {
+        let stream = futures::stream::unfold((feed, service, watching), |(mut feed, service, watching)| async move {
             loop {
                 tokio::select! {
                     received = feed.recv() => {
@@ -177,7 +181,7 @@ impl MetadataRpc for MetadataService {
                             Err(broadcast::error::RecvError::Lagged(_)) => pb::WatchEvent { tails: Vec::new(), lagged: true },
                             Err(broadcast::error::RecvError::Closed) => return None,
                         };
-                        return Some((Ok(event), (feed, service)));
+                        return Some((Ok(event), (feed, service, watching)));
                     }
                     _ = tokio::time::sleep(WATCH_LEASE_CHECK) => {
                         if service.leader().is_err() {

@@ -25,4 +25,4 @@ pub use access::{Access, Grant, Target};
 pub use scope::{OpGroups, Operation, ReadWrite, ResourceSet, Scope, TokenInfo};
 pub use scram::{ScramHash, ScramKeys, ScramSecrets, SCRAM_ITERATIONS};
 pub use session::SessionGuard;
-pub use tokens::{Authenticator, IssuedToken, DEFAULT_REVOCATION_BOUND};
+pub use tokens::{Authenticator, IssuedToken, DEFAULT_REVOCATION_BOUND, MIN_CHOSEN_SECRET_CHARS};

@@ -37,6 +37,9 @@ pub struct IssuedToken {
     pub secret: String,
 }
 
+/// The shortest secret an operator may choose for a token (an issued one has 43).
+pub const MIN_CHOSEN_SECRET_CHARS: usize = 24;
+
 /// Resolves secrets to callers, and issues, lists and revokes tokens.
 pub struct Authenticator {
     root: Option<SecretHash>,
@@ -169,7 +172,21 @@ impl Authenticator {
 
     /// Issues a token on behalf of `issuer`: its scope and expiry may not exceed the
     /// issuer's. Returns the secret, which is not kept.
-    pub async fn issue(&self, issuer: &Access, mut info: TokenInfo) -> Result<IssuedToken, ServiceError> {
+    pub async fn issue(&self, issuer: &Access, info: TokenInfo) -> Result<IssuedToken, ServiceError> {
+        let mut random = [0u8; SECRET_BYTES];
+        shale_storage::ids::fill_secret(&mut random);
+        let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
+        self.issue_with_secret(issuer, info, secret).await
+    }
+
+    /// As [`Self::issue`], with the secret the caller chose (an operator's declared
+    /// token, from the init file): at least [`MIN_CHOSEN_SECRET_CHARS`] characters.
+    pub async fn issue_with_secret(
+        &self,
+        issuer: &Access,
+        mut info: TokenInfo,
+        secret: String,
+    ) -> Result<IssuedToken, ServiceError> {
         if !self.is_on() {
             return Err(ServiceError::bad(
                 "access control is off (no root token configured): a token issued now would not be checked",
@@ -204,9 +221,11 @@ impl Authenticator {
                 }
             }
         }
-        let mut random = [0u8; SECRET_BYTES];
-        shale_storage::ids::fill_secret(&mut random);
-        let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random);
+        if secret.chars().count() < MIN_CHOSEN_SECRET_CHARS {
+            return Err(ServiceError::bad(format!(
+                "a token's secret must have at least {MIN_CHOSEN_SECRET_CHARS} characters"
+            )));
+        }
         let scram = super::scram::ScramSecrets::derive(&secret);
         let encoded = super::stored::encode_with_scram(&info, Some(&scram));
         let record = AccessTokenRecord { id: info.id.clone(), secret_hash: hash(&secret).to_vec(), info: encoded };
