@@ -1,9 +1,10 @@
 //! The web console at `/console`: one page, its script and its style, built into the
 //! binary, plus two small JSON answers the page needs and the S2 API does not give:
 //! `/console/process.json` (this process's role, version and whether it serves the
-//! client API; open like `/health`, as the page and its assets are: `auth`'s open paths) and `/console/session` (what the caller's token may
-//! do, so the page shows only the controls it may use). Everything else the page does,
-//! it does through the same HTTP API and token rules as any client.
+//! client API) and `/console/session` (what the caller's token may do, so the page
+//! shows only the controls it may use). The page, its assets and `process.json` are
+//! open like `/health` (`auth`'s open paths). Everything else the page does, it does
+//! through the same HTTP API and token rules as any client.
 
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
