@@ -734,8 +734,8 @@ function clusterPage() {
       ...fact('Reclaim passes', fmtNumber(get('shale_reclaim_runs_total'))),
       ...fact('Reclaimed', fmtBytes(get('shale_reclaim_bytes_deleted_total'))),
       ...fact('Orphans collected', fmtNumber(get('shale_gc_orphans_deleted_total'))),
-      ...fact('Live segments', fmtNumber(get('shale_store_live_segments'))),
-      ...fact('Live bytes', fmtBytes(get('shale_store_live_bytes'))),
+      ...fact('Live segments (last reclaim pass)', fmtNumber(get('shale_store_live_segments'))),
+      ...fact('Live bytes (last reclaim pass)', fmtBytes(get('shale_store_live_bytes'))),
       ...fact('Kafka agents registered', agentsText(samples, allInOne)),
       ...fact('Processes served', watchersText(samples, allInOne)));
   });
