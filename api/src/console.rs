@@ -1,4 +1,4 @@
-//! The web console at `/console`: one page, its script and its style, built into the
+//! The web console at `/console`: one page, its scripts and its style, built into the
 //! binary, plus two small JSON answers the page needs and the S2 API does not give:
 //! `/console/process.json` (this process's role, version and whether it serves the
 //! client API) and `/console/session` (what the caller's token may do, so the page
@@ -16,7 +16,10 @@ use crate::auth::{Access, Caller};
 
 const PAGE: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
+const PAGES: &str = include_str!("../console/pages.js");
+const CHARTS: &str = include_str!("../console/charts.js");
 const STYLE: &str = include_str!("../console/console.css");
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 
 /// The console's routes for a process running `role`; `client_api` says whether the
 /// process serves S2's API (the page then offers basins, streams and tables).
@@ -24,7 +27,9 @@ pub fn routes<S: Clone + Send + Sync + 'static>(role: &'static str, client_api: 
     Router::new()
         .route("/console", get(page))
         .route("/console/", get(page))
-        .route("/console/static/console.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
+        .route("/console/static/console.js", get(|| async { asset(JAVASCRIPT, SCRIPT) }))
+        .route("/console/static/pages.js", get(|| async { asset(JAVASCRIPT, PAGES) }))
+        .route("/console/static/charts.js", get(|| async { asset(JAVASCRIPT, CHARTS) }))
         .route("/console/static/console.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
         .route(
             "/console/process.json",
