@@ -88,9 +88,8 @@ impl Attempt {
 
     /// After this attempt committed pass `committed_pass`: deletes what other attempts at
     /// passes up to it declared, unless the commit record names it (`named`), and their
-    /// declarations once
-    /// [`DECLARATION_GRACE_MS`] old; and this attempt's declaration. Returns the keys
-    /// deleted (or found gone).
+    /// declarations once [`DECLARATION_GRACE_MS`] old; and this attempt's declaration.
+    /// Returns the keys deleted (or found gone).
     pub async fn sweep(
         &self,
         store: &dyn ObjectStore,
