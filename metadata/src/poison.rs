@@ -36,13 +36,7 @@ impl Poison {
             *run = (position.seq, position.seq);
         }
         let first_here = run.0;
-        if self.runs.len() > MAX_PIPELINES {
-            let mut ids: Vec<u128> = self.runs.keys().copied().collect();
-            ids.sort_unstable();
-            for id in &ids[..ids.len() - MAX_PIPELINES] {
-                self.runs.remove(id);
-            }
-        }
+        forget_oldest_pipelines(&mut self.runs);
         position.seen_through.saturating_add(1) >= first_here
     }
 
@@ -80,13 +74,19 @@ impl Poison {
                 self.pipelines.remove(&position.pipeline);
             }
         }
-        if self.pipelines.len() > MAX_PIPELINES {
-            let mut ids: Vec<u128> = self.pipelines.keys().copied().collect();
-            ids.sort_unstable();
-            for id in &ids[..ids.len() - MAX_PIPELINES] {
-                self.pipelines.remove(id);
-            }
-        }
+        forget_oldest_pipelines(&mut self.pipelines);
+    }
+}
+
+/// Keeps `by_pipeline` to [`MAX_PIPELINES`], forgetting the oldest-numbered beyond it.
+fn forget_oldest_pipelines<V>(by_pipeline: &mut HashMap<u128, V>) {
+    if by_pipeline.len() <= MAX_PIPELINES {
+        return;
+    }
+    let mut ids: Vec<u128> = by_pipeline.keys().copied().collect();
+    ids.sort_unstable();
+    for id in &ids[..ids.len() - MAX_PIPELINES] {
+        by_pipeline.remove(id);
     }
 }
 

@@ -6,6 +6,14 @@ use std::hash::Hash;
 
 use stateright::{Checker, HasDiscoveries, Model};
 
+/// Whether no action is enabled in `state`: a run ends there (where bounded liveness
+/// properties are checked).
+pub fn run_ends<M: Model>(model: &M, state: &M::State) -> bool {
+    let mut actions = Vec::new();
+    model.actions(state, &mut actions);
+    actions.is_empty()
+}
+
 /// Explores `model` wholly, breadth first, prints the state count and fails on any
 /// property that does not hold; returns the number of distinct states.
 pub fn every_property_holds<M>(model: M) -> usize

@@ -72,14 +72,6 @@ pub enum CollectionAction {
     Collect,
 }
 
-impl CollectionModel {
-    fn finished(&self, state: &CollectionState) -> bool {
-        let mut actions = Vec::new();
-        self.actions(state, &mut actions);
-        actions.is_empty()
-    }
-}
-
 impl Model for CollectionModel {
     type State = CollectionState;
     type Action = CollectionAction;
@@ -155,7 +147,7 @@ impl Model for CollectionModel {
             Property::always(
                 "a run ends with every orphan older than the grace collected",
                 |m: &CollectionModel, s: &CollectionState| {
-                    !m.finished(s)
+                    !crate::check::run_ends(m, s)
                         || s.store.iter().all(|(obj, put_at)| {
                             s.named.contains(obj) || s.now.saturating_sub(*put_at) <= m.orphan_grace
                         })

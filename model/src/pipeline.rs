@@ -148,18 +148,12 @@ impl PipelineModel {
         self.units[usize::from(unit)]
     }
 
-    /// Answers every queued call of instance `i` as failed (an error reaches the gateway).
+    /// Answers every queued call of instance `i` not answered yet as failed (an error
+    /// reaches the gateway): nothing queued became durable.
     fn fail_queued(state: &mut PipelineState, i: usize) {
         for (unit, _) in std::mem::take(&mut state.instances[i].queued) {
-            state.answers[usize::from(unit)] = Some(Outcome::Failed);
+            state.answers[usize::from(unit)].get_or_insert(Outcome::Failed);
         }
-    }
-
-    /// Whether no action is enabled: a run ends here.
-    fn finished(&self, state: &PipelineState) -> bool {
-        let mut actions = Vec::new();
-        self.actions(state, &mut actions);
-        actions.is_empty()
     }
 }
 
@@ -310,15 +304,11 @@ impl Model for PipelineModel {
                     state.instances[i].halted = true;
                 }
                 // Either way, nothing queued became durable and its callers get errors.
-                for (unit, _) in std::mem::take(&mut state.instances[i].queued) {
-                    state.answers[usize::from(unit)].get_or_insert(Outcome::Failed);
-                }
+                Self::fail_queued(&mut state, i);
             }
             PipelineAction::Crash => {
                 state.instances[0].crashed = true;
-                for (unit, _) in std::mem::take(&mut state.instances[0].queued) {
-                    state.answers[usize::from(unit)].get_or_insert(Outcome::Failed);
-                }
+                Self::fail_queued(&mut state, 0);
             }
             PipelineAction::LapseLease => state.lease_lapsed = true,
             PipelineAction::TakeOver => {
@@ -372,7 +362,7 @@ impl Model for PipelineModel {
             Property::always(
                 "a run ends with every caller answered and a serving leader",
                 |m: &PipelineModel, s: &PipelineState| {
-                    if !m.finished(s) {
+                    if !crate::check::run_ends(m, s) {
                         return true;
                     }
                     let leader_gone = s.instances[0].crashed || s.instances[0].halted;

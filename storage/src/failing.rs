@@ -68,8 +68,7 @@ impl FailingStore {
 
     /// Returns once at least `count` PUTs are held at the same time.
     pub async fn held_puts_reach(&self, count: usize) {
-        let mut waiting = self.waiting_puts.subscribe();
-        let _ = waiting.wait_for(|waiting| *waiting >= count).await;
+        reach(&self.waiting_puts, count).await;
     }
 
     /// PUTs under `prefix` wait from now until [`Self::release_puts`].
@@ -83,14 +82,7 @@ impl FailingStore {
     }
 
     async fn wait_if_held(&self, location: &Path) {
-        let held = |prefix: &Option<String>| prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()));
-        let mut watch = self.held.subscribe();
-        if !held(&watch.borrow_and_update()) {
-            return;
-        }
-        self.waiting_puts.send_modify(|waiting| *waiting += 1);
-        let _counted = Waiting(&self.waiting_puts);
-        let _ = watch.wait_for(|prefix| !held(prefix)).await;
+        wait_while_held(&self.held, &self.waiting_puts, location).await;
     }
 
     /// GETs under `prefix` wait from now until [`Self::release_gets`].
@@ -105,19 +97,11 @@ impl FailingStore {
 
     /// Returns once at least `count` GETs are held at the same time.
     pub async fn held_gets_reach(&self, count: usize) {
-        let mut waiting = self.waiting_gets.subscribe();
-        let _ = waiting.wait_for(|waiting| *waiting >= count).await;
+        reach(&self.waiting_gets, count).await;
     }
 
     async fn wait_if_gets_held(&self, location: &Path) {
-        let held = |prefix: &Option<String>| prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()));
-        let mut watch = self.held_gets.subscribe();
-        if !held(&watch.borrow_and_update()) {
-            return;
-        }
-        self.waiting_gets.send_modify(|waiting| *waiting += 1);
-        let _counted = Waiting(&self.waiting_gets);
-        let _ = watch.wait_for(|prefix| !held(prefix)).await;
+        wait_while_held(&self.held_gets, &self.waiting_gets, location).await;
     }
 
     /// Makes the `nth` (1-based) PUT under `prefix` from now on fail, once.
@@ -142,6 +126,28 @@ impl FailingStore {
 }
 
 /// Counts a held GET until it proceeds or is dropped.
+/// Waits while `held` names a prefix of `location`, counted in `waiting` meanwhile.
+async fn wait_while_held(
+    held: &tokio::sync::watch::Sender<Option<String>>,
+    waiting: &tokio::sync::watch::Sender<usize>,
+    location: &Path,
+) {
+    let is_held = |prefix: &Option<String>| prefix.as_ref().is_some_and(|p| location.as_ref().starts_with(p.as_str()));
+    let mut watch = held.subscribe();
+    if !is_held(&watch.borrow_and_update()) {
+        return;
+    }
+    waiting.send_modify(|waiting| *waiting += 1);
+    let _counted = Waiting(waiting);
+    let _ = watch.wait_for(|prefix| !is_held(prefix)).await;
+}
+
+/// Returns once `waiting` reaches `count`.
+async fn reach(waiting: &tokio::sync::watch::Sender<usize>, count: usize) {
+    let mut waiting = waiting.subscribe();
+    let _ = waiting.wait_for(|waiting| *waiting >= count).await;
+}
+
 /// Counts one held request while it waits.
 struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
 
