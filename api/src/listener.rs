@@ -53,6 +53,9 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// The largest HTTP/2 DATA frame this listener accepts.
+const MAX_RECEIVED_FRAME_BYTES: u32 = 1 << 20;
+
 /// What a connection past the cap is told before it is closed.
 const OVER_CAPACITY: &str = r#"{"code":"unavailable","message":"too many open connections; retry shortly"}"#;
 
@@ -78,6 +81,9 @@ pub async fn serve(
     builder
         .http2()
         .max_header_list_size(4 * crate::http_layers::MAX_HEADER_BYTES as u32)
+        // Clients may send DATA frames up to this (HTTP/2's default is 16 KiB): an S2S
+        // append of a few hundred KiB then arrives in one frame, not dozens.
+        .max_frame_size(MAX_RECEIVED_FRAME_BYTES)
         .timer(TokioTimer::new())
         .keep_alive_interval(limits.keep_alive_interval)
         .keep_alive_timeout(limits.keep_alive_interval);

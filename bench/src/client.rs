@@ -192,14 +192,6 @@ pub fn rss_mib() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// CPU seconds (user + system) this process has used.
-pub fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 pub fn percentiles(latencies: &mut [std::time::Duration]) -> Value {
     latencies.sort();
     let at = |q: f64| {

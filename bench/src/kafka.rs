@@ -22,6 +22,9 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
 use serde_json::json;
 
+mod proc_stat;
+use proc_stat::{cpu_seconds_of, own_cpu_seconds};
+
 #[derive(Parser, Debug, Clone)]
 struct Args {
     /// Kafka bootstrap address (loopback).
@@ -86,19 +89,6 @@ async fn object_requests(http: &reqwest::Client, bases: &[String]) -> (f64, f64)
         gets += value("shale_object_gets_total");
     }
     (puts, gets)
-}
-
-/// CPU seconds of the processes `pids`, summed.
-fn servers_cpu_seconds(pids: &[u32]) -> f64 {
-    pids.iter().map(|&pid| cpu_seconds(Some(pid))).sum()
-}
-
-fn cpu_seconds(pid: Option<u32>) -> f64 {
-    let Some(pid) = pid else { return 0.0 };
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> f64 {
@@ -289,16 +279,16 @@ async fn main() -> anyhow::Result<()> {
     let topic = format!("bench-{}p-{}", args.partitions, std::process::id());
     create_topic(&args, &topic).await?;
     let (puts0, _) = object_requests(&http, &args.metrics_url).await;
-    let cpu0 = servers_cpu_seconds(&args.server_pid);
-    let client_cpu0 = cpu_seconds(Some(std::process::id()));
+    let cpu0 = cpu_seconds_of(&args.server_pid);
+    let client_cpu0 = own_cpu_seconds();
     let args_for_write = args.clone();
     let topic_for_write = topic.clone();
     let Produced { mut latencies, mut commits, bytes, seconds: elapsed } =
         tokio::task::spawn_blocking(move || produce(&args_for_write, &topic_for_write)).await??;
     commits.sort();
     let (puts1, gets1) = object_requests(&http, &args.metrics_url).await;
-    let cpu1 = servers_cpu_seconds(&args.server_pid);
-    let client_cpu1 = cpu_seconds(Some(std::process::id()));
+    let cpu1 = cpu_seconds_of(&args.server_pid);
+    let client_cpu1 = own_cpu_seconds();
     latencies.sort();
     let records = latencies.len() as u64;
     let args_for_read = args.clone();
@@ -309,8 +299,8 @@ async fn main() -> anyhow::Result<()> {
         (0, 1.0)
     };
     let (_, gets2) = object_requests(&http, &args.metrics_url).await;
-    let cpu2 = servers_cpu_seconds(&args.server_pid);
-    let client_cpu2 = cpu_seconds(Some(std::process::id()));
+    let cpu2 = cpu_seconds_of(&args.server_pid);
+    let client_cpu2 = own_cpu_seconds();
     let gib = bytes as f64 / (1u64 << 30) as f64;
     let read_gib = read_bytes as f64 / (1u64 << 30) as f64;
     let out = json!({

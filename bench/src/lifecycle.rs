@@ -26,6 +26,8 @@ use shale_proto::Record;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::ObjectStore;
+mod proc_stat;
+use proc_stat::own_cpu_seconds;
 use shale_storage::{open_store_with, Clock, DelayedStore, InstrumentedStore, ManualClock, StoreCounters, SystemClock};
 
 #[derive(Debug, Parser)]
@@ -175,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
     clock.advance(Duration::from_secs(61));
     let compactor = Compactor::new(CompactorConfig::default(), metadata.clone(), store.clone(), clock.clone());
     let (puts_before, gets_before) = requests(&counters);
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), own_cpu_seconds());
     let (mut compacted_objects, mut compacted_bytes) = (0, 0);
     let mut waited = false;
     loop {
@@ -192,7 +194,7 @@ async fn main() -> anyhow::Result<()> {
         compacted_objects += report.objects_written;
         compacted_bytes += report.bytes_written;
     }
-    let compact_secs = started.elapsed().as_secs_f64();
+    let (compact_secs, compact_cpu) = (started.elapsed().as_secs_f64(), own_cpu_seconds() - cpu_before);
     let (puts_after, gets_after) = requests(&counters);
     let read = compactor.stats().bytes_read.load(Ordering::Relaxed);
     let coalesced = compactor.stats().get_requests.load(Ordering::Relaxed);
@@ -200,13 +202,14 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "compaction: {:.0} MiB read, {compacted_objects} objects ({:.0} MiB) written in {compact_secs:.1} s: {:.0} MiB/s; \
          per GiB compacted: {:.0} segment GETs once adjacent ranges coalesce (as on S3; {:.0} range reads here, \
-         metadata included), {:.0} PUTs (objects and metadata)",
+         metadata included), {:.0} PUTs (objects and metadata); {:.2} CPU seconds per GiB compacted",
         mib(read),
         mib(compacted_bytes),
         mib(read) / compact_secs,
         coalesced as f64 / gib_read,
         (gets_after - gets_before) as f64 / gib_read,
         (puts_after - puts_before) as f64 / gib_read,
+        compact_cpu / gib_read,
     );
     let took = reclaim(&metadata, store.as_ref(), &clock).await?;
     let (objects_at_rest, bytes_at_rest) = objects(store.as_ref()).await?;

@@ -15,6 +15,7 @@
 //! GiB and per second) and, for the in-process server, RSS and CPU seconds per GiB.
 
 mod client;
+mod proc_stat;
 mod workloads;
 
 use std::time::Duration;
@@ -186,7 +187,7 @@ async fn main() -> anyhow::Result<()> {
         workloads::prepare_throughput(&client, &args).await?;
     }
     let before = client.metrics().await;
-    let (cpu_before, started) = (client::cpu_seconds(), Instant::now());
+    let (cpu_before, started) = (proc_stat::own_cpu_seconds(), Instant::now());
     let mut figures = match args.workload.as_str() {
         "serial" => workloads::serial(&client, &args).await?,
         "throughput" => workloads::throughput(&client, &args).await?,
@@ -209,7 +210,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if server.is_some() {
         let gib = figures["mib_written"].as_f64().unwrap_or(0.0) / 1024.0;
-        let cpu = client::cpu_seconds() - cpu_before;
+        let cpu = proc_stat::own_cpu_seconds() - cpu_before;
         figures["process"] = json!({
             "note": "client and server share this process",
             "rss_mib": client::rss_mib(), "cpu_seconds": cpu,

@@ -28,6 +28,9 @@ use shale_metadata::{BasinConfig, BodyFormat, Metadata, MetadataApi, MetadataCon
 use shale_proto::Record;
 use shale_reader::{History, HistoryRead, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
+
+mod proc_stat;
+use proc_stat::own_cpu_seconds;
 use shale_storage::object_store::ObjectStore;
 use shale_storage::{open_store_with, DelayedStore, InstrumentedStore, SystemClock};
 use shale_tables::{StoreLocation, TableHistory, Tierer};
@@ -145,7 +148,7 @@ async fn main() -> anyhow::Result<()> {
     let location = StoreLocation::of_url(&format!("file://{}", dir.path().display()));
     let tierer = Tierer::new(metadata.clone(), reader, store.clone(), location, clock, Box::new(|_| true));
     let (puts, gets) = (counters.puts(), counters.gets());
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), own_cpu_seconds());
     let (mut tiered, mut passes) = (0, 0);
     while tiered < records {
         let rows = tierer.run_pass().await?;
@@ -153,7 +156,7 @@ async fn main() -> anyhow::Result<()> {
         tiered += rows;
         passes += 1;
     }
-    let elapsed = started.elapsed();
+    let (elapsed, cpu) = (started.elapsed(), own_cpu_seconds() - cpu_before);
     let (puts, gets) = (counters.puts() - puts, counters.gets() - gets);
     let table: Vec<_> = store.list(Some(&Path::from(format!("tables/{BASIN}/data")))).try_collect().await?;
     let parquet_bytes: u64 = table.iter().map(|m| m.size).sum();
@@ -173,6 +176,7 @@ async fn main() -> anyhow::Result<()> {
         parquet_bytes as f64 / log_bytes.max(1) as f64
     );
     println!("requests per GiB tiered: {:.0} PUTs, {:.0} GETs", puts as f64 / gib, gets as f64 / gib);
+    println!("CPU per GiB tiered: {:.2} s (this process: the passes, and metadata beside them)", cpu / gib);
 
     // Read everything back from the table, as a reader does below a stream's trim point:
     // 1,000 records (at most 1 MiB) per read, every stream at once.

@@ -285,7 +285,7 @@ fn retained_every(share: f64) -> Option<u64> {
 /// CPU, store requests, RSS and metadata bytes over `--idle-seconds` with no client call.
 async fn idle_period(client: &Client, args: &Args, streams: u64, data_dir: Option<&std::path::Path>) -> Value {
     let (before, cpu_before, rss_before) =
-        (client.metrics().await, crate::client::cpu_seconds(), crate::client::rss_mib());
+        (client.metrics().await, crate::proc_stat::own_cpu_seconds(), crate::client::rss_mib());
     let visited_before = client.metric("shale_reclaim_streams_visited_total").await;
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let minutes = args.idle_seconds as f64 / 60.0;
@@ -298,7 +298,7 @@ async fn idle_period(client: &Client, args: &Args, streams: u64, data_dir: Optio
     let wal_bytes = data_dir.map(|d| dir_bytes(&d.join("metadata").join("wal")));
     json!({
         "seconds": args.idle_seconds,
-        "cpu_percent_of_a_core": (crate::client::cpu_seconds() - cpu_before) / args.idle_seconds as f64 * 100.0,
+        "cpu_percent_of_a_core": (crate::proc_stat::own_cpu_seconds() - cpu_before) / args.idle_seconds as f64 * 100.0,
         "store_requests_per_minute": requests.map(|r| r.requests / minutes),
         "store_puts_per_minute": requests.map(|r| r.puts / minutes),
         "store_gets_per_minute": requests.map(|r| r.gets / minutes),

@@ -17,7 +17,7 @@ use shale_metadata::{
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
-use shale_storage::{DelayedStore, InstrumentedStore, StoreCounters, SystemClock};
+use shale_storage::{DelayedStore, InstrumentedStore, RecentWrites, StoreCounters, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -135,9 +135,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
             hold_leadership(metadata.clone(), store.store.clone(), format!("serve {}", config.grpc), config.cluster);
         Arc::new(LeasedMetadata::new(metadata.clone(), Some(lease)))
     };
+    let writes = with_recent_writes(&config, &store);
     let gateway =
-        Arc::new(Gateway::start(config.gateway.clone(), store.store.clone(), api.clone(), Arc::new(SystemClock))?);
-    let reader = Arc::new(client_reader(&config, &store, api.clone()));
+        Arc::new(Gateway::start(config.gateway.clone(), writes.store.clone(), api.clone(), Arc::new(SystemClock))?);
+    let reader = Arc::new(client_reader(&config, &writes, api.clone()));
     let (compactor, compaction) = start_compactor(&config, api.clone(), &store);
     let gc_stats = metadata.gc_stats();
     let agents = metadata.clone();
@@ -280,6 +281,19 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
 
 /// The reader clients read through: reads that start below a stream's trim point go to
 /// the table tier first (where the basin serves reads from it).
+/// The store as a process's own gateway and reader see it: the segments the gateway
+/// wrote last answer the reader's range reads of them from memory
+/// (`[reader] recent_write_bytes`).
+fn with_recent_writes(config: &ServeConfig, store: &Store) -> Store {
+    let bytes = config.reader.recent_write_bytes;
+    let store_for_roles: Arc<dyn ObjectStore> = if bytes == 0 {
+        store.store.clone()
+    } else {
+        Arc::new(RecentWrites::new(store.store.clone(), Arc::new(SystemClock), bytes))
+    };
+    Store { url: store.url.clone(), store: store_for_roles, counters: store.counters.clone() }
+}
+
 fn client_reader(config: &ServeConfig, store: &Store, metadata: Arc<dyn MetadataApi>) -> Reader {
     let history = shale_tables::TableHistory::new(metadata.clone(), store.store.clone());
     Reader::new(&config.reader, store.store.clone(), metadata).with_history(Arc::new(history))
@@ -313,9 +327,10 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
         }
         Role::Reader => (None, Some(Arc::new(client_reader(&config, &store, metadata.clone())))),
         Role::Agent => {
+            let writes = with_recent_writes(&config, &store);
             let gateway =
-                Gateway::start(config.gateway.clone(), store.store.clone(), metadata.clone(), Arc::new(SystemClock))?;
-            (Some(Arc::new(gateway)), Some(Arc::new(client_reader(&config, &store, metadata.clone()))))
+                Gateway::start(config.gateway.clone(), writes.store.clone(), metadata.clone(), Arc::new(SystemClock))?;
+            (Some(Arc::new(gateway)), Some(Arc::new(client_reader(&config, &writes, metadata.clone()))))
         }
         Role::AllInOne => anyhow::bail!("use `serve` for all roles in one process"),
     };

@@ -13,13 +13,19 @@ use shale_storage::Clock;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::append::{encode, AppendInput};
+use crate::append::{encode, AppendInput, EncodedAppend};
 use crate::pipeline::{run_committer, Sealed};
 use crate::unit::{PendingUnit, Shared};
 use crate::{GatewayConfig, GatewayError, GatewayMetrics};
 use shale_metadata_contract::MetadataApi;
 
 /// The acks of a submitted append, once it is committed.
+/// An atomic append checked and encoded, not yet submitted ([`Gateway::encode`]).
+#[derive(Debug)]
+pub struct EncodedUnit {
+    appends: Vec<EncodedAppend>,
+}
+
 pub struct PendingAppend(Pin<Box<dyn Future<Output = Result<Vec<AppendAck>, GatewayError>> + Send>>);
 
 impl Future for PendingAppend {
@@ -93,22 +99,39 @@ impl Gateway {
     /// submitted one after another from one task are sequenced in that order, which is
     /// what lets a session pipeline batches without waiting for each ack.
     pub fn submit(&self, inputs: Vec<AppendInput>) -> Result<PendingAppend, GatewayError> {
+        self.submit_encoded(self.encode(inputs)?).map_err(|(error, _)| error)
+    }
+
+    /// Checks an atomic append against S2's limits and encodes it, without submitting it.
+    pub fn encode(&self, inputs: Vec<AppendInput>) -> Result<EncodedUnit, GatewayError> {
         if inputs.is_empty() {
             return Err(GatewayError::InvalidArgument("an atomic append needs at least one stream".into()));
         }
         let arrival = self.shared.clock.now_ms();
         let appends = inputs.into_iter().map(|input| encode(input, arrival)).collect::<Result<Vec<_>, _>>()?;
-        let bytes: usize = appends.iter().map(|a| a.block.len()).sum();
+        Ok(EncodedUnit { appends })
+    }
+
+    /// [`Gateway::submit`] for an append already encoded. Past `max_inflight_bytes` the
+    /// unit comes back with the error, to submit again once earlier appends are answered
+    /// (a session waits for its oldest one).
+    pub fn submit_encoded(&self, unit: EncodedUnit) -> Result<PendingAppend, (GatewayError, EncodedUnit)> {
+        let bytes: usize = unit.appends.iter().map(|a| a.block.len()).sum();
         let limit = self.shared.config.max_inflight_bytes;
-        let permit = u32::try_from(bytes)
-            .ok()
-            .and_then(|n| self.inflight.clone().try_acquire_many_owned(n).ok())
-            .ok_or(GatewayError::Overloaded { inflight_bytes: limit - self.inflight.available_permits(), limit })?;
+        let Some(permit) = u32::try_from(bytes).ok().and_then(|n| self.inflight.clone().try_acquire_many_owned(n).ok())
+        else {
+            let overloaded =
+                GatewayError::Overloaded { inflight_bytes: limit - self.inflight.available_permits(), limit };
+            return Err((overloaded, unit));
+        };
+        let appends = unit.appends;
         let (reply, answer) = oneshot::channel();
         let id = self.shared.last_submitted.fetch_add(1, Ordering::SeqCst) + 1;
         let unit = PendingUnit { id, appends, reply, bytes, _permit: permit };
         let submitted_at = Instant::now();
-        self.units.send(unit).map_err(|_| GatewayError::ShuttingDown)?;
+        if let Err(mpsc::error::SendError(unit)) = self.units.send(unit) {
+            return Err((GatewayError::ShuttingDown, EncodedUnit { appends: unit.appends }));
+        }
         let metrics = self.shared.metrics.clone();
         Ok(PendingAppend(Box::pin(async move {
             let result = answer.await.map_err(|_| GatewayError::ShuttingDown)?;

@@ -21,7 +21,7 @@ mod pipeline;
 mod unit;
 
 pub use append::{AppendInput, BatchLimits};
-pub use batcher::{Gateway, PendingAppend};
+pub use batcher::{EncodedUnit, Gateway, PendingAppend};
 pub use config::GatewayConfig;
 pub use error::GatewayError;
 pub use metrics::GatewayMetrics;

@@ -25,6 +25,11 @@ pub struct ReaderConfig {
     /// every block alone; unset, the server decides by its store
     /// ([`DEFAULT_CHUNK_BYTES`] on an object store, 0 on an undelayed local directory).
     pub chunk_bytes: Option<u64>,
+    /// In a process that also writes segments (`shale serve`, `shale agent`), the last
+    /// this many bytes of segments it wrote stay in memory and answer its own reads of
+    /// them: a reader following the tail gets the blocks just committed without a store
+    /// request (a file read on a local directory, a GET on S3). 0 turns it off.
+    pub recent_write_bytes: u64,
 }
 
 /// [`ReaderConfig::chunk_bytes`] on an object store.
@@ -37,6 +42,7 @@ impl Default for ReaderConfig {
             index_cache_entries: 1_000_000,
             consumer_lag_top: 10,
             chunk_bytes: None,
+            recent_write_bytes: 64 << 20,
         }
     }
 }

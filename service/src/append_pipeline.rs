@@ -59,21 +59,26 @@ where
                         }
                         Some(_) => {}
                     }
+                    let mut unit = match gateway.encode(vec![input]) {
+                        Ok(unit) => unit,
+                        Err(e) => return drain_then_fail(pending, acks, e.into()).await,
+                    };
                     loop {
-                        match gateway.submit(vec![input.clone()]) {
+                        match gateway.submit_encoded(unit) {
                             Ok(ack) => {
                                 pending.push_back(ack);
                                 break;
                             }
                             // Wait for this session's oldest batch rather than fail it.
-                            Err(GatewayError::Overloaded { .. }) if !pending.is_empty() => {
+                            Err((GatewayError::Overloaded { .. }, back)) if !pending.is_empty() => {
+                                unit = back;
                                 if let Some(result) = pending.next().await {
                                     if !deliver(result, acks).await? {
                                         return Ok(());
                                     }
                                 }
                             }
-                            Err(e) => return drain_then_fail(pending, acks, e.into()).await,
+                            Err((e, _)) => return drain_then_fail(pending, acks, e.into()).await,
                         }
                     }
                 }

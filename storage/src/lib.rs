@@ -10,6 +10,8 @@
 //!   fault injection, `store_faults`).
 //! - [`DelayedStore`]: object-store latency in user space, for benchmarks and tests at
 //!   S3-like latency.
+//! - [`RecentWrites`]: this process's recent small PUTs answer its range reads from
+//!   memory (a reader following what its own gateway just wrote).
 //! - [`SyncedDir`]: fsyncs what the local-filesystem store writes, so acked data survives
 //!   a power loss.
 //! - [`Histogram`]: latency histogram rendered as Prometheus text.
@@ -29,6 +31,7 @@ mod histogram;
 pub mod ids;
 mod instrumented;
 mod open;
+mod recent;
 mod synced;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -40,4 +43,5 @@ pub use histogram::{render_counters, render_gauges, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{coalesced_requests, InstrumentedStore, StoreCounters};
 pub use object_store;
 pub use open::{open_store, open_store_with, StoreError};
+pub use recent::RecentWrites;
 pub use synced::SyncedDir;

@@ -767,3 +767,34 @@ async fn silent_clients_are_dropped_and_connections_are_capped() {
     }
     server.stop().await;
 }
+
+/// `shale_object_gets_total` from the server's `/metrics`.
+async fn store_gets(server: &TestServer) -> u64 {
+    let text = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let line = text.lines().find(|l| l.starts_with("shale_object_gets_total ")).expect("the GET counter");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_what_the_server_just_wrote_make_no_store_request() {
+    for recent_write_bytes in [64 << 20, 0] {
+        let server = TestServer::start_with(|config| config.reader.recent_write_bytes = recent_write_bytes).await;
+        setup(&server, &["fresh"]).await;
+        for i in 0..5 {
+            append(&server, "fresh", &[&format!("r{i}a"), &format!("r{i}b")]).await;
+        }
+        let before = store_gets(&server).await;
+        let (status, body) = call(&server, "GET", "/v1/streams/fresh/records?seq_num=0&count=10", None).await;
+        assert_eq!(status, 200, "{body}");
+        let bodies: Vec<&str> =
+            body["records"].as_array().unwrap().iter().map(|r| r["body"].as_str().unwrap()).collect();
+        let expected: Vec<String> = (0..5).flat_map(|i| [format!("r{i}a"), format!("r{i}b")]).collect();
+        assert_eq!(bodies, expected);
+        let made = store_gets(&server).await - before;
+        if recent_write_bytes > 0 {
+            assert_eq!(made, 0, "the segments just written are read from memory");
+        } else {
+            assert!(made >= 1, "with recent_write_bytes = 0 the same read goes to the store");
+        }
+    }
+}

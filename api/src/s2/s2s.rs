@@ -84,6 +84,8 @@ pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, ServiceError> {
         return Err(ServiceError::bad(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
     }
     if buf.len() < 3 + len {
+        // Room for the whole frame at once, not a growth step per chunk.
+        buf.reserve(3 + len - buf.len());
         return Ok(None);
     }
     buf.advance(3);

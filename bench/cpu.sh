@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# What the server spends per GiB, in one run, on the local filesystem (with fsync):
+# 1. `s2 bench` (1 KiB records, one stream) at 50 MiB/s for 20 s, then its catch-up read,
+#    against s2-lite and `shale serve` taking turns ROUNDS times, each on a fresh data
+#    directory: server CPU seconds (from /proc) per GiB written and read back.
+# 2. Each client path alone (`shale-cpu-bench`: S2S append session, unary JSON appends,
+#    S2S, SSE and `shale.v1` read sessions; Kafka produce and fetch through
+#    `shale-kafka-bench`), MIB each against one `shale serve --kafka` with compaction
+#    off, so each figure is the path's own: server CPU seconds per GiB.
+# 3. The same paths with the server under callgrind (CALLGRIND_MIB each): instructions
+#    per GiB, which repeat from run to run where CPU seconds do not; the counters are
+#    zeroed before each path and dumped after it (`callgrind_control`), and each dump's
+#    top functions are printed. Compaction and tiering run in process
+#    (`shale-lifecycle-bench`, `shale-tiering-bench`, of target/release's build): CPU
+#    seconds per GiB of their passes.
+# s2-lite binds 0.0.0.0, so the run happens inside a fresh network namespace
+# (`unshare --net`, root needed) where only loopback exists.
+#   cargo build --release -p shale -p shale-bench
+#   S2=/path/to/s2 bench/cpu.sh [ROUNDS] [MIB] [CALLGRIND_MIB] > results.txt
+# Without `s2` on the PATH (or S2), part 1 is skipped; CALLGRIND_MIB=0 skips part 3.
+# An A/B: BUILDS="old:/dir/a new:/dir/b" (each directory holds a `shale` binary) runs
+# parts 1 and 2 for each build in turn, every round (s2-lite once per round).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export S2="${S2:-$(command -v s2 || true)}" ROUNDS="${1:-2}" MIB="${2:-512}" CALLGRIND_MIB="${3:-64}"
+export BUILDS="${BUILDS:-shale:target/release}"
+exec unshare --net bash -s <<'INNER'
+set -euo pipefail
+ip link set lo up
+work="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+B=target/release
+wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+cpu_seconds() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
+stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
+
+# s2_bench_cpu NAME URL PID: `s2 bench` at 50 MiB/s for 20 s and its catch-up; the
+# server's CPU seconds over the run, per GiB written (and read back).
+s2_bench_cpu() {
+  local name="$1" url="$2" pid="$3" before out write catchup
+  curl -sf -X POST "$url/v1/basins" -H 'content-type: application/json' -d '{"basin":"bench-basin"}' >/dev/null || true
+  before="$(cpu_seconds "$pid")"
+  out="$(S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
+    "$S2" bench bench-basin -b 1024 -t 50 -d 20s -w 2s 2>&1 | grep -E '^(Write|Read|Catchup)|^(p50|p99)|Error|verification' || true)"
+  echo "$out"
+  write="$(awk '/^Write:/ { print $2 }' <<<"$out")"
+  catchup="$(awk '/^Catchup:/ { print $2 }' <<<"$out")"
+  awk -v name="$name" -v w="$write" -v c="$catchup" -v a="$before" -v b="$(cpu_seconds "$pid")" 'BEGIN {
+    gib = w * 20 / 1024
+    printf "== %s: write %.1f MiB/s (%.2f GiB), catch-up %.1f MiB/s, server CPU %.1f s: %.2f s per GiB written and read back\n",
+      name, w, gib, c, b - a, (b - a) / gib }'
+}
+
+if [ -n "$S2" ]; then
+  echo "# 1. s2 bench at 50 MiB/s for 20 s, then its catch-up; peers taking turns"
+  for round in $(seq "$ROUNDS"); do
+    "$S2" lite --port 18090 --local-root "$work/lite-$round" --no-dashboard >"$work/lite.log" 2>&1 &
+    lite=$!
+    wait_port 18090
+    s2_bench_cpu "s2-lite, round $round" http://127.0.0.1:18090 "$lite"
+    stop "$lite"
+    rm -rf "$work/lite-$round"
+    for build in $BUILDS; do
+      SHALE_LOG=warn "${build#*:}/shale" serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 \
+        --data-dir "$work/shale-$round" >"$work/shale.log" 2>&1 &
+      shale=$!
+      wait_port 18091
+      s2_bench_cpu "${build%%:*}, round $round" http://127.0.0.1:18091 "$shale"
+      stop "$shale"
+      rm -rf "$work/shale-$round"
+    done
+  done
+else
+  echo "# 1. skipped: no s2 CLI (cargo install --locked s2-cli; S2=path)"
+fi
+
+# serve_paths DIR [WRAPPER...]: DIR's `shale serve --kafka` with compaction off on a
+# fresh directory, under WRAPPER (e.g. valgrind); its pid in $server.
+printf '[compactor]\nenabled = false\n' >"$work/paths.toml"
+serve_paths() {
+  local dir="$1"; shift
+  rm -rf "$work/paths"
+  SHALE_LOG=warn "$@" "$dir/shale" serve --config "$work/paths.toml" --data-dir "$work/paths" --http 127.0.0.1:18191 \
+    --grpc 127.0.0.1:18192 --kafka 127.0.0.1:18193 >"$work/paths.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1200); do curl -sf http://127.0.0.1:18191/ready >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "the server never became ready" >&2; exit 1
+}
+# run_path PATH MIB [NAME]: one path of shale-cpu-bench; the reads read what s2s-append
+# wrote. The JSON line gets NAME as its build.
+run_path() {
+  local stream="$1"
+  case "$1" in *-read) stream=s2s-append ;; esac
+  $B/shale-cpu-bench --url http://127.0.0.1:18191 --grpc http://127.0.0.1:18192 --server-pid "$server" \
+    --path "$1" --stream "$stream" --mib "$2" | sed "s/^{/{\"build\":\"${3:-}\",/"
+}
+kafka_paths() {
+  $B/shale-kafka-bench --bootstrap 127.0.0.1:18193 --metrics-url http://127.0.0.1:18191 --server-pid "$server" \
+    --partitions 1 --idempotence false --seconds "$1"
+}
+paths="s2s-append json-append s2s-read sse-read grpc-read"
+
+echo "# 2. each path alone, $MIB MiB, compaction off: server CPU seconds per GiB"
+for round in $(seq "$ROUNDS"); do
+  for build in $BUILDS; do
+    serve_paths "${build#*:}"
+    for path in $paths; do run_path "$path" "$MIB" "${build%%:*}"; done
+    kafka_paths 5 | sed "s/^{/{\"build\":\"${build%%:*}\",/"
+    stop "$server"
+  done
+done
+$B/shale-lifecycle-bench --streams 64 --mib "$MIB" | grep -E '^compaction'
+$B/shale-tiering-bench --mib "$MIB" | grep -E '^(tiering|CPU)'
+
+if [ "$CALLGRIND_MIB" = 0 ] || ! command -v valgrind >/dev/null; then
+  echo "# 3. skipped (CALLGRIND_MIB=0 or no valgrind)"
+  exit 0
+fi
+echo "# 3. under callgrind, $CALLGRIND_MIB MiB each: instructions per GiB"
+for build in $BUILDS; do
+  serve_paths "${build#*:}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no
+  for path in $paths kafka; do
+    callgrind_control -z "$server" >/dev/null
+    if [ "$path" = kafka ]; then kafka_paths 3 >"$work/path.json"; else run_path "$path" "$CALLGRIND_MIB" >"$work/path.json"; fi
+    callgrind_control -d "$path" "$server" >/dev/null
+    dump="$(ls -t "$work"/cg.out.* | head -1)"
+    # Kafka's bench produces, then reads everything back: its figure is per GiB produced
+    # and fetched.
+    mib="$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print(d["mib"] if "mib" in d else d["produce"]["records"] * d["record_bytes"] / 1048576)' "$work/path.json")"
+    awk -v build="${build%%:*}" -v path="$path" -v mib="$mib" '/^(summary|totals):/ { ir = $2 } END {
+      printf "== %s %s: %.1f MiB, %.3g instructions, %.3g per GiB\n", build, path, mib, ir, ir / (mib / 1024) }' "$dump"
+    callgrind_annotate --inclusive=no "$dump" 2>/dev/null | awk '/^-+$/ { n++ } n >= 3 && NF' | head -14
+    rm -f "$work"/cg.out.*
+  done
+  stop "$server"
+done
+INNER
