@@ -8,8 +8,10 @@
 //! first, until `max_bytes` of them are held; the oldest go first. Objects are immutable
 //! once written under a name (segments carry unique ids), and a read names only objects
 //! its index entries point at, so answering from what was written is answering what the
-//! store holds. Anything else (conditional or open-ended reads, objects not kept) goes to
-//! the store.
+//! store holds. Deletes and writes through this store forget what they touch; a delete
+//! through another handle (metadata's reclaim) does not, so a kept object may outlive its
+//! deletion for a while, as a cached block does. Anything else (conditional or
+//! open-ended reads, objects not kept) goes to the store.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
