@@ -9,10 +9,11 @@
 #    off, so each figure is the path's own: server CPU seconds per GiB.
 # 3. The same paths with the server under callgrind (CALLGRIND_MIB each): instructions
 #    per GiB, which repeat from run to run where CPU seconds do not; the counters are
-#    zeroed before each path and dumped after it (`callgrind_control`), and each dump's
-#    top functions are printed. Compaction and tiering run in process
-#    (`shale-lifecycle-bench`, `shale-tiering-bench`, of target/release's build): CPU
-#    seconds per GiB of their passes.
+#    zeroed before each path and dumped after it (`callgrind_control`); user-space
+#    instructions only (the kernel's work is not counted). Where the time goes: perf,
+#    as in docs/benchmarks.md.
+# Part 2 also runs compaction and tiering in process (`shale-lifecycle-bench`,
+# `shale-tiering-bench`, of target/release's build): CPU seconds per GiB of their passes.
 # s2-lite binds 0.0.0.0, so the run happens inside a fresh network namespace
 # (`unshare --net`, root needed) where only loopback exists.
 #   cargo build --release -p shale -p shale-bench
@@ -120,9 +121,9 @@ echo "# 3. under callgrind, $CALLGRIND_MIB MiB each: instructions per GiB"
 for build in $BUILDS; do
   serve_paths "${build#*:}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no
   for path in $paths kafka; do
-    callgrind_control -z "$server" >/dev/null
+    callgrind_control -z "$server" >/dev/null 2>&1
     if [ "$path" = kafka ]; then kafka_paths 3 >"$work/path.json"; else run_path "$path" "$CALLGRIND_MIB" >"$work/path.json"; fi
-    callgrind_control -d "$path" "$server" >/dev/null
+    callgrind_control -d "$path" "$server" >/dev/null 2>&1
     dump="$(ls -t "$work"/cg.out.* | head -1)"
     # Kafka's bench produces, then reads everything back: its figure is per GiB produced
     # and fetched.
@@ -130,7 +131,6 @@ for build in $BUILDS; do
 print(d["mib"] if "mib" in d else d["produce"]["records"] * d["record_bytes"] / 1048576)' "$work/path.json")"
     awk -v build="${build%%:*}" -v path="$path" -v mib="$mib" '/^(summary|totals):/ { ir = $2 } END {
       printf "== %s %s: %.1f MiB, %.3g instructions, %.3g per GiB\n", build, path, mib, ir, ir / (mib / 1024) }' "$dump"
-    callgrind_annotate --inclusive=no "$dump" 2>/dev/null | awk '/^-+$/ { n++ } n >= 3 && NF' | head -14
     rm -f "$work"/cg.out.*
   done
   stop "$server"
