@@ -19,13 +19,13 @@ use crate::unit::{PendingUnit, Shared};
 use crate::{GatewayConfig, GatewayError, GatewayMetrics};
 use shale_metadata_contract::MetadataApi;
 
-/// The acks of a submitted append, once it is committed.
 /// An atomic append checked and encoded, not yet submitted ([`Gateway::encode`]).
 #[derive(Debug)]
 pub struct EncodedUnit {
     appends: Vec<EncodedAppend>,
 }
 
+/// The acks of a submitted append, once it is committed.
 pub struct PendingAppend(Pin<Box<dyn Future<Output = Result<Vec<AppendAck>, GatewayError>> + Send>>);
 
 impl Future for PendingAppend {
