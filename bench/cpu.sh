@@ -31,7 +31,7 @@ ip link set lo up
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 B=target/release
-wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+source bench/lib.sh
 cpu_seconds() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
 
@@ -57,7 +57,7 @@ if [ -n "$S2" ]; then
   for round in $(seq "$ROUNDS"); do
     "$S2" lite --port 18090 --local-root "$work/lite-$round" --no-dashboard >"$work/lite.log" 2>&1 &
     lite=$!
-    wait_port 18090
+    wait_port 18090 600
     s2_bench_cpu "s2-lite, round $round" http://127.0.0.1:18090 "$lite"
     stop "$lite"
     rm -rf "$work/lite-$round"
@@ -65,7 +65,7 @@ if [ -n "$S2" ]; then
       SHALE_LOG=warn "${build#*:}/shale" serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 \
         --data-dir "$work/shale-$round" >"$work/shale.log" 2>&1 &
       shale=$!
-      wait_port 18091
+      wait_port 18091 600
       s2_bench_cpu "${build%%:*}, round $round" http://127.0.0.1:18091 "$shale"
       stop "$shale"
       rm -rf "$work/shale-$round"
@@ -84,8 +84,8 @@ serve_paths() {
   SHALE_LOG=warn "$@" "$dir/shale" serve --config "$work/paths.toml" --data-dir "$work/paths" --http 127.0.0.1:18191 \
     --grpc 127.0.0.1:18192 --kafka 127.0.0.1:18193 >"$work/paths.log" 2>&1 &
   server=$!
-  for _ in $(seq 1200); do curl -sf http://127.0.0.1:18191/ready >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "the server never became ready" >&2; exit 1
+  # Under valgrind the start takes a while.
+  wait_ready http://127.0.0.1:18191 1200
 }
 # run_path PATH MIB [NAME]: one path of shale-cpu-bench; the reads read what s2s-append
 # wrote. The JSON line gets NAME as its build.

@@ -18,6 +18,13 @@ serve_kafka() {
   wait_ready http://127.0.0.1:18480
 }
 
+# wait_port PORT [TRIES]: waits until 127.0.0.1:PORT accepts connections, TRIES x 0.1 s
+# (default 100).
+wait_port() {
+  for _ in $(seq "${2:-100}"); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "port $1 never opened" >&2; exit 1
+}
+
 # wait_ready URL [TRIES]: waits until URL/ready answers, TRIES x 0.1 s (default 200).
 wait_ready() {
   for _ in $(seq "${2:-200}"); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.1; done

@@ -23,7 +23,7 @@ set -euo pipefail
 ip link set lo up
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+source bench/lib.sh
 cpu_seconds() { for pid in "$@"; do awk '{print ($14 + $15) / 100}' "/proc/$pid/stat"; done | awk '{s += $1} END {printf "%.1f", s}'; }
 # median: the middle of the durations or rates on stdin, durations in ms ("1.7s" and
 # "850µs" converted).

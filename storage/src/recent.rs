@@ -73,6 +73,15 @@ struct Held {
     bytes: u64,
 }
 
+impl Held {
+    fn remove(&mut self, location: &Path) {
+        if let Some(old) = self.objects.remove(location) {
+            self.bytes -= old.meta.size;
+            self.order.retain(|(path, _)| path != location);
+        }
+    }
+}
+
 /// A store decorator that keeps this process's recent small PUTs and answers range reads
 /// of them from memory.
 pub struct RecentWrites {
@@ -88,11 +97,7 @@ fn lock(held: &Mutex<Held>) -> std::sync::MutexGuard<'_, Held> {
 }
 
 fn forget(held: &Mutex<Held>, location: &Path) {
-    let mut held = lock(held);
-    if let Some(old) = held.objects.remove(location) {
-        held.bytes -= old.meta.size;
-        held.order.retain(|(path, _)| path != location);
-    }
+    lock(held).remove(location);
 }
 
 impl RecentWrites {
@@ -135,10 +140,8 @@ impl RecentWrites {
             version: result.version.clone(),
         };
         let mut held = self.held();
-        if let Some(old) = held.objects.insert(location.clone(), Arc::new(Kept { parts, meta })) {
-            held.bytes -= old.meta.size;
-            held.order.retain(|(path, _)| path != location);
-        }
+        held.remove(location);
+        held.objects.insert(location.clone(), Arc::new(Kept { parts, meta }));
         held.order.push_back((location.clone(), size));
         held.bytes += size;
         while held.bytes > self.max_bytes {
