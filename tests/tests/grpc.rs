@@ -369,3 +369,44 @@ async fn grpc_connections_are_capped() {
     assert!(served, "no gRPC call was served after the held connections closed");
     server.stop().await;
 }
+
+/// A session sending faster than the gateway's in-flight bytes allow waits for its oldest
+/// batch and submits the same batch again: every batch is acked once, in order, with its
+/// own records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_past_the_in_flight_bytes_waits_and_loses_nothing() {
+    let server = TestServer::start_with(|config| {
+        config.gateway.max_inflight_bytes = 2 << 20;
+        config.store_delay = Duration::from_millis(30);
+    })
+    .await;
+    let mut client = setup(&server, &["full"]).await;
+    const BATCHES: u64 = 12;
+    const RECORDS: u64 = 900;
+    // About 0.9 MB a batch: two fit in flight, so the session meets the bound at once.
+    let batch = |i: u64| pb::AppendRequest {
+        basin: BASIN.into(),
+        stream: "full".into(),
+        records: (0..RECORDS)
+            .map(|r| pb::AppendRecord {
+                body: format!("{i}:{r}:{}", "x".repeat(990)).into_bytes().into(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let mut acks = client.append_session(tokio_stream::iter((0..BATCHES).map(batch))).await.unwrap().into_inner();
+    let mut expected = 0;
+    while let Some(ack) = acks.next().await {
+        let ack = ack.unwrap();
+        assert_eq!(ack.start.unwrap().seq_num, expected * RECORDS, "acks in order, each once");
+        expected += 1;
+    }
+    assert_eq!(expected, BATCHES);
+    for i in 0..BATCHES {
+        let read = client.read(read_from("full", i * RECORDS)).await.unwrap().into_inner();
+        let first = String::from_utf8(read.records[0].body.to_vec()).unwrap();
+        assert!(first.starts_with(&format!("{i}:0:")), "batch {i} holds its own records: {}", &first[..10]);
+    }
+    server.stop().await;
+}
