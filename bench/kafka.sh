@@ -7,6 +7,9 @@
 # --workload throughput` (16 closed-loop producers, 100 x 1 KiB appends over 16 streams,
 # S2's JSON appends), taking turns. With `S2=/path/to/s2` also `s2 bench` (S2S sessions,
 # 1 KiB records, one stream). Each line is one JSON result; server CPU is in them.
+# With `RATE=MIB` every producer (Kafka and `s2 bench`) is paced to that many MiB/s, so
+# ack latencies compare at the same offered load rather than each path's saturation
+# (where a closed loop's latency is its window over its rate).
 #   cargo build --release -p shale -p shale-bench
 #   bench/kafka.sh [SECONDS] [DELAYS] > results.txt      e.g. bench/kafka.sh 10 "0ms 30ms"
 set -euo pipefail
@@ -16,6 +19,8 @@ delays="${2:-0ms 30ms}"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 source bench/lib.sh
+kafka_rate=()
+if [ -n "${RATE:-}" ]; then kafka_rate=(--rate "$RATE"); fi
 for delay in $delays; do
   serve_kafka "$work" "$delay"
   for partitions in 1 16; do
@@ -23,7 +28,7 @@ for delay in $delays; do
       echo "== store delay $delay: kafka produce (idempotence $idempotence) + catch-up, $partitions partitions, ${seconds}s"
       target/release/shale-kafka-bench --bootstrap 127.0.0.1:18492 --metrics-url http://127.0.0.1:18480 \
         --server-pid "$pid" --partitions "$partitions" --seconds "$seconds" --in-flight 5120 --batch-bytes 4194304 \
-        --idempotence "$idempotence"
+        --idempotence "$idempotence" "${kafka_rate[@]}"
     done
     echo "== store delay $delay: S2 JSON appends, 16 producers x 100 x 1 KiB over 16 streams, ${seconds}s"
     target/release/shale-bench --workload throughput --url http://127.0.0.1:18480 --producers 16 \
@@ -33,7 +38,7 @@ for delay in $delays; do
     echo "== store delay $delay: s2 bench (S2S), 1 KiB records, ${seconds}s"
     curl -sf -X POST http://127.0.0.1:18480/v1/basins -H 'content-type: application/json' -d '{"basin":"bench-basin"}' >/dev/null || true
     S2_ACCOUNT_ENDPOINT=http://127.0.0.1:18480 S2_BASIN_ENDPOINT=http://127.0.0.1:18480 S2_ACCESS_TOKEN=none \
-      HOME="$work" NO_COLOR=1 "$S2" bench bench-basin -b 1024 -t 500 -d "${seconds}s" -w 2s 2>&1 \
+      HOME="$work" NO_COLOR=1 "$S2" bench bench-basin -b 1024 -t "${RATE:-500}" -d "${seconds}s" -w 2s 2>&1 \
       | grep -E '^(Write|Read|Catchup)|^(p50|p99)' || true
   fi
   kill "$pid"; wait "$pid" 2>/dev/null || true

@@ -102,7 +102,7 @@ pub struct Args {
     /// Latency added to every object-store request of the in-process server, e.g. 30ms.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub store_delay: Option<Duration>,
-    /// Metadata `db_poll_interval` for the in-process server (SlateDB's polls; 30 s default).
+    /// Metadata `db_poll_interval` for the in-process server (SlateDB's polls; 120 s default).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub db_poll: Option<Duration>,
     /// Throughput: the streams exist already (created by an earlier run), so the run

@@ -10,10 +10,19 @@
 //! far ahead and blocks fetched ahead, as an S2 read session does. Each fetch looks its
 //! partitions up once (not once per read, as a cursor per read would), so a trim, a
 //! config change or a topic deleted and created again is seen by the next fetch.
+//!
+//! A consumer behind the tail gets its next answer read ahead: once a fetch is answered,
+//! each partition that answered records and is not at its tail starts reading what
+//! follows, within the same partition bound, while the client takes in the answer (a
+//! client keeps one fetch in flight per broker, so otherwise the server waits for the
+//! client and the client for the server). The next fetch from that offset is answered
+//! from it if it fits that fetch's bounds and the partition, looked up again then, is
+//! the same stream with the offset still above its trim point (as a fetch reading then
+//! would find); anything else drops it and reads.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -42,29 +51,91 @@ const READS_AHEAD: usize = 2;
 /// looked up again as fetched (a consumer rarely fetches this many from one broker).
 const MAX_CURSORS: usize = 4096;
 
+/// Partition bytes one connection reads ahead at once, summed over its partitions.
+const MAX_AHEAD_BYTES: u64 = 64 << 20;
+/// Partition bytes every connection of a listener reads ahead at once.
+const MAX_AHEAD_BYTES_ALL: u64 = 256 << 20;
+
+/// The partition bytes a listener's connections read ahead now, within
+/// [`MAX_AHEAD_BYTES_ALL`].
+#[derive(Default)]
+pub(crate) struct AheadBudget {
+    used: AtomicU64,
+}
+
+impl AheadBudget {
+    /// `bytes` of the budget while the grant lives, if that much is left.
+    fn grant(self: &Arc<Self>, bytes: u64) -> Option<AheadGrant> {
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                (used + bytes <= MAX_AHEAD_BYTES_ALL).then_some(used + bytes)
+            })
+            .ok()
+            .map(|_| AheadGrant { budget: self.clone(), bytes })
+    }
+}
+
+/// Bytes of an [`AheadBudget`], given back when dropped.
+struct AheadGrant {
+    budget: Arc<AheadBudget>,
+    bytes: u64,
+}
+
+impl Drop for AheadGrant {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
 /// One connection's read cursors, by topic and partition. Fetches on a connection run
 /// one at a time: each takes its partitions' cursors and puts them back when answered.
 #[derive(Default)]
 pub struct Cursors {
-    open: Mutex<HashMap<(String, i32), ReadCursor>>,
+    open: Mutex<HashMap<(String, i32), Slot>>,
+}
+
+/// What a connection keeps of a partition between fetches.
+enum Slot {
+    Idle(Box<ReadCursor>),
+    Ahead(Ahead),
+}
+
+/// A partition's next answer, being read (or read) from `offset` within `bound`.
+struct Ahead {
+    offset: i64,
+    bound: u64,
+    read: AbortOnDropHandle<PartitionFetch>,
+    _grant: AheadGrant,
 }
 
 impl Cursors {
-    /// The partition's cursor, set to look the stream up again on its first read (its
-    /// entries ahead and read-ahead are kept while the stream is the same one).
-    fn take_refreshed(&self, topic: &str, partition: i32) -> ReadCursor {
+    /// The partition's answer read ahead from `offset`, or its cursor set to look the
+    /// stream up again on its first read (its entries ahead and read-ahead are kept
+    /// while the stream is the same one).
+    fn take(&self, topic: &str, partition: i32, offset: i64) -> (ReadCursor, Option<Ahead>) {
         let mut open = self.open.lock().expect("no panic while holding the cursors");
-        let mut cursor = open.remove(&(topic.to_string(), partition)).unwrap_or_default();
-        cursor.refresh();
-        cursor
+        match open.remove(&(topic.to_string(), partition)) {
+            Some(Slot::Ahead(ahead)) if ahead.offset == offset => (ReadCursor::default(), Some(ahead)),
+            Some(Slot::Idle(mut cursor)) => {
+                cursor.refresh();
+                (*cursor, None)
+            }
+            _ => (ReadCursor::default(), None),
+        }
     }
 
-    fn put_back(&self, topic: String, partition: i32, cursor: ReadCursor) {
+    fn put_back(&self, topic: String, partition: i32, slot: Slot) {
         let mut open = self.open.lock().expect("no panic while holding the cursors");
         if open.len() >= MAX_CURSORS {
             open.clear();
         }
-        open.insert((topic, partition), cursor);
+        open.insert((topic, partition), slot);
+    }
+
+    /// Partition bytes being read ahead now.
+    fn ahead_bytes(&self) -> u64 {
+        let open = self.open.lock().expect("no panic while holding the cursors");
+        open.values().map(|slot| if let Slot::Ahead(ahead) = slot { ahead.bound } else { 0 }).sum()
     }
 }
 
@@ -77,6 +148,14 @@ struct PartitionFetch {
     answer: PartitionData,
     bytes: usize,
     cursor: ReadCursor,
+    /// The offset after the last record answered.
+    next: Option<i64>,
+    /// Where each batch of the answer ends, and the offset after it.
+    batches: Vec<(usize, i64)>,
+    /// The part of the request's byte bound the partition read within.
+    reserved: u64,
+    /// The partition's answer read ahead from `offset`, if any.
+    ahead: Option<Ahead>,
 }
 
 pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> FetchResponse {
@@ -86,6 +165,7 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
     for topic in request.topics {
         for p in topic.partitions {
             let max_bytes = u64::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
+            let (cursor, ahead) = cursors.take(&topic.topic.0, p.partition, p.fetch_offset);
             wanted.push(PartitionFetch {
                 topic: names.len(),
                 partition: p.partition,
@@ -93,7 +173,11 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
                 max_bytes,
                 answer: PartitionData::default().with_partition_index(p.partition),
                 bytes: 0,
-                cursor: cursors.take_refreshed(&topic.topic.0, p.partition),
+                cursor,
+                next: None,
+                batches: Vec::new(),
+                reserved: 0,
+                ahead,
             });
         }
         names.push(topic.topic);
@@ -107,7 +191,11 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
         .for_each_concurrent(CONCURRENT_PARTITIONS, |fetch| {
             let topic = names[fetch.topic].0.to_string();
             let budget = &budget;
-            async move { read_partition(kafka, &topic, fetch, budget, Duration::ZERO).await }
+            async move {
+                if !answer_from_ahead(kafka, &topic, fetch, budget).await {
+                    read_partition(kafka, &topic, fetch, budget, Duration::ZERO).await
+                }
+            }
         })
         .await;
     let found: usize = wanted.iter().map(|f| f.bytes).sum();
@@ -117,12 +205,99 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
     }
     let mut topics: Vec<FetchableTopicResponse> =
         names.into_iter().map(|name| FetchableTopicResponse::default().with_topic(name)).collect();
-    for fetch in wanted {
+    for mut fetch in wanted {
         let topic = &mut topics[fetch.topic];
-        cursors.put_back(topic.topic.0.to_string(), fetch.partition, fetch.cursor);
-        topic.partitions.push(fetch.answer);
+        let answer = std::mem::take(&mut fetch.answer);
+        let grant = fetch
+            .next
+            .filter(|&next| reads_on(&fetch, &answer, next, cursors))
+            .and_then(|next| kafka.read_ahead.grant(fetch.reserved.max(1)).map(|grant| (next, grant)));
+        let slot = match grant {
+            Some((next, grant)) => Slot::Ahead(read_ahead_from(kafka, &topic.topic.0, fetch, next, grant)),
+            None => Slot::Idle(Box::new(fetch.cursor)),
+        };
+        cursors.put_back(topic.topic.0.to_string(), answer.partition_index, slot);
+        topic.partitions.push(answer);
     }
     FetchResponse::default().with_responses(topics)
+}
+
+/// Answers `fetch` from what was read ahead for it, when the partition, looked up again,
+/// is the stream it was read from with the offset at or above its trim point: as many
+/// of its batches as the partition's share of the request's bound takes (the first one
+/// past it only if it was read within no more than that share, as a read would pass
+/// it). Otherwise its cursor (if any) goes on to a read, and false.
+async fn answer_from_ahead(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, budget: &AtomicU64) -> bool {
+    let Some(ahead) = fetch.ahead.take() else { return false };
+    let Ok(mut done) = ahead.read.await else { return false };
+    let read_from = done.cursor.stream().map(|info| info.record.id);
+    let request =
+        read_request(kafka, topic, fetch.partition, u64::try_from(fetch.offset).unwrap_or(0), 1, Duration::ZERO);
+    let looked_up = kafka.service.look_up_for_read(&request, &mut done.cursor).await.is_ok();
+    fetch.cursor = std::mem::take(&mut done.cursor);
+    let Some(now) = fetch.cursor.stream().filter(|_| looked_up) else { return false };
+    let current =
+        Some(now.record.id) == read_from && u64::try_from(fetch.offset).is_ok_and(|o| o >= now.record.trim_point);
+    let tail = i64::try_from(now.record.tail().seq_num).unwrap_or(i64::MAX);
+    let (Some(records), Some(&first)) = (done.answer.records.take(), done.batches.first()) else { return false };
+    if !current || done.answer.error_code != 0 {
+        return false;
+    }
+    let reserved = reserve(budget, fetch.max_bytes);
+    let fits = done.batches.iter().take_while(|(end, _)| *end as u64 <= reserved).last().copied();
+    let Some((end, next)) = fits.or(Some(first).filter(|_| reserved >= done.reserved)) else {
+        // Not even the first batch fits what this fetch may take (a smaller bound than
+        // the last fetch's): a read takes what does.
+        settle(budget, reserved, 0);
+        return false;
+    };
+    settle(budget, reserved, end as u64);
+    fetch.answer = done.answer;
+    fetch.answer.records = Some(records.slice(..end));
+    fetch.answer.high_watermark = fetch.answer.high_watermark.max(tail);
+    fetch.answer.last_stable_offset = fetch.answer.high_watermark;
+    fetch.bytes = end;
+    fetch.reserved = reserved;
+    fetch.next = Some(next);
+    true
+}
+
+/// Whether `fetch`'s partition is read ahead from `next` after its `answer`: it
+/// answered records, the partition has more, and the connection reads ahead less than
+/// [`MAX_AHEAD_BYTES`] with it.
+fn reads_on(fetch: &PartitionFetch, answer: &PartitionData, next: i64, cursors: &Cursors) -> bool {
+    answer.error_code == 0
+        && fetch.bytes > 0
+        && next < answer.high_watermark
+        && cursors.ahead_bytes() + fetch.reserved <= MAX_AHEAD_BYTES
+}
+
+/// Reads `fetch`'s partition on from `next`, within the bound it just read within, on a
+/// task of its own (the stream as this fetch found it: the answer's use looks it up
+/// again).
+fn read_ahead_from(kafka: &Kafka, topic: &str, fetch: PartitionFetch, next: i64, grant: AheadGrant) -> Ahead {
+    let (kafka, topic) = (kafka.clone(), topic.to_string());
+    let bound = fetch.reserved.max(1);
+    let cursor = fetch.cursor;
+    let mut ahead = PartitionFetch {
+        topic: fetch.topic,
+        partition: fetch.partition,
+        offset: next,
+        max_bytes: bound,
+        answer: PartitionData::default().with_partition_index(fetch.partition),
+        bytes: 0,
+        cursor,
+        next: None,
+        batches: Vec::new(),
+        reserved: 0,
+        ahead: None,
+    };
+    let read = tokio::spawn(async move {
+        let budget = AtomicU64::new(bound);
+        read_partition(&kafka, &topic, &mut ahead, &budget, Duration::ZERO).await;
+        ahead
+    });
+    Ahead { offset: next, bound, read: AbortOnDropHandle::new(read), _grant: grant }
 }
 
 /// Waits up to `wait` for any waiting partition to get records, then answers it.
@@ -162,15 +337,7 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
         return;
     };
     let reserved = reserve(budget, fetch.max_bytes);
-    let request = ReadRequest {
-        basin: kafka.config.basin.clone(),
-        stream: stream_of(topic, fetch.partition),
-        start: ReadStart::SeqNum(start),
-        limits: ReadLimits { count: None, bytes: Some(reserved.max(1)) },
-        until: None,
-        clamp: false,
-        wait,
-    };
+    let request = read_request(kafka, topic, fetch.partition, start, reserved, wait);
     let (found, mut outputs) = mpsc::channel(READS_AHEAD);
     let cursor = std::mem::take(&mut fetch.cursor);
     let reads = AbortOnDropHandle::new(tokio::spawn(read_ahead(kafka.service.clone(), request, cursor, found)));
@@ -194,20 +361,34 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
             let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
             out.reserve(encoded_bound(reserved.max(read_bytes)));
         }
+        let before = out.len();
         encode_batch(&output.records, &mut out);
+        if let Some(last) = output.records.last().filter(|_| out.len() > before) {
+            let next = i64::try_from(last.seq_num + 1).unwrap_or(i64::MAX);
+            fetch.next = Some(next);
+            fetch.batches.push((out.len(), next));
+        }
     }
     // A read task that panicked leaves a fresh cursor, which looks the stream up again.
     fetch.cursor = reads.await.unwrap_or_default();
-    let used = out.len() as u64;
-    if used < reserved {
-        budget.fetch_add(reserved - used, Ordering::Relaxed);
-    } else {
-        let over = used - reserved;
-        let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_sub(over)));
-    }
+    settle(budget, reserved, out.len() as u64);
+    fetch.reserved = reserved;
     fetch.bytes = out.len();
     if !out.is_empty() {
         fetch.answer.records = Some(out.freeze());
+    }
+}
+
+/// A read of `topic`'s `partition` from `start`, up to `bytes` (at least one record).
+fn read_request(kafka: &Kafka, topic: &str, partition: i32, start: u64, bytes: u64, wait: Duration) -> ReadRequest {
+    ReadRequest {
+        basin: kafka.config.basin.clone(),
+        stream: stream_of(topic, partition),
+        start: ReadStart::SeqNum(start),
+        limits: ReadLimits { count: None, bytes: Some(bytes.max(1)) },
+        until: None,
+        clamp: false,
+        wait,
     }
 }
 
@@ -267,6 +448,17 @@ fn reserve(budget: &AtomicU64, wanted: u64) -> u64 {
         Some(left - taken)
     });
     taken
+}
+
+/// Gives back to `budget` what was `reserved` and not `used`, or takes what was used
+/// beyond it (a first batch may pass the bound).
+fn settle(budget: &AtomicU64, reserved: u64, used: u64) {
+    if used < reserved {
+        budget.fetch_add(reserved - used, Ordering::Relaxed);
+    } else {
+        let over = used - reserved;
+        let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_sub(over)));
+    }
 }
 
 fn fail(answer: &mut PartitionData, error: &ServiceError) {

@@ -81,6 +81,8 @@ pub(crate) struct Kafka {
     pub topic_configs: Arc<topic_cache::TopicCache>,
     /// Whether callers must log in (SASL) first: access control is on.
     pub sasl: bool,
+    /// Bytes every connection's fetches read ahead, together.
+    pub read_ahead: Arc<fetch::AheadBudget>,
 }
 
 impl Kafka {
@@ -128,6 +130,7 @@ pub async fn serve(
         cluster_id: format!("shale-{}", config.basin),
         brokers,
         sasl: service.authenticator().is_on(),
+        read_ahead: Arc::default(),
         discovery: service.clone(),
         service,
         config,

@@ -112,6 +112,12 @@ pub use transactional::{run_transaction_timeouts, TIMEOUT_CHECK_INTERVAL};
 /// Where the metadata database lives inside the object store.
 pub const DEFAULT_DB_PATH: &str = "metadata";
 
+/// Level-0 SSTs SlateDB keeps before memtable flushes (and so writes) wait for its
+/// compactor: four times SlateDB's default, so a compactor that looks for work every
+/// `db_poll_interval` (120 s) still leaves 4 MiB/s of metadata writes before a stall.
+/// Point reads consult each level-0 SST's bloom filter, so more of them cost little.
+pub const LEVEL0_MAX_SSTS: usize = 32;
+
 /// The sequencer and index. Cheap to share behind an `Arc`.
 pub struct Metadata {
     db: Db,
@@ -201,17 +207,19 @@ pub struct MetadataConfig {
     pub store_retries: u32,
     /// How often SlateDB's own garbage collector deletes the metadata database's obsolete
     /// WAL objects, SSTs, manifests and compaction files. Each pass lists those
-    /// directories (a few LIST requests).
+    /// directories and reads every manifest it keeps (about 30 requests at rest), so the
+    /// default (15 min) keeps it near 2 requests a minute.
     #[serde(with = "humantime_serde")]
     pub db_gc_interval: Duration,
     /// How often SlateDB looks for work in the metadata database: the writer's manifest
     /// poll (newly compacted data), its compactor's poll and the commit of finished
     /// compactions each read an object or two per interval, whether or not anything
     /// changed: at 1 s (SlateDB's default) about 200 GETs a minute on an idle database,
-    /// at 60 s about 8. Longer leaves level-0 SSTs uncompacted that much longer; writes
-    /// stall only past 8 of them (8 x `l0_sst_size_bytes` of metadata writes within one
-    /// interval, 2 MiB/s at 60 s, several times the heaviest loads measured). Fencing is
-    /// seen at the next write whatever this is.
+    /// at 60 s about 8, at 120 s (the default) about 4. Longer leaves level-0 SSTs
+    /// uncompacted that much longer; writes stall only past [`LEVEL0_MAX_SSTS`] of them
+    /// (32 x `l0_sst_size_bytes` of metadata writes within one interval, 4 MiB/s at 120
+    /// s, ten times the heaviest loads measured). Fencing is seen at the next write
+    /// whatever this is.
     #[serde(with = "humantime_serde")]
     pub db_poll_interval: Duration,
     /// Compression of the metadata database's SST blocks: `zstd` (default) or `none`.
@@ -309,8 +317,8 @@ impl Default for MetadataConfig {
             delete_grace: Duration::from_secs(30),
             sequencer_streams: 200_000,
             store_retries: 5,
-            db_gc_interval: Duration::from_secs(300),
-            db_poll_interval: Duration::from_secs(60),
+            db_gc_interval: Duration::from_secs(900),
+            db_poll_interval: Duration::from_secs(120),
             flush_when_idle: true,
             compression: MetadataCompression::Zstd,
             db_gc_min_age: Duration::from_secs(120),
@@ -348,6 +356,8 @@ impl Metadata {
             // one after the other.
             flush_interval: None,
             manifest_poll_interval: config.db_poll_interval,
+            l0_max_ssts: LEVEL0_MAX_SSTS,
+            l0_max_ssts_per_key: LEVEL0_MAX_SSTS,
             compression_codec: match config.compression {
                 MetadataCompression::Zstd => Some(slatedb::config::CompressionCodec::Zstd),
                 MetadataCompression::None => None,

@@ -124,6 +124,11 @@ impl ReadCursor {
     pub fn is_open(&self) -> bool {
         self.info.is_some()
     }
+
+    /// The stream as the cursor last looked it up (or as tail notifications moved it).
+    pub fn stream(&self) -> Option<&StreamInfo> {
+        self.info.as_ref()
+    }
 }
 
 /// The read path. Cheap to share behind an `Arc`.

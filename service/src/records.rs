@@ -153,6 +153,16 @@ impl Service {
         Ok(reader.read_with(&request, cursor).await?)
     }
 
+    /// Looks `request`'s stream up again into `cursor` (its trim point, tail and identity
+    /// as they are now), as the first read of a refreshed cursor does, checking that the
+    /// caller may read it.
+    pub async fn look_up_for_read(&self, request: &ReadRequest, cursor: &mut ReadCursor) -> Result<(), ServiceError> {
+        validate_read(request)?;
+        let request = self.authorize_read(request)?;
+        cursor.refresh();
+        self.look_up(&request, cursor).await
+    }
+
     /// Checks that the caller may read the stream; the request with its full name.
     fn authorize_read<'a>(&self, request: &'a ReadRequest) -> Result<std::borrow::Cow<'a, ReadRequest>, ServiceError> {
         valid_stream(&request.basin, &request.stream)?;

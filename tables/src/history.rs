@@ -29,6 +29,10 @@ use crate::{TableState, TablesError};
 /// Footers (with their stream index) kept in memory.
 const CACHED_FILES: u64 = 1024;
 
+/// The fewest metered bytes a record has (S2's metering: 8 plus headers and body), so a
+/// read bounded to `bytes` takes at most `bytes / 8 + 1` records.
+const MIN_RECORD_BYTES: u64 = 8;
+
 /// Basins whose committed table state is kept in memory.
 const CACHED_STATES: u64 = 1024;
 
@@ -81,24 +85,28 @@ impl TableHistory {
         let mut output = HistoryOutput::default();
         let (mut next, mut bytes) = (read.from_seq, 0);
         let stream = read.stream.as_str();
-        // The stream's runs in every file that may hold records from the start, in
+        // The stream's runs in the files that may hold records from the start, in
         // sequence order: files are listed in commit order, and a rewritten file may
-        // hold runs on both sides of another file's.
-        let files = state.files.iter().filter(|f| {
+        // hold runs on both sides of another file's. A read takes at most `reach`
+        // records, so a file whose lowest sequence number (of any stream) is past that
+        // holds none of them, and is not opened: a read near the start of a long history
+        // opens the files of its start, not every file of the stream. When the start is
+        // below everything the table holds of the stream (the read moves up to the first
+        // record held), every file holding the stream is opened.
+        let reach = read.count.min(read.bytes / MIN_RECORD_BYTES + 1);
+        let within = next.saturating_add(reach).min(read.before_seq);
+        let holding = |f: &&DataFile| {
             f.bounds.stream.0.as_str() <= stream && stream <= f.bounds.stream.1.as_str() && f.bounds.seq_num.1 >= next
-        });
-        let opened = futures::future::try_join_all(
-            files.map(|file| async move { self.open(file).await.map(|opened| (file, opened)) }),
-        )
-        .await?;
-        let mut runs: Vec<(&DataFile, &OpenedFile, &StreamRun)> = opened
-            .iter()
-            .flat_map(|(file, opened)| opened.runs.iter().map(move |run| (*file, opened.as_ref(), run)))
-            .filter(|(_, _, run)| run.stream == read.stream && run.created_at_ms == read.created_at_ms)
-            .filter(|(_, _, run)| run.first_seq + run.rows > next)
-            .collect();
-        runs.sort_by_key(|(_, _, run)| run.first_seq);
-        for (file, opened, run) in runs {
+        };
+        let near: Vec<&DataFile> = state.files.iter().filter(holding).filter(|f| f.bounds.seq_num.0 < within).collect();
+        let mut runs = self.runs_in(&near, read, next).await?;
+        if runs.first().is_none_or(|(_, _, run)| run.first_seq > next) {
+            let all: Vec<&DataFile> = state.files.iter().filter(holding).collect();
+            if all.len() > near.len() {
+                runs = self.runs_in(&all, read, next).await?;
+            }
+        }
+        for (file, opened, run) in &runs {
             if run.first_seq > next {
                 // A gap: the start may move up to what the table holds, a read may not skip.
                 if !output.records.is_empty() {
@@ -129,6 +137,28 @@ impl TableHistory {
             }
         }
         Ok(output)
+    }
+
+    /// The runs of `read`'s stream in `files` that hold records from `next`, in sequence
+    /// order, with their files.
+    async fn runs_in<'a>(
+        &self,
+        files: &[&'a DataFile],
+        read: &HistoryRead,
+        next: u64,
+    ) -> Result<Vec<(&'a DataFile, Arc<OpenedFile>, StreamRun)>, TablesError> {
+        let opened = futures::future::try_join_all(
+            files.iter().map(|file| async move { self.open(file).await.map(|opened| (*file, opened)) }),
+        )
+        .await?;
+        let mut runs: Vec<(&DataFile, Arc<OpenedFile>, StreamRun)> = opened
+            .iter()
+            .flat_map(|(file, opened)| opened.runs.iter().map(move |run| (*file, opened.clone(), run.clone())))
+            .filter(|(_, _, run)| run.stream == read.stream && run.created_at_ms == read.created_at_ms)
+            .filter(|(_, _, run)| run.first_seq + run.rows > next)
+            .collect();
+        runs.sort_by_key(|(_, _, run)| run.first_seq);
+        Ok(runs)
     }
 
     /// The file's footer and stream index, from the cache or the store (reads of the
@@ -199,6 +229,77 @@ mod tests {
             assert!(message.starts_with(&format!("table file {}: ", file.path)), "{message}");
             assert!(message.contains(reason), "{message}");
         }
+    }
+
+    /// A read near the start of a long history opens the files that may hold what it
+    /// takes, not every file of the stream: here a later file that cannot be opened is
+    /// left alone by a read of the first records, and reached (its error) by a read long
+    /// enough to need it. A start below everything held opens every file.
+    #[tokio::test]
+    async fn a_read_opens_only_the_files_its_records_may_be_in() {
+        use shale_metadata_contract::{BasinConfig, TablesConfig};
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let history = history(store.clone()).await;
+        let tables = TablesConfig { serve_reads: true, ..TablesConfig::default() };
+        let config = BasinConfig { tables: Some(tables), ..BasinConfig::default() };
+        history.metadata.create_basin("history-n", config).await.unwrap();
+        let rows: Vec<crate::TableRow> = (100..110)
+            .map(|seq| crate::TableRow {
+                stream: "s".into(),
+                created_at_ms: 7,
+                record: shale_proto::record::SequencedRecord {
+                    seq_num: seq,
+                    timestamp: seq,
+                    headers: vec![],
+                    body: seq.to_string().into(),
+                },
+            })
+            .collect();
+        let bounds = Bounds::of(&rows).unwrap();
+        let parquet = crate::write_parquet(rows, &[]).unwrap();
+        let first = DataFile {
+            path: "t/first.parquet".into(),
+            day: 0,
+            records: 10,
+            size: parquet.len() as u64,
+            bounds,
+            snapshot_id: 1,
+        };
+        store.put(&Path::from(first.path.as_str()), parquet.into()).await.unwrap();
+        let late_bounds = Bounds { stream: ("s".into(), "s".into()), seq_num: (1000, 2000), timestamp_ms: (0, 0) };
+        let late = DataFile {
+            path: "t/late.parquet".into(),
+            day: 1,
+            records: 1000,
+            size: 9,
+            bounds: late_bounds,
+            snapshot_id: 2,
+        };
+        store.put(&Path::from(late.path.as_str()), b"not a file".to_vec().into()).await.unwrap();
+        let state = TableState { files: vec![first, late], ..TableState::default() };
+        store.put(&state_path("history-n"), serde_json::to_vec(&state).unwrap().into()).await.unwrap();
+        let read = |from_seq, count, bytes| HistoryRead {
+            basin: "history-n".into(),
+            stream: "s".into(),
+            created_at_ms: 7,
+            from_seq,
+            before_seq: u64::MAX,
+            count,
+            bytes,
+            until: None,
+        };
+
+        let records = history.read_table(&read(100, 100, u64::MAX)).await.unwrap().records;
+        assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), (100..110).collect::<Vec<_>>());
+        let records = history.read_table(&read(105, u64::MAX, 64)).await.unwrap().records;
+        assert_eq!(records.first().map(|r| r.seq_num), Some(105), "a byte bound bounds the files too");
+        let far = history.read_table(&read(100, 1000, u64::MAX)).await;
+        assert!(far.is_err_and(|e| e.to_string().contains("t/late.parquet")), "a long read reaches the later file");
+        let below = history.read_table(&read(0, 10, u64::MAX)).await;
+        assert!(
+            below.is_err_and(|e| e.to_string().contains("t/late.parquet")),
+            "a start below everything opens every file"
+        );
     }
 
     /// A rewritten file may hold a stream's runs on both sides of another file's: a read

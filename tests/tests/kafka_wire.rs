@@ -459,3 +459,94 @@ async fn bad_transaction_calls_get_their_error_codes_and_stage_nothing() {
     assert_eq!(latest(&mut socket, "txn-wire").await, 0, "nothing staged became visible");
     server.stop().await;
 }
+
+/// One fetch of partition 0 of `topic` from `offset` within `partition_max` bytes: its
+/// error code, its records' offsets and values, and the size of its record batches.
+async fn fetch_within(
+    socket: &mut TcpStream,
+    topic: &'static str,
+    offset: i64,
+    partition_max: i32,
+) -> (i16, Vec<(i64, Bytes)>, usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    use kafka_protocol::records::RecordBatchDecoder;
+    let partition =
+        FetchPartition::default().with_partition(0).with_fetch_offset(offset).with_partition_max_bytes(partition_max);
+    let wanted =
+        FetchTopic::default().with_topic(TopicName(StrBytes::from_static_str(topic))).with_partitions(vec![partition]);
+    let request = FetchRequest::default().with_max_bytes(1 << 20).with_min_bytes(1).with_topics(vec![wanted]);
+    let mut body = call(socket, ApiKey::Fetch, 12, &request).await.unwrap();
+    let response = FetchResponse::decode(&mut body, 12).unwrap();
+    let answer = &response.responses[0].partitions[0];
+    let mut records = Vec::new();
+    let size = answer.records.as_ref().map_or(0, |r| r.len());
+    if let Some(mut batches) = answer.records.clone() {
+        for set in RecordBatchDecoder::decode_all(&mut batches).unwrap() {
+            records.extend(set.records.into_iter().map(|r| (r.offset, r.value.unwrap())));
+        }
+    }
+    (answer.error_code, records, size)
+}
+
+/// A consumer behind the tail is answered fetch after fetch from what its connection
+/// read ahead while it took in the last answer: every record once and in order, each
+/// answer within the partition bound it asked for (bounds that shrink and grow between
+/// fetches), and a trim between two fetches seen by the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetches_read_ahead_answer_every_record_once_within_their_bounds_and_see_trims() {
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+    const RECORDS: i64 = 200;
+    let (server, mut socket) = slow_server_with_topic(0, "ahead", |_| {}).await;
+    let value = |i: i64| Bytes::from(format!("{i:04}").repeat(256));
+    for first in (0..RECORDS).step_by(5) {
+        let values: Vec<Bytes> = (first..first + 5).map(value).collect();
+        let records = shale_tests::kafka_client::batch(&values, Compression::None).unwrap();
+        assert_eq!(produce(&mut socket, "ahead", records).await, (0, first));
+    }
+
+    let bounds = [8 << 10, 8 << 10, 3 << 10, 8 << 10, 20 << 10, 2 << 10, 8 << 10];
+    let (mut offset, mut fetches, mut bound) = (0, 0, 0);
+    while offset < 100 {
+        bound = bounds[fetches % bounds.len()];
+        let (error, records, size) = fetch_within(&mut socket, "ahead", offset, bound).await;
+        assert_eq!(error, 0, "fetch {fetches} at {offset}");
+        assert!(!records.is_empty(), "fetch {fetches} at {offset} answered nothing");
+        // The bound is soft by one record, as Kafka's is by one batch.
+        assert!(size <= bound as usize + (1 << 10) + 128, "fetch {fetches}: {size} bytes within {bound}");
+        for (at, value_read) in records {
+            assert_eq!((at, value_read), (offset, value(offset)), "fetch {fetches}");
+            offset += 1;
+        }
+        fetches += 1;
+    }
+
+    let trim = DeleteRecordsPartition::default().with_partition_index(0).with_offset(150);
+    let topic = DeleteRecordsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("ahead")))
+        .with_partitions(vec![trim]);
+    let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000);
+    let mut body = call(&mut socket, ApiKey::DeleteRecords, 2, &request).await.unwrap();
+    let response = DeleteRecordsResponse::decode(&mut body, 2).unwrap();
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    // A fetch below the trim point starts at it (as S2's reads do): the connection's
+    // next fetch, which had records read ahead from below it, answers what a fetch on a
+    // new connection answers.
+    let mut fresh = connect(&server).await;
+    let (error, on_fresh, _) = fetch_within(&mut fresh, "ahead", offset, bound).await;
+    assert_eq!((error, on_fresh.first().map(|r| r.0)), (0, Some(150)), "a fresh fetch below the trim");
+    let (error, on_socket, _) = fetch_within(&mut socket, "ahead", offset, bound).await;
+    assert_eq!((error, &on_socket), (0, &on_fresh), "below the trim at {offset}, on the connection that read ahead");
+    let mut offset = 150 + on_socket.len() as i64;
+    while offset < RECORDS {
+        let (error, records, _) = fetch_within(&mut socket, "ahead", offset, 8 << 10).await;
+        assert_eq!(error, 0, "at {offset}");
+        assert!(!records.is_empty(), "at {offset}");
+        for (at, value_read) in records {
+            assert_eq!((at, value_read), (offset, value(offset)));
+            offset += 1;
+        }
+    }
+    server.stop().await;
+}
