@@ -201,6 +201,31 @@ mod tests {
         TableHistory::new(Arc::new(metadata), store)
     }
 
+    /// A history over `store` with `basin` created, serving reads from its table.
+    async fn serving(store: Arc<dyn ObjectStore>, basin: &str) -> TableHistory {
+        use shale_metadata_contract::{BasinConfig, TablesConfig};
+        let history = history(store).await;
+        let tables = TablesConfig { serve_reads: true, ..TablesConfig::default() };
+        let config = BasinConfig { tables: Some(tables), ..BasinConfig::default() };
+        history.metadata.create_basin(basin, config).await.unwrap();
+        history
+    }
+
+    /// Rows of stream `s` (created at 7) with sequence numbers `seqs`.
+    fn rows(seqs: std::ops::Range<u64>) -> Vec<crate::TableRow> {
+        seqs.map(|seq| crate::TableRow {
+            stream: "s".into(),
+            created_at_ms: 7,
+            record: shale_proto::record::SequencedRecord {
+                seq_num: seq,
+                timestamp: seq,
+                headers: vec![],
+                body: seq.to_string().into(),
+            },
+        })
+        .collect()
+    }
+
     fn file(path: &str, size: usize) -> DataFile {
         DataFile { path: path.into(), day: 0, records: 1, size: size as u64, bounds: Bounds::default(), snapshot_id: 1 }
     }
@@ -237,24 +262,9 @@ mod tests {
     /// enough to need it. A start below everything held opens every file.
     #[tokio::test]
     async fn a_read_opens_only_the_files_its_records_may_be_in() {
-        use shale_metadata_contract::{BasinConfig, TablesConfig};
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let history = history(store.clone()).await;
-        let tables = TablesConfig { serve_reads: true, ..TablesConfig::default() };
-        let config = BasinConfig { tables: Some(tables), ..BasinConfig::default() };
-        history.metadata.create_basin("history-n", config).await.unwrap();
-        let rows: Vec<crate::TableRow> = (100..110)
-            .map(|seq| crate::TableRow {
-                stream: "s".into(),
-                created_at_ms: 7,
-                record: shale_proto::record::SequencedRecord {
-                    seq_num: seq,
-                    timestamp: seq,
-                    headers: vec![],
-                    body: seq.to_string().into(),
-                },
-            })
-            .collect();
+        let history = serving(store.clone(), "history-n").await;
+        let rows = rows(100..110);
         let bounds = Bounds::of(&rows).unwrap();
         let parquet = crate::write_parquet(rows, &[]).unwrap();
         let first = DataFile {
@@ -307,25 +317,8 @@ mod tests {
     /// files in.
     #[tokio::test]
     async fn runs_are_read_in_sequence_order_across_files() {
-        use shale_metadata_contract::{BasinConfig, TablesConfig};
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let history = history(store.clone()).await;
-        let tables = TablesConfig { serve_reads: true, ..TablesConfig::default() };
-        let config = BasinConfig { tables: Some(tables), ..BasinConfig::default() };
-        history.metadata.create_basin("history-b", config).await.unwrap();
-        let rows = |seqs: std::ops::Range<u64>| -> Vec<crate::TableRow> {
-            seqs.map(|seq| crate::TableRow {
-                stream: "s".into(),
-                created_at_ms: 7,
-                record: shale_proto::record::SequencedRecord {
-                    seq_num: seq,
-                    timestamp: seq,
-                    headers: vec![],
-                    body: seq.to_string().into(),
-                },
-            })
-            .collect()
-        };
+        let history = serving(store.clone(), "history-b").await;
         // The rewritten file holds 0..10 and 20..30, listed after the file holding 10..20.
         let mut state = TableState::default();
         for (path, rows) in [("t/b.parquet", rows(10..20)), ("t/a.parquet", [rows(0..10), rows(20..30)].concat())] {

@@ -363,24 +363,8 @@ async fn a_pipelined_batch_that_finds_the_gateway_full_waits_for_the_earlier_one
 /// Fetches partition 0 of `topic` from `offset` on `socket`: its error code and the
 /// values of the records answered.
 async fn fetch_values(socket: &mut TcpStream, topic: &'static str, offset: i64) -> (i16, Vec<Bytes>) {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::messages::{FetchRequest, FetchResponse};
-    use kafka_protocol::records::RecordBatchDecoder;
-    let partition =
-        FetchPartition::default().with_partition(0).with_fetch_offset(offset).with_partition_max_bytes(1 << 20);
-    let wanted =
-        FetchTopic::default().with_topic(TopicName(StrBytes::from_static_str(topic))).with_partitions(vec![partition]);
-    let request = FetchRequest::default().with_max_bytes(1 << 20).with_min_bytes(1).with_topics(vec![wanted]);
-    let mut body = call(socket, ApiKey::Fetch, 12, &request).await.unwrap();
-    let response = FetchResponse::decode(&mut body, 12).unwrap();
-    let answer = &response.responses[0].partitions[0];
-    let mut values = Vec::new();
-    if let Some(mut records) = answer.records.clone() {
-        for set in RecordBatchDecoder::decode_all(&mut records).unwrap() {
-            values.extend(set.records.into_iter().map(|r| r.value.unwrap()));
-        }
-    }
-    (answer.error_code, values)
+    let (error, records, _) = fetch_within(socket, topic, offset, 1 << 20).await;
+    (error, records.into_iter().map(|(_, value)| value).collect())
 }
 
 /// A connection keeps a read cursor per partition across fetches; a topic deleted and
