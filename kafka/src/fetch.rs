@@ -13,12 +13,13 @@
 //!
 //! A consumer behind the tail gets its next answer read ahead: once a fetch is answered,
 //! each partition that answered records and is not at its tail starts reading what
-//! follows, within the same partition bound, while the client takes in the answer (a
-//! client keeps one fetch in flight per broker, so otherwise the server waits for the
+//! follows, within the bytes its answer just used, while the client takes in the answer
+//! (a client keeps one fetch in flight per broker, so otherwise the server waits for the
 //! client and the client for the server). The next fetch from that offset is answered
-//! from it if it fits that fetch's bounds and the partition, looked up again then, is
-//! the same stream with the offset still above its trim point (as a fetch reading then
-//! would find); anything else drops it and reads.
+//! from it, cut at a batch to that fetch's bound, if the partition, looked up again then,
+//! is the same stream with the offset not below its trim point (as a fetch reading then
+//! would find); anything else drops it and reads. At most [`MAX_AHEAD_BYTES`] per
+//! connection and [`MAX_AHEAD_BYTES_ALL`] per listener are read ahead at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -207,8 +207,8 @@ pub struct MetadataConfig {
     pub store_retries: u32,
     /// How often SlateDB's own garbage collector deletes the metadata database's obsolete
     /// WAL objects, SSTs, manifests and compaction files. Each pass lists those
-    /// directories and reads every manifest it keeps (about 30 requests at rest), so the
-    /// default (15 min) keeps it near 2 requests a minute.
+    /// directories and reads every manifest it keeps (30 to 55 requests at rest), so the
+    /// default (15 min) keeps it to 2 to 4 requests a minute.
     #[serde(with = "humantime_serde")]
     pub db_gc_interval: Duration,
     /// How often SlateDB looks for work in the metadata database: the writer's manifest
