@@ -151,11 +151,14 @@ impl TableHistory {
             files.iter().map(|file| async move { self.open(file).await.map(|opened| (*file, opened)) }),
         )
         .await?;
+        let wanted = |run: &&StreamRun| {
+            run.stream == read.stream && run.created_at_ms == read.created_at_ms && run.first_seq + run.rows > next
+        };
         let mut runs: Vec<(&DataFile, Arc<OpenedFile>, StreamRun)> = opened
             .iter()
-            .flat_map(|(file, opened)| opened.runs.iter().map(move |run| (*file, opened.clone(), run.clone())))
-            .filter(|(_, _, run)| run.stream == read.stream && run.created_at_ms == read.created_at_ms)
-            .filter(|(_, _, run)| run.first_seq + run.rows > next)
+            .flat_map(|(file, opened)| {
+                opened.runs.iter().filter(wanted).map(move |run| (*file, opened.clone(), run.clone()))
+            })
             .collect();
         runs.sort_by_key(|(_, _, run)| run.first_seq);
         Ok(runs)
