@@ -279,8 +279,6 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
     })
 }
 
-/// The reader clients read through: reads that start below a stream's trim point go to
-/// the table tier first (where the basin serves reads from it).
 /// The store as a process's own gateway and reader see it: the segments the gateway
 /// wrote last answer the reader's range reads of them from memory
 /// (`[reader] recent_write_bytes`).
@@ -294,6 +292,8 @@ fn with_recent_writes(config: &ServeConfig, store: &Store) -> Store {
     Store { url: store.url.clone(), store: store_for_roles, counters: store.counters.clone() }
 }
 
+/// The reader clients read through: reads that start below a stream's trim point go to
+/// the table tier first (where the basin serves reads from it).
 fn client_reader(config: &ServeConfig, store: &Store, metadata: Arc<dyn MetadataApi>) -> Reader {
     let history = shale_tables::TableHistory::new(metadata.clone(), store.store.clone());
     Reader::new(&config.reader, store.store.clone(), metadata).with_history(Arc::new(history))
