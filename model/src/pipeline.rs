@@ -40,6 +40,10 @@ pub struct PipelineGuards {
     /// crashed, halted or been fenced, so whether they failed is unknown here)
     /// (`Poison::check`, `metadata/src/poison.rs`).
     pub refuse_after_calls_elsewhere: bool,
+    /// The committer sends units in the order they were sealed, waiting for an upload
+    /// that finished late (`run_committer` takes them from the sealed queue in order);
+    /// off: it sends whichever upload finishes first.
+    pub commit_in_seal_order: bool,
 }
 
 impl PipelineGuards {
@@ -50,6 +54,7 @@ impl PipelineGuards {
         fencing: true,
         standby_takes_lapsed_lease: true,
         refuse_after_calls_elsewhere: true,
+        commit_in_seal_order: true,
     };
 }
 
@@ -97,6 +102,8 @@ pub struct PipelineState {
     pub uploaded: Vec<bool>,
     /// The next unit in seal order to send.
     pub next_send: Unit,
+    /// Units sent ahead of `next_send` (only without `commit_in_seal_order`).
+    pub sent_early: BTreeSet<Unit>,
     /// Each unit's answer from metadata, once there is one.
     pub answers: Vec<Option<Outcome>>,
     /// The acker has answered callers of units below this.
@@ -126,6 +133,9 @@ pub enum PipelineAction {
     /// The committer sends the next unit to instance `i`, its condition holding or not
     /// (`sequencer.sequence`, `Metadata::run_sequence`).
     Send { instance: u8, condition_holds: bool },
+    /// Without `commit_in_seal_order`: the committer sends a later unit whose upload
+    /// finished before the next one's (its condition holds).
+    SendEarly { unit: Unit, instance: u8 },
     /// A unit the gateway fails without sending: its stream failed earlier, or no
     /// metadata instance is left to answer (the call's deadline passes).
     FailAtGateway,
@@ -146,6 +156,46 @@ pub enum PipelineAction {
 impl PipelineModel {
     fn stream(&self, unit: Unit) -> u8 {
         self.units[usize::from(unit)]
+    }
+
+    /// Moves `next_send` past the unit it names and any sent early.
+    fn advance(state: &mut PipelineState) {
+        state.next_send += 1;
+        while state.sent_early.remove(&state.next_send) {
+            state.next_send += 1;
+        }
+    }
+
+    /// Instance `instance` receives `unit`'s call: it applies it (offsets from its latest
+    /// applied tails) or fails it, and queues it for the next flush.
+    fn send(&self, state: &mut PipelineState, unit: Unit, instance: u8, condition_holds: bool) {
+        let i = usize::from(instance);
+        let stream = self.stream(unit);
+        if !condition_holds {
+            state.condition_failed = true;
+        }
+        let poisoned = self.guards.poison_at_metadata && state.instances[i].poisoned.contains(&stream);
+        // The gateway has seen the answers of every call before `answered`; the ones from
+        // there to this went somewhere, and unless all here, whether they failed is
+        // unknown here.
+        let run_start = match state.instances[i].run {
+            Some((first, last)) if last + 1 == unit => first,
+            _ => unit,
+        };
+        state.instances[i].run = Some((run_start, unit));
+        let refused = self.guards.refuse_after_calls_elsewhere && state.answered < run_start;
+        let outcome = if condition_holds && !poisoned && !refused {
+            let tail = &mut state.instances[i].tails[usize::from(stream)];
+            *tail += 1;
+            Outcome::Applied(*tail - 1)
+        } else {
+            state.instances[i].poisoned.insert(stream);
+            Outcome::Failed
+        };
+        if !self.guards.ack_when_durable {
+            state.answers[usize::from(unit)] = Some(outcome);
+        }
+        state.instances[i].queued.push((unit, outcome));
     }
 
     /// Answers every queued call of instance `i` not answered yet as failed (an error
@@ -175,6 +225,7 @@ impl Model for PipelineModel {
         vec![PipelineState {
             uploaded: vec![false; units],
             next_send: 0,
+            sent_early: BTreeSet::new(),
             answers: vec![None; units],
             answered: 0,
             seen_failed: BTreeSet::new(),
@@ -214,6 +265,19 @@ impl Model for PipelineModel {
                 }
             }
         }
+        if !self.guards.commit_in_seal_order {
+            for unit in (next + 1..self.units.len()).map(|u| u as Unit) {
+                let ready = state.uploaded[usize::from(unit)] && !state.sent_early.contains(&unit);
+                if !ready || state.seen_failed.contains(&self.stream(unit)) {
+                    continue;
+                }
+                for (i, instance) in state.instances.iter().enumerate() {
+                    if !instance.halted && !instance.crashed {
+                        actions.push(PipelineAction::SendEarly { unit, instance: i as u8 });
+                    }
+                }
+            }
+        }
         for (i, instance) in state.instances.iter().enumerate() {
             if !instance.halted && !instance.crashed && !instance.queued.is_empty() {
                 actions.push(PipelineAction::Flush(i as u8));
@@ -244,39 +308,16 @@ impl Model for PipelineModel {
             PipelineAction::Upload(unit) => state.uploaded[usize::from(unit)] = true,
             PipelineAction::FailAtGateway => {
                 state.answers[usize::from(state.next_send)] = Some(Outcome::Failed);
-                state.next_send += 1;
+                Self::advance(&mut state);
             }
             PipelineAction::Send { instance, condition_holds } => {
-                let (unit, i) = (state.next_send, usize::from(instance));
-                let stream = self.stream(unit);
-                state.next_send += 1;
-                if !condition_holds {
-                    state.condition_failed = true;
-                }
-                let poisoned = self.guards.poison_at_metadata && state.instances[i].poisoned.contains(&stream);
-                // The gateway has seen the answers of every call before `answered`; the
-                // ones from there to this went somewhere, and unless all here, whether
-                // they failed is unknown here.
-                let run_start = match state.instances[i].run {
-                    Some((first, last)) if last + 1 == unit => first,
-                    _ => unit,
-                };
-                state.instances[i].run = Some((run_start, unit));
-                let refused = self.guards.refuse_after_calls_elsewhere && state.answered < run_start;
-                let outcome = if condition_holds && !poisoned && !refused {
-                    let tail = &mut state.instances[i].tails[usize::from(stream)];
-                    *tail += 1;
-                    Outcome::Applied(*tail - 1)
-                } else {
-                    state.instances[i].poisoned.insert(stream);
-                    Outcome::Failed
-                };
-                if self.guards.ack_when_durable {
-                    state.instances[i].queued.push((unit, outcome));
-                } else {
-                    state.answers[usize::from(unit)] = Some(outcome);
-                    state.instances[i].queued.push((unit, outcome));
-                }
+                let unit = state.next_send;
+                Self::advance(&mut state);
+                self.send(&mut state, unit, instance, condition_holds);
+            }
+            PipelineAction::SendEarly { unit, instance } => {
+                state.sent_early.insert(unit);
+                self.send(&mut state, unit, instance, true);
             }
             PipelineAction::Flush(instance) => {
                 let i = usize::from(instance);
@@ -359,6 +400,18 @@ impl Model for PipelineModel {
                     })
                 },
             ),
+            Property::always("a stream's units hold offsets in seal order", |m: &PipelineModel, s: &PipelineState| {
+                let offset = |unit: usize| match s.told[unit] {
+                    Some(Outcome::Applied(offset)) => Some(offset),
+                    _ => None,
+                };
+                (0..m.units.len()).all(|later| {
+                    (0..later).all(|earlier| match (offset(earlier), offset(later)) {
+                        (Some(a), Some(b)) if m.units[earlier] == m.units[later] => a < b,
+                        _ => true,
+                    })
+                })
+            }),
             Property::always(
                 "a run ends with every caller answered and a serving leader",
                 |m: &PipelineModel, s: &PipelineState| {

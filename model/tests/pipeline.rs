@@ -56,3 +56,22 @@ fn without_refusing_after_calls_elsewhere_a_failover_acks_past_a_failed_unit() {
         "no unit is acked after an earlier unit of its stream failed",
     );
 }
+
+#[test]
+fn committed_in_upload_order_calls_are_refused_and_every_property_still_holds() {
+    // Metadata refuses a call whose predecessors it did not process, so a committer that
+    // sends out of seal order fails appends (the refusal) rather than misorders them.
+    every_property_holds(PipelineModel::small(PipelineGuards { commit_in_seal_order: false, ..PipelineGuards::ALL }));
+}
+
+#[test]
+fn committed_in_upload_order_without_the_refusal_a_later_unit_takes_an_earlier_offset() {
+    counterexample(
+        PipelineModel::small(PipelineGuards {
+            commit_in_seal_order: false,
+            refuse_after_calls_elsewhere: false,
+            ..PipelineGuards::ALL
+        }),
+        "a stream's units hold offsets in seal order",
+    );
+}
