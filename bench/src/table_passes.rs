@@ -2,11 +2,11 @@
 //! `--records-per-pass` records of 100 B to one of 4 streams, moves a manual clock on by
 //! `--pass-seconds` and runs a tiering pass, with the default table maintenance. Twenty
 //! times over the run it prints what must stay flat: the commit record's size, the files,
-//! manifests, snapshots and garbage it names, the objects under the table's root, pass
-//! time (p50/p99 over the window), and the GETs and bytes of a history read of 1,000
-//! records from a fresh reader. At the end, DuckDB (over the files the state names) and
-//! pyiceberg (over the metadata) count the rows, the distinct (stream, seq_num) pairs
-//! and compare both with the records appended.
+//! archives, manifests, snapshots and garbage it names, the objects under the table's
+//! root, pass time (p50/p99 over the window), and the GETs and bytes of a history read of
+//! 1,000 records from a fresh reader. At the end, DuckDB (over the files the state and its
+//! archives name) and pyiceberg (over the metadata) count the rows, the distinct
+//! (stream, seq_num) pairs and compare both with the records appended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,11 +56,12 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         "{passes} passes of {records_per_pass} records, {pass_seconds} s apart (manual clock), store delay {delay:?}"
     );
     println!(
-        "{:>8} {:>5} {:>10} {:>6} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>12} {:>13}",
+        "{:>8} {:>5} {:>10} {:>6} {:>8} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>12} {:>13}",
         "pass",
         "days",
         "state KiB",
         "files",
+        "archives",
         "manifests",
         "snapshots",
         "garbage",
@@ -110,14 +111,16 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         anyhow::ensure!(read.records.len() as u64 == expected, "history read {} of {expected}", read.records.len());
         let (gets, bytes) =
             (probe_counters.gets() - gets, probe_counters.get_bytes.load(std::sync::atomic::Ordering::Relaxed) - bytes);
-        let days = state.files.iter().map(|f| f.day).collect::<std::collections::BTreeSet<_>>().len();
+        let all = shale_tables::all_files(store.as_ref(), &state).await?;
+        let days = all.iter().map(|f| f.day).collect::<std::collections::BTreeSet<_>>().len();
         window.sort();
         let at = |q: f64| window[((window.len() as f64 * q) as usize).min(window.len() - 1)].as_secs_f64() * 1000.0;
         println!(
-            "{:>8} {days:>5} {:>10.1} {:>6} {:>9} {:>9} {:>7} {objects:>8} {:>8.2} {:>8.2} {gets:>12} {:>13.1}",
+            "{:>8} {days:>5} {:>10.1} {:>6} {:>8} {:>9} {:>9} {:>7} {objects:>8} {:>8.2} {:>8.2} {gets:>12} {:>13.1}",
             pass + 1,
             state_bytes as f64 / 1024.0,
             state.files.len(),
+            state.archives.len(),
             state.manifests.len(),
             state.snapshots.len(),
             state.garbage.len(),
@@ -134,7 +137,8 @@ import sys, json, duckdb
 from pyiceberg.table import StaticTable
 base, basin = sys.argv[1], sys.argv[2]
 state = f"{base}/tables/{basin}/state.json"
-duckdb.sql(f"SET VARIABLE files = (SELECT list('{base}/' || f.path) FROM (SELECT unnest(files) AS f FROM read_json('{state}', maximum_object_size = 1000000000)))")
+duckdb.sql(f"SET VARIABLE lists = ['{state}'] || (SELECT coalesce(list('{base}/' || a.path), []) FROM (SELECT unnest(archives) AS a FROM read_json('{state}', maximum_object_size = 1000000000)))")
+duckdb.sql(f"SET VARIABLE files = (SELECT list('{base}/' || f.path) FROM (SELECT unnest(files) AS f FROM read_json(getvariable('lists'), union_by_name = true, maximum_object_size = 1000000000)))")
 d = duckdb.sql("select count(*), count(distinct (stream, seq_num)) from read_parquet(getvariable('files'))").fetchone()
 version = open(f"{base}/tables/{basin}/metadata/version-hint.text").read().strip()
 rows = StaticTable.from_metadata(f"file://{base}/tables/{basin}/metadata/v{version}.metadata.json").scan().to_arrow()

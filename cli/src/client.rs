@@ -291,8 +291,11 @@ pub async fn tables(connection: &Connection, basin: &str) -> Result<(), Failure>
     // their snapshots expire.
     let table = status.location.strip_prefix("file://").unwrap_or(&status.location);
     let store_root = table.strip_suffix(&format!("/tables/{basin}")).unwrap_or(table);
+    // Closed days' files are listed in archives the state names (`{"files": [...]}`, the
+    // state's own shape), so one `read_json` over the state and its archives lists them all.
     println!(
-        "\nDuckDB:    SET VARIABLE files = (SELECT list('{store_root}/' || f.path) FROM (SELECT unnest(files) AS f FROM read_json('{table}/state.json'))); \
+        "\nDuckDB:    SET VARIABLE lists = ['{table}/state.json'] || (SELECT coalesce(list('{store_root}/' || a.path), []) FROM (SELECT unnest(archives) AS a FROM read_json('{table}/state.json'))); \
+         SET VARIABLE files = (SELECT list('{store_root}/' || f.path) FROM (SELECT unnest(files) AS f FROM read_json(getvariable('lists'), union_by_name = true))); \
          SELECT stream, count(*) FROM read_parquet(getvariable('files'), union_by_name = true) GROUP BY stream;"
     );
     if status.metadata_location.is_empty() {

@@ -55,6 +55,7 @@ impl Service {
         let table_store =
             self.table_store.as_ref().ok_or_else(|| ServiceError::bad("this process has no table store"))?;
         let (state, _) = shale_tables::read_state(table_store.store.as_ref(), basin).await?;
+        let files = shale_tables::all_files(table_store.store.as_ref(), &state).await?;
         let mut streams = Vec::new();
         let mut start_after = String::new();
         loop {
@@ -82,7 +83,7 @@ impl Service {
             after_secs: tables.after_secs,
             passes: state.pass,
             rows: state.rows,
-            files: state.files.into_iter().map(|f| f.path).collect(),
+            files: files.into_iter().map(|f| f.path).collect(),
             streams,
         })
     }

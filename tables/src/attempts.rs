@@ -63,6 +63,16 @@ impl Attempt {
         format!("{}/metadata/pass-{}-manifest.avro", self.root, self.tag)
     }
 
+    /// The archive object's key relative to the table root (`archive`).
+    pub fn archive(&self) -> String {
+        format!("metadata/archive-{}.json", self.tag)
+    }
+
+    /// The archive's manifest's key relative to the table root.
+    pub fn archive_manifest(&self) -> String {
+        format!("metadata/archive-{}-manifest.avro", self.tag)
+    }
+
     pub fn manifest_list(&self) -> String {
         format!("{}/metadata/snap-{}.avro", self.root, self.tag)
     }
@@ -71,15 +81,15 @@ impl Attempt {
         Path::from(format!("{}/attempts/{}.json", self.root, self.tag))
     }
 
-    /// Declares the attempt's keys (`data_files` relative to the root, plus its manifest
-    /// and manifest list) before any is written.
+    /// Declares the attempt's keys (`keys` relative to the root: its data files and any
+    /// archive, plus its manifest and manifest list) before any is written.
     pub async fn declare(
         &self,
         store: &dyn ObjectStore,
-        data_files: &[String],
+        keys: &[String],
         clock: &dyn Clock,
     ) -> Result<(), TablesError> {
-        let mut keys: Vec<String> = data_files.iter().map(|f| format!("{}/{f}", self.root)).collect();
+        let mut keys: Vec<String> = keys.iter().map(|f| format!("{}/{f}", self.root)).collect();
         keys.extend([self.manifest(), self.manifest_list()]);
         let declaration = Declaration { written_at_ms: clock.now_ms(), keys };
         store.put(&self.declaration(), Bytes::from(serde_json::to_vec(&declaration)?).into()).await?;

@@ -3,8 +3,9 @@
 //! removed) served from its Parquet files, where tiering put them.
 //!
 //! A read looks at the committed state (one conditional GET, answered without a body
-//! while the state is the one it read before), then at the files whose stream bounds
-//! include the stream, oldest first. Each file's stream index (in its footer, cached
+//! while the state is the one it read before) and the archives it names whose bounds
+//! hold the stream and the read's start (each fetched once: they never change), then at
+//! the files whose stream bounds include the stream. Each file's stream index (in its footer, cached
 //! with the footer) says which rows hold which sequence numbers of which stream, so the
 //! reader fetches only the pages of those rows. The records come back as the log had
 //! them: sequence number, timestamp, headers, body.
@@ -20,8 +21,9 @@ use object_store::{GetOptions, ObjectStore};
 use shale_metadata_contract::MetadataApi;
 use shale_reader::{History, HistoryOutput, HistoryRead, ReaderError};
 
+use crate::archive::ArchiveCache;
 use crate::file_reader::{load, read_rows, OpenedFile};
-use crate::iceberg::DataFile;
+use crate::iceberg::{Bounds, DataFile};
 use crate::parquet_file::StreamRun;
 use crate::tiering::state_path;
 use crate::{TableState, TablesError};
@@ -36,6 +38,9 @@ const MIN_RECORD_BYTES: u64 = 8;
 /// Basins whose committed table state is kept in memory.
 const CACHED_STATES: u64 = 1024;
 
+/// Archives (lists of closed days' files) kept in memory.
+const CACHED_ARCHIVES: u64 = 4096;
+
 /// The table tier as a [`History`] for readers.
 pub struct TableHistory {
     metadata: Arc<dyn MetadataApi>,
@@ -43,6 +48,7 @@ pub struct TableHistory {
     files: moka::future::Cache<String, Arc<OpenedFile>>,
     /// Per basin, the committed state last read and its entity tag.
     states: moka::future::Cache<String, (Option<String>, Arc<TableState>)>,
+    archives: ArchiveCache,
 }
 
 impl TableHistory {
@@ -52,6 +58,7 @@ impl TableHistory {
             store,
             files: moka::future::Cache::new(CACHED_FILES),
             states: moka::future::Cache::new(CACHED_STATES),
+            archives: ArchiveCache::new(CACHED_ARCHIVES),
         }
     }
 
@@ -95,13 +102,19 @@ impl TableHistory {
         // record held), every file holding the stream is opened.
         let reach = read.count.min(read.bytes / MIN_RECORD_BYTES + 1);
         let within = next.saturating_add(reach).min(read.before_seq);
-        let holding = |f: &&DataFile| {
-            f.bounds.stream.0.as_str() <= stream && stream <= f.bounds.stream.1.as_str() && f.bounds.seq_num.1 >= next
+        let holding = |bounds: &Bounds| {
+            bounds.stream.0.as_str() <= stream && stream <= bounds.stream.1.as_str() && bounds.seq_num.1 >= next
         };
-        let near: Vec<&DataFile> = state.files.iter().filter(holding).filter(|f| f.bounds.seq_num.0 < within).collect();
+        let mut archived = Vec::new();
+        for archive in state.archives.iter().filter(|a| holding(&a.bounds)) {
+            archived.push(self.archives.files(self.store.as_ref(), &archive.path).await?);
+        }
+        let files: Vec<&DataFile> =
+            state.files.iter().chain(archived.iter().flat_map(|a| a.iter())).filter(|f| holding(&f.bounds)).collect();
+        let near: Vec<&DataFile> = files.iter().copied().filter(|f| f.bounds.seq_num.0 < within).collect();
         let mut runs = self.runs_in(&near, read, next).await?;
         if runs.first().is_none_or(|(_, _, run)| run.first_seq > next) {
-            let all: Vec<&DataFile> = state.files.iter().filter(holding).collect();
+            let all = files;
             if all.len() > near.len() {
                 runs = self.runs_in(&all, read, next).await?;
             }
@@ -196,7 +209,6 @@ mod tests {
     use parquet::arrow::ArrowWriter;
 
     use super::*;
-    use crate::iceberg::Bounds;
 
     async fn history(store: Arc<dyn ObjectStore>) -> TableHistory {
         let clock = Arc::new(shale_storage::ManualClock::new(1_800_000_000_000));

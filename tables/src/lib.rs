@@ -12,9 +12,11 @@
 //!   `attempts`: the keys each attempt at a pass writes under, declared first, and the
 //!   sweep of what attempts that cannot commit left.
 //! - [`maintenance`]: what keeps a table bounded as passes accumulate: small files
-//!   rewritten, manifests merged, snapshots expired, what they named collected.
+//!   rewritten, manifests merged, snapshots expired, what they named collected; and
+//!   [`archive`]: closed days' files moved out of the commit record.
 //! - [`history`]: reads of records the log no longer holds, served from those files.
 
+pub mod archive;
 mod attempts;
 pub mod avro;
 pub mod body_columns;
@@ -25,6 +27,7 @@ pub mod maintenance;
 pub mod parquet_file;
 pub mod tiering;
 
+pub use archive::{all_files, Archive};
 pub use attempts::DECLARATION_GRACE_MS;
 pub use history::TableHistory;
 pub use iceberg::StoreLocation;

@@ -5,7 +5,8 @@
 //!
 //! Exactly once: a basin's table has one commit record on the store,
 //! `tables/<basin>/state.json`: the pass number, per stream the sequence number tiering
-//! goes on from, and the table's snapshots, manifests and decoded columns. It is
+//! goes on from, the table's snapshots, manifests and decoded columns, its files and the
+//! archives holding closed days' files (`archive`). It is
 //! replaced only by a conditional PUT on the version it was read at, so the positions
 //! advance with the snapshot in one write. Positions name each stream's creation time,
 //! so a stream deleted and created again is tiered from its start.
@@ -38,6 +39,7 @@ use shale_proto::record::SequencedRecord;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderError};
 use shale_storage::Clock;
 
+use crate::archive::{self, Archive, ArchiveCache};
 use crate::attempts::Attempt;
 use crate::body_columns::{self, BodyColumn};
 use crate::iceberg::{self, Bounds, DataFile, EntryStatus, Manifest, Operation, Snapshot, StoreLocation};
@@ -47,6 +49,9 @@ use crate::{write_parquet, TableRow, TablesError};
 /// Records one pass writes for one basin at most: about 128 MiB of 1 KiB records,
 /// held in memory while the file is built. The rest waits for the next pass.
 pub const MAX_PASS_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Archives a tierer keeps in memory: each is a few hundred bytes per closed day.
+const ARCHIVES_KEPT: u64 = 4096;
 
 /// Records read per call.
 const READ_RECORDS: u64 = 1000;
@@ -64,7 +69,7 @@ pub struct TableState {
     pub positions: BTreeMap<String, StreamPosition>,
     /// Rows in the committed files.
     pub rows: u64,
-    /// The committed files, oldest first.
+    /// The committed files not archived, oldest first.
     pub files: Vec<DataFile>,
     /// The Iceberg table's id.
     #[serde(default)]
@@ -81,6 +86,9 @@ pub struct TableState {
     /// Keys only expired (or soon expired) snapshots name, to delete.
     #[serde(default)]
     pub garbage: Vec<Garbage>,
+    /// Closed days' files, moved out of this record, oldest first (`archive`).
+    #[serde(default)]
+    pub archives: Vec<Archive>,
 }
 
 impl TableState {
@@ -91,6 +99,13 @@ impl TableState {
             || self.manifests.iter().any(|m| m.path == key)
             || self.snapshots.iter().any(|s| s.manifest_list == key)
             || self.garbage.iter().any(|g| g.path == key)
+            || self.archives.iter().any(|a| a.path == key || a.manifest.path == key)
+    }
+
+    /// The manifests the current snapshot's manifest list names: the archives', then
+    /// the record's own.
+    pub fn listed_manifests(&self) -> Vec<Manifest> {
+        self.archives.iter().map(|a| a.manifest.clone()).chain(self.manifests.iter().cloned()).collect()
     }
 }
 
@@ -165,6 +180,8 @@ pub struct Tierer {
     /// Whether this tierer owns a basin (the compactor shards split basins).
     owns: Box<dyn Fn(&str) -> bool + Send + Sync>,
     maintenance: Maintenance,
+    /// The archives of the tables it commits, read to keep the sweep off their files.
+    archives: ArchiveCache,
 }
 
 impl Tierer {
@@ -176,7 +193,8 @@ impl Tierer {
         clock: Arc<dyn Clock>,
         owns: Box<dyn Fn(&str) -> bool + Send + Sync>,
     ) -> Self {
-        Self { metadata, reader, store, location, clock, owns, maintenance: Maintenance::default() }
+        let (maintenance, archives) = (Maintenance::default(), ArchiveCache::new(ARCHIVES_KEPT));
+        Self { metadata, reader, store, location, clock, owns, maintenance, archives }
     }
 
     /// How this tierer keeps tables bounded (the default otherwise).
@@ -266,7 +284,17 @@ impl Tierer {
             self.store.put_opts(&state_path(basin), body.into(), PutOptions { mode, ..Default::default() }).await?;
         self.publish(basin, next).await?;
         // The commit stands whatever the sweep does: what it leaves, the next one finds.
-        match attempt.sweep(self.store.as_ref(), next.pass, |key| next.names(key), self.clock.now_ms()).await {
+        // An attempt that committed and crashed before its own sweep leaves its
+        // declaration, which names files that may since have moved into an archive.
+        let archived = match self.archives.archived_keys(self.store.as_ref(), next).await {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::warn!(basin, pass = next.pass, error = %e, "reading the table's archives failed: no sweep");
+                return Ok(UpdateVersion { e_tag: put.e_tag, version: put.version });
+            }
+        };
+        let named = |key: &str| next.names(key) || archived.contains(key);
+        match attempt.sweep(self.store.as_ref(), next.pass, named, self.clock.now_ms()).await {
             Ok(0) => {}
             Ok(keys) => {
                 tracing::debug!(basin, pass = next.pass, keys, "deleted what attempts that did not commit wrote")
@@ -373,7 +401,7 @@ impl Tierer {
         }
         let entries: Vec<_> = files.iter().map(|f| (EntryStatus::Added, f)).collect();
         let mut manifests = state.manifests.clone();
-        manifests.push(self.write_manifest(&attempt, pass, &entries, schema_id, &body_columns).await?);
+        manifests.push(self.write_manifest(attempt.manifest(), pass, &entries, schema_id, &body_columns).await?);
         let table_uuid = match state.table_uuid.is_empty() {
             true => iceberg::table_uuid(&basin.name, basin.created_at_ms),
             false => state.table_uuid.clone(),
@@ -388,24 +416,24 @@ impl Tierer {
             manifests,
             snapshots: state.snapshots.clone(),
             garbage: state.garbage.clone(),
+            archives: state.archives.clone(),
         };
         let change =
             Change { operation: Operation::Append, schema_id, added: (files.len() as u64, count), deleted: (0, 0) };
         Ok((self.add_snapshot(next, change, collected, &attempt).await?, attempt))
     }
 
-    /// Writes `attempt`'s manifest of `entries` (pass `pass`) and returns it as the
+    /// Writes the manifest of `entries` (pass `pass`) at `path` and returns it as the
     /// manifest list names it.
     async fn write_manifest(
         &self,
-        attempt: &Attempt,
+        path: String,
         pass: u64,
         entries: &[(EntryStatus, &DataFile)],
         schema_id: i32,
         body_columns: &[BodyColumn],
     ) -> Result<Manifest, TablesError> {
         let snapshot_id = pass as i64;
-        let path = attempt.manifest();
         let avro = iceberg::manifest(entries, &self.location, snapshot_id, schema_id, body_columns);
         let length = avro.len() as u64;
         self.store.put(&Path::from(path.clone()), Bytes::from(avro).into()).await?;
@@ -453,7 +481,7 @@ impl Tierer {
             deleted_rows: change.deleted.1,
         };
         let parent = next.snapshots.last().map(|s| s.id);
-        let list = iceberg::manifest_list(&next.manifests, &self.location, snapshot.id, parent);
+        let list = iceberg::manifest_list(&next.listed_manifests(), &self.location, snapshot.id, parent);
         self.store.put(&Path::from(snapshot.manifest_list.clone()), Bytes::from(list).into()).await?;
         next.snapshots.push(snapshot);
         next.garbage.retain(|g| !collected.covers(g));
@@ -462,8 +490,8 @@ impl Tierer {
     }
 
     /// The replace commit `state` needs, written but not committed: the small files of
-    /// one size class rewritten into one, and every manifest merged into one. None when
-    /// nothing needs it.
+    /// one size class rewritten into one, or closed days' files archived, and every
+    /// manifest of the record merged into one. None when nothing needs it.
     async fn maintain(
         &self,
         basin: &BasinRecord,
@@ -471,7 +499,11 @@ impl Tierer {
         collected: Collected,
     ) -> Result<Option<(TableState, Attempt)>, TablesError> {
         let rewritten = self.maintenance.files_to_rewrite(state, MAX_PASS_BYTES);
-        if rewritten.is_empty() && !self.maintenance.manifests_to_merge(state) {
+        let archived = match rewritten.is_empty() {
+            true => archive::files_to_archive(state),
+            false => Vec::new(),
+        };
+        if rewritten.is_empty() && archived.is_empty() && !self.maintenance.manifests_to_merge(state) {
             return Ok(None);
         }
         let root = table_root(&basin.name);
@@ -480,12 +512,21 @@ impl Tierer {
         let attempt = Attempt::new(&root, pass, self.clock.as_ref());
         // The rewritten files are of one day: the merged file's key is known before it is.
         let merged_path = rewritten.first().map(|f| attempt.data_file(&iceberg::day_name(f.day)));
-        attempt.declare(self.store.as_ref(), merged_path.as_slice(), self.clock.as_ref()).await?;
+        let mut keys: Vec<String> = merged_path.iter().cloned().collect();
+        if !archived.is_empty() {
+            keys.extend([attempt.archive(), attempt.archive_manifest()]);
+        }
+        attempt.declare(self.store.as_ref(), &keys, self.clock.as_ref()).await?;
         let merged = match merged_path {
             None => Vec::new(),
             Some(path) => vec![self.rewrite(&root, &path, pass, &rewritten, &state.body_columns).await?],
         };
-        let removed = |f: &DataFile| rewritten.iter().any(|r| r.path == f.path);
+        let schema_id = iceberg::current_schema_id(&state.body_columns);
+        let mut archives = state.archives.clone();
+        if !archived.is_empty() {
+            archives.push(self.archive(&root, &attempt, pass, &archived, schema_id, &state.body_columns).await?);
+        }
+        let removed = |f: &DataFile| rewritten.iter().chain(&archived).any(|r| r.path == f.path);
         let files: Vec<DataFile> =
             state.files.iter().filter(|f| !removed(f)).cloned().chain(merged.iter().cloned()).collect();
         let entries: Vec<_> = files
@@ -493,13 +534,12 @@ impl Tierer {
             .map(|f| (if f.snapshot_id == snapshot_id { EntryStatus::Added } else { EntryStatus::Existing }, f))
             .chain(rewritten.iter().map(|f| (EntryStatus::Deleted, f)))
             .collect();
-        let schema_id = iceberg::current_schema_id(&state.body_columns);
-        let manifest = self.write_manifest(&attempt, pass, &entries, schema_id, &state.body_columns).await?;
+        let manifest = self.write_manifest(attempt.manifest(), pass, &entries, schema_id, &state.body_columns).await?;
         let mut garbage = state.garbage.clone();
         let unreferenced_from = snapshot_id;
         garbage.extend(state.manifests.iter().map(|m| Garbage { path: m.path.clone(), unreferenced_from }));
         garbage.extend(rewritten.iter().map(|f| Garbage { path: f.path.clone(), unreferenced_from }));
-        let next = TableState { pass, files, manifests: vec![manifest], garbage, ..state.clone() };
+        let next = TableState { pass, files, manifests: vec![manifest], garbage, archives, ..state.clone() };
         let change = Change {
             operation: Operation::Replace,
             schema_id,
@@ -507,6 +547,25 @@ impl Tierer {
             deleted: (rewritten.len() as u64, rewritten.iter().map(|f| f.records).sum()),
         };
         Ok(Some((self.add_snapshot(next, change, collected, &attempt).await?, attempt)))
+    }
+
+    /// Writes `attempt`'s archive of `files` (pass `pass`) and its manifest, and returns it
+    /// as the commit record names it.
+    async fn archive(
+        &self,
+        root: &str,
+        attempt: &Attempt,
+        pass: u64,
+        files: &[DataFile],
+        schema_id: i32,
+        body_columns: &[BodyColumn],
+    ) -> Result<Archive, TablesError> {
+        let path = format!("{root}/{}", attempt.archive());
+        archive::write(self.store.as_ref(), &path, files).await?;
+        let entries: Vec<_> = files.iter().map(|f| (EntryStatus::Existing, f)).collect();
+        let manifest_path = format!("{root}/{}", attempt.archive_manifest());
+        let manifest = self.write_manifest(manifest_path, pass, &entries, schema_id, body_columns).await?;
+        Ok(Archive { path, manifest, bounds: archive::union_bounds(files) })
     }
 
     /// Pass `pass`'s file at `path` (relative to `root`) holding the rows of `files`

@@ -56,8 +56,10 @@ iceberg_rows = table.scan().to_arrow()
 
 base = args.location.rstrip("/").removeprefix("file://")
 state = f"{base}/tables/{args.basin}/state.json"
+duckdb.sql(f"SET VARIABLE lists = ['{state}'] || (SELECT coalesce(list('{base}/' || a.path), []) "
+           f"FROM (SELECT unnest(archives) AS a FROM read_json('{state}')))")
 duckdb.sql(f"SET VARIABLE files = (SELECT list('{base}/' || f.path) "
-           f"FROM (SELECT unnest(files) AS f FROM read_json('{state}')))")
+           f"FROM (SELECT unnest(files) AS f FROM read_json(getvariable('lists'), union_by_name = true)))")
 sources = {
     "duckdb": "read_parquet(getvariable('files'), union_by_name = true, hive_partitioning = false)",
     "iceberg": "iceberg_rows",
