@@ -12,10 +12,11 @@
 //! manifest list names it). A history read fetches only the archives whose bounds hold
 //! its stream and start, once each (they never change).
 //!
-//! So the commit record holds the newest day's files, fewer than [`ARCHIVE_FILES`] of
-//! closed days, and one archive entry (about 0.5 KiB) per [`ARCHIVE_FILES`] closed days:
-//! a year of daily history is 46 entries where it was 365 files. Archives are not merged
-//! with each other.
+//! [`ARCHIVE_FILES`] archives of one level are merged, as size-tiered compaction does,
+//! into one archive of the next level (the old objects become garbage), so the commit
+//! record holds the newest day's files, fewer than [`ARCHIVE_FILES`] files of closed
+//! days and fewer than [`ARCHIVE_FILES`] archives per level: a year of daily history is
+//! at most 12 archive entries (about 0.6 KiB each) where it was 365 files, ten years 19.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -40,6 +41,10 @@ pub struct Archive {
     pub manifest: Manifest,
     /// The union of their bounds.
     pub bounds: Bounds,
+    /// 0 for closed days' files; `n + 1` for [`ARCHIVE_FILES`] archives of level `n`
+    /// merged into one.
+    #[serde(default)]
+    pub level: u32,
 }
 
 /// An archive object's content.
@@ -58,6 +63,21 @@ pub fn files_to_archive(state: &TableState) -> Vec<DataFile> {
         true => closed,
         false => Vec::new(),
     }
+}
+
+/// The archives of `state` to merge into one now: the oldest [`ARCHIVE_FILES`] of the
+/// lowest level that has that many; none otherwise. So the commit record holds fewer
+/// than [`ARCHIVE_FILES`] archives per level, and a level-`n` archive holds about
+/// `ARCHIVE_FILES^(n+1)` closed days.
+pub fn archives_to_merge(state: &TableState) -> Vec<Archive> {
+    let levels: std::collections::BTreeSet<u32> = state.archives.iter().map(|a| a.level).collect();
+    for level in levels {
+        let of_level: Vec<Archive> = state.archives.iter().filter(|a| a.level == level).cloned().collect();
+        if of_level.len() >= ARCHIVE_FILES {
+            return of_level.into_iter().take(ARCHIVE_FILES).collect();
+        }
+    }
+    Vec::new()
 }
 
 /// The union of `files`' bounds (the default when there are none).
@@ -156,6 +176,36 @@ mod tests {
     }
 
     #[test]
+    fn a_full_level_of_archives_is_merged_oldest_first() {
+        let archive = |n: u64, level: u32| Archive {
+            path: format!("a{n}"),
+            manifest: Manifest {
+                path: format!("m{n}"),
+                length: 1,
+                snapshot_id: n as i64,
+                files: 0,
+                rows: 0,
+                days: (0, 0),
+                existing_files: 1,
+                existing_rows: 1,
+                deleted_files: 0,
+                deleted_rows: 0,
+                min_sequence: 1,
+            },
+            bounds: Bounds::default(),
+            level,
+        };
+        let n = ARCHIVE_FILES as u64;
+        let mut state = TableState { archives: (0..n - 1).map(|i| archive(i, 0)).collect(), ..TableState::default() };
+        assert!(archives_to_merge(&state).is_empty(), "one short of a full level");
+        state.archives.insert(0, archive(100, 1));
+        state.archives.push(archive(n, 0));
+        state.archives.push(archive(n + 1, 0));
+        let merged: Vec<String> = archives_to_merge(&state).into_iter().map(|a| a.path).collect();
+        assert_eq!(merged, (0..n).map(|i| format!("a{i}")).collect::<Vec<_>>(), "level 0's oldest, not level 1's");
+    }
+
+    #[test]
     fn an_archive_is_bounded_by_the_union_of_its_files() {
         let union = union_bounds(&[file(0, (5, 9), "m"), file(1, (2, 4), "z"), file(2, (7, 30), "b")]);
         assert_eq!(union.stream, ("b".to_string(), "z".to_string()));
@@ -183,7 +233,8 @@ mod tests {
             deleted_rows: 0,
             min_sequence: 1,
         };
-        let archive = Archive { path: "t/metadata/archive-1.json".into(), manifest, bounds: union_bounds(&files) };
+        let archive =
+            Archive { path: "t/metadata/archive-1.json".into(), manifest, bounds: union_bounds(&files), level: 0 };
         let state = TableState { files: vec![file(2, (4, 5), "s")], archives: vec![archive], ..TableState::default() };
         let paths: Vec<String> = all_files(&store, &state).await.unwrap().into_iter().map(|f| f.path).collect();
         assert_eq!(paths, ["f2-s", "f0-s", "f1-s"]);

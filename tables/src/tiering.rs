@@ -490,8 +490,9 @@ impl Tierer {
     }
 
     /// The replace commit `state` needs, written but not committed: the small files of
-    /// one size class rewritten into one, or closed days' files archived, and every
-    /// manifest of the record merged into one. None when nothing needs it.
+    /// one size class rewritten into one, or closed days' files archived, or a full level
+    /// of archives merged into one; and every manifest of the record merged into one.
+    /// None when nothing needs it.
     async fn maintain(
         &self,
         basin: &BasinRecord,
@@ -503,7 +504,15 @@ impl Tierer {
             true => archive::files_to_archive(state),
             false => Vec::new(),
         };
-        if rewritten.is_empty() && archived.is_empty() && !self.maintenance.manifests_to_merge(state) {
+        let merging = match rewritten.is_empty() && archived.is_empty() {
+            true => archive::archives_to_merge(state),
+            false => Vec::new(),
+        };
+        if rewritten.is_empty()
+            && archived.is_empty()
+            && merging.is_empty()
+            && !self.maintenance.manifests_to_merge(state)
+        {
             return Ok(None);
         }
         let root = table_root(&basin.name);
@@ -513,7 +522,7 @@ impl Tierer {
         // The rewritten files are of one day: the merged file's key is known before it is.
         let merged_path = rewritten.first().map(|f| attempt.data_file(&iceberg::day_name(f.day)));
         let mut keys: Vec<String> = merged_path.iter().cloned().collect();
-        if !archived.is_empty() {
+        if !archived.is_empty() || !merging.is_empty() {
             keys.extend([attempt.archive(), attempt.archive_manifest()]);
         }
         attempt.declare(self.store.as_ref(), &keys, self.clock.as_ref()).await?;
@@ -523,8 +532,26 @@ impl Tierer {
         };
         let schema_id = iceberg::current_schema_id(&state.body_columns);
         let mut archives = state.archives.clone();
+        let mut garbage = state.garbage.clone();
+        let unreferenced_from = snapshot_id;
         if !archived.is_empty() {
-            archives.push(self.archive(&root, &attempt, pass, &archived, schema_id, &state.body_columns).await?);
+            let archive = self.archive(&root, &attempt, (pass, 0), &archived, schema_id, &state.body_columns).await?;
+            archives.push(archive);
+        }
+        if let Some(first) = merging.first() {
+            let mut files = Vec::new();
+            for merged in &merging {
+                files.extend(self.archives.files(self.store.as_ref(), &merged.path).await?.iter().cloned());
+            }
+            let level = (pass, first.level + 1);
+            let archive = self.archive(&root, &attempt, level, &files, schema_id, &state.body_columns).await?;
+            let at = archives.iter().position(|a| a.path == first.path).unwrap_or(0);
+            archives.retain(|a| !merging.iter().any(|m| m.path == a.path));
+            archives.insert(at, archive);
+            for merged in &merging {
+                garbage.push(Garbage { path: merged.path.clone(), unreferenced_from });
+                garbage.push(Garbage { path: merged.manifest.path.clone(), unreferenced_from });
+            }
         }
         let removed = |f: &DataFile| rewritten.iter().chain(&archived).any(|r| r.path == f.path);
         let files: Vec<DataFile> =
@@ -535,8 +562,6 @@ impl Tierer {
             .chain(rewritten.iter().map(|f| (EntryStatus::Deleted, f)))
             .collect();
         let manifest = self.write_manifest(attempt.manifest(), pass, &entries, schema_id, &state.body_columns).await?;
-        let mut garbage = state.garbage.clone();
-        let unreferenced_from = snapshot_id;
         garbage.extend(state.manifests.iter().map(|m| Garbage { path: m.path.clone(), unreferenced_from }));
         garbage.extend(rewritten.iter().map(|f| Garbage { path: f.path.clone(), unreferenced_from }));
         let next = TableState { pass, files, manifests: vec![manifest], garbage, archives, ..state.clone() };
@@ -549,13 +574,13 @@ impl Tierer {
         Ok(Some((self.add_snapshot(next, change, collected, &attempt).await?, attempt)))
     }
 
-    /// Writes `attempt`'s archive of `files` (pass `pass`) and its manifest, and returns it
-    /// as the commit record names it.
+    /// Writes `attempt`'s archive of `files` (pass and level `at`) and its manifest, and
+    /// returns it as the commit record names it.
     async fn archive(
         &self,
         root: &str,
         attempt: &Attempt,
-        pass: u64,
+        (pass, level): (u64, u32),
         files: &[DataFile],
         schema_id: i32,
         body_columns: &[BodyColumn],
@@ -565,7 +590,7 @@ impl Tierer {
         let entries: Vec<_> = files.iter().map(|f| (EntryStatus::Existing, f)).collect();
         let manifest_path = format!("{root}/{}", attempt.archive_manifest());
         let manifest = self.write_manifest(manifest_path, pass, &entries, schema_id, body_columns).await?;
-        Ok(Archive { path, manifest, bounds: archive::union_bounds(files) })
+        Ok(Archive { path, manifest, bounds: archive::union_bounds(files), level })
     }
 
     /// Pass `pass`'s file at `path` (relative to `root`) holding the rows of `files`
