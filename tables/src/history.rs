@@ -97,26 +97,19 @@ impl TableHistory {
         // hold runs on both sides of another file's. A read takes at most `reach`
         // records, so a file whose lowest sequence number (of any stream) is past that
         // holds none of them, and is not opened: a read near the start of a long history
-        // opens the files of its start, not every file of the stream. When the start is
-        // below everything the table holds of the stream (the read moves up to the first
-        // record held), every file holding the stream is opened.
+        // opens the files of its start, not every file of the stream, and fetches only
+        // the archives (closed days' file lists) whose bounds may hold them. When the
+        // start is below everything the table holds of the stream (the read moves up to
+        // the first record held), every file holding the stream is opened.
         let reach = read.count.min(read.bytes / MIN_RECORD_BYTES + 1);
         let within = next.saturating_add(reach).min(read.before_seq);
-        let holding = |bounds: &Bounds| {
-            bounds.stream.0.as_str() <= stream && stream <= bounds.stream.1.as_str() && bounds.seq_num.1 >= next
-        };
-        let mut archived = Vec::new();
-        for archive in state.archives.iter().filter(|a| holding(&a.bounds)) {
-            archived.push(self.archives.files(self.store.as_ref(), &archive.path).await?);
-        }
-        let files: Vec<&DataFile> =
-            state.files.iter().chain(archived.iter().flat_map(|a| a.iter())).filter(|f| holding(&f.bounds)).collect();
-        let near: Vec<&DataFile> = files.iter().copied().filter(|f| f.bounds.seq_num.0 < within).collect();
-        let mut runs = self.runs_in(&near, read, next).await?;
+        let near = self.files_holding(&state, stream, next, within).await?;
+        let mut runs = self.runs_in(&near.iter().collect::<Vec<_>>(), read, next).await?;
+        let all;
         if runs.first().is_none_or(|(_, _, run)| run.first_seq > next) {
-            let all = files;
+            all = self.files_holding(&state, stream, next, u64::MAX).await?;
             if all.len() > near.len() {
-                runs = self.runs_in(&all, read, next).await?;
+                runs = self.runs_in(&all.iter().collect::<Vec<_>>(), read, next).await?;
             }
         }
         for (file, opened, run) in &runs {
@@ -150,6 +143,30 @@ impl TableHistory {
             }
         }
         Ok(output)
+    }
+
+    /// The files of the committed `state` (its own and its archives') whose bounds may
+    /// hold records of `stream` from `next` and below `within`: archives whose bounds
+    /// cannot are not fetched.
+    async fn files_holding(
+        &self,
+        state: &TableState,
+        stream: &str,
+        next: u64,
+        within: u64,
+    ) -> Result<Vec<DataFile>, TablesError> {
+        let holding = |bounds: &Bounds| {
+            bounds.stream.0.as_str() <= stream
+                && stream <= bounds.stream.1.as_str()
+                && bounds.seq_num.1 >= next
+                && bounds.seq_num.0 < within
+        };
+        let mut files: Vec<DataFile> = state.files.iter().filter(|f| holding(&f.bounds)).cloned().collect();
+        for archive in state.archives.iter().filter(|a| holding(&a.bounds)) {
+            let archived = self.archives.files(self.store.as_ref(), &archive.path).await?;
+            files.extend(archived.iter().filter(|f| holding(&f.bounds)).cloned());
+        }
+        Ok(files)
     }
 
     /// The runs of `read`'s stream in `files` that hold records from `next`, in sequence

@@ -624,11 +624,12 @@ async fn table_state_stays_bounded_over_many_passes() {
 /// 75 days of history, a pass every twelve hours: closed days' files move out of the
 /// commit record into archives 8 files at a time, and 8 archives into one of the next
 /// level, so the record keeps fewer than 16 files and 16 archives whatever the days held
-/// (every archive object on the store is one it names or garbage it lists); a history read of a whole stream still returns every record
-/// in order (through the archives), one from near the tail fetches a third of what it
-/// does at most, the list of files (the record's and its archives') names every row once,
-/// a stale declaration naming an archived file does not get it swept, and DuckDB and
-/// pyiceberg still read every record exactly once.
+/// (every archive object on the store is one it names or garbage it lists). A history
+/// read of a whole stream still returns every record in order (through the archives);
+/// one from near the tail, or of the first records, fetches at most a third of what it
+/// does (only the archives that may hold them). The files listed (the record's and its
+/// archives') hold every row once; a stale declaration naming an archived file does not
+/// get it swept; DuckDB and pyiceberg still read every record exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_days_move_into_archives_and_stay_readable() {
     const ARCHIVED: &str = "archived-basin";
@@ -695,6 +696,16 @@ async fn closed_days_move_into_archives_and_stay_readable() {
     assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), [tail - 2, tail - 1]);
     let near_tail = gets.gets() - before;
     assert!(near_tail * 3 < whole, "a read near the tail fetched {near_tail} objects, the whole stream {whole}");
+    let fresh = TableHistory::new(node.metadata.clone(), probe.clone());
+    let before = gets.gets();
+    let first = HistoryRead { count: 2, ..read(0) };
+    let records = fresh.read(&first).await.unwrap().records;
+    assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), [0, 1]);
+    let near_start = gets.gets() - before;
+    assert!(
+        near_start * 3 < whole,
+        "a read of the first records fetched {near_start} objects, the whole stream {whole}"
+    );
 
     // An attempt that committed and crashed before its own sweep leaves its declaration,
     // naming a file since archived: the next commit's sweep leaves the file alone.
@@ -719,5 +730,17 @@ async fn closed_days_move_into_archives_and_stay_readable() {
     }
     assert_eq!(view.duckdb, expected, "DuckDB reads every record once");
     assert_eq!(view.iceberg, expected, "pyiceberg scans every record once");
+
+    // A read of the first records fetches only the archives that may hold them: with the
+    // others gone from the store, it still reads.
+    let (state, _) = tierer.state(ARCHIVED).await.unwrap();
+    let unneeded: Vec<&shale_tables::Archive> = state.archives.iter().filter(|a| a.bounds.seq_num.0 >= 2).collect();
+    assert!(!unneeded.is_empty(), "{:?}", state.archives);
+    for archive in unneeded {
+        store.raw.delete(&Path::from(archive.path.as_str())).await.unwrap();
+    }
+    let fresh = TableHistory::new(node.metadata.clone(), probe.clone());
+    let records = fresh.read(&first).await.unwrap().records;
+    assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), [0, 1]);
     node.stop().await;
 }
