@@ -57,6 +57,31 @@ async fn append_round(node: &Node, seq: u64) {
     }
 }
 
+/// A node on files whose clock `clock` moves only when told, with basin `basin` tiering
+/// every record at once and serving reads below the trim point from its table.
+async fn tiering_node(basin: &str) -> (TestStore, Arc<ManualClock>, Node) {
+    let store = Backend::File.store().await;
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
+    let tables = TablesConfig { after_secs: 0, serve_reads: true, ..Default::default() };
+    let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
+    node.metadata.create_basin(basin, config).await.unwrap();
+    (store, clock, node)
+}
+
+/// DuckDB and pyiceberg read exactly the records the log has in `streams` of `basin`.
+async fn engines_read_the_log(store: &TestStore, node: &Node, basin: &str, streams: impl Iterator<Item = String>) {
+    let view = read_table(&store.url, basin, None, &[], &[]);
+    let mut expected = Vec::new();
+    for stream in streams {
+        let request = shale_tests::read_request(basin, &stream, ReadStart::SeqNum(0));
+        let read = node.reader.read(&request).await.unwrap();
+        expected.extend(read.records.iter().map(|record| table_row(&stream, record)));
+    }
+    assert_eq!(view.duckdb, expected, "DuckDB reads every record once");
+    assert_eq!(view.iceberg, expected, "pyiceberg scans every record once");
+}
+
 /// Every record of the basin's streams as the log has it, as table rows.
 async fn log_rows(node: &Node) -> Vec<serde_json::Value> {
     let mut rows = Vec::new();
@@ -531,12 +556,7 @@ async fn table_state_stays_bounded_over_many_passes() {
     const BOUNDED: &str = "bounded-basin";
     const PASSES: u64 = 300;
     const STREAMS: u64 = 3;
-    let store = Backend::File.store().await;
-    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
-    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
-    let tables = TablesConfig { after_secs: 0, serve_reads: true, ..Default::default() };
-    let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
-    node.metadata.create_basin(BOUNDED, config).await.unwrap();
+    let (store, clock, node) = tiering_node(BOUNDED).await;
     let maintenance = shale_tables::Maintenance {
         snapshot_retention: Duration::from_secs(60),
         target_file_bytes: 32 * 1024,
@@ -608,16 +628,7 @@ async fn table_state_stays_bounded_over_many_passes() {
         .len();
     assert!(data < state.files.len() + 3 * 4 * 4, "{data} data files on the store for {}", state.files.len());
 
-    let view = read_table(&store.url, BOUNDED, None, &[], &[]);
-    let mut expected = Vec::new();
-    for s in 0..STREAMS {
-        let stream = format!("b{s}");
-        let request = shale_tests::read_request(BOUNDED, &stream, ReadStart::SeqNum(0));
-        let read = node.reader.read(&request).await.unwrap();
-        expected.extend(read.records.iter().map(|record| table_row(&stream, record)));
-    }
-    assert_eq!(view.duckdb, expected, "DuckDB reads every record once");
-    assert_eq!(view.iceberg, expected, "pyiceberg scans every record once");
+    engines_read_the_log(&store, &node, BOUNDED, (0..STREAMS).map(|s| format!("b{s}"))).await;
     node.stop().await;
 }
 
@@ -635,12 +646,7 @@ async fn closed_days_move_into_archives_and_stay_readable() {
     const ARCHIVED: &str = "archived-basin";
     const PASSES: u64 = 150;
     const STREAMS: u64 = 3;
-    let store = Backend::File.store().await;
-    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
-    let node = Node::start_with(&store, GatewayConfig::default(), clock.clone(), &MetadataConfig::default()).await;
-    let tables = TablesConfig { after_secs: 0, serve_reads: true, ..Default::default() };
-    let config = BasinConfig { create_stream_on_append: true, tables: Some(tables), ..Default::default() };
-    node.metadata.create_basin(ARCHIVED, config).await.unwrap();
+    let (store, clock, node) = tiering_node(ARCHIVED).await;
     let tierer = tierer(&node, &store, store.raw.clone(), &clock);
     let probe = InstrumentedStore::new(store.raw.clone());
     let gets = probe.counters();
@@ -720,16 +726,7 @@ async fn closed_days_move_into_archives_and_stay_readable() {
     assert_eq!(tierer.run_pass().await.unwrap(), 1);
     assert!(store.raw.head(&Path::from(archived.path.as_str())).await.is_ok(), "the sweep kept {}", archived.path);
 
-    let view = read_table(&store.url, ARCHIVED, None, &[], &[]);
-    let mut expected = Vec::new();
-    for s in 0..STREAMS {
-        let stream = format!("a{s}");
-        let request = shale_tests::read_request(ARCHIVED, &stream, ReadStart::SeqNum(0));
-        let read = node.reader.read(&request).await.unwrap();
-        expected.extend(read.records.iter().map(|record| table_row(&stream, record)));
-    }
-    assert_eq!(view.duckdb, expected, "DuckDB reads every record once");
-    assert_eq!(view.iceberg, expected, "pyiceberg scans every record once");
+    engines_read_the_log(&store, &node, ARCHIVED, (0..STREAMS).map(|s| format!("a{s}"))).await;
 
     // A read of the first records fetches only the archives that may hold them: with the
     // others gone from the store, it still reads.
