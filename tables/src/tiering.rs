@@ -531,28 +531,8 @@ impl Tierer {
             Some(path) => vec![self.rewrite(&root, &path, pass, &rewritten, &state.body_columns).await?],
         };
         let schema_id = iceberg::current_schema_id(&state.body_columns);
-        let mut archives = state.archives.clone();
-        let mut garbage = state.garbage.clone();
+        let (archives, mut garbage) = self.next_archives(&root, &attempt, state, &archived, &merging).await?;
         let unreferenced_from = snapshot_id;
-        if !archived.is_empty() {
-            let archive = self.archive(&root, &attempt, (pass, 0), &archived, schema_id, &state.body_columns).await?;
-            archives.push(archive);
-        }
-        if let Some(first) = merging.first() {
-            let mut files = Vec::new();
-            for merged in &merging {
-                files.extend(self.archives.files(self.store.as_ref(), &merged.path).await?.iter().cloned());
-            }
-            let level = (pass, first.level + 1);
-            let archive = self.archive(&root, &attempt, level, &files, schema_id, &state.body_columns).await?;
-            let at = archives.iter().position(|a| a.path == first.path).unwrap_or(0);
-            archives.retain(|a| !merging.iter().any(|m| m.path == a.path));
-            archives.insert(at, archive);
-            for merged in &merging {
-                garbage.push(Garbage { path: merged.path.clone(), unreferenced_from });
-                garbage.push(Garbage { path: merged.manifest.path.clone(), unreferenced_from });
-            }
-        }
         let removed = |f: &DataFile| rewritten.iter().chain(&archived).any(|r| r.path == f.path);
         let files: Vec<DataFile> =
             state.files.iter().filter(|f| !removed(f)).cloned().chain(merged.iter().cloned()).collect();
@@ -572,6 +552,42 @@ impl Tierer {
             deleted: (rewritten.len() as u64, rewritten.iter().map(|f| f.records).sum()),
         };
         Ok(Some((self.add_snapshot(next, change, collected, &attempt).await?, attempt)))
+    }
+
+    /// The archives after `attempt` (pass `state.pass + 1`) archives the files `archived`
+    /// or merges the archives `merging` into one of the next level, and the garbage then
+    /// (the merged archives' objects and manifests added to `state`'s).
+    async fn next_archives(
+        &self,
+        root: &str,
+        attempt: &Attempt,
+        state: &TableState,
+        archived: &[DataFile],
+        merging: &[Archive],
+    ) -> Result<(Vec<Archive>, Vec<Garbage>), TablesError> {
+        let (pass, columns) = (state.pass + 1, &state.body_columns);
+        let schema_id = iceberg::current_schema_id(columns);
+        let mut archives = state.archives.clone();
+        let mut garbage = state.garbage.clone();
+        if !archived.is_empty() {
+            archives.push(self.archive(root, attempt, (pass, 0), archived, schema_id, columns).await?);
+        }
+        if let Some(first) = merging.first() {
+            let mut files = Vec::new();
+            for merged in merging {
+                files.extend(self.archives.files(self.store.as_ref(), &merged.path).await?.iter().cloned());
+            }
+            let archive = self.archive(root, attempt, (pass, first.level + 1), &files, schema_id, columns).await?;
+            let at = archives.iter().position(|a| a.path == first.path).unwrap_or(0);
+            archives.retain(|a| !merging.iter().any(|m| m.path == a.path));
+            archives.insert(at, archive);
+            let unreferenced_from = pass as i64;
+            for merged in merging {
+                garbage.push(Garbage { path: merged.path.clone(), unreferenced_from });
+                garbage.push(Garbage { path: merged.manifest.path.clone(), unreferenced_from });
+            }
+        }
+        Ok((archives, garbage))
     }
 
     /// Writes `attempt`'s archive of `files` (pass and level `at`) and its manifest, and
