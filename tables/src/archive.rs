@@ -16,7 +16,8 @@
 //! into one archive of the next level (the old objects become garbage), so the commit
 //! record holds the newest day's files, fewer than [`ARCHIVE_FILES`] files of closed
 //! days and fewer than [`ARCHIVE_FILES`] archives per level: a year of daily history is
-//! at most 12 archive entries (about 0.6 KiB each) where it was 365 files, ten years 19.
+//! at most 12 archive entries (about 0.6 KiB each) where it was 365 files, ten years at
+//! most 21.
 
 use std::collections::HashSet;
 use std::sync::Arc;
