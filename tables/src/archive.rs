@@ -163,6 +163,23 @@ mod tests {
         DataFile { path: format!("f{day}-{stream}"), day, records: 1, size: 1, bounds, snapshot_id: 1 }
     }
 
+    /// An archive's manifest at `path` (its counts do not matter here).
+    fn manifest(path: &str) -> Manifest {
+        Manifest {
+            path: path.into(),
+            length: 1,
+            snapshot_id: 1,
+            files: 0,
+            rows: 0,
+            days: (0, 0),
+            existing_files: 1,
+            existing_rows: 1,
+            deleted_files: 0,
+            deleted_rows: 0,
+            min_sequence: 1,
+        }
+    }
+
     #[test]
     fn closed_days_are_archived_once_there_are_enough_of_them() {
         let files = (0..ARCHIVE_FILES as i32).map(|day| file(day, (0, 1), "s")).collect();
@@ -180,19 +197,7 @@ mod tests {
     fn a_full_level_of_archives_is_merged_oldest_first() {
         let archive = |n: u64, level: u32| Archive {
             path: format!("a{n}"),
-            manifest: Manifest {
-                path: format!("m{n}"),
-                length: 1,
-                snapshot_id: n as i64,
-                files: 0,
-                rows: 0,
-                days: (0, 0),
-                existing_files: 1,
-                existing_rows: 1,
-                deleted_files: 0,
-                deleted_rows: 0,
-                min_sequence: 1,
-            },
+            manifest: manifest(&format!("m{n}")),
             bounds: Bounds::default(),
             level,
         };
@@ -222,21 +227,12 @@ mod tests {
         let files = vec![file(0, (0, 1), "s"), file(1, (2, 3), "s")];
         write(&store, "t/metadata/archive-1.json", &files).await.unwrap();
         assert_eq!(read(&store, "t/metadata/archive-1.json").await.unwrap(), files);
-        let manifest = Manifest {
-            path: "m".into(),
-            length: 1,
-            snapshot_id: 2,
-            files: 0,
-            rows: 0,
-            days: (0, 1),
-            existing_files: 2,
-            existing_rows: 2,
-            deleted_files: 0,
-            deleted_rows: 0,
-            min_sequence: 1,
+        let archive = Archive {
+            path: "t/metadata/archive-1.json".into(),
+            manifest: manifest("m"),
+            bounds: union_bounds(&files),
+            level: 0,
         };
-        let archive =
-            Archive { path: "t/metadata/archive-1.json".into(), manifest, bounds: union_bounds(&files), level: 0 };
         let state = TableState { files: vec![file(2, (4, 5), "s")], archives: vec![archive], ..TableState::default() };
         let paths: Vec<String> = all_files(&store, &state).await.unwrap().into_iter().map(|f| f.path).collect();
         assert_eq!(paths, ["f2-s", "f0-s", "f1-s"]);

@@ -5,9 +5,9 @@
 //! A read looks at the committed state (one conditional GET, answered without a body
 //! while the state is the one it read before) and the archives it names whose bounds
 //! hold the stream and the read's start (each fetched once: they never change), then at
-//! the files whose stream bounds include the stream. Each file's stream index (in its footer, cached
-//! with the footer) says which rows hold which sequence numbers of which stream, so the
-//! reader fetches only the pages of those rows. The records come back as the log had
+//! the files whose stream bounds include the stream. Each file's stream index (in its
+//! footer, cached with the footer) says which rows hold which sequence numbers of which
+//! stream, so the reader fetches only the pages of those rows. The records come back as the log had
 //! them: sequence number, timestamp, headers, body.
 //!
 //! The read is dense from its start, as log reads are: it stops at the first gap and at

@@ -69,6 +69,39 @@ async fn tiering_node(basin: &str) -> (TestStore, Arc<ManualClock>, Node) {
     (store, clock, node)
 }
 
+/// Pass `pass` of a many-pass test: two records appended to `stream` of `basin`, the
+/// clock moved on by `step`, and a tiering pass that tiers exactly those two.
+async fn append_and_tier(
+    node: &Node,
+    tierer: &Tierer,
+    clock: &ManualClock,
+    (basin, stream): (&str, &str),
+    pass: u64,
+    step: Duration,
+) {
+    let records = (0..2).map(|i| Record { body: Bytes::from(format!("{pass}-{i}")), ..Default::default() });
+    let input =
+        AppendInput { basin: basin.into(), stream: stream.into(), records: records.collect(), ..Default::default() };
+    node.gateway.append(input).await.unwrap();
+    clock.advance(step);
+    assert_eq!(tierer.run_pass().await.unwrap(), 2, "pass {pass}");
+}
+
+/// A history read of `stream` of `basin` from `from_seq` to its end, unbounded.
+async fn whole_read(node: &Node, basin: &str, stream: &str, from_seq: u64) -> HistoryRead {
+    let created_at_ms = node.metadata.stream(basin, stream).await.unwrap().record.created_at_ms;
+    HistoryRead {
+        basin: basin.into(),
+        stream: stream.into(),
+        created_at_ms,
+        from_seq,
+        before_seq: u64::MAX,
+        count: u64::MAX,
+        bytes: u64::MAX,
+        until: None,
+    }
+}
+
 /// DuckDB and pyiceberg read exactly the records the log has in `streams` of `basin`.
 async fn engines_read_the_log(store: &TestStore, node: &Node, basin: &str, streams: impl Iterator<Item = String>) {
     let view = read_table(&store.url, basin, None, &[], &[]);
@@ -575,11 +608,7 @@ async fn table_state_stays_bounded_over_many_passes() {
     let mut figures: Vec<[u64; 6]> = Vec::new();
     for pass in 0..PASSES {
         let stream = format!("b{}", pass % STREAMS);
-        let records = (0..2).map(|i| Record { body: Bytes::from(format!("{pass}-{i}")), ..Default::default() });
-        let input = AppendInput { basin: BOUNDED.into(), stream, records: records.collect(), ..Default::default() };
-        node.gateway.append(input).await.unwrap();
-        clock.advance(Duration::from_secs(5));
-        assert_eq!(tierer.run_pass().await.unwrap(), 2, "pass {pass}");
+        append_and_tier(&node, &tierer, &clock, (BOUNDED, &stream), pass, Duration::from_secs(5)).await;
         if pass % 20 != 19 {
             continue;
         }
@@ -588,17 +617,7 @@ async fn table_state_stays_bounded_over_many_passes() {
         let objects = store.raw.list(Some(&root)).try_collect::<Vec<_>>().await.unwrap().len() as u64;
         let history = TableHistory::new(node.metadata.clone(), history_store.clone());
         let gets = history_gets.gets();
-        let stream = node.metadata.stream(BOUNDED, "b0").await.unwrap();
-        let read = HistoryRead {
-            basin: BOUNDED.into(),
-            stream: "b0".into(),
-            created_at_ms: stream.record.created_at_ms,
-            from_seq: 0,
-            before_seq: u64::MAX,
-            count: u64::MAX,
-            bytes: u64::MAX,
-            until: None,
-        };
+        let read = whole_read(&node, BOUNDED, "b0", 0).await;
         let records = history.read(&read).await.unwrap().records;
         let expected: Vec<u64> = (0..state.positions["b0"].next_seq).collect();
         assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), expected, "pass {pass}");
@@ -654,11 +673,7 @@ async fn closed_days_move_into_archives_and_stay_readable() {
 
     for pass in 0..PASSES {
         let stream = format!("a{}", pass % STREAMS);
-        let records = (0..2).map(|i| Record { body: Bytes::from(format!("{pass}-{i}")), ..Default::default() });
-        let input = AppendInput { basin: ARCHIVED.into(), stream, records: records.collect(), ..Default::default() };
-        node.gateway.append(input).await.unwrap();
-        clock.advance(Duration::from_secs(12 * 3600));
-        assert_eq!(tierer.run_pass().await.unwrap(), 2, "pass {pass}");
+        append_and_tier(&node, &tierer, &clock, (ARCHIVED, &stream), pass, Duration::from_secs(12 * 3600)).await;
         let (state, _) = tierer.state(ARCHIVED).await.unwrap();
         let limit = 2 * shale_tables::archive::ARCHIVE_FILES;
         assert!(state.files.len() < limit, "pass {pass}: {} files", state.files.len());
@@ -680,31 +695,21 @@ async fn closed_days_move_into_archives_and_stay_readable() {
     assert_eq!(paths.len(), all.len(), "no file listed twice");
     assert_eq!(all.iter().map(|f| f.records).sum::<u64>(), PASSES * 2, "the files listed hold every row once");
 
-    let stream = node.metadata.stream(ARCHIVED, "a0").await.unwrap();
     let tail = state.positions["a0"].next_seq;
-    let read = |from_seq: u64| HistoryRead {
-        basin: ARCHIVED.into(),
-        stream: "a0".into(),
-        created_at_ms: stream.record.created_at_ms,
-        from_seq,
-        before_seq: u64::MAX,
-        count: u64::MAX,
-        bytes: u64::MAX,
-        until: None,
-    };
+    let read = |from_seq: u64| whole_read(&node, ARCHIVED, "a0", from_seq);
     let history = TableHistory::new(node.metadata.clone(), probe.clone());
-    let records = history.read(&read(0)).await.unwrap().records;
+    let records = history.read(&read(0).await).await.unwrap().records;
     assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), (0..tail).collect::<Vec<_>>());
     let whole = gets.gets();
     let fresh = TableHistory::new(node.metadata.clone(), probe.clone());
     let before = gets.gets();
-    let records = fresh.read(&read(tail - 2)).await.unwrap().records;
+    let records = fresh.read(&read(tail - 2).await).await.unwrap().records;
     assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), [tail - 2, tail - 1]);
     let near_tail = gets.gets() - before;
     assert!(near_tail * 3 < whole, "a read near the tail fetched {near_tail} objects, the whole stream {whole}");
     let fresh = TableHistory::new(node.metadata.clone(), probe.clone());
     let before = gets.gets();
-    let first = HistoryRead { count: 2, ..read(0) };
+    let first = HistoryRead { count: 2, ..read(0).await };
     let records = fresh.read(&first).await.unwrap().records;
     assert_eq!(records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), [0, 1]);
     let near_start = gets.gets() - before;
