@@ -3,8 +3,9 @@
 //! `--pass-seconds` and runs a tiering pass, with the default table maintenance. Twenty
 //! times over the run it prints what must stay flat: the commit record's size, the files,
 //! archives, manifests, snapshots and garbage it names, the objects under the table's
-//! root, pass time (p50/p99 over the window), and the GETs and bytes of a history read of
-//! 1,000 records from a fresh reader. At the end, DuckDB (over the files the state and its
+//! root, pass time (p50/p99 over the window) and its mean per step (the tierer's
+//! [`shale_tables::PassStats`]), and the GETs and bytes of a history read of 1,000
+//! records from a fresh reader. At the end, DuckDB (over the files the state and its
 //! archives name) and pyiceberg (over the metadata) count the rows, the distinct
 //! (stream, seq_num) pairs and compare both with the records appended.
 
@@ -20,7 +21,7 @@ use shale_reader::{History, HistoryRead, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 use shale_storage::{open_store_with, DelayedStore, InstrumentedStore, ManualClock};
-use shale_tables::{StoreLocation, TableHistory, Tierer};
+use shale_tables::{Step, StoreLocation, TableHistory, Tierer};
 use tokio::time::Instant;
 
 const BASIN: &str = "passes-bench";
@@ -46,6 +47,7 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         clock.clone(),
         Box::new(|_| true),
     );
+    let (stats, mut window_start) = (tierer.stats(), tierer.stats().totals());
     let probe = InstrumentedStore::new(store.clone());
     let probe_counters = probe.counters();
     let probe: Arc<dyn ObjectStore> = Arc::new(probe);
@@ -56,7 +58,7 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         "{passes} passes of {records_per_pass} records, {pass_seconds} s apart (manual clock), store delay {delay:?}"
     );
     println!(
-        "{:>8} {:>5} {:>10} {:>6} {:>8} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>12} {:>13}",
+        "{:>8} {:>5} {:>10} {:>6} {:>8} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>12} {:>13}  {}",
         "pass",
         "days",
         "state KiB",
@@ -69,7 +71,8 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         "p50 ms",
         "p99 ms",
         "history GETs",
-        "history KiB"
+        "history KiB",
+        "step means ms (prepare gather write commit maintain)"
     );
     let every = (passes / 20).max(1);
     let mut window = Vec::new();
@@ -115,8 +118,13 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         let days = all.iter().map(|f| f.day).collect::<std::collections::BTreeSet<_>>().len();
         window.sort();
         let at = |q: f64| window[((window.len() as f64 * q) as usize).min(window.len() - 1)].as_secs_f64() * 1000.0;
+        let steps = stats.totals();
+        let spent = steps.since(&window_start);
+        window_start = steps;
+        let means: Vec<String> =
+            Step::ALL.iter().map(|&step| format!("{:.2}", spent.mean(step).as_secs_f64() * 1000.0)).collect();
         println!(
-            "{:>8} {days:>5} {:>10.1} {:>6} {:>8} {:>9} {:>9} {:>7} {objects:>8} {:>8.2} {:>8.2} {gets:>12} {:>13.1}",
+            "{:>8} {days:>5} {:>10.1} {:>6} {:>8} {:>9} {:>9} {:>7} {objects:>8} {:>8.2} {:>8.2} {gets:>12} {:>13.1}  {}",
             pass + 1,
             state_bytes as f64 / 1024.0,
             state.files.len(),
@@ -126,7 +134,8 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
             state.garbage.len(),
             at(0.5),
             at(0.99),
-            bytes as f64 / 1024.0
+            bytes as f64 / 1024.0,
+            means.join(" ")
         );
         window.clear();
     }

@@ -196,12 +196,27 @@ fn remote_metadata(
     Ok(Arc::new(client))
 }
 
-/// Starts compaction against `metadata` when `[compactor] enabled`; its stats either way.
+/// What compaction and tiering did, for `/metrics`.
+#[derive(Clone)]
+struct BackgroundStats {
+    compaction: Arc<CompactorStats>,
+    tiering: Arc<shale_tables::PassStats>,
+}
+
+impl BackgroundStats {
+    fn render(&self, out: &mut String) {
+        self.compaction.render(out);
+        self.tiering.render(out);
+    }
+}
+
+/// Starts compaction and tiering against `metadata` when `[compactor] enabled`; their
+/// stats either way.
 fn start_compactor(
     config: &ServeConfig,
     metadata: Arc<dyn MetadataApi>,
     store: &Store,
-) -> (Vec<JoinHandle<()>>, Arc<CompactorStats>) {
+) -> (Vec<JoinHandle<()>>, BackgroundStats) {
     let (tier_metadata, tier_store) = (metadata.clone(), store.store.clone());
     let tiered_through: shale_compactor::TieredThrough = Box::new(move |target| {
         let (metadata, store) = (tier_metadata.clone(), tier_store.clone());
@@ -215,7 +230,7 @@ fn start_compactor(
     let compactor =
         Compactor::new(config.compactor.clone(), metadata.clone(), store.store.clone(), Arc::new(SystemClock))
             .with_tiered_through(tiered_through);
-    let stats = compactor.stats();
+    let mut stats = BackgroundStats { compaction: compactor.stats(), tiering: Arc::default() };
     if !config.compactor.enabled {
         return (Vec::new(), stats);
     }
@@ -231,6 +246,7 @@ fn start_compactor(
     let tierer =
         shale_tables::Tierer::new(metadata, reader, store.store.clone(), location, Arc::new(SystemClock), owns)
             .with_maintenance(config.tables.maintenance());
+    stats.tiering = tierer.stats();
     let tiering = tokio::spawn(shale_tables::run_tiering(Arc::new(tierer), config.tables.clone()));
     (vec![compaction, tiering], stats)
 }

@@ -15,6 +15,7 @@
 //!   rewritten, manifests merged, snapshots expired, what they named collected; and
 //!   [`archive`]: closed days' files moved out of the commit record.
 //! - [`history`]: reads of records the log no longer holds, served from those files.
+//! - [`pass_stats`]: where tiering passes spend their time.
 
 pub mod archive;
 mod attempts;
@@ -25,6 +26,7 @@ pub mod history;
 pub mod iceberg;
 pub mod maintenance;
 pub mod parquet_file;
+pub mod pass_stats;
 pub mod tiering;
 
 pub use archive::{all_files, Archive};
@@ -33,6 +35,7 @@ pub use history::TableHistory;
 pub use iceberg::StoreLocation;
 pub use maintenance::Maintenance;
 pub use parquet_file::{write_parquet, TableRow, ROW_GROUP_ROWS};
+pub use pass_stats::{PassStats, PassTotals, Step};
 pub use tiering::{
     read_state, run_tiering, shard_owns, table_root, tiered_through, version_hint_path, StreamPosition, TableState,
     Tierer, TieringConfig,

@@ -44,6 +44,7 @@ use crate::attempts::Attempt;
 use crate::body_columns::{self, BodyColumn};
 use crate::iceberg::{self, Bounds, DataFile, EntryStatus, Manifest, Operation, Snapshot, StoreLocation};
 use crate::maintenance::{self, Collected, Garbage, Maintenance};
+use crate::pass_stats::{PassStats, Step};
 use crate::{write_parquet, TableRow, TablesError};
 
 /// Records one pass writes for one basin at most: about 128 MiB of 1 KiB records,
@@ -182,6 +183,7 @@ pub struct Tierer {
     maintenance: Maintenance,
     /// The archives of the tables it commits, read to keep the sweep off their files.
     archives: ArchiveCache,
+    stats: Arc<PassStats>,
 }
 
 impl Tierer {
@@ -194,7 +196,13 @@ impl Tierer {
         owns: Box<dyn Fn(&str) -> bool + Send + Sync>,
     ) -> Self {
         let (maintenance, archives) = (Maintenance::default(), ArchiveCache::new(ARCHIVES_KEPT));
-        Self { metadata, reader, store, location, clock, owns, maintenance, archives }
+        let stats = Arc::default();
+        Self { metadata, reader, store, location, clock, owns, maintenance, archives, stats }
+    }
+
+    /// Where its passes spent their time.
+    pub fn stats(&self) -> Arc<PassStats> {
+        self.stats.clone()
     }
 
     /// How this tierer keeps tables bounded (the default otherwise).
@@ -242,16 +250,21 @@ impl Tierer {
     /// commits the records that became eligible, then any maintenance the table needs.
     async fn tier_basin(&self, basin: &BasinRecord) -> Result<u64, TablesError> {
         let Some(tables) = basin.config.tables else { return Ok(0) };
+        let mut timer = self.stats.time_basin();
         let (mut state, mut version) = self.state(&basin.name).await?;
         self.publish(&basin.name, &state).await?;
         let collected = maintenance::collect_garbage(self.store.as_ref(), &state).await?;
+        timer.done(Step::Prepare);
         let cutoff = self.clock.now_ms().saturating_sub(tables.after_secs.saturating_mul(1000));
         let (rows, positions) = self.gather(basin, &state, cutoff).await?;
+        timer.done(Step::Gather);
         let count = rows.len() as u64;
         if !rows.is_empty() {
             let json = tables.body_format == shale_metadata_contract::BodyFormat::Json;
             let (next, attempt) = self.write_pass(basin, &state, collected, rows, positions, json).await?;
+            timer.done(Step::Write);
             version = Some(self.commit(&basin.name, &next, version, &attempt).await?);
+            timer.done(Step::Commit);
             tracing::info!(basin = %basin.name, pass = next.pass, rows = count, "tiered records into the table");
             state = next;
         }
@@ -262,6 +275,7 @@ impl Tierer {
                 manifests = next.manifests.len(), "rewrote the table's small files and manifests"
             );
         }
+        timer.done(Step::Maintain);
         Ok(count)
     }
 

@@ -486,7 +486,8 @@ shale_tests::on_every_backend!(
 
 /// `shale serve` reads through the table tier: once retention took a stream's records
 /// out of the log, a read from 0 finds nothing while the basin does not serve reads from
-/// its table, and every record, from the table, once it does.
+/// its table, and every record, from the table, once it does; `/metrics` has the passes'
+/// time by step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_reads_expired_records_from_the_table() {
     const SERVED: &str = "served-basin";
@@ -530,6 +531,15 @@ async fn serve_reads_expired_records_from_the_table() {
     assert!(patched.status().is_success());
     let expected: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
     assert_eq!(read_bodies().await, expected, "every expired record, read from the table");
+    // The passes' time by step is on /metrics.
+    let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let value = |series: &str| -> f64 {
+        let line =
+            metrics.lines().find_map(|l| l.strip_prefix(series)).unwrap_or_else(|| panic!("{series}: {metrics}"));
+        line.trim().parse().unwrap()
+    };
+    assert!(value("shale_tiering_basin_passes_total ") >= 1.0, "{metrics}");
+    assert!(value("shale_tiering_step_seconds_total{step=\"gather\"} ") > 0.0, "{metrics}");
     server.stop().await;
 }
 
