@@ -26,6 +26,12 @@
 //!
 //! One tierer per basin at a time is expected (the compactor shard that owns the basin);
 //! a second one's commit is refused, and its files are another attempt's.
+//!
+//! A pass's steps: `gather` (what to tier, read from the log), the pass's files and
+//! commit (here), and `maintain` (the maintenance commit, when the table needs one).
+
+mod gather;
+mod maintain;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,12 +40,11 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 use serde::{Deserialize, Serialize};
-use shale_metadata_contract::{BasinRecord, MetadataApi, MetadataError, StreamSummary};
-use shale_proto::record::SequencedRecord;
-use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderError};
+use shale_metadata_contract::{BasinRecord, MetadataApi};
+use shale_reader::Reader;
 use shale_storage::Clock;
 
-use crate::archive::{self, Archive, ArchiveCache};
+use crate::archive::{Archive, ArchiveCache};
 use crate::attempts::Attempt;
 use crate::body_columns::{self, BodyColumn};
 use crate::iceberg::{self, Bounds, DataFile, EntryStatus, Manifest, Operation, Snapshot, StoreLocation};
@@ -53,13 +58,6 @@ pub const MAX_PASS_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Archives a tierer keeps in memory: each is a few hundred bytes per closed day.
 const ARCHIVES_KEPT: u64 = 4096;
-
-/// Records read per call.
-const READ_RECORDS: u64 = 1000;
-
-/// Streams of a basin read at once during a pass: at store latency a pass waits on
-/// reads, not on the CPU.
-const CONCURRENT_STREAMS: usize = 16;
 
 /// A basin table's commit record.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -318,67 +316,6 @@ impl Tierer {
         Ok(UpdateVersion { e_tag: put.e_tag, version: put.version })
     }
 
-    /// The records of the basin's streams that are below `cutoff` and not yet tiered,
-    /// up to [`MAX_PASS_BYTES`], and the positions after them.
-    async fn gather(
-        &self,
-        basin: &BasinRecord,
-        state: &TableState,
-        cutoff: u64,
-    ) -> Result<(Vec<TableRow>, BTreeMap<String, StreamPosition>), TablesError> {
-        let mut positions = state.positions.clone();
-        let mut rows = Vec::new();
-        let mut bytes = 0;
-        let mut start_after = String::new();
-        let mut listed = std::collections::BTreeSet::new();
-        'streams: loop {
-            let page = self.metadata.list_streams(&basin.name, "", &start_after, 1000).await?;
-            listed.extend(page.items.iter().map(|s| s.name.clone()));
-            // Streams are read several at a time, each up to its share of what the pass
-            // may still take.
-            // A stream whose tail is where tiering goes on from has nothing to read.
-            let start = |stream: &StreamSummary| match positions.get(&stream.name) {
-                Some(position) if position.created_at_ms == stream.created_at_ms => position.next_seq,
-                _ => 0,
-            };
-            let pending: Vec<(&StreamSummary, u64)> =
-                page.items.iter().map(|s| (s, start(s))).filter(|(s, start)| s.tail > *start).collect();
-            for chunk in pending.chunks(CONCURRENT_STREAMS) {
-                if bytes >= MAX_PASS_BYTES {
-                    break 'streams;
-                }
-                let share = (MAX_PASS_BYTES - bytes) / chunk.len() as u64;
-                let reads = chunk
-                    .iter()
-                    .map(|&(stream, start)| self.read_eligible(&basin.name, &stream.name, start, cutoff, share));
-                let read = futures::future::join_all(reads).await;
-                for (&(stream, _), records) in chunk.iter().zip(read) {
-                    let records = records?;
-                    let Some(last) = records.last() else { continue };
-                    let position = StreamPosition { created_at_ms: stream.created_at_ms, next_seq: last.seq_num + 1 };
-                    positions.insert(stream.name.clone(), position);
-                    bytes += records.iter().map(|r| r.metered_bytes()).sum::<u64>();
-                    let created_at_ms = stream.created_at_ms;
-                    let name = &stream.name;
-                    rows.extend(records.into_iter().map(|record| TableRow {
-                        stream: name.clone(),
-                        created_at_ms,
-                        record,
-                    }));
-                }
-            }
-            match page.items.last() {
-                Some(last) if page.has_more => start_after = last.name.clone(),
-                _ => {
-                    // Every stream was listed: positions of deleted ones go.
-                    positions.retain(|name, _| listed.contains(name));
-                    break;
-                }
-            }
-        }
-        Ok((rows, positions))
-    }
-
     /// Writes pass `state.pass + 1`'s data files, manifest and manifest list under an
     /// attempt of its own, and returns the state that commits them, and the attempt.
     async fn write_pass(
@@ -503,152 +440,6 @@ impl Tierer {
         Ok(next)
     }
 
-    /// The replace commit `state` needs, written but not committed: the small files of
-    /// one size class rewritten into one, or closed days' files archived, or a full level
-    /// of archives merged into one; and every manifest of the record merged into one.
-    /// None when nothing needs it.
-    async fn maintain(
-        &self,
-        basin: &BasinRecord,
-        state: &TableState,
-        collected: Collected,
-    ) -> Result<Option<(TableState, Attempt)>, TablesError> {
-        let rewritten = self.maintenance.files_to_rewrite(state, MAX_PASS_BYTES);
-        let archived = match rewritten.is_empty() {
-            true => archive::files_to_archive(state),
-            false => Vec::new(),
-        };
-        let merging = match rewritten.is_empty() && archived.is_empty() {
-            true => archive::archives_to_merge(state),
-            false => Vec::new(),
-        };
-        if rewritten.is_empty()
-            && archived.is_empty()
-            && merging.is_empty()
-            && !self.maintenance.manifests_to_merge(state)
-        {
-            return Ok(None);
-        }
-        let root = table_root(&basin.name);
-        let pass = state.pass + 1;
-        let snapshot_id = pass as i64;
-        let attempt = Attempt::new(&root, pass, self.clock.as_ref());
-        // The rewritten files are of one day: the merged file's key is known before it is.
-        let merged_path = rewritten.first().map(|f| attempt.data_file(&iceberg::day_name(f.day)));
-        let mut keys: Vec<String> = merged_path.iter().cloned().collect();
-        if !archived.is_empty() || !merging.is_empty() {
-            keys.extend([attempt.archive(), attempt.archive_manifest()]);
-        }
-        attempt.declare(self.store.as_ref(), &keys, self.clock.as_ref()).await?;
-        let merged = match merged_path {
-            None => Vec::new(),
-            Some(path) => vec![self.rewrite(&root, &path, pass, &rewritten, &state.body_columns).await?],
-        };
-        let schema_id = iceberg::current_schema_id(&state.body_columns);
-        let (archives, mut garbage) = self.next_archives(&root, &attempt, state, &archived, &merging).await?;
-        let unreferenced_from = snapshot_id;
-        let removed = |f: &DataFile| rewritten.iter().chain(&archived).any(|r| r.path == f.path);
-        let files: Vec<DataFile> =
-            state.files.iter().filter(|f| !removed(f)).cloned().chain(merged.iter().cloned()).collect();
-        let entries: Vec<_> = files
-            .iter()
-            .map(|f| (if f.snapshot_id == snapshot_id { EntryStatus::Added } else { EntryStatus::Existing }, f))
-            .chain(rewritten.iter().map(|f| (EntryStatus::Deleted, f)))
-            .collect();
-        let manifest = self.write_manifest(attempt.manifest(), pass, &entries, schema_id, &state.body_columns).await?;
-        garbage.extend(state.manifests.iter().map(|m| Garbage { path: m.path.clone(), unreferenced_from }));
-        garbage.extend(rewritten.iter().map(|f| Garbage { path: f.path.clone(), unreferenced_from }));
-        let next = TableState { pass, files, manifests: vec![manifest], garbage, archives, ..state.clone() };
-        let change = Change {
-            operation: Operation::Replace,
-            schema_id,
-            added: (merged.len() as u64, merged.iter().map(|f| f.records).sum()),
-            deleted: (rewritten.len() as u64, rewritten.iter().map(|f| f.records).sum()),
-        };
-        Ok(Some((self.add_snapshot(next, change, collected, &attempt).await?, attempt)))
-    }
-
-    /// The archives after `attempt` (pass `state.pass + 1`) archives the files `archived`
-    /// or merges the archives `merging` into one of the next level, and the garbage then
-    /// (the merged archives' objects and manifests added to `state`'s).
-    async fn next_archives(
-        &self,
-        root: &str,
-        attempt: &Attempt,
-        state: &TableState,
-        archived: &[DataFile],
-        merging: &[Archive],
-    ) -> Result<(Vec<Archive>, Vec<Garbage>), TablesError> {
-        let (pass, columns) = (state.pass + 1, &state.body_columns);
-        let schema_id = iceberg::current_schema_id(columns);
-        let mut archives = state.archives.clone();
-        let mut garbage = state.garbage.clone();
-        if !archived.is_empty() {
-            archives.push(self.archive(root, attempt, (pass, 0), archived, schema_id, columns).await?);
-        }
-        if let Some(first) = merging.first() {
-            let mut files = Vec::new();
-            for merged in merging {
-                files.extend(self.archives.files(self.store.as_ref(), &merged.path).await?.iter().cloned());
-            }
-            let archive = self.archive(root, attempt, (pass, first.level + 1), &files, schema_id, columns).await?;
-            let at = archives.iter().position(|a| a.path == first.path).unwrap_or(0);
-            archives.retain(|a| !merging.iter().any(|m| m.path == a.path));
-            archives.insert(at, archive);
-            let unreferenced_from = pass as i64;
-            for merged in merging {
-                garbage.push(Garbage { path: merged.path.clone(), unreferenced_from });
-                garbage.push(Garbage { path: merged.manifest.path.clone(), unreferenced_from });
-            }
-        }
-        Ok((archives, garbage))
-    }
-
-    /// Writes `attempt`'s archive of `files` (pass and level `at`) and its manifest, and
-    /// returns it as the commit record names it.
-    async fn archive(
-        &self,
-        root: &str,
-        attempt: &Attempt,
-        (pass, level): (u64, u32),
-        files: &[DataFile],
-        schema_id: i32,
-        body_columns: &[BodyColumn],
-    ) -> Result<Archive, TablesError> {
-        let path = format!("{root}/{}", attempt.archive());
-        archive::write(self.store.as_ref(), &path, files).await?;
-        let entries: Vec<_> = files.iter().map(|f| (EntryStatus::Existing, f)).collect();
-        let manifest_path = format!("{root}/{}", attempt.archive_manifest());
-        let manifest = self.write_manifest(manifest_path, pass, &entries, schema_id, body_columns).await?;
-        Ok(Archive { path, manifest, bounds: archive::union_bounds(files), level })
-    }
-
-    /// Pass `pass`'s file at `path` (relative to `root`) holding the rows of `files`
-    /// (small files of one day).
-    async fn rewrite(
-        &self,
-        root: &str,
-        path: &str,
-        pass: u64,
-        files: &[DataFile],
-        body_columns: &[BodyColumn],
-    ) -> Result<DataFile, TablesError> {
-        let mut rows = Vec::new();
-        for file in files {
-            rows.extend(crate::file_reader::file_rows(self.store.clone(), file).await?);
-        }
-        let day = files.first().map_or(0, |f| f.day);
-        let (count, bounds) = (rows.len() as u64, Bounds::of(&rows).unwrap_or_default());
-        let body_columns = body_columns.to_vec();
-        let parquet = tokio::task::spawn_blocking(move || write_parquet(rows, &body_columns))
-            .await
-            .map_err(|e| TablesError::File(format!("rewriting for pass {pass}: {e}")))??;
-        let path = format!("{root}/{path}");
-        let size = parquet.len() as u64;
-        self.store.put(&Path::from(path.clone()), parquet.into()).await?;
-        Ok(DataFile { path, day, records: count, size, bounds, snapshot_id: pass as i64 })
-    }
-
     /// Makes the table metadata of the committed `state` current: writes its
     /// `v<pass>.metadata.json` and points the version hint at it, unless the hint
     /// already does.
@@ -671,52 +462,6 @@ impl Tierer {
         self.store.put(&path, Bytes::from(serde_json::to_vec_pretty(&metadata)?).into()).await?;
         self.store.put(&hint, Bytes::from(state.pass.to_string()).into()).await?;
         Ok(())
-    }
-
-    /// A stream's records from `start` that are in compacted objects or have timestamps
-    /// below `cutoff`, up to about `share` metered bytes; none when the stream was
-    /// deleted since it was listed.
-    async fn read_eligible(
-        &self,
-        basin: &str,
-        stream: &str,
-        start: u64,
-        cutoff: u64,
-        share: u64,
-    ) -> Result<Vec<SequencedRecord>, TablesError> {
-        let compacted = match self.metadata.compacted_through(basin, stream).await {
-            Ok(compacted) => compacted,
-            Err(MetadataError::StreamNotFound { .. }) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        let (mut records, mut next, mut bytes) = (Vec::new(), start, 0);
-        while bytes < share {
-            // Records in compacted objects are tiered whatever their age, the rest once
-            // they are old enough.
-            let (count, until) = match next < compacted {
-                true => ((compacted - next).min(READ_RECORDS), None),
-                false => (READ_RECORDS, Some(cutoff)),
-            };
-            let request = ReadRequest {
-                basin: basin.into(),
-                stream: stream.into(),
-                start: ReadStart::SeqNum(next),
-                limits: ReadLimits { count: Some(count), bytes: None },
-                until,
-                clamp: false,
-                wait: std::time::Duration::ZERO,
-            };
-            let read = match self.reader.read(&request).await {
-                Ok(output) => output.records,
-                Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            let Some(last) = read.last() else { break };
-            next = last.seq_num + 1;
-            bytes += read.iter().map(|r| r.metered_bytes()).sum::<u64>();
-            records.extend(read);
-        }
-        Ok(records)
     }
 }
 
