@@ -58,7 +58,7 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         "{passes} passes of {records_per_pass} records, {pass_seconds} s apart (manual clock), store delay {delay:?}"
     );
     println!(
-        "{:>8} {:>5} {:>10} {:>6} {:>8} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>12} {:>13}  {}",
+        "{:>8} {:>5} {:>10} {:>6} {:>8} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>12} {:>13}  step means ms (prepare gather write commit maintain)",
         "pass",
         "days",
         "state KiB",
@@ -71,8 +71,7 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         "p50 ms",
         "p99 ms",
         "history GETs",
-        "history KiB",
-        "step means ms (prepare gather write commit maintain)"
+        "history KiB"
     );
     let every = (passes / 20).max(1);
     let mut window = Vec::new();
