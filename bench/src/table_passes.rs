@@ -47,7 +47,8 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
         clock.clone(),
         Box::new(|_| true),
     );
-    let (stats, mut window_start) = (tierer.stats(), tierer.stats().totals());
+    let stats = tierer.stats();
+    let mut window_start = stats.totals();
     let probe = InstrumentedStore::new(store.clone());
     let probe_counters = probe.counters();
     let probe: Arc<dyn ObjectStore> = Arc::new(probe);
