@@ -82,15 +82,14 @@ impl PassStats {
 
     /// Prometheus text for `/metrics`.
     pub fn render(&self, out: &mut String) {
-        let totals = self.totals();
-        out.push_str("# HELP shale_tiering_basin_passes_total Tiering passes over a basin\n");
-        out.push_str("# TYPE shale_tiering_basin_passes_total counter\n");
-        out.push_str(&format!("shale_tiering_basin_passes_total {}\n", totals.basins_tiered));
-        out.push_str("# HELP shale_tiering_step_seconds_total Wall time of tiering passes by step\n");
-        out.push_str("# TYPE shale_tiering_step_seconds_total counter\n");
+        use std::fmt::Write;
+        let passes = [("shale_tiering_basin_passes_total", "Tiering passes over a basin", &self.basins_tiered)];
+        shale_storage::render_counters(&passes, out);
+        let name = "shale_tiering_step_seconds_total";
+        let _ = writeln!(out, "# HELP {name} Wall time of tiering passes by step\n# TYPE {name} counter");
         for step in Step::ALL {
-            let seconds = totals.step_micros[step as usize] as f64 / 1e6;
-            out.push_str(&format!("shale_tiering_step_seconds_total{{step=\"{}\"}} {seconds}\n", step.name()));
+            let seconds = self.step_micros[step as usize].load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(out, "{name}{{step=\"{}\"}} {seconds}", step.name());
         }
     }
 }
@@ -133,5 +132,9 @@ mod tests {
         let mut out = String::new();
         stats.render(&mut out);
         assert!(out.contains("shale_tiering_step_seconds_total{step=\"gather\"} 0.005\n"), "{out}");
+        assert!(
+            out.contains("# TYPE shale_tiering_basin_passes_total counter\nshale_tiering_basin_passes_total 1\n"),
+            "{out}"
+        );
     }
 }
