@@ -3,7 +3,8 @@
 # 1. `s2 bench` (1 KiB records, one stream) at 50 MiB/s for 20 s, then its catch-up read,
 #    against s2-lite and `shale serve` taking turns ROUNDS times, each on a fresh data
 #    directory: server CPU seconds (from /proc) per GiB written and read back.
-# 2. Each client path alone (`shale-cpu-bench`: S2S append session, unary JSON appends,
+# 2. Each client path alone (`shale-cpu-bench`: S2S append session, S2's SDK producer
+#    paced at 50 MiB/s as `s2 bench` writes, unary JSON appends,
 #    S2S, SSE and `shale.v1` read sessions; Kafka produce and fetch through
 #    `shale-kafka-bench`), MIB each against one `shale serve --kafka` with compaction
 #    off, so each figure is the path's own: server CPU seconds per GiB.
@@ -21,19 +22,40 @@
 # Without `s2` on the PATH (or S2), part 1 is skipped; CALLGRIND_MIB=0 skips part 3.
 # An A/B: BUILDS="old:/dir/a new:/dir/b" (each directory holds a `shale` binary) runs
 # parts 1 and 2 for each build in turn, every round (s2-lite once per round).
+# Every server gets a data directory of its own, and nothing is deleted until the script
+# ends: on ext4 without a journal, each file created in the minutes after a delete first
+# scans the inodes recently deleted, so one run's cleanup made the next server's file
+# creates dearer (up to 40% more CPU per GiB for Shale, which creates a file per store
+# request). FRESH_FS=1 goes further: each server's directory is a new ext4 file system of
+# its own (a sparse image, loop-mounted in the run's private mount namespace), so no
+# earlier use of the machine's disk shows in the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export S2="${S2:-$(command -v s2 || true)}" ROUNDS="${1:-2}" MIB="${2:-512}" CALLGRIND_MIB="${3:-64}"
 export BUILDS="${BUILDS:-shale:target/release}"
-exec unshare --net bash -s <<'INNER'
+exec unshare --net --mount bash -s <<'INNER'
 set -euo pipefail
 ip link set lo up
 work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+  umount "$work"/data-* 2>/dev/null || true; rm -rf "$work"' EXIT
 B=target/release
 source bench/lib.sh
 cpu_seconds() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
+
+# data_dir NAME: a new, empty directory for one server's data, printed; on a file system
+# of its own with FRESH_FS=1. Removed only when the script ends (see the header).
+data_dir() {
+  local dir="$work/data-$1"
+  mkdir "$dir"
+  if [ "${FRESH_FS:-0}" = 1 ]; then
+    truncate -s 16G "$dir.img"
+    mkfs.ext4 -q "$dir.img"
+    mount -o loop "$dir.img" "$dir"
+  fi
+  echo "$dir"
+}
 
 # s2_bench_cpu NAME URL PID: `s2 bench` at 50 MiB/s for 20 s and its catch-up; the
 # server's CPU seconds over the run, per GiB written (and read back).
@@ -55,33 +77,32 @@ s2_bench_cpu() {
 if [ -n "$S2" ]; then
   echo "# 1. s2 bench at 50 MiB/s for 20 s, then its catch-up; peers taking turns"
   for round in $(seq "$ROUNDS"); do
-    "$S2" lite --port 18090 --local-root "$work/lite-$round" --no-dashboard >"$work/lite.log" 2>&1 &
+    "$S2" lite --port 18090 --local-root "$(data_dir "lite-$round")" --no-dashboard >"$work/lite.log" 2>&1 &
     lite=$!
     wait_port 18090 600
     s2_bench_cpu "s2-lite, round $round" http://127.0.0.1:18090 "$lite"
     stop "$lite"
-    rm -rf "$work/lite-$round"
     for build in $BUILDS; do
       SHALE_LOG=warn "${build#*:}/shale" serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 \
-        --data-dir "$work/shale-$round" >"$work/shale.log" 2>&1 &
+        --data-dir "$(data_dir "shale-$round-${build%%:*}")" >"$work/shale.log" 2>&1 &
       shale=$!
       wait_port 18091 600
       s2_bench_cpu "${build%%:*}, round $round" http://127.0.0.1:18091 "$shale"
       stop "$shale"
-      rm -rf "$work/shale-$round"
     done
   done
 else
   echo "# 1. skipped: no s2 CLI (cargo install --locked s2-cli; S2=path)"
 fi
 
-# serve_paths DIR [WRAPPER...]: DIR's `shale serve --kafka` with compaction off on a
-# fresh directory, under WRAPPER (e.g. valgrind); its pid in $server.
+# serve_paths DIR NAME [WRAPPER...]: DIR's `shale serve --kafka` with compaction off on a
+# new data directory NAME, under WRAPPER (e.g. valgrind); its pid in $server.
 printf '[compactor]\nenabled = false\n' >"$work/paths.toml"
 serve_paths() {
-  local dir="$1"; shift
-  rm -rf "$work/paths"
-  SHALE_LOG=warn "$@" "$dir/shale" serve --config "$work/paths.toml" --data-dir "$work/paths" --http 127.0.0.1:18191 \
+  local dir="$1" data
+  data="$(data_dir "$2")"
+  shift 2
+  SHALE_LOG=warn "$@" "$dir/shale" serve --config "$work/paths.toml" --data-dir "$data" --http 127.0.0.1:18191 \
     --grpc 127.0.0.1:18192 --kafka 127.0.0.1:18193 >"$work/paths.log" 2>&1 &
   server=$!
   # Under valgrind the start takes a while.
@@ -104,8 +125,8 @@ paths="s2s-append json-append s2s-read sse-read grpc-read"
 echo "# 2. each path alone, $MIB MiB, compaction off: server CPU seconds per GiB"
 for round in $(seq "$ROUNDS"); do
   for build in $BUILDS; do
-    serve_paths "${build#*:}"
-    for path in $paths; do run_path "$path" "$MIB" "${build%%:*}"; done
+    serve_paths "${build#*:}" "paths-$round-${build%%:*}"
+    for path in s2s-produce $paths; do run_path "$path" "$MIB" "${build%%:*}"; done
     kafka_paths 5 | sed "s/^{/{\"build\":\"${build%%:*}\",/"
     stop "$server"
   done
@@ -119,7 +140,7 @@ if [ "$CALLGRIND_MIB" = 0 ] || ! command -v valgrind >/dev/null; then
 fi
 echo "# 3. under callgrind, $CALLGRIND_MIB MiB each: instructions per GiB"
 for build in $BUILDS; do
-  serve_paths "${build#*:}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no
+  serve_paths "${build#*:}" "callgrind-${build%%:*}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --dump-instr=no
   for path in $paths kafka; do
     callgrind_control -z "$server" >/dev/null 2>&1
     if [ "$path" = kafka ]; then kafka_paths 3 >"$work/path.json"; else run_path "$path" "$CALLGRIND_MIB" >"$work/path.json"; fi
