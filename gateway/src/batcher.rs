@@ -235,10 +235,15 @@ impl Batcher {
         self.in_flight == 0 || now >= opened_at + config.linger
     }
 
-    /// When [`Self::due`] may next become true without another event.
+    /// When [`Self::due`] may next become true without another event. None while the
+    /// pipeline is full: only a finished commit (an event) lets a segment seal then, and a
+    /// deadline already past would wake the loop again at once, over and over.
     fn next_deadline(&self) -> Option<tokio::time::Instant> {
         let opened_at = self.open.opened_at?;
         let config = &self.shared.config;
+        if self.in_flight >= config.max_inflight_segments {
+            return None;
+        }
         let ready = if self.in_flight == 0 { opened_at } else { opened_at + config.linger };
         let allowed = self.last_seal.map(|last| last + config.min_seal_interval);
         Some(allowed.map_or(ready, |allowed| ready.max(allowed)))
@@ -292,5 +297,46 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale_storage::object_store::memory::InMemory;
+    use shale_storage::ManualClock;
+
+    fn batcher(config: GatewayConfig) -> Batcher {
+        let shared = Arc::new(Shared {
+            config,
+            clock: Arc::new(ManualClock::new(0)),
+            store: Arc::new(InMemory::new()),
+            metrics: Arc::default(),
+            last_submitted: AtomicU64::new(0),
+        });
+        let (sealed, _) = mpsc::unbounded_channel();
+        Batcher { shared, open: OpenSegment::default(), in_flight: 0, last_seal: None, last_segment_id: 0, sealed }
+    }
+
+    fn unit(bytes: usize) -> PendingUnit {
+        let permit = Arc::new(Semaphore::new(bytes)).try_acquire_many_owned(bytes as u32).expect("permits");
+        PendingUnit { id: 1, appends: Vec::new(), reply: oneshot::channel().0, bytes, _permit: permit }
+    }
+
+    #[test]
+    fn a_full_pipeline_leaves_the_loop_waiting_for_a_commit() {
+        let config = GatewayConfig { max_inflight_segments: 2, ..GatewayConfig::default() };
+        let linger = config.linger;
+        let mut batcher = batcher(config);
+        batcher.add(unit(1024));
+        let long_ago = Instant::now().checked_sub(linger * 4).expect("the clock is past four lingers");
+        batcher.open.opened_at = Some(long_ago);
+        batcher.in_flight = 2;
+        assert!(!batcher.due(Instant::now()), "no seal while the pipeline is full");
+        assert_eq!(batcher.next_deadline(), None, "no deadline to wake for: a past one would spin the loop");
+        batcher.in_flight = 1;
+        let now = Instant::now();
+        assert!(batcher.due(now), "a slot free and the linger past: seal");
+        assert!(batcher.next_deadline().is_some_and(|deadline| deadline <= now));
     }
 }
