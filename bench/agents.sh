@@ -12,8 +12,11 @@
 #   cargo build --release -p shale -p shale-bench && bash localstack/s3-local.sh install
 # IN_FLIGHT sets each generator's records awaiting acks (5120: 5 MiB, one producer's
 # worth; more stands for many producers); RATE (MiB/s per generator) paces them, for the
-# ack latency at a given load rather than at saturation.
-#   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
+# ack latency at a given load rather than at saturation. PRODUCERS runs that many librdkafka
+# producers in each generator (sharing its RATE) and GENERATORS sets the generators' count
+# (default AGENTS x PER_AGENT): GENERATORS=4 PRODUCERS=16 is 64 producers in 4 processes.
+# LINGER_MS is the producers' `linger.ms` (5).
+#   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] [GENERATORS=] [PRODUCERS=1] [LINGER_MS=5] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
 #   e.g. bench/agents.sh 10 30ms 1 false;  AGENTS=3 bench/agents.sh 10 30ms 1 false '[gateway]\nmin_seal_interval = "250ms"\n'
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,11 +65,11 @@ for delay in $delays; do
     puts0=$(puts_total)
     loads=()
     rm -f "$work"/g*.json
-    for g in $(seq "$((agents * per_agent))"); do
+    for g in $(seq "${GENERATORS:-$((agents * per_agent))}"); do
       bootstrap="127.0.0.1:1939$(( (g - 1) % agents + 1 ))"
       target/release/shale-kafka-bench --bootstrap "$bootstrap" --metrics-url "$metrics" --partitions 16 \
         --seconds "$seconds" --in-flight "${IN_FLIGHT:-5120}" --batch-bytes 4194304 --idempotence "$idempotence" --catch-up false \
-        ${RATE:+--rate "$RATE"} >"$work/g$g.json" 2>"$work/g$g.log" & loads+=($!)
+        --producers "${PRODUCERS:-1}" --linger-ms "${LINGER_MS:-5}" ${RATE:+--rate "$RATE"} >"$work/g$g.json" 2>"$work/g$g.log" & loads+=($!)
     done
     wait "${loads[@]}"
     puts1=$(puts_total)

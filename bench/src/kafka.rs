@@ -64,6 +64,14 @@ struct Args {
     /// records (0: not transactional).
     #[arg(long, default_value = "0")]
     transaction_records: u64,
+    /// Producers, each its own librdkafka client on a thread of its own, sharing `--rate`
+    /// evenly (each keeps its own `--in-flight`): many producers' load on the servers
+    /// without a process each.
+    #[arg(long, default_value = "1")]
+    producers: usize,
+    /// The producer's `linger.ms`: how long a partition's batch waits for more records.
+    #[arg(long, default_value = "5")]
+    linger_ms: u64,
 }
 
 /// What a produce run measured.
@@ -151,22 +159,44 @@ impl ProducerContext for Acks {
     }
 }
 
+/// Runs `--producers` producers at once, each at its share of `--rate`; their acks'
+/// latencies and transaction commits together, their bytes summed, the longest run's
+/// seconds. Blocking.
+fn produce_all(args: &Args, topic: &str) -> anyhow::Result<Produced> {
+    let producers = args.producers.max(1);
+    let share = &Args { rate: args.rate.map(|rate| rate / producers as f64), ..args.clone() };
+    let runs: Vec<anyhow::Result<Produced>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..producers).map(|index| scope.spawn(move || produce(share, topic, index))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a producer panicked")))).collect()
+    });
+    let mut all = Produced { latencies: Vec::new(), commits: Vec::new(), bytes: 0, seconds: 0.0 };
+    for run in runs {
+        let run = run?;
+        all.latencies.extend(run.latencies);
+        all.commits.extend(run.commits);
+        all.bytes += run.bytes;
+        all.seconds = all.seconds.max(run.seconds);
+    }
+    Ok(all)
+}
+
 /// Produces for `--seconds` with up to `--in-flight` records awaiting their acks, through
 /// a `ThreadedProducer` (its own thread serves delivery reports; no future per record, so
-/// the client's cost per record stays librdkafka's). Blocking.
-fn produce(args: &Args, topic: &str) -> anyhow::Result<Produced> {
+/// the client's cost per record stays librdkafka's); `index` tells producers of one run
+/// apart. Blocking.
+fn produce(args: &Args, topic: &str, index: usize) -> anyhow::Result<Produced> {
     let mut config = config(args);
     config
         .set("acks", "all")
         .set("enable.idempotence", args.idempotence.to_string())
-        .set("linger.ms", "5")
+        .set("linger.ms", args.linger_ms.to_string())
         .set("queue.buffering.max.messages", "1000000");
     if let Some(batch) = args.batch_bytes {
         config.set("batch.size", batch.to_string()).set("message.max.bytes", (batch + (64 << 10)).to_string());
     }
     let transactional = args.transaction_records > 0;
     if transactional {
-        config.set("transactional.id", format!("kafka-bench-{}", std::process::id()));
+        config.set("transactional.id", format!("kafka-bench-{}-{index}", std::process::id()));
     }
     let started = Instant::now();
     let acks = Acks { started, state: Mutex::default(), acked: Condvar::new() };
@@ -284,7 +314,7 @@ async fn main() -> anyhow::Result<()> {
     let args_for_write = args.clone();
     let topic_for_write = topic.clone();
     let Produced { mut latencies, mut commits, bytes, seconds: elapsed } =
-        tokio::task::spawn_blocking(move || produce(&args_for_write, &topic_for_write)).await??;
+        tokio::task::spawn_blocking(move || produce_all(&args_for_write, &topic_for_write)).await??;
     commits.sort();
     let (puts1, gets1) = object_requests(&http, &args.metrics_url).await;
     let cpu1 = cpu_seconds_of(&args.server_pid);
@@ -304,7 +334,7 @@ async fn main() -> anyhow::Result<()> {
     let gib = bytes as f64 / (1u64 << 30) as f64;
     let read_gib = read_bytes as f64 / (1u64 << 30) as f64;
     let out = json!({
-        "workload": "kafka", "partitions": args.partitions, "record_bytes": args.record_bytes,
+        "workload": "kafka", "partitions": args.partitions, "producers": args.producers, "linger_ms": args.linger_ms, "record_bytes": args.record_bytes,
         "idempotence": args.idempotence, "in_flight": args.in_flight, "batch_bytes": args.batch_bytes,
         "target_mib_per_sec": args.rate,
         "produce": {
