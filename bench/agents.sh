@@ -15,7 +15,7 @@
 # ack latency at a given load rather than at saturation. PRODUCERS runs that many librdkafka
 # producers in each generator (sharing its RATE) and GENERATORS sets the generators' count
 # (default AGENTS x PER_AGENT): GENERATORS=4 PRODUCERS=16 is 64 producers in 4 processes.
-# LINGER_MS is the producers' `linger.ms` (5).
+# LINGER_MS is the producers' `linger.ms` (5). SHALE_BIN runs another build's `shale`.
 #   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] [GENERATORS=] [PRODUCERS=1] [LINGER_MS=5] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
 #   e.g. bench/agents.sh 10 30ms 1 false;  AGENTS=3 bench/agents.sh 10 30ms 1 false '[gateway]\nmin_seal_interval = "250ms"\n'
 set -euo pipefail
@@ -33,7 +33,7 @@ export AWS_ENDPOINT_URL=http://127.0.0.1:19300 AWS_ACCESS_KEY_ID=test AWS_SECRET
   AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true SHALE_LOG=warn
 printf '%b' "$extra_toml" >"$work/shale.toml"
 export SHALE_CONFIG="$work/shale.toml"
-shale=target/release/shale
+shale="${SHALE_BIN:-target/release/shale}"
 puts_total() {
   local sum=0 value
   for url in "${urls[@]}"; do
