@@ -25,7 +25,7 @@
 # Every server gets a data directory of its own, and nothing is deleted until the script
 # ends: on ext4 without a journal, each file created in the minutes after a delete first
 # scans the inodes recently deleted, so one run's cleanup made the next server's file
-# creates dearer (up to 40% more CPU per GiB for Shale, which creates a file per store
+# creates dearer (up to 1.6x the CPU per GiB for Shale, which creates a file per store
 # request). FRESH_FS=1 goes further: each server's directory is a new ext4 file system of
 # its own (a sparse image, loop-mounted in the run's private mount namespace), so no
 # earlier use of the machine's disk shows in the figures.
