@@ -306,7 +306,8 @@ mod tests {
     use shale_storage::object_store::memory::InMemory;
     use shale_storage::ManualClock;
 
-    fn batcher(config: GatewayConfig) -> Batcher {
+    /// A batcher and the receiving end of its sealed segments (nothing commits them).
+    fn batcher(config: GatewayConfig) -> (Batcher, mpsc::UnboundedReceiver<Sealed>) {
         let shared = Arc::new(Shared {
             config,
             clock: Arc::new(ManualClock::new(0)),
@@ -314,8 +315,10 @@ mod tests {
             metrics: Arc::default(),
             last_submitted: AtomicU64::new(0),
         });
-        let (sealed, _) = mpsc::unbounded_channel();
-        Batcher { shared, open: OpenSegment::default(), in_flight: 0, last_seal: None, last_segment_id: 0, sealed }
+        let (sealed, sealed_rx) = mpsc::unbounded_channel();
+        let batcher =
+            Batcher { shared, open: OpenSegment::default(), in_flight: 0, last_seal: None, last_segment_id: 0, sealed };
+        (batcher, sealed_rx)
     }
 
     fn unit(bytes: usize) -> PendingUnit {
@@ -327,7 +330,7 @@ mod tests {
     fn a_full_pipeline_leaves_the_loop_waiting_for_a_commit() {
         let config = GatewayConfig { max_inflight_segments: 2, ..GatewayConfig::default() };
         let linger = config.linger;
-        let mut batcher = batcher(config);
+        let (mut batcher, _sealed) = batcher(config);
         batcher.add(unit(1024));
         let long_ago = Instant::now().checked_sub(linger * 4).expect("the clock is past four lingers");
         batcher.open.opened_at = Some(long_ago);
@@ -338,5 +341,38 @@ mod tests {
         let now = Instant::now();
         assert!(batcher.due(now), "a slot free and the linger past: seal");
         assert!(batcher.next_deadline().is_some_and(|deadline| deadline <= now));
+    }
+
+    /// CPU time this thread has used, from `/proc` (clock ticks of 10 ms).
+    #[cfg(target_os = "linux")]
+    fn thread_cpu() -> std::time::Duration {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("the thread's stat");
+        let fields: Vec<&str> = stat.rsplit_once(')').expect("a stat line").1.split_whitespace().collect();
+        let ticks = |i: usize| fields[i].parse::<u64>().expect("a tick count");
+        // After the name: state is field 0, utime field 11, stime field 12.
+        std::time::Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    }
+
+    /// The batcher's own thread (a current-thread runtime), waiting for a slot with a
+    /// segment open past its linger, uses next to no CPU; it used all it could get.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn waiting_for_a_slot_takes_no_cpu() {
+        let config = GatewayConfig { max_inflight_segments: 1, ..GatewayConfig::default() };
+        let linger = config.linger;
+        let (batcher, mut sealed) = batcher(config);
+        let (units, units_rx) = mpsc::unbounded_channel();
+        let (_done, done_rx) = mpsc::unbounded_channel();
+        let (_shutdown, shutdown_rx) = watch::channel(false);
+        let task = tokio::spawn(batcher.run(units_rx, done_rx, shutdown_rx));
+        assert!(units.send(unit(1024)).is_ok());
+        assert!(sealed.recv().await.is_some(), "the first append seals at once and fills the pipeline");
+        assert!(units.send(unit(1024)).is_ok());
+        tokio::time::sleep(linger * 2).await;
+        let before = thread_cpu();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let used = thread_cpu() - before;
+        task.abort();
+        assert!(used < std::time::Duration::from_millis(100), "the waiting batcher used {used:?} of 500 ms");
     }
 }
