@@ -82,6 +82,8 @@ struct Produced {
     commits: Vec<Duration>,
     bytes: u64,
     seconds: f64,
+    /// Each producer's librdkafka latencies from its last statistics interval.
+    client: Vec<ClientLatency>,
 }
 
 /// `(puts, gets)` on the servers' `/metrics`, summed.
@@ -97,6 +99,15 @@ async fn object_requests(http: &reqwest::Client, bases: &[String]) -> (f64, f64)
         gets += value("shale_object_gets_total");
     }
     (puts, gets)
+}
+
+/// The producers' librdkafka latency p50s (their mean), or null without statistics.
+fn librdkafka_latency(client: &[ClientLatency]) -> serde_json::Value {
+    if client.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let mean = |f: fn(&ClientLatency) -> f64| client.iter().map(f).sum::<f64>() / client.len() as f64;
+    json!({ "queue": mean(|c| c.queue_ms), "outbuf": mean(|c| c.outbuf_ms), "rtt": mean(|c| c.rtt_ms) })
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> f64 {
@@ -133,6 +144,18 @@ struct AckState {
     latencies: Vec<Duration>,
     failed: u64,
     in_flight: usize,
+    /// librdkafka's own latency windows from its last statistics, in ms (p50s).
+    client: Option<ClientLatency>,
+}
+
+/// Where librdkafka says a record's time went, from its statistics of the broker it
+/// sent the most requests to: waiting in its producer queue (`int_latency`), in its
+/// transmit queue (`outbuf_latency`), and the request's round trip (`rtt`); p50s in ms.
+#[derive(Clone, Copy, Default)]
+struct ClientLatency {
+    queue_ms: f64,
+    outbuf_ms: f64,
+    rtt_ms: f64,
 }
 
 impl Acks {
@@ -141,7 +164,20 @@ impl Acks {
     }
 }
 
-impl ClientContext for Acks {}
+impl ClientContext for Acks {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let busiest = statistics.brokers.values().max_by_key(|b| b.rtt.as_ref().map_or(0, |rtt| rtt.cnt));
+        let p50_ms =
+            |window: &Option<rdkafka::statistics::Window>| window.as_ref().map_or(0.0, |w| w.p50 as f64 / 1000.0);
+        if let Some(broker) = busiest.filter(|b| b.rtt.as_ref().is_some_and(|rtt| rtt.cnt > 0)) {
+            self.state().client = Some(ClientLatency {
+                queue_ms: p50_ms(&broker.int_latency),
+                outbuf_ms: p50_ms(&broker.outbuf_latency),
+                rtt_ms: p50_ms(&broker.rtt),
+            });
+        }
+    }
+}
 
 impl ProducerContext for Acks {
     /// When the record was queued, in microseconds since `started`.
@@ -169,13 +205,14 @@ fn produce_all(args: &Args, topic: &str) -> anyhow::Result<Produced> {
         let handles: Vec<_> = (0..producers).map(|index| scope.spawn(move || produce(share, topic, index))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a producer panicked")))).collect()
     });
-    let mut all = Produced { latencies: Vec::new(), commits: Vec::new(), bytes: 0, seconds: 0.0 };
+    let mut all = Produced { latencies: Vec::new(), commits: Vec::new(), bytes: 0, seconds: 0.0, client: Vec::new() };
     for run in runs {
         let run = run?;
         all.latencies.extend(run.latencies);
         all.commits.extend(run.commits);
         all.bytes += run.bytes;
         all.seconds = all.seconds.max(run.seconds);
+        all.client.extend(run.client);
     }
     Ok(all)
 }
@@ -190,6 +227,7 @@ fn produce(args: &Args, topic: &str, index: usize) -> anyhow::Result<Produced> {
         .set("acks", "all")
         .set("enable.idempotence", args.idempotence.to_string())
         .set("linger.ms", args.linger_ms.to_string())
+        .set("statistics.interval.ms", "1000")
         .set("queue.buffering.max.messages", "1000000");
     if let Some(batch) = args.batch_bytes {
         config.set("batch.size", batch.to_string()).set("message.max.bytes", (batch + (64 << 10)).to_string());
@@ -267,7 +305,8 @@ fn produce(args: &Args, topic: &str, index: usize) -> anyhow::Result<Produced> {
     anyhow::ensure!(state.failed == 0, "{} records were not acked", state.failed);
     let latencies = std::mem::take(&mut state.latencies);
     anyhow::ensure!(latencies.len() as u64 == sent, "{} of {sent} records acked", latencies.len());
-    Ok(Produced { latencies, commits, bytes: sent * args.record_bytes as u64, seconds: elapsed })
+    let client = state.client.into_iter().collect();
+    Ok(Produced { latencies, commits, bytes: sent * args.record_bytes as u64, seconds: elapsed, client })
 }
 
 /// Reads every partition from offset 0 to its end; the bytes read and the seconds taken.
@@ -313,7 +352,7 @@ async fn main() -> anyhow::Result<()> {
     let client_cpu0 = own_cpu_seconds();
     let args_for_write = args.clone();
     let topic_for_write = topic.clone();
-    let Produced { mut latencies, mut commits, bytes, seconds: elapsed } =
+    let Produced { mut latencies, mut commits, bytes, seconds: elapsed, client } =
         tokio::task::spawn_blocking(move || produce_all(&args_for_write, &topic_for_write)).await??;
     commits.sort();
     let (puts1, gets1) = object_requests(&http, &args.metrics_url).await;
@@ -342,6 +381,7 @@ async fn main() -> anyhow::Result<()> {
             "ack_ms": { "p50": percentile(&latencies, 0.5), "p99": percentile(&latencies, 0.99), "p999": percentile(&latencies, 0.999) },
             "puts_per_gib": (puts1 - puts0) / gib, "server_cpu_s_per_gib": (cpu1 - cpu0) / gib,
             "client_cpu_s_per_gib": (client_cpu1 - client_cpu0) / gib,
+            "librdkafka_p50_ms": librdkafka_latency(&client),
         },
         "transactions": (args.transaction_records > 0).then(|| json!({
             "records_each": args.transaction_records, "committed": commits.len(),
