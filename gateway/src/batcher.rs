@@ -180,7 +180,6 @@ impl Batcher {
         mut done: mpsc::UnboundedReceiver<()>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let max_inflight = self.shared.config.max_inflight_segments;
         let mut receiving = true;
         loop {
             let deadline = self.next_deadline();
@@ -208,7 +207,7 @@ impl Batcher {
                 _ = sleep_until(deadline), if deadline.is_some() => {}
             }
             let now = Instant::now();
-            if self.due(now) || (!receiving && self.in_flight < max_inflight) {
+            if self.due(now) || (!receiving && !self.pipeline_full()) {
                 self.seal();
             }
             if !receiving && self.open.units.is_empty() && self.in_flight == 0 {
@@ -223,7 +222,7 @@ impl Batcher {
     fn due(&self, now: tokio::time::Instant) -> bool {
         let config = &self.shared.config;
         let Some(opened_at) = self.open.opened_at else { return false };
-        if self.in_flight >= config.max_inflight_segments {
+        if self.pipeline_full() {
             return false;
         }
         if self.open.bytes >= config.max_segment_bytes {
@@ -240,13 +239,19 @@ impl Batcher {
     /// deadline already past would wake the loop again at once, over and over.
     fn next_deadline(&self) -> Option<tokio::time::Instant> {
         let opened_at = self.open.opened_at?;
-        let config = &self.shared.config;
-        if self.in_flight >= config.max_inflight_segments {
+        if self.pipeline_full() {
             return None;
         }
+        let config = &self.shared.config;
         let ready = if self.in_flight == 0 { opened_at } else { opened_at + config.linger };
         let allowed = self.last_seal.map(|last| last + config.min_seal_interval);
         Some(allowed.map_or(ready, |allowed| ready.max(allowed)))
+    }
+
+    /// Whether `max_inflight_segments` sealed segments await their commits: no segment
+    /// seals until one is done.
+    fn pipeline_full(&self) -> bool {
+        self.in_flight >= self.shared.config.max_inflight_segments
     }
 
     fn add(&mut self, unit: PendingUnit) {
@@ -266,7 +271,7 @@ impl Batcher {
 
     /// Seals the open segment (if any) and hands it to the upload and commit pipeline.
     fn seal(&mut self) {
-        if self.open.units.is_empty() || self.in_flight >= self.shared.config.max_inflight_segments {
+        if self.open.units.is_empty() || self.pipeline_full() {
             return;
         }
         let open = std::mem::take(&mut self.open);
