@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::cluster::{agents_with_standby, metric, wait_for_lease, wait_until};
-use common::{kafka_script, python, run_python, terminate};
+use common::{kafka_script, python, run_python, stop_with_test, terminate};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: usize = 6;
@@ -27,7 +27,9 @@ const COUNT: usize = 4000;
 const RATE: usize = 200;
 
 fn spawn_python(args: &[&str]) -> Child {
-    Command::new(python()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    let child = Command::new(python()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    stop_with_test(&child);
+    child
 }
 
 const CREATE_TOPIC: &str = r#"

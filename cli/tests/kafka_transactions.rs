@@ -86,7 +86,10 @@ impl Supervised {
     fn spawn(args: &[String], log: &std::path::Path) -> Child {
         let out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
         let err = out.try_clone().unwrap();
-        Command::new(python()).args(args).stdout(Stdio::from(out)).stderr(Stdio::from(err)).spawn().unwrap()
+        let child =
+            Command::new(python()).args(args).stdout(Stdio::from(out)).stderr(Stdio::from(err)).spawn().unwrap();
+        common::stop_with_test(&child);
+        child
     }
 
     /// The last lines it wrote, librdkafka's own logs left out.

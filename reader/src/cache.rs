@@ -160,7 +160,7 @@ impl Caches {
         let bytes = if self.chunk_bytes > 0 && 2 * u64::from(entry.len) <= self.chunk_bytes {
             self.read_through_chunks(&object, entry.segment_id, range).await?
         } else {
-            get_range(self.store.as_ref(), &object, range).await?
+            get_block(self.store.as_ref(), &object, range).await?
         };
         let block = decode_block(&object, &bytes).map_err(|e| shale_proto::segment::at_offset(e, entry.offset))?;
         if !entry.fits(&block) {
@@ -240,14 +240,31 @@ fn block_weight(block: &DecodedBlock) -> u32 {
     u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
+/// `range` of the object, up to its end (a chunk may pass it).
 async fn get_range(store: &dyn ObjectStore, object: &str, range: Range<u64>) -> Result<Bytes, ReaderError> {
-    store.get_range(&Path::from(object), range).await.map_err(|e| match e {
+    store.get_range(&Path::from(object), range).await.map_err(|e| fetch_error(object, e))
+}
+
+/// Exactly `range` of the object (a block, where its index entry says it is). Asked as
+/// `get_ranges` of one range: the same one request on S3, and on a local directory one
+/// blocking-pool task that opens and reads the file, where `get_range` takes two (its
+/// open, then its read), each a thread hand-off.
+async fn get_block(store: &dyn ObjectStore, object: &str, range: Range<u64>) -> Result<Bytes, ReaderError> {
+    let mut read = store
+        .get_ranges(&Path::from(object), std::slice::from_ref(&range))
+        .await
+        .map_err(|e| fetch_error(object, e))?;
+    read.pop().ok_or_else(|| ReaderError::Fetch { object: object.to_string(), reason: "no range answered".into() })
+}
+
+fn fetch_error(object: &str, error: shale_storage::object_store::Error) -> ReaderError {
+    match error {
         shale_storage::object_store::Error::NotFound { .. } => ReaderError::Gone { object: object.to_string() },
         e => {
             tracing::warn!(%object, error = %e, "segment fetch failed");
             ReaderError::Fetch { object: object.to_string(), reason: shale_storage::describe(&e).to_string() }
         }
-    })
+    }
 }
 
 /// Errors shared by coalesced loads reach every waiter; rebuild an owned one.
