@@ -14,6 +14,13 @@
 //! a data directory (`shale serve` holds its lock file). With fsync off
 //! (`store_fsync = false`, [`SyncedDir::without_fsync`]) it still gives that conditional
 //! update, without the syncs.
+//!
+//! A directory keeps no object attributes, and `LocalFileSystem` refuses a write that
+//! carries some; SlateDB tags each conditional write with an id it reads back only to
+//! settle an ambiguous failure (a timeout after the write may have landed), which a local
+//! write does not have. So a write's attributes are dropped here rather than the write
+//! refused and sent again without them: one request, not two (each of which
+//! `--store-delay` delays, and `/metrics` counts).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -27,8 +34,8 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt, PutMode,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, UploadPart,
+    Attributes, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, UploadPart,
 };
 
 /// The most of one file's data sent to the disk at once before its fsync.
@@ -174,6 +181,7 @@ impl fmt::Display for SyncedDir {
 #[async_trait]
 impl ObjectStore for SyncedDir {
     async fn put_opts(&self, location: &Path, payload: PutPayload, mut opts: PutOptions) -> Result<PutResult> {
+        opts.attributes = Attributes::new();
         let _update = match &opts.mode {
             PutMode::Update(expected) => {
                 let guard = self.updates.lock().await;
@@ -197,7 +205,12 @@ impl ObjectStore for SyncedDir {
         Ok(result)
     }
 
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        mut opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        opts.attributes = Attributes::new();
         let upload = self.inner.put_multipart_opts(location, opts).await?;
         Ok(Box::new(SyncedUpload { inner: upload, location: location.clone(), syncer: self.syncer.clone() }))
     }
@@ -282,6 +295,30 @@ mod tests {
         assert_eq!(store.syncs(), 10);
         let bytes = store.get(&Path::from("a/copy")).await.expect("get").bytes().await.expect("bytes");
         assert_eq!(&bytes[..], b"part");
+    }
+
+    /// SlateDB's conditional writes carry an id attribute: the directory takes them in
+    /// one request (`LocalFileSystem` alone refuses them, and SlateDB writes again).
+    #[tokio::test]
+    async fn a_write_with_attributes_is_one_request() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let local = LocalFileSystem::new_with_prefix(dir.path()).expect("local store");
+        let counted = crate::InstrumentedStore::new(Arc::new(local));
+        let counters = counted.counters();
+        let store = SyncedDir::new(Arc::new(counted), dir.path());
+        let mut attributes = Attributes::new();
+        attributes.insert(object_store::Attribute::Metadata("put-id".into()), "01ABC".into());
+        let opts = PutOptions { mode: PutMode::Create, attributes: attributes.clone(), ..PutOptions::default() };
+        store.put_opts(&Path::from("wal/1.sst"), PutPayload::from_static(b"wal"), opts.clone()).await.expect("put");
+        assert_eq!(counters.puts.load(Ordering::Relaxed), 1, "one request reached the directory");
+        let again = store.put_opts(&Path::from("wal/1.sst"), PutPayload::from_static(b"other"), opts).await;
+        assert!(matches!(again, Err(object_store::Error::AlreadyExists { .. })), "create still fences: {again:?}");
+        let bytes = store.get(&Path::from("wal/1.sst")).await.expect("get").bytes().await.expect("bytes");
+        assert_eq!(&bytes[..], b"wal");
+        let multipart = PutMultipartOptions { attributes, ..PutMultipartOptions::default() };
+        let mut upload = store.put_multipart_opts(&Path::from("big"), multipart).await.expect("multipart");
+        upload.put_part(PutPayload::from_static(b"part")).await.expect("part");
+        upload.complete().await.expect("complete");
     }
 
     #[cfg(target_os = "linux")]
