@@ -17,11 +17,13 @@ pub mod tables;
 pub mod tls;
 pub mod transactions;
 mod wait;
+mod watchdog;
 
 pub use moto::Moto;
 pub use node::{Backend, Node, TestStore};
 pub use server::{SseEvent, SseReader, TestServer};
 pub use wait::wait_until;
+pub use watchdog::{stop_with_test, watchdog};
 
 /// A one-off read of `basin/stream` from `start`: default limits, no `until`, no clamp,
 /// no wait (tests set other fields with struct update syntax).

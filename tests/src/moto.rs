@@ -1,6 +1,5 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,17 +50,7 @@ impl Moto {
             binary.display(),
             std::process::id()
         );
-        // The watchdog shell outlives this call on purpose: it stops moto when the test
-        // process exits, so it is never waited on here.
-        #[allow(clippy::zombie_processes)]
-        let _watchdog = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        crate::watchdog(&script).unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
         let endpoint = format!("http://127.0.0.1:{port}");
         let started = Instant::now();
         loop {

@@ -91,26 +91,7 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
-/// Kills `child` once this test process is gone: a test that panics (or times out) while
-/// its servers and clients run leaves none of them behind. A shell watches both pids
-/// once a second.
-pub fn stop_with_test(child: &Child) {
-    let script = format!(
-        "while kill -0 {test} 2>/dev/null && kill -0 {child} 2>/dev/null; do sleep 1; done; kill -9 {child} 2>/dev/null",
-        test = std::process::id(),
-        child = child.id()
-    );
-    // The watchdog outlives this call on purpose and is never waited on.
-    #[allow(clippy::zombie_processes)]
-    let _watchdog = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-}
+pub use shale_tests::stop_with_test;
 
 pub fn terminate(mut child: Child) -> std::process::ExitStatus {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
