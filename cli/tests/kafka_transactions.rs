@@ -92,11 +92,12 @@ impl Supervised {
         child
     }
 
-    /// The last lines it wrote, librdkafka's own logs left out.
+    /// The last lines it wrote, librdkafka's own logs (`%` lines) included: a stall's
+    /// cause is in them.
     fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('%')).collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
     /// Starts it again if it stopped without finishing; true once it finished.

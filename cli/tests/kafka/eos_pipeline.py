@@ -26,6 +26,7 @@ def retrying(what, action, attempts=30):
         except KafkaException as e:
             if e.args[0].fatal() or not e.args[0].retriable() or attempt == attempts - 1:
                 raise
+            print(f"{what}: retrying after {e.args[0]}", flush=True)
             time.sleep(0.5)
     raise AssertionError(f"{what} never succeeded")
 
