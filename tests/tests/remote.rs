@@ -234,23 +234,30 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     // A live read that starts waiting on the first leader...
     metadata.create_stream(BASIN, "live", StreamConfig::default()).await.unwrap();
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone()));
+    // Its wait outlasts every bound below (a loaded machine has taken over a minute to
+    // get through them), so an expired wait is not mistaken for a missed wake-up.
+    let started = std::time::Instant::now();
     let live = tokio::spawn({
         let reader = reader.clone();
-        async move { reader.read(&read_from("live", 0, Duration::from_secs(30))).await }
+        async move { reader.read(&read_from("live", 0, Duration::from_secs(120))).await }
     });
     let mut fenced = first.metadata.watch_halted();
     let second = Served::start(store.raw.clone(), loopback().await, Some(lease)).await;
+    println!("second instance open after {:?}", started.elapsed());
     tokio::time::timeout(Duration::from_secs(20), fenced.wait_for(|r| *r == Some(shale_metadata::HaltReason::Fenced)))
         .await
         .unwrap()
         .unwrap();
+    println!("first instance fenced after {:?}", started.elapsed());
     // Appends keep succeeding after the switch.
     let acked_at_switch = acked_count();
     wait_until("appends after the takeover", || acked_count() >= acked_at_switch + 5).await;
+    println!("appends going on after {:?}", started.elapsed());
     // ...is woken by an append committed by the second.
     gateway.append(input("live", "after the switch")).await.unwrap();
     let woken = live.await.unwrap().unwrap();
-    assert_eq!(woken.records.len(), 1);
+    let waited = started.elapsed();
+    assert_eq!(woken.records.len(), 1, "the live read returned after {waited:?} without the record");
     assert_eq!(woken.records[0].body, Bytes::from_static(b"after the switch"));
     stop_tx.send(true).unwrap();
     let (acked, failed) = producer.await.unwrap();
