@@ -25,5 +25,5 @@ pub use cache::CacheStats;
 pub use config::{ReaderConfig, DEFAULT_CHUNK_BYTES};
 pub use error::ReaderError;
 pub use history::{History, HistoryOutput, HistoryRead};
-pub use memory::MIN_BLOCK_CACHE_BYTES;
+pub use memory::{MAX_DEFAULT_BLOCK_CACHE_BYTES, MIN_BLOCK_CACHE_BYTES};
 pub use read::{ReadCursor, ReadLimits, ReadOutput, ReadRequest, ReadStart, Reader};

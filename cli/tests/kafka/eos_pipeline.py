@@ -73,7 +73,13 @@ def main():
             idle_polls += 1
             if idle_polls % 3 == 0 and c.assignment() and committed_total(c) >= TOTAL:
                 return 0
+            if idle_polls % 10 == 0:
+                # A stall says where it is: no assignment, or positions that do not move.
+                assigned = c.assignment()
+                positions = c.position(assigned) if assigned else []
+                print(f"idle {idle_polls}: positions {[(tp.partition, tp.offset) for tp in positions]}", flush=True)
             continue
+        idle_polls = 0
         try:
             p.begin_transaction()
             for m in batch:
