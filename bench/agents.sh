@@ -71,7 +71,9 @@ for delay in $delays; do
         --seconds "$seconds" --in-flight "${IN_FLIGHT:-5120}" --batch-bytes 4194304 --idempotence "$idempotence" --catch-up false \
         --producers "${PRODUCERS:-1}" --linger-ms "${LINGER_MS:-5}" ${RATE:+--rate "$RATE"} >"$work/g$g.json" 2>"$work/g$g.log" & loads+=($!)
     done
-    wait "${loads[@]}"
+    for load in "${loads[@]}"; do
+      wait "$load" || { echo "a load generator failed:" >&2; grep -v "^ " "$work"/g*.log | head -n 5 >&2; exit 1; }
+    done
     puts1=$(puts_total)
     cpu1=$(cpu_ticks)
     python3 - "$delay" "$agents" "$((puts1 - puts0))" "$cpu0" "$cpu1" "$work"/g*.json <<'PY'
