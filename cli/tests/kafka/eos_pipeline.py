@@ -75,9 +75,12 @@ def main():
                 return 0
             if idle_polls % 10 == 0:
                 # A stall says where it is: no assignment, or positions that do not move.
-                assigned = c.assignment()
-                positions = c.position(assigned) if assigned else []
-                print(f"idle {idle_polls}: positions {[(tp.partition, tp.offset) for tp in positions]}", flush=True)
+                try:
+                    assigned = c.assignment()
+                    positions = [(tp.partition, tp.offset) for tp in c.position(assigned)] if assigned else []
+                except KafkaException as e:
+                    positions = f"unknown ({e.args[0]})"
+                print(f"idle {idle_polls}: positions {positions}", flush=True)
             continue
         idle_polls = 0
         try:
