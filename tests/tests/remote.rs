@@ -236,7 +236,7 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
     let reader = Arc::new(Reader::new(&ReaderConfig::default(), store.raw.clone(), metadata.clone()));
     // Its wait outlasts every bound below (a loaded machine has taken over a minute to
     // get through them), so an expired wait is not mistaken for a missed wake-up.
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let live = tokio::spawn({
         let reader = reader.clone();
         async move { reader.read(&read_from("live", 0, Duration::from_secs(120))).await }
