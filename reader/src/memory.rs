@@ -12,9 +12,10 @@ pub const MIN_BLOCK_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The block cache's default never passes this, however much memory there is. Until the
 /// cache is full, every block it keeps is memory the process has not used before, which
-/// the kernel maps and zeroes on first touch; a full cache reuses what it evicts. On 2 cores, 16 partitions caught up at
-/// 300-425 MiB/s while a 3 GiB cache filled and at 595-615 with a full 1 GiB one. An
-/// operator whose readers share more history sets the size.
+/// the kernel maps and zeroes on first touch; a full cache reuses what it evicts. On 2
+/// cores, 16 partitions caught up at 300-425 MiB/s while a 3 GiB cache filled and at
+/// 595-615 with a full 1 GiB one. An operator whose readers share more history sets the
+/// size.
 pub const MAX_DEFAULT_BLOCK_CACHE_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// Cgroup v1 reports "no limit" as a number near `i64::MAX` rounded to pages.

@@ -72,29 +72,29 @@ const MAX_GONE_RETRIES: u32 = 8;
 /// this many or more at a time (so a catch-up over small entries waits one store round
 /// trip per group, not per block), and a session continuing starts fetching as many past
 /// its batch, for its next one.
-const BLOCKS_AHEAD: usize = 8;
+const BLOCKS_AT_ONCE: usize = 8;
 
-/// Bytes of blocks fetched at once past [`BLOCKS_AHEAD`] blocks, whatever their count (up
-/// to [`MAX_BLOCKS_AHEAD`]): a catch-up at a store round trip of 30 ms needs about this
+/// Bytes of blocks fetched at once past [`BLOCKS_AT_ONCE`] blocks, whatever their count (up
+/// to [`MAX_BLOCKS_AT_ONCE`]): a catch-up at a store round trip of 30 ms needs about this
 /// much in flight for 200 MiB/s. Eight small blocks (a partition's share of a small
 /// segment, 7-100 KiB) were one or two segment reads at a time, and a Kafka catch-up
 /// over segments written at 20 MiB/s read 38-54 MiB/s.
-const BYTES_AHEAD: u64 = 8 << 20;
+const BYTES_AT_ONCE: u64 = 8 << 20;
 /// The most blocks fetched at once.
-const MAX_BLOCKS_AHEAD: usize = 64;
+const MAX_BLOCKS_AT_ONCE: usize = 64;
 
 /// How many of `entries` (a batch's, or those after it) are fetched at once: at least
-/// [`BLOCKS_AHEAD`] blocks, else up to [`BYTES_AHEAD`] bytes or [`MAX_BLOCKS_AHEAD`]
+/// [`BLOCKS_AT_ONCE`] blocks, else up to [`BYTES_AT_ONCE`] bytes or [`MAX_BLOCKS_AT_ONCE`]
 /// blocks, none at or past the tail.
-fn entries_ahead(entries: &[IndexEntry], tail_seq: u64) -> usize {
+fn fetched_at_once(entries: &[IndexEntry], tail_seq: u64) -> usize {
     let mut bytes = 0u64;
     entries
         .iter()
-        .take(MAX_BLOCKS_AHEAD)
+        .take(MAX_BLOCKS_AT_ONCE)
         .take_while(|entry| entry.first_seq < tail_seq)
         .enumerate()
         .take_while(|(i, entry)| {
-            let within = *i < BLOCKS_AHEAD || bytes < BYTES_AHEAD;
+            let within = *i < BLOCKS_AT_ONCE || bytes < BYTES_AT_ONCE;
             bytes += u64::from(entry.len);
             within
         })
@@ -358,11 +358,11 @@ impl Reader {
             let needed = entries_needed(&entries, seq, tail_seq, count_left, bytes_left);
             if cursor.reads > 1 {
                 // A session continuing: its next batch will want the blocks after these.
-                let ahead = entries_ahead(&entries[needed..], tail_seq);
+                let ahead = fetched_at_once(&entries[needed..], tail_seq);
                 self.caches.warm(&entries[needed..needed + ahead]);
             }
             // The batch's own blocks, as many at once as those ahead.
-            let at_once = entries_ahead(&entries[..needed], u64::MAX).max(1);
+            let at_once = fetched_at_once(&entries[..needed], tail_seq).max(1);
             let caches = &self.caches;
             let mut blocks = futures::stream::iter(entries[..needed].to_vec())
                 .map(move |entry| async move { caches.block(&entry).await })
@@ -491,15 +491,15 @@ mod tests {
         assert_eq!(entries_needed(&entries, 0, tail, 0, plenty), 1, "at least one");
     }
 
-    /// A continuing session fetches ahead by bytes: many small blocks, a few large ones,
-    /// never fewer than eight, never past the tail.
+    /// Blocks are fetched at once by bytes: many small ones, a few large ones, never
+    /// fewer than eight, never past the tail.
     #[test]
-    fn a_session_fetches_ahead_about_eight_mib_of_blocks() {
+    fn blocks_are_fetched_about_eight_mib_at_a_time() {
         let (tail, plenty) = (1_000_000, 1_000);
-        assert_eq!(entries_ahead(&entries_of(plenty, 200 * 1024), tail), 41, "8 MiB of 200 KiB blocks, and one");
-        assert_eq!(entries_ahead(&entries_of(plenty, 10 * 1024), tail), MAX_BLOCKS_AHEAD, "tiny blocks: a count");
-        assert_eq!(entries_ahead(&entries_of(plenty, 4 << 20), tail), BLOCKS_AHEAD, "large blocks: at least eight");
-        assert_eq!(entries_ahead(&entries_of(plenty, 100 * 1024), 500), 5, "nothing at or past the tail");
-        assert_eq!(entries_ahead(&[], tail), 0);
+        assert_eq!(fetched_at_once(&entries_of(plenty, 200 * 1024), tail), 41, "8 MiB of 200 KiB blocks, and one");
+        assert_eq!(fetched_at_once(&entries_of(plenty, 10 * 1024), tail), MAX_BLOCKS_AT_ONCE, "tiny blocks: a count");
+        assert_eq!(fetched_at_once(&entries_of(plenty, 4 << 20), tail), BLOCKS_AT_ONCE, "large blocks: at least eight");
+        assert_eq!(fetched_at_once(&entries_of(plenty, 100 * 1024), 500), 5, "nothing at or past the tail");
+        assert_eq!(fetched_at_once(&[], tail), 0);
     }
 }
