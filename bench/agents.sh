@@ -15,8 +15,14 @@
 # ack latency at a given load rather than at saturation. PRODUCERS runs that many librdkafka
 # producers in each generator (sharing its RATE) and GENERATORS sets the generators' count
 # (default AGENTS x PER_AGENT): GENERATORS=4 PRODUCERS=16 is 64 producers in 4 processes.
-# LINGER_MS is the producers' `linger.ms` (5). SHALE_BIN runs another build's `shale`.
-#   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] [GENERATORS=] [PRODUCERS=1] [LINGER_MS=5] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
+# CATCH_UP=0 skips the catch-up. LINGER_MS is the producers' `linger.ms` (5). SHALE_BIN runs another build's `shale`.
+# LOAD_PRODUCERS=64 runs that many producers in one `shale-kafka-load` process instead
+# (the produce API spoken directly, a few percent of a core where 64 librdkafka producers
+# take more than one), over every agent, RATE MiB/s in total, LINGER_MS (100) between a
+# producer's requests, each batch to one partition (SPREAD=1: every request over all 16);
+# RATE=0 is a closed loop (5 requests of 1 MB batches unanswered per producer, as the
+# librdkafka generators' 5 MiB); LOAD_PER_AGENT=N runs N such producers per agent.
+#   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] [GENERATORS=] [PRODUCERS=1] [LINGER_MS=5] [LOAD_PRODUCERS= [SPREAD=]] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
 #   e.g. bench/agents.sh 10 30ms 1 false;  AGENTS=3 bench/agents.sh 10 30ms 1 false '[gateway]\nmin_seal_interval = "250ms"\n'
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +35,7 @@ work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 source bench/lib.sh
 start_moto 19300 "$work/moto.log"
+moto_pid=$(pgrep -f "moto_server -H 127.0.0.1 -p 19300" | head -n 1)
 export AWS_ENDPOINT_URL=http://127.0.0.1:19300 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
   AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true SHALE_LOG=warn
 printf '%b' "$extra_toml" >"$work/shale.toml"
@@ -61,11 +68,24 @@ for delay in $delays; do
     done
     for a in $(seq "$agents"); do wait_ready "http://127.0.0.1:1938$a" 300; done
     metrics=$(IFS=,; echo "${urls[*]}") server_pids=$(IFS=,; echo "${pids[*]}")
-    cpu0=$(cpu_ticks)
+    [ -n "${LOAD_PER_AGENT:-}" ] && LOAD_PRODUCERS=$((agents * LOAD_PER_AGENT))
+    if [ -n "${LOAD_PRODUCERS:-}" ]; then
+      # Topics first: creating 64 streams is 64 metadata writes the run should not count.
+      load_args=(--producers "$LOAD_PRODUCERS" --topic-prefix "load$RANDOM" --seconds "$seconds" --linger-ms "${LINGER_MS:-100}")
+      target/release/shale-kafka-load --bootstrap 127.0.0.1:19391 "${load_args[@]}" --create-only
+    fi
+    cpu0=$(cpu_ticks) store0=$(awk '{ print $14 + $15 }' "/proc/$moto_pid/stat")
     puts0=$(puts_total)
     loads=()
     rm -f "$work"/g*.json
+    if [ -n "${LOAD_PRODUCERS:-}" ]; then
+      # One light process of LOAD_PRODUCERS producers over every agent (shale-kafka-load).
+      bootstraps=$(for a in $(seq "$agents"); do printf '127.0.0.1:1939%s,' "$a"; done)
+      target/release/shale-kafka-load --bootstrap "${bootstraps%,}" "${load_args[@]}" --rate "${RATE:?RATE is the total MiB/s}" \
+        ${SPREAD:+--spread} >"$work/g1.json" 2>"$work/g1.log" & loads+=($!)
+    fi
     for g in $(seq "${GENERATORS:-$((agents * per_agent))}"); do
+      [ -n "${LOAD_PRODUCERS:-}" ] && break
       bootstrap="127.0.0.1:1939$(( (g - 1) % agents + 1 ))"
       target/release/shale-kafka-bench --bootstrap "$bootstrap" --metrics-url "$metrics" --partitions 16 \
         --seconds "$seconds" --in-flight "${IN_FLIGHT:-5120}" --batch-bytes 4194304 --idempotence "$idempotence" --catch-up false \
@@ -75,19 +95,22 @@ for delay in $delays; do
       wait "$load" || { echo "a load generator failed:" >&2; grep -v "^ " "$work"/g*.log | head -n 5 >&2; exit 1; }
     done
     puts1=$(puts_total)
-    cpu1=$(cpu_ticks)
-    python3 - "$delay" "$agents" "$((puts1 - puts0))" "$cpu0" "$cpu1" "$work"/g*.json <<'PY'
+    cpu1=$(cpu_ticks) store1=$(awk '{ print $14 + $15 }' "/proc/$moto_pid/stat")
+    python3 - "$delay" "$agents" "$((puts1 - puts0))" "$cpu0" "$cpu1" "$((store1 - store0))" "$work"/g*.json <<'PY'
 import json, sys
 delay, agents, puts, cpu0, cpu1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-runs = [json.load(open(path)) for path in sys.argv[6:]]
+store_ticks = float(sys.argv[6])
+runs = [json.load(open(path)) for path in sys.argv[7:]]
 mib = sum(r["produce"]["mib_per_sec"] for r in runs)
 gib = sum(r["produce"]["records"] * r["record_bytes"] for r in runs) / 2**30
 print(json.dumps({"delay": delay, "agents": agents, "generators": len(runs), "mib_per_sec": round(mib, 1),
+                  "generator_cpu_s": sum(r.get("generator_cpu_s", 0) for r in runs),
                   "ack_p50_ms": max(r["produce"]["ack_ms"]["p50"] for r in runs),
                   "ack_p99_ms": max(r["produce"]["ack_ms"]["p99"] for r in runs),
-                  "puts_per_gib": round(puts / gib), "server_cpu_s_per_gib": round((cpu1 - cpu0) / 100 / gib, 2)}))
+                  "puts_per_gib": round(puts / gib), "server_cpu_s_per_gib": round((cpu1 - cpu0) / 100 / gib, 2),
+                  "store_cpu_s_per_gib": round(store_ticks / 100 / gib, 2)}))
 PY
-    if [ "$agents" = 1 ]; then
+    if [ "$agents" = 1 ] && [ "${CATCH_UP:-1}" = 1 ]; then
       for partitions in 1 16; do
         echo "== $delay: catch-up through one agent (produce to $partitions partitions, then read back)"
         target/release/shale-kafka-bench --bootstrap 127.0.0.1:19391 --metrics-url "$metrics" --server-pid "$server_pids" \
