@@ -15,14 +15,17 @@
 # ack latency at a given load rather than at saturation. PRODUCERS runs that many librdkafka
 # producers in each generator (sharing its RATE) and GENERATORS sets the generators' count
 # (default AGENTS x PER_AGENT): GENERATORS=4 PRODUCERS=16 is 64 producers in 4 processes.
-# CATCH_UP=0 skips the catch-up. LINGER_MS is the producers' `linger.ms` (5). SHALE_BIN runs another build's `shale`.
+# LINGER_MS is the producers' `linger.ms` (5). SHALE_BIN runs another build's `shale`.
+# CATCH_UP=0 skips the catch-up.
 # LOAD_PRODUCERS=64 runs that many producers in one `shale-kafka-load` process instead
-# (the produce API spoken directly, a few percent of a core where 64 librdkafka producers
-# take more than one), over every agent, RATE MiB/s in total, LINGER_MS (100) between a
-# producer's requests, each batch to one partition (SPREAD=1: every request over all 16);
-# RATE=0 is a closed loop (5 requests of 1 MB batches unanswered per producer, as the
-# librdkafka generators' 5 MiB); LOAD_PER_AGENT=N runs N such producers per agent.
-#   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] [GENERATORS=] [PRODUCERS=1] [LINGER_MS=5] [LOAD_PRODUCERS= [SPREAD=]] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
+# (the produce API spoken directly: at most a tenth of a core where 64 librdkafka
+# producers take more than one), over every agent, RATE MiB/s in total, LINGER_MS (100)
+# between a producer's requests, each batch to one partition (SPREAD=1: every request over
+# all 16); RATE=0 is a closed loop (5 requests of 1 MB batches unanswered per producer, as
+# the librdkafka generators' 5 MiB); LOAD_PER_AGENT=N runs N such producers per agent.
+# Printed besides: the generator's and the store server's (moto's) CPU.
+#   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] [GENERATORS=] [PRODUCERS=1] [LINGER_MS=5] [CATCH_UP=1]
+#   [LOAD_PRODUCERS= | LOAD_PER_AGENT=] [SPREAD=] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
 #   e.g. bench/agents.sh 10 30ms 1 false;  AGENTS=3 bench/agents.sh 10 30ms 1 false '[gateway]\nmin_seal_interval = "250ms"\n'
 set -euo pipefail
 cd "$(dirname "$0")/.."
