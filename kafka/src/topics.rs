@@ -12,6 +12,8 @@ mod configs;
 
 use std::collections::BTreeMap;
 
+use futures::{StreamExt, TryStreamExt};
+
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -119,8 +121,13 @@ pub async fn all_topics(kafka: &Kafka) -> Result<BTreeMap<String, u32>, ServiceE
     Ok(partitions.into_iter().map(|(t, p)| (t, contiguous(p))).filter(|&(_, n)| n > 0).collect())
 }
 
-/// Creates partitions `from..to` of `topic`, highest first, so the lowest, which makes
-/// them all visible, comes last. Existing streams are kept (a retry carries on).
+/// Partition streams created or deleted at once: their metadata writes share WAL writes,
+/// so a topic of many partitions takes a few store round trips, not one per partition.
+const STREAMS_AT_ONCE: usize = 64;
+
+/// Creates partitions `from..to` of `topic`: all but the lowest at once, then the lowest,
+/// which makes them all visible (a topic's partitions count up to the first missing one).
+/// Existing streams are kept (a retry carries on).
 async fn create_range(
     kafka: &Kafka,
     topic: &str,
@@ -128,11 +135,18 @@ async fn create_range(
     to: u32,
     config: &StreamConfig,
 ) -> Result<(), ServiceError> {
-    for partition in (from..to).rev() {
-        let stream = stream_of(topic, partition as i32);
-        kafka.service.ensure_stream(&kafka.config.basin, &stream, config.clone()).await?;
+    if from >= to {
+        return Ok(());
     }
-    Ok(())
+    let ensure = |partition: u32| {
+        let stream = stream_of(topic, partition as i32);
+        async move { kafka.service.ensure_stream(&kafka.config.basin, &stream, config.clone()).await.map(|_| ()) }
+    };
+    futures::stream::iter((from + 1..to).map(ensure))
+        .buffer_unordered(STREAMS_AT_ONCE)
+        .try_collect::<()>()
+        .await?;
+    ensure(from).await
 }
 
 /// Creates `topic` with `partitions` partitions (used by auto-creation too).
@@ -226,21 +240,25 @@ pub async fn delete(kafka: &Kafka, request: DeleteTopicsRequest, version: i16) -
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-/// Deletes every partition of `topic`, `T/0` first so the topic disappears at once;
-/// `false` when it did not exist.
+/// Deletes every partition of `topic`, `T/0` first so the topic disappears at once, then
+/// the others together; `false` when it did not exist.
 async fn delete_topic(kafka: &Kafka, topic: &str) -> Result<bool, ServiceError> {
     let partitions = partition_count(kafka, topic).await?;
     if partitions == 0 {
         return Ok(false);
     }
     kafka.topic_configs.forget(topic).await;
-    for partition in 0..partitions {
-        match kafka.service.delete_stream(&kafka.config.basin, &stream_of(topic, partition as i32)).await {
-            Ok(()) => {}
-            Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {}
-            Err(e) => return Err(e),
+    let delete = |partition: u32| {
+        let stream = stream_of(topic, partition as i32);
+        async move {
+            match kafka.service.delete_stream(&kafka.config.basin, &stream).await {
+                Err(e) if e.code() != shale_proto::ErrorCode::NotFound => Err(e),
+                _ => Ok(()),
+            }
         }
-    }
+    };
+    delete(0).await?;
+    futures::stream::iter((1..partitions).map(delete)).buffer_unordered(STREAMS_AT_ONCE).try_collect::<()>().await?;
     Ok(true)
 }
 
