@@ -142,10 +142,7 @@ async fn create_range(
         let stream = stream_of(topic, partition as i32);
         async move { kafka.service.ensure_stream(&kafka.config.basin, &stream, config.clone()).await.map(|_| ()) }
     };
-    futures::stream::iter((from + 1..to).map(ensure))
-        .buffer_unordered(STREAMS_AT_ONCE)
-        .try_collect::<()>()
-        .await?;
+    futures::stream::iter((from + 1..to).map(ensure)).buffer_unordered(STREAMS_AT_ONCE).try_collect::<()>().await?;
     ensure(from).await
 }
 
