@@ -23,9 +23,11 @@
 # between a producer's requests, each batch to one partition (SPREAD=1: every request over
 # all 16); RATE=0 is a closed loop (5 requests of 1 MB batches unanswered per producer, as
 # the librdkafka generators' 5 MiB); LOAD_PER_AGENT=N runs N such producers per agent.
-# Printed besides: the generator's and the store server's (moto's) CPU.
+# Printed besides: the generator's and the store server's (moto's) CPU. STORE=local puts
+# the bucket on the local filesystem instead of moto (no store server on the 2 cores;
+# every process writes the same directory, each write fsynced), DELAY still added.
 #   [AGENTS="1 2 3"] [IN_FLIGHT=5120] [RATE=] [GENERATORS=] [PRODUCERS=1] [LINGER_MS=5] [CATCH_UP=1]
-#   [LOAD_PRODUCERS= | LOAD_PER_AGENT=] [SPREAD=] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
+#   [LOAD_PRODUCERS= | LOAD_PER_AGENT=] [SPREAD=] [STORE=moto|local] bench/agents.sh [SECONDS] [DELAYS] [PER_AGENT] [IDEMPOTENCE] [EXTRA_TOML]
 #   e.g. bench/agents.sh 10 30ms 1 false;  AGENTS=3 bench/agents.sh 10 30ms 1 false '[gateway]\nmin_seal_interval = "250ms"\n'
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +39,13 @@ extra_toml="${5:-}"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 source bench/lib.sh
-start_moto 19300 "$work/moto.log"
-moto_pid=$(pgrep -f "moto_server -H 127.0.0.1 -p 19300" | head -n 1)
+moto_pid=""
+if [ "${STORE:-moto}" != local ]; then
+  start_moto 19300 "$work/moto.log"
+  moto_pid=$(pgrep -f "moto_server -H 127.0.0.1 -p 19300" | head -n 1)
+fi
+# The store server's CPU ticks (0 without one).
+store_ticks() { if [ -n "$moto_pid" ]; then awk '{ print $14 + $15 }' "/proc/$moto_pid/stat"; else echo 0; fi; }
 export AWS_ENDPOINT_URL=http://127.0.0.1:19300 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
   AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true SHALE_LOG=warn
 printf '%b' "$extra_toml" >"$work/shale.toml"
@@ -59,13 +66,19 @@ cpu_ticks() { for p in "${pids[@]}"; do cat "/proc/$p/stat"; done | awk '{ s += 
 for delay in $delays; do
   for agents in ${AGENTS:-1 2 3}; do
     bucket="agents$RANDOM$RANDOM"
-    curl -sf -X PUT "http://127.0.0.1:19300/$bucket" >/dev/null
+    if [ "${STORE:-moto}" = local ]; then
+      mkdir "$work/$bucket"
+      store="file://$work/$bucket"
+    else
+      curl -sf -X PUT "http://127.0.0.1:19300/$bucket" >/dev/null
+      store="s3://$bucket"
+    fi
     pids=() urls=(http://127.0.0.1:19390)
-    "$shale" metadata --store "s3://$bucket" --store-delay "$delay" --grpc 127.0.0.1:19361 --http 127.0.0.1:19390 \
+    "$shale" metadata --store "$store" --store-delay "$delay" --grpc 127.0.0.1:19361 --http 127.0.0.1:19390 \
       >"$work/metadata.log" 2>&1 & pids+=($!)
     wait_ready http://127.0.0.1:19390 300
     for a in $(seq "$agents"); do
-      "$shale" agent --store "s3://$bucket" --store-delay "$delay" --metadata 127.0.0.1:19361 \
+      "$shale" agent --store "$store" --store-delay "$delay" --metadata 127.0.0.1:19361 \
         --http "127.0.0.1:1938$a" --grpc "127.0.0.1:1935$a" --kafka "127.0.0.1:1939$a" >"$work/agent$a.log" 2>&1 &
       pids+=($!) urls+=("http://127.0.0.1:1938$a")
     done
@@ -77,7 +90,7 @@ for delay in $delays; do
       load_args=(--producers "$LOAD_PRODUCERS" --topic-prefix "load$RANDOM" --seconds "$seconds" --linger-ms "${LINGER_MS:-100}")
       target/release/shale-kafka-load --bootstrap 127.0.0.1:19391 "${load_args[@]}" --create-only
     fi
-    cpu0=$(cpu_ticks) store0=$(awk '{ print $14 + $15 }' "/proc/$moto_pid/stat")
+    cpu0=$(cpu_ticks) store0=$(store_ticks)
     puts0=$(puts_total)
     loads=()
     rm -f "$work"/g*.json
@@ -98,7 +111,7 @@ for delay in $delays; do
       wait "$load" || { echo "a load generator failed:" >&2; grep -v "^ " "$work"/g*.log | head -n 5 >&2; exit 1; }
     done
     puts1=$(puts_total)
-    cpu1=$(cpu_ticks) store1=$(awk '{ print $14 + $15 }' "/proc/$moto_pid/stat")
+    cpu1=$(cpu_ticks) store1=$(store_ticks)
     python3 - "$delay" "$agents" "$((puts1 - puts0))" "$cpu0" "$cpu1" "$((store1 - store0))" "$work"/g*.json <<'PY'
 import json, sys
 delay, agents, puts, cpu0, cpu1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
