@@ -1,7 +1,7 @@
 //! Kafka's wire protocol with bad input, byte by byte over a real socket: malformed and
 //! oversized frames and unknown APIs close the connection; unsupported ApiVersions,
 //! corrupt and oversized batches, unknown and invalid topics each get Kafka's error
-//! code; nothing is half applied.
+//! code; nothing is half applied, and a topic of many partitions appears and goes whole.
 
 #![allow(clippy::unwrap_used)]
 
@@ -532,5 +532,85 @@ async fn fetches_read_ahead_answer_every_record_once_within_their_bounds_and_see
             offset += 1;
         }
     }
+    server.stop().await;
+}
+
+/// The partitions Metadata lists for `topic` on `socket`: 0 when it does not exist.
+async fn listed_partitions(socket: &mut TcpStream, topic: &'static str) -> usize {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let wanted = MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str(topic))));
+    let request = MetadataRequest::default().with_topics(Some(vec![wanted])).with_allow_auto_topic_creation(false);
+    let mut body = call(socket, ApiKey::Metadata, 9, &request).await.unwrap();
+    let response = MetadataResponse::decode(&mut body, 9).unwrap();
+    let listed = &response.topics[0];
+    if listed.error_code == ResponseError::UnknownTopicOrPartition.code() {
+        return 0;
+    }
+    assert_eq!(listed.error_code, 0);
+    listed.partitions.len()
+}
+
+/// Asks Metadata for `topic` on its own connection until `done` is set: every count seen,
+/// the first one seen before `started` is sent.
+async fn watch_partitions(
+    server: &TestServer,
+    topic: &'static str,
+    started: tokio::sync::oneshot::Sender<()>,
+    done: &std::sync::atomic::AtomicBool,
+) -> Vec<usize> {
+    let mut socket = connect(server).await;
+    let mut seen = vec![listed_partitions(&mut socket, topic).await];
+    started.send(()).unwrap();
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        seen.push(listed_partitions(&mut socket, topic).await);
+    }
+    seen
+}
+
+/// A topic of many partitions, created mostly at once, appears whole and goes whole:
+/// another connection asking Metadata throughout sees no partitions or all of them.
+#[tokio::test]
+async fn a_topic_of_many_partitions_appears_and_goes_whole() {
+    use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const PARTITIONS: usize = 128;
+    let (server, mut socket) = slow_server_with_topic(10, "other", |_| {}).await;
+    let done = AtomicBool::new(false);
+    let (started, watching) = tokio::sync::oneshot::channel();
+    let create = async {
+        watching.await.unwrap();
+        let created = CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("wide")))
+            .with_num_partitions(PARTITIONS as i32)
+            .with_replication_factor(-1);
+        let request = CreateTopicsRequest::default().with_topics(vec![created]).with_timeout_ms(30_000);
+        let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
+        let code = CreateTopicsResponse::decode(&mut body, 5).unwrap().topics[0].error_code;
+        done.store(true, Ordering::SeqCst);
+        code
+    };
+    let (code, seen) = tokio::join!(create, watch_partitions(&server, "wide", started, &done));
+    assert_eq!(code, 0);
+    assert_eq!(seen[0], 0, "the watcher's first look came before the create");
+    assert!(seen.iter().all(|&n| n == 0 || n == PARTITIONS), "partition counts seen while creating: {seen:?}");
+    assert_eq!(listed_partitions(&mut socket, "wide").await, PARTITIONS);
+
+    let done = AtomicBool::new(false);
+    let (started, watching) = tokio::sync::oneshot::channel();
+    let delete = async {
+        watching.await.unwrap();
+        let request = DeleteTopicsRequest::default()
+            .with_topic_names(vec![TopicName(StrBytes::from_static_str("wide"))])
+            .with_timeout_ms(30_000);
+        let mut body = call(&mut socket, ApiKey::DeleteTopics, 4, &request).await.unwrap();
+        let code = DeleteTopicsResponse::decode(&mut body, 4).unwrap().responses[0].error_code;
+        done.store(true, Ordering::SeqCst);
+        code
+    };
+    let (code, seen) = tokio::join!(delete, watch_partitions(&server, "wide", started, &done));
+    assert_eq!(code, 0);
+    assert_eq!(seen[0], PARTITIONS, "the watcher's first look came before the delete");
+    assert!(seen.iter().all(|&n| n == 0 || n == PARTITIONS), "partition counts seen while deleting: {seen:?}");
+    assert_eq!(listed_partitions(&mut socket, "wide").await, 0);
     server.stop().await;
 }
