@@ -550,21 +550,33 @@ async fn listed_partitions(socket: &mut TcpStream, topic: &'static str) -> usize
     listed.partitions.len()
 }
 
-/// Asks Metadata for `topic` on its own connection until `done` is set: every count seen,
-/// the first one seen before `started` is sent.
-async fn watch_partitions(
+/// Runs `action` while another connection asks Metadata for `topic` again and again,
+/// from one look before `action` starts until it has finished: `action`'s output and
+/// every partition count seen.
+async fn while_watched<T>(
     server: &TestServer,
     topic: &'static str,
-    started: tokio::sync::oneshot::Sender<()>,
-    done: &std::sync::atomic::AtomicBool,
-) -> Vec<usize> {
-    let mut socket = connect(server).await;
-    let mut seen = vec![listed_partitions(&mut socket, topic).await];
-    started.send(()).unwrap();
-    while !done.load(std::sync::atomic::Ordering::SeqCst) {
-        seen.push(listed_partitions(&mut socket, topic).await);
-    }
-    seen
+    action: impl std::future::Future<Output = T>,
+) -> (T, Vec<usize>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = AtomicBool::new(false);
+    let (started, watching) = tokio::sync::oneshot::channel();
+    let act = async {
+        watching.await.unwrap();
+        let output = action.await;
+        done.store(true, Ordering::SeqCst);
+        output
+    };
+    let watch = async {
+        let mut socket = connect(server).await;
+        let mut seen = vec![listed_partitions(&mut socket, topic).await];
+        started.send(()).unwrap();
+        while !done.load(Ordering::SeqCst) {
+            seen.push(listed_partitions(&mut socket, topic).await);
+        }
+        seen
+    };
+    tokio::join!(act, watch)
 }
 
 /// A topic of many partitions, created mostly at once, appears whole and goes whole:
@@ -572,43 +584,24 @@ async fn watch_partitions(
 #[tokio::test]
 async fn a_topic_of_many_partitions_appears_and_goes_whole() {
     use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
-    use std::sync::atomic::{AtomicBool, Ordering};
     const PARTITIONS: usize = 128;
     let (server, mut socket) = slow_server_with_topic(10, "other", |_| {}).await;
-    let done = AtomicBool::new(false);
-    let (started, watching) = tokio::sync::oneshot::channel();
-    let create = async {
-        watching.await.unwrap();
-        let created = CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("wide")))
-            .with_num_partitions(PARTITIONS as i32)
-            .with_replication_factor(-1);
-        let request = CreateTopicsRequest::default().with_topics(vec![created]).with_timeout_ms(30_000);
-        let mut body = call(&mut socket, ApiKey::CreateTopics, 5, &request).await.unwrap();
-        let code = CreateTopicsResponse::decode(&mut body, 5).unwrap().topics[0].error_code;
-        done.store(true, Ordering::SeqCst);
-        code
-    };
-    let (code, seen) = tokio::join!(create, watch_partitions(&server, "wide", started, &done));
-    assert_eq!(code, 0);
+    let created = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("wide")))
+        .with_num_partitions(PARTITIONS as i32)
+        .with_replication_factor(-1);
+    let request = CreateTopicsRequest::default().with_topics(vec![created]).with_timeout_ms(30_000);
+    let (body, seen) = while_watched(&server, "wide", call(&mut socket, ApiKey::CreateTopics, 5, &request)).await;
+    assert_eq!(CreateTopicsResponse::decode(&mut body.unwrap(), 5).unwrap().topics[0].error_code, 0);
     assert_eq!(seen[0], 0, "the watcher's first look came before the create");
     assert!(seen.iter().all(|&n| n == 0 || n == PARTITIONS), "partition counts seen while creating: {seen:?}");
     assert_eq!(listed_partitions(&mut socket, "wide").await, PARTITIONS);
 
-    let done = AtomicBool::new(false);
-    let (started, watching) = tokio::sync::oneshot::channel();
-    let delete = async {
-        watching.await.unwrap();
-        let request = DeleteTopicsRequest::default()
-            .with_topic_names(vec![TopicName(StrBytes::from_static_str("wide"))])
-            .with_timeout_ms(30_000);
-        let mut body = call(&mut socket, ApiKey::DeleteTopics, 4, &request).await.unwrap();
-        let code = DeleteTopicsResponse::decode(&mut body, 4).unwrap().responses[0].error_code;
-        done.store(true, Ordering::SeqCst);
-        code
-    };
-    let (code, seen) = tokio::join!(delete, watch_partitions(&server, "wide", started, &done));
-    assert_eq!(code, 0);
+    let request = DeleteTopicsRequest::default()
+        .with_topic_names(vec![TopicName(StrBytes::from_static_str("wide"))])
+        .with_timeout_ms(30_000);
+    let (body, seen) = while_watched(&server, "wide", call(&mut socket, ApiKey::DeleteTopics, 4, &request)).await;
+    assert_eq!(DeleteTopicsResponse::decode(&mut body.unwrap(), 4).unwrap().responses[0].error_code, 0);
     assert_eq!(seen[0], PARTITIONS, "the watcher's first look came before the delete");
     assert!(seen.iter().all(|&n| n == 0 || n == PARTITIONS), "partition counts seen while deleting: {seen:?}");
     assert_eq!(listed_partitions(&mut socket, "wide").await, 0);
