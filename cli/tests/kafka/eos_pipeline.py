@@ -8,7 +8,15 @@ Appends `commit <records>` to PROGRESS after each commit. Exits 0 once GROUP's c
 offsets on IN add up to TOTAL; exits 3 on a fatal error (a newer instance fenced this
 one), for its supervisor to start it again; an abortable error aborts the transaction
 and rewinds to the committed offsets.
+
+librdkafka (2.16) can block in send_offsets_to_transaction past the timeout it was given
+once the group coordinator's broker has left the cluster's metadata (its open issues
+#5456 and #5511), as a killed agent does here. So a call that has not returned within
+STALL_SECONDS (twice the longest timeout given to one) ends the process with every
+thread's stack on stderr and exit status 1, as a supervisor's liveness check would; the
+supervisor starts a new instance, which fences this one.
 """
+import faulthandler
 import sys
 import time
 
@@ -16,11 +24,18 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 BOOTSTRAP, IN, OUT, GROUP, TXID = sys.argv[1:6]
 PARTITIONS, TOTAL, PROGRESS = int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
+STALL_SECONDS = 60
+
+
+def alive():
+    """Restarts the stall clock: the process ends if this is not called again in time."""
+    faulthandler.dump_traceback_later(STALL_SECONDS, exit=True)
 
 
 def retrying(what, action, attempts=30):
     """Runs `action` until it succeeds or an error is not retriable (re-raised)."""
     for attempt in range(attempts):
+        alive()
         try:
             return action()
         except KafkaException as e:
@@ -43,6 +58,7 @@ def committed_total(c):
 
 def rewind(c):
     for tp in c.assignment():
+        alive()
         committed = c.committed([tp], timeout=10)[0].offset
         c.seek(TopicPartition(tp.topic, tp.partition, max(committed, 0)))
 
@@ -68,6 +84,7 @@ def main():
     c.subscribe([IN])
     idle_polls = 0
     while True:
+        alive()
         batch = [m for m in c.consume(500, 1.0) if not m.error()]
         if not batch:
             idle_polls += 1
