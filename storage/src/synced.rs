@@ -7,7 +7,7 @@
 //! segment at 50 MiB/s, a WAL object) goes through a `LocalFileSystem` that fsyncs
 //! itself: the file is written, fsynced on the handle it was written with, renamed and
 //! its directory fsynced in one blocking task, not a write task and then a sync task that
-//! opens the file again (a thread hand-off less per store write: about 15% fewer context
+//! opens the file again (a thread hand-off less per store write: about 12% fewer context
 //! switches under a paced producer). A larger file (a compacted object) goes to the disk
 //! a step at a time before its fsync: an fsync waits for everything the disk holds in
 //! flight, so a 64 MiB object sent at once would hold every append's commit behind it.
@@ -86,11 +86,7 @@ impl SyncedDir {
     }
 
     fn with_syncs(inner: Arc<dyn ObjectStore>, root: PathBuf, enabled: bool) -> Self {
-        let small_puts = if enabled {
-            LocalFileSystem::new_with_prefix(&root).ok().map(|local| local.with_fsync(true))
-        } else {
-            None
-        };
+        let small_puts = if enabled { fsyncing_local(&root) } else { None };
         let syncer = Syncer {
             root,
             known_dirs: Mutex::default(),
@@ -109,6 +105,19 @@ impl SyncedDir {
     /// Steps large files were sent to the disk in so far.
     pub fn write_out_steps(&self) -> u64 {
         self.syncer.write_out_steps.load(Ordering::Relaxed)
+    }
+}
+
+/// `root` through a `LocalFileSystem` that fsyncs its own writes; `None` (logged) if it
+/// cannot be opened, and every put then takes the write-then-sync path: as durable, a
+/// hand-off dearer.
+fn fsyncing_local(root: &std::path::Path) -> Option<LocalFileSystem> {
+    match LocalFileSystem::new_with_prefix(root) {
+        Ok(local) => Some(local.with_fsync(true)),
+        Err(error) => {
+            tracing::warn!(root = %root.display(), %error, "small puts take the write-then-sync path");
+            None
+        }
     }
 }
 
