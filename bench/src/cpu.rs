@@ -5,8 +5,9 @@
 //! - `s2s-append`: an S2S append session (S2's Rust SDK), batches of `--batch-records`,
 //!   up to `--in-flight` batches awaiting their acks;
 //! - `s2s-produce`: S2's SDK producer (what `s2 bench` writes with: records submitted one
-//!   at a time, batched by the SDK with its 5 ms linger), each record with an 8-byte
-//!   header and a timestamp, paced at `--rate` MiB/s;
+//!   at a time, batched by the SDK with its linger, `--linger-ms`, 5 by default as in the
+//!   SDK), each record with an 8-byte header and a timestamp, paced at `--rate` MiB/s;
+//!   its output adds the ack latency of every record, from when it was due;
 //! - `json-append`: unary JSON appends of `--batch-records` records, `--in-flight` at once;
 //! - `s2s-read`: an S2S read session (S2's Rust SDK) from sequence number 0;
 //! - `sse-read`: an SSE read session from sequence number 0;
@@ -23,6 +24,7 @@ use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use futures::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use s2_sdk::append_session::AppendSessionConfig;
+use s2_sdk::batching::BatchingConfig;
 use s2_sdk::producer::{IndexedAppendAck, ProducerConfig};
 use s2_sdk::types::{
     AppendInput, AppendRecord, AppendRecordBatch, Header, ReadFrom, ReadInput, ReadLimits, ReadSessionConfig,
@@ -34,6 +36,7 @@ use shale_proto::grpc::records_client::RecordsClient;
 use shale_proto::grpc::{read_request, read_session_response, ReadRequest};
 use tokio::time::Instant;
 
+mod latency;
 mod proc_stat;
 use proc_stat::cpu_seconds_of;
 
@@ -79,6 +82,9 @@ struct Args {
     /// MiB/s `s2s-produce` paces itself to.
     #[arg(long, default_value = "50")]
     rate: f64,
+    /// How long `s2s-produce`'s SDK holds a batch open for more records.
+    #[arg(long, default_value = "5")]
+    linger_ms: u64,
 }
 
 /// A record body of `len` lowercase letters from a small generator (text, so the JSON
@@ -135,33 +141,41 @@ async fn s2s_append(args: &Args) -> anyhow::Result<u64> {
     Ok(batches * args.batch_records as u64 * args.record_bytes as u64)
 }
 
-async fn s2s_produce(args: &Args) -> anyhow::Result<u64> {
+/// The bytes written and every record's ack latency, from when it was due.
+async fn s2s_produce(args: &Args) -> anyhow::Result<(u64, Vec<Duration>)> {
     let s2 = sdk(args)?;
     let stream = s2.basin(args.basin.parse()?).stream(args.stream.parse()?);
-    let producer = stream.producer(ProducerConfig::default());
+    let batching = BatchingConfig::default().with_linger(Duration::from_millis(args.linger_ms));
+    let producer = stream.producer(ProducerConfig::default().with_batching(batching));
     let bodies: Vec<Bytes> = (0..256).map(|i| body(args.record_bytes, i)).collect();
     let total = total_records(args);
     let per_record = Duration::from_secs_f64(args.record_bytes as f64 / (args.rate * 1024.0 * 1024.0));
     let started = Instant::now();
+    let mut latencies = Vec::with_capacity(total as usize);
     let mut tickets = FuturesUnordered::new();
     for i in 0..total {
         let due = started + per_record.mul_f64(i as f64);
         while Instant::now() < due {
             tokio::select! {
-                Some(ack) = tickets.next(), if !tickets.is_empty() => { let _: IndexedAppendAck = ack?; }
+                Some((ack, due)) = tickets.next(), if !tickets.is_empty() => {
+                    let (_, due): (IndexedAppendAck, Instant) = (ack?, due);
+                    latencies.push(due.elapsed());
+                }
                 _ = tokio::time::sleep_until(due) => {}
             }
         }
         let record = AppendRecord::new(bodies[(i % 256) as usize].clone())?
             .with_headers([Header::new("hash", i.to_be_bytes().to_vec())])?
             .with_timestamp(started.elapsed().as_micros() as u64);
-        tickets.push(producer.submit(record).await?);
+        let ticket = producer.submit(record).await?;
+        tickets.push(async move { (ticket.await, due) });
     }
-    while let Some(ack) = tickets.next().await {
+    while let Some((ack, due)) = tickets.next().await {
         ack?;
+        latencies.push(due.elapsed());
     }
     producer.close().await?;
-    Ok(total * args.record_bytes as u64)
+    Ok((total * args.record_bytes as u64, latencies))
 }
 
 async fn json_append(args: &Args, http: &reqwest::Client) -> anyhow::Result<u64> {
@@ -268,28 +282,29 @@ async fn main() -> anyhow::Result<()> {
     }
     let cpu_before = cpu_seconds_of(&args.server_pid);
     let started = Instant::now();
-    let bytes = match args.path {
-        Path::S2sAppend => s2s_append(&args).await?,
+    let (bytes, mut acks) = match args.path {
+        Path::S2sAppend => (s2s_append(&args).await?, Vec::new()),
         Path::S2sProduce => s2s_produce(&args).await?,
-        Path::JsonAppend => json_append(&args, &http).await?,
-        Path::S2sRead => s2s_read(&args).await?,
-        Path::SseRead => sse_read(&args, &http).await?,
-        Path::GrpcRead => grpc_read(&args).await?,
+        Path::JsonAppend => (json_append(&args, &http).await?, Vec::new()),
+        Path::S2sRead => (s2s_read(&args).await?, Vec::new()),
+        Path::SseRead => (sse_read(&args, &http).await?, Vec::new()),
+        Path::GrpcRead => (grpc_read(&args).await?, Vec::new()),
     };
     let seconds = started.elapsed().as_secs_f64();
     let server_cpu = cpu_seconds_of(&args.server_pid) - cpu_before;
     let gib = bytes as f64 / (1u64 << 30) as f64;
     let round = |v: f64| (v * 100.0).round() / 100.0;
-    println!(
-        "{}",
-        json!({
-            "path": format!("{:?}", args.path),
-            "mib": round(bytes as f64 / (1 << 20) as f64),
-            "seconds": round(seconds),
-            "mib_per_s": round(bytes as f64 / (1 << 20) as f64 / seconds),
-            "server_cpu_seconds": round(server_cpu),
-            "server_cpu_seconds_per_gib": round(server_cpu / gib),
-        })
-    );
+    let mut out = json!({
+        "path": format!("{:?}", args.path),
+        "mib": round(bytes as f64 / (1 << 20) as f64),
+        "seconds": round(seconds),
+        "mib_per_s": round(bytes as f64 / (1 << 20) as f64 / seconds),
+        "server_cpu_seconds": round(server_cpu),
+        "server_cpu_seconds_per_gib": round(server_cpu / gib),
+    });
+    if !acks.is_empty() {
+        out["ack_latency"] = latency::percentiles(&mut acks);
+    }
+    println!("{out}");
     Ok(())
 }

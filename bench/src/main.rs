@@ -15,6 +15,7 @@
 //! GiB and per second) and, for the in-process server, RSS and CPU seconds per GiB.
 
 mod client;
+mod latency;
 mod proc_stat;
 mod workloads;
 

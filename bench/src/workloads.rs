@@ -10,7 +10,8 @@ use anyhow::Context;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use crate::client::{percentiles, Client, BASIN};
+use crate::client::{Client, BASIN};
+use crate::latency::percentiles;
 use crate::Args;
 
 fn records(n: usize, size: usize) -> Value {
