@@ -76,28 +76,88 @@ pub enum Frame {
 
 /// Takes one frame off the front of `buf`, or `None` when more bytes are needed.
 pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, ServiceError> {
-    if buf.len() < 3 {
-        return Ok(None);
-    }
-    let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
-    if len == 0 || len > MAX_FRAME_BYTES {
-        return Err(ServiceError::bad(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
-    }
+    let Some(len) = frame_len(buf)? else { return Ok(None) };
     if buf.len() < 3 + len {
         // Room for the whole frame at once, not a growth step per chunk.
         buf.reserve(3 + len - buf.len());
         return Ok(None);
     }
     buf.advance(3);
-    let flag = buf.get_u8();
-    let body = buf.split_to(len - 1).freeze();
+    finish_frame(buf.split_to(len).freeze()).map(Some)
+}
+
+/// The length the prefix at the front of `head` gives (flag byte and body), checked;
+/// `None` while the prefix is incomplete.
+fn frame_len(head: &[u8]) -> Result<Option<usize>, ServiceError> {
+    let [a, b, c, ..] = *head else { return Ok(None) };
+    let len = (usize::from(a) << 16) | (usize::from(b) << 8) | usize::from(c);
+    if len == 0 || len > MAX_FRAME_BYTES {
+        return Err(ServiceError::bad(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
+    }
+    Ok(Some(len))
+}
+
+/// A frame from its flag byte and body (`frame` is at least the flag byte).
+fn finish_frame(mut frame: Bytes) -> Result<Frame, ServiceError> {
+    let flag = frame.get_u8();
     let body = match (flag & FLAG_COMPRESSION) >> 5 {
-        0 => body,
-        1 => decompress(zstd::stream::read::Decoder::new(&body[..]).map_err(bad_compression)?)?,
-        2 => decompress(flate2::read::GzDecoder::new(&body[..]))?,
+        0 => frame,
+        1 => decompress(zstd::stream::read::Decoder::new(&frame[..]).map_err(bad_compression)?)?,
+        2 => decompress(flate2::read::GzDecoder::new(&frame[..]))?,
         _ => return Err(ServiceError::bad("s2s frame uses an unknown compression")),
     };
-    Ok(Some(if flag & FLAG_TERMINAL != 0 { Frame::Terminal(body) } else { Frame::Regular(body) }))
+    Ok(if flag & FLAG_TERMINAL != 0 { Frame::Terminal(body) } else { Frame::Regular(body) })
+}
+
+/// Cuts frames out of a body's chunks as they arrive. A frame lying whole inside one
+/// chunk is a slice of it, not a copy (the listener accepts 1 MiB HTTP/2 frames, so an
+/// append's frame usually arrives in one chunk); only a frame split across chunks is
+/// gathered, and only its own bytes are copied, never the frames after it.
+#[derive(Default)]
+struct FrameCutter {
+    /// What is left of the last chunk.
+    rest: Bytes,
+    /// The start of a frame split across chunks.
+    partial: BytesMut,
+}
+
+impl FrameCutter {
+    /// Takes the next chunk; the previous one must be used up (`next` returned `None`).
+    fn push(&mut self, chunk: Bytes) {
+        debug_assert!(self.rest.is_empty(), "a chunk pushed before the last was used up");
+        self.rest = chunk;
+    }
+
+    /// Whether no byte of a frame is held.
+    fn is_empty(&self) -> bool {
+        self.rest.is_empty() && self.partial.is_empty()
+    }
+
+    /// The next whole frame, or `None` when it needs another chunk.
+    fn next(&mut self) -> Result<Option<Frame>, ServiceError> {
+        if self.partial.is_empty() {
+            if let Some(len) = frame_len(&self.rest)? {
+                if self.rest.len() >= 3 + len {
+                    let mut frame = self.rest.split_to(3 + len);
+                    frame.advance(3);
+                    return finish_frame(frame).map(Some);
+                }
+            }
+        }
+        loop {
+            // What the frame at the front of `partial` needs: its prefix, then all of it.
+            let wanted = frame_len(&self.partial)?.map_or(3, |len| 3 + len);
+            if self.partial.len() == wanted {
+                return decode_frame(&mut self.partial);
+            }
+            if self.rest.is_empty() {
+                return Ok(None);
+            }
+            let take = (wanted - self.partial.len()).min(self.rest.len());
+            self.partial.reserve(wanted - self.partial.len());
+            self.partial.extend_from_slice(&self.rest.split_to(take));
+        }
+    }
 }
 
 fn bad_compression(e: std::io::Error) -> ServiceError {
@@ -118,28 +178,30 @@ fn decompress(reader: impl Read) -> Result<Bytes, ServiceError> {
 fn messages<M: Message + Default + Send + 'static>(
     body: Body,
 ) -> impl Stream<Item = Result<M, ServiceError>> + Unpin + Send {
-    let state = (body.into_data_stream(), BytesMut::new(), false);
-    Box::pin(stream::unfold(state, |(mut data, mut buf, done)| async move {
+    let state = (body.into_data_stream(), FrameCutter::default(), false);
+    Box::pin(stream::unfold(state, |(mut data, mut frames, done)| async move {
         if done {
             return None;
         }
         loop {
-            match decode_frame(&mut buf) {
+            match frames.next() {
                 Ok(Some(Frame::Regular(body))) => {
                     let message = M::decode(body).map_err(|e| ServiceError::bad(format!("bad s2s message: {e}")));
-                    return Some((message, (data, buf, false)));
+                    return Some((message, (data, frames, false)));
                 }
                 Ok(Some(Frame::Terminal(_))) => return None,
                 Ok(None) => {}
-                Err(e) => return Some((Err(e), (data, buf, true))),
+                Err(e) => return Some((Err(e), (data, frames, true))),
             }
             match data.next().await {
-                Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                Some(Ok(chunk)) => frames.push(chunk),
                 Some(Err(e)) => {
-                    return Some((Err(ServiceError::bad(format!("reading session body: {e}"))), (data, buf, true)))
+                    return Some((Err(ServiceError::bad(format!("reading session body: {e}"))), (data, frames, true)))
                 }
-                None if buf.is_empty() => return None,
-                None => return Some((Err(ServiceError::bad("session body ended inside a frame")), (data, buf, true))),
+                None if frames.is_empty() => return None,
+                None => {
+                    return Some((Err(ServiceError::bad("session body ended inside a frame")), (data, frames, true)))
+                }
             }
         }
     }))
@@ -251,5 +313,69 @@ mod tests {
         assert!(decode_frame(&mut bad).is_err(), "unknown compression is an error");
         let mut empty = BytesMut::from(&[0u8, 0, 0][..]);
         assert!(decode_frame(&mut empty).is_err(), "zero length is an error");
+    }
+
+    /// Every frame the cutter gives for `chunks`, until it needs more; the error, if any.
+    fn cut(chunks: &[Bytes]) -> (Vec<Frame>, Option<ServiceError>, bool) {
+        let (mut cutter, mut frames) = (FrameCutter::default(), Vec::new());
+        for chunk in chunks {
+            cutter.push(chunk.clone());
+            loop {
+                match cutter.next() {
+                    Ok(Some(frame)) => frames.push(frame),
+                    Ok(None) => break,
+                    Err(e) => return (frames, Some(e), false),
+                }
+            }
+        }
+        (frames, None, cutter.is_empty())
+    }
+
+    /// A frame whole inside a chunk comes out as a slice of that chunk: no copy.
+    #[test]
+    fn a_frame_inside_one_chunk_is_not_copied() {
+        let chunk: Bytes = [frame(0, &[1; 100]), frame(0, &[2; 50])].concat().into();
+        let (frames, error, drained) = cut(std::slice::from_ref(&chunk));
+        assert!(error.is_none() && drained);
+        let range = chunk.as_ptr_range();
+        for (frame, (byte, len)) in frames.iter().zip([(1u8, 100), (2, 50)]) {
+            let Frame::Regular(body) = frame else { panic!("regular frame") };
+            assert_eq!(&body[..], &vec![byte; len][..]);
+            assert!(range.contains(&body.as_ptr()), "the body points into the chunk");
+        }
+    }
+
+    proptest::proptest! {
+        /// However a body is cut into chunks, the cutter gives the frames `decode_frame`
+        /// gives for the whole body, and holds nothing after the last.
+        #[test]
+        fn any_chunking_gives_the_same_frames(
+            bodies in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), 1..6),
+            cuts in proptest::collection::vec(0usize..2000, 0..8),
+        ) {
+            let whole: Vec<u8> = bodies.iter().map(|b| frame(0, b)).collect::<Vec<_>>().concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (whole.len() + 1)).collect();
+            cuts.extend([0, whole.len()]);
+            cuts.sort_unstable();
+            let chunks: Vec<Bytes> = cuts.windows(2).map(|w| Bytes::copy_from_slice(&whole[w[0]..w[1]])).collect();
+            let (frames, error, drained) = cut(&chunks);
+            proptest::prop_assert!(error.is_none() && drained);
+            let mut buf = BytesMut::from(&whole[..]);
+            let mut expected = Vec::new();
+            while let Some(frame) = decode_frame(&mut buf).expect("valid frames") {
+                expected.push(frame);
+            }
+            proptest::prop_assert_eq!(frames, expected);
+        }
+    }
+
+    /// A bad length is an error whether it arrives whole or split.
+    #[test]
+    fn a_bad_length_is_an_error_in_any_chunking() {
+        let bad = [0u8, 0, 0, 9];
+        assert!(cut(&[Bytes::copy_from_slice(&bad)]).1.is_some());
+        assert!(cut(&[Bytes::copy_from_slice(&bad[..1]), Bytes::copy_from_slice(&bad[1..])]).1.is_some());
+        let (frames, error, drained) = cut(&[Bytes::copy_from_slice(&frame(0, b"ab")[..3])]);
+        assert!(frames.is_empty() && error.is_none() && !drained, "a frame cut short waits");
     }
 }
