@@ -10,13 +10,26 @@ use prost::Message;
 
 use super::config::{BasinConfigJson, BasinPatchJson, StreamConfigJson};
 use super::read_params::read_params;
-use super::s2s::{append_input, decode_frame};
+use super::s2s::{append_input, decode_frame, FrameCutter};
 use super::wire::{config_body, json_body, AppendInputJson, Format};
 
-/// Decodes S2S frames from `data` until the decoder asks for more or refuses.
+/// Decodes S2S frames from `data` until the decoder asks for more or refuses: from one
+/// buffer, then as a session body arriving in chunks of the size its first byte gives.
 pub fn s2s_frames(data: &[u8]) {
     let mut buf = BytesMut::from(data);
     while let Ok(Some(_)) = decode_frame(&mut buf) {}
+    let Some((&size, body)) = data.split_first() else { return };
+    let mut frames = FrameCutter::default();
+    for chunk in body.chunks(usize::from(size).max(1)) {
+        frames.push(Bytes::copy_from_slice(chunk));
+        loop {
+            match frames.next() {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+    }
 }
 
 /// Parses `data` as a protobuf append body and turns it into an append.

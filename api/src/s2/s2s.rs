@@ -114,7 +114,7 @@ fn finish_frame(mut frame: Bytes) -> Result<Frame, ServiceError> {
 /// append's frame usually arrives in one chunk); only a frame split across chunks is
 /// gathered, and only its own bytes are copied, never the frames after it.
 #[derive(Default)]
-struct FrameCutter {
+pub(super) struct FrameCutter {
     /// What is left of the last chunk.
     rest: Bytes,
     /// The start of a frame split across chunks.
@@ -123,7 +123,7 @@ struct FrameCutter {
 
 impl FrameCutter {
     /// Takes the next chunk; the previous one must be used up (`next` returned `None`).
-    fn push(&mut self, chunk: Bytes) {
+    pub(super) fn push(&mut self, chunk: Bytes) {
         debug_assert!(self.rest.is_empty(), "a chunk pushed before the last was used up");
         self.rest = chunk;
     }
@@ -134,7 +134,7 @@ impl FrameCutter {
     }
 
     /// The next whole frame, or `None` when it needs another chunk.
-    fn next(&mut self) -> Result<Option<Frame>, ServiceError> {
+    pub(super) fn next(&mut self) -> Result<Option<Frame>, ServiceError> {
         if self.partial.is_empty() {
             if let Some(len) = frame_len(&self.rest)? {
                 if self.rest.len() >= 3 + len {
