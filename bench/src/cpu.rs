@@ -158,8 +158,8 @@ async fn s2s_produce(args: &Args) -> anyhow::Result<(u64, Vec<Duration>)> {
         while Instant::now() < due {
             tokio::select! {
                 Some((ack, due)) = tickets.next(), if !tickets.is_empty() => {
-                    let (_, due): (IndexedAppendAck, Instant) = (ack?, due);
-                    latencies.push(due.elapsed());
+                    let _: IndexedAppendAck = ack?;
+                    latencies.push(Instant::elapsed(&due));
                 }
                 _ = tokio::time::sleep_until(due) => {}
             }
