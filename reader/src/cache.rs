@@ -5,6 +5,14 @@
 //! what key compaction has since dropped; cached entries expire after [`INDEX_TTL`], which
 //! bounds how long.
 //!
+//! Blocks are kept in one of two caches by how far behind its stream's tail the read that
+//! fetched them is ([`Reach`]): reads near the tail (live followers, readers close
+//! behind) share the larger one; a read further behind than half of it holds (a catch-up
+//! over history) keeps what it fetches in the other. Both are least recently used. Were a
+//! catch-up's blocks put with the tail's, each one would evict the oldest block cached,
+//! which is the next one it reads: catching up over a little more than the cache holds
+//! would miss on every block and push out what readers near the tail use.
+//!
 //! A small block is read through its segment's aligned chunk (`chunk_bytes`), fetched
 //! with one range GET and kept a while: a segment holds the blocks of many streams side
 //! by side (a Kafka topic's partitions, produced together), and reading them one range
@@ -50,10 +58,25 @@ impl CacheStats {
 /// How long a cached index entry is used: a key compaction reaches reads within this.
 pub const INDEX_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Where the blocks a read fetches are kept, by how far behind its stream's tail it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Near the tail: the shared cache, where live followers and readers close behind
+    /// find them.
+    Tail,
+    /// Further behind than half the shared cache holds: the history cache.
+    History,
+}
+
 #[derive(Clone)]
 pub(crate) struct Caches {
     store: Arc<dyn ObjectStore>,
+    /// Blocks fetched by reads near their stream's tail.
     blocks: Cache<(u128, u64), Arc<DecodedBlock>>,
+    /// Blocks fetched by reads further behind (least recently used first out).
+    history: Cache<(u128, u64), Arc<DecodedBlock>>,
+    /// The weight `blocks` holds at most.
+    shared_bytes: u64,
     /// `(segment, chunk index)` -> the chunk's bytes (the last one may be shorter).
     chunks: Cache<(u128, u64), Bytes>,
     /// [`ReaderConfig::chunk_bytes`]: 0 reads every block alone.
@@ -69,8 +92,21 @@ pub(crate) struct Caches {
 impl Caches {
     pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>) -> Self {
         tracing::debug!(block_cache_bytes = config.block_cache_bytes, "reader caches");
+        let history_bytes = history_cache_bytes(config.block_cache_bytes);
+        let shared_bytes = config.block_cache_bytes - history_bytes;
+        // Least recently used too: the tail's newest blocks are what its followers read
+        // next. moka's frequency admission turned them away once the cache was full (the
+        // new block's count tied the oldest one's), keeping older blocks instead.
         let blocks = Cache::builder()
-            .max_capacity(config.block_cache_bytes)
+            .max_capacity(shared_bytes)
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
+            .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))
+            .build();
+        // Least recently used, not frequency-admitted: a catch-up reads each block once,
+        // soon after its read-ahead fetched it.
+        let history = Cache::builder()
+            .max_capacity(history_bytes)
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))
             .build();
         // Least recently used, not frequency-admitted: a chunk is wanted by the partitions
@@ -87,7 +123,7 @@ impl Caches {
             .weigher(|_stream, entries: &Arc<Vec<IndexEntry>>| u32::try_from(entries.len()).unwrap_or(u32::MAX))
             .build();
         let chunk_bytes = config.chunk_bytes.unwrap_or(crate::DEFAULT_CHUNK_BYTES);
-        Self { store, blocks, chunks, chunk_bytes, index, last_scan, stats: Arc::default() }
+        Self { store, blocks, history, shared_bytes, chunks, chunk_bytes, index, last_scan, stats: Arc::default() }
     }
 
     pub async fn entry(&self, stream_id: u64, first_seq: u64) -> Option<IndexEntry> {
@@ -120,12 +156,34 @@ impl Caches {
         self.last_scan.invalidate(&stream_id).await;
     }
 
-    /// The decoded block an entry points at, from cache or by one range GET.
-    pub async fn block(&self, entry: &IndexEntry) -> Result<Arc<DecodedBlock>, ReaderError> {
+    /// The reach of a read at `seq` of a stream whose tail is `tail_seq`, `entry` (the
+    /// one holding `seq`) standing for the size of the records between: history when they
+    /// would weigh more than half the shared cache, whose blocks that far back are likely
+    /// gone and would each evict one ahead of the read.
+    pub fn reach(&self, entry: &IndexEntry, seq: u64, tail_seq: u64) -> Reach {
+        let per_record = u64::from(entry.len) / u64::from(entry.record_count.max(1)) + RECORD_WEIGHT;
+        let behind = tail_seq.saturating_sub(seq).saturating_mul(per_record);
+        if behind > self.shared_bytes / 2 {
+            Reach::History
+        } else {
+            Reach::Tail
+        }
+    }
+
+    /// The decoded block an entry points at, from either cache or by one range GET (kept
+    /// in `reach`'s cache).
+    pub async fn block(&self, entry: &IndexEntry, reach: Reach) -> Result<Arc<DecodedBlock>, ReaderError> {
         let key = (entry.segment_id, entry.offset);
+        let (other, own) = match reach {
+            Reach::Tail => (&self.history, &self.blocks),
+            Reach::History => (&self.blocks, &self.history),
+        };
+        if let Some(block) = other.get(&key).await {
+            self.stats.block_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(block);
+        }
         let entry = *entry;
-        let cached = self
-            .blocks
+        let cached = own
             .entry(key)
             .or_try_insert_with(async move { self.fetch_block(&entry).await.map(Arc::new) })
             .await
@@ -135,19 +193,23 @@ impl Caches {
         Ok(cached.into_value())
     }
 
-    /// Fetches the blocks of `entries` not yet cached into the cache in the background,
-    /// all at once: a session's next batch then finds them there (or joins their fetch).
-    /// Blocks already cached are not looked up, so the hit counts stay those of reads.
-    /// Errors are left for that read to meet. Returns the background fetch, if any.
-    pub fn warm(&self, entries: &[IndexEntry]) -> Option<tokio::task::JoinHandle<()>> {
-        let missing: Vec<IndexEntry> =
-            entries.iter().filter(|e| !self.blocks.contains_key(&(e.segment_id, e.offset))).copied().collect();
+    /// Fetches the blocks of `entries` not yet cached into `reach`'s cache in the
+    /// background, all at once: a session's next batch then finds them there (or joins
+    /// their fetch). Blocks already cached are not looked up, so the hit counts stay those
+    /// of reads. Errors are left for that read to meet. Returns the background fetch, if
+    /// any.
+    pub fn warm(&self, entries: &[IndexEntry], reach: Reach) -> Option<tokio::task::JoinHandle<()>> {
+        let cached = |e: &IndexEntry| {
+            let key = (e.segment_id, e.offset);
+            self.blocks.contains_key(&key) || self.history.contains_key(&key)
+        };
+        let missing: Vec<IndexEntry> = entries.iter().filter(|e| !cached(e)).copied().collect();
         if missing.is_empty() {
             return None;
         }
         let caches = self.clone();
         Some(tokio::spawn(async move {
-            let fetches = missing.iter().map(|entry| caches.block(entry));
+            let fetches = missing.iter().map(|entry| caches.block(entry, reach));
             let _ = futures::future::join_all(fetches).await;
         }))
     }
@@ -230,12 +292,26 @@ fn chunk_cache_bytes(block_cache_bytes: u64) -> u64 {
     (block_cache_bytes / 4).clamp(16 << 20, 512 << 20)
 }
 
+/// The history cache's share of the block cache's budget: the read-ahead of 16 sessions
+/// (half the budget, if that is less). A catch-up reads each block once, soon after its
+/// read-ahead fetched it; the rest of the budget holds what readers near the tail share.
+fn history_cache_bytes(block_cache_bytes: u64) -> u64 {
+    (16 * crate::read::BYTES_AT_ONCE).min(block_cache_bytes / 2)
+}
+
+/// What a decoded record weighs besides its bytes.
+const RECORD_WEIGHT: u64 = 64;
+
 /// Decoded records share the fetched buffer, so a block weighs about its encoded size.
 fn block_weight(block: &DecodedBlock) -> u32 {
     let bytes: usize = block
         .records
         .iter()
-        .map(|r| 64 + r.body.len() + r.headers.iter().map(|h| 32 + h.name.len() + h.value.len()).sum::<usize>())
+        .map(|r| {
+            RECORD_WEIGHT as usize
+                + r.body.len()
+                + r.headers.iter().map(|h| 32 + h.name.len() + h.value.len()).sum::<usize>()
+        })
         .sum();
     u32::try_from(bytes).unwrap_or(u32::MAX)
 }
@@ -320,17 +396,17 @@ mod tests {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let entries = segment(store.as_ref(), 3).await;
         let caches = Caches::new(&ReaderConfig::default(), store);
-        caches.block(&entries[0]).await.unwrap();
+        caches.block(&entries[0], Reach::Tail).await.unwrap();
         let counts = |caches: &Caches| {
             (caches.stats.block_hits.load(Ordering::Relaxed), caches.stats.block_misses.load(Ordering::Relaxed))
         };
         assert_eq!(counts(&caches), (0, 1));
 
-        assert!(caches.warm(&entries[..1]).is_none(), "nothing to fetch: no background task");
-        caches.warm(&entries).expect("two blocks to fetch").await.unwrap();
+        assert!(caches.warm(&entries[..1], Reach::Tail).is_none(), "nothing to fetch: no background task");
+        caches.warm(&entries, Reach::Tail).expect("two blocks to fetch").await.unwrap();
         assert_eq!(counts(&caches), (0, 3), "the cached block was not looked up again");
         for entry in &entries[1..] {
-            assert_eq!(caches.block(entry).await.unwrap().records.len(), 1);
+            assert_eq!(caches.block(entry, Reach::Tail).await.unwrap().records.len(), 1);
         }
         assert_eq!(counts(&caches), (2, 3), "the warmed blocks are read from the cache");
     }
@@ -342,12 +418,86 @@ mod tests {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let entries = segment(store.as_ref(), 16).await;
         let caches = Caches::new(&ReaderConfig::default(), store);
-        let reads = entries.iter().map(|entry| caches.block(entry));
+        let reads = entries.iter().map(|entry| caches.block(entry, Reach::Tail));
         let blocks = futures::future::join_all(reads).await;
         for (seq, block) in blocks.into_iter().enumerate() {
             assert_eq!(block.unwrap().records[0].body, Bytes::from(format!("record {seq}")));
         }
         assert_eq!(caches.stats.chunk_fetches.load(Ordering::Relaxed), 1, "16 blocks, one chunk GET");
         assert_eq!(caches.stats.block_misses.load(Ordering::Relaxed), 16);
+    }
+
+    /// A config whose shared cache holds `blocks` of [`segment`]'s one-record blocks.
+    fn holding(blocks: u64) -> ReaderConfig {
+        let weight = RECORD_WEIGHT + "record 000".len() as u64;
+        ReaderConfig { block_cache_bytes: 2 * blocks * weight, chunk_bytes: Some(0), ..ReaderConfig::default() }
+    }
+
+    /// A catch-up's blocks go to the history cache: the blocks readers near the tail
+    /// cached stay, however much history is read; what is read near the tail goes to
+    /// the shared cache, and either cache answers a read of the other reach.
+    #[tokio::test]
+    async fn a_catch_up_keeps_its_blocks_apart_from_the_tails() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let entries = segment(store.as_ref(), 300).await;
+        let caches = Caches::new(&holding(40), store);
+        assert_eq!(caches.shared_bytes, history_cache_bytes(caches.shared_bytes * 2), "half each at this size");
+        let key = |entry: &IndexEntry| (entry.segment_id, entry.offset);
+        for entry in &entries[280..] {
+            caches.block(entry, Reach::Tail).await.unwrap();
+        }
+        for entry in &entries[..280] {
+            caches.block(entry, Reach::History).await.unwrap();
+        }
+        caches.blocks.run_pending_tasks().await;
+        caches.history.run_pending_tasks().await;
+        assert!(entries[280..].iter().all(|e| caches.blocks.contains_key(&key(e))), "the tail's blocks all stay");
+        assert!(entries[..280].iter().all(|e| !caches.blocks.contains_key(&key(e))), "no history among them");
+        assert!(caches.history.contains_key(&key(&entries[279])), "the last history read is kept");
+        assert!(!caches.history.contains_key(&key(&entries[0])), "the first went when history filled");
+
+        let misses = caches.stats.block_misses.load(Ordering::Relaxed);
+        caches.block(&entries[290], Reach::History).await.unwrap();
+        caches.block(&entries[279], Reach::Tail).await.unwrap();
+        assert_eq!(caches.stats.block_misses.load(Ordering::Relaxed), misses, "each found in the other's cache");
+    }
+
+    /// A full shared cache keeps the tail's newest blocks, what its followers read next,
+    /// and lets the oldest go.
+    #[tokio::test]
+    async fn a_full_shared_cache_keeps_the_newest_blocks() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let entries = segment(store.as_ref(), 100).await;
+        let caches = Caches::new(&holding(40), store);
+        for entry in &entries {
+            caches.block(entry, Reach::Tail).await.unwrap();
+            caches.blocks.run_pending_tasks().await;
+        }
+        let cached: Vec<bool> = entries.iter().map(|e| caches.blocks.contains_key(&(e.segment_id, e.offset))).collect();
+        assert!(cached[70..].iter().all(|&c| c), "the newest thirty are all kept: {cached:?}");
+        assert!(cached[..50].iter().all(|&c| !c), "the oldest fifty are gone: {cached:?}");
+    }
+
+    /// A read is history once the records between it and the tail would weigh more
+    /// than half the shared cache, as the block holding it measures them.
+    #[tokio::test]
+    async fn a_read_is_history_past_half_the_shared_cache() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let entries = segment(store.as_ref(), 1).await;
+        let caches = Caches::new(&holding(40), store);
+        let per_record = u64::from(entries[0].len) + RECORD_WEIGHT;
+        let half = caches.shared_bytes / 2 / per_record;
+        assert_eq!(caches.reach(&entries[0], 0, half), Reach::Tail);
+        assert_eq!(caches.reach(&entries[0], 0, half + 1), Reach::History);
+        assert_eq!(caches.reach(&entries[0], 10, half + 10), Reach::Tail, "only the distance counts");
+        assert_eq!(caches.reach(&entries[0], 5, 0), Reach::Tail, "a read past the tail is at it");
+    }
+
+    #[test]
+    fn history_holds_sixteen_read_aheads() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(history_cache_bytes(1024 * MIB), 128 * MIB);
+        assert_eq!(history_cache_bytes(256 * MIB), 128 * MIB);
+        assert_eq!(history_cache_bytes(100 * MIB), 50 * MIB, "never more than half");
     }
 }

@@ -79,7 +79,7 @@ const BLOCKS_AT_ONCE: usize = 8;
 /// much in flight for 200 MiB/s. Eight small blocks (a partition's share of a small
 /// segment, 7-100 KiB) were one or two segment reads at a time, and a Kafka catch-up
 /// over segments written at 20 MiB/s read 38-54 MiB/s.
-const BYTES_AT_ONCE: u64 = 8 << 20;
+pub(crate) const BYTES_AT_ONCE: u64 = 8 << 20;
 /// The most blocks fetched at once.
 const MAX_BLOCKS_AT_ONCE: usize = 64;
 
@@ -356,16 +356,17 @@ impl Reader {
             let (count_left, bytes_left) =
                 (count.saturating_sub(records.len() as u64), bytes.saturating_sub(used_bytes));
             let needed = entries_needed(&entries, seq, tail_seq, count_left, bytes_left);
+            let reach = self.caches.reach(&entries[0], seq, tail_seq);
             if cursor.reads > 1 {
                 // A session continuing: its next batch will want the blocks after these.
                 let ahead = fetched_at_once(&entries[needed..], tail_seq);
-                self.caches.warm(&entries[needed..needed + ahead]);
+                self.caches.warm(&entries[needed..needed + ahead], reach);
             }
             // The batch's own blocks, as many at once as those ahead.
             let at_once = fetched_at_once(&entries[..needed], tail_seq).max(1);
             let caches = &self.caches;
             let mut blocks = futures::stream::iter(entries[..needed].to_vec())
-                .map(move |entry| async move { caches.block(&entry).await })
+                .map(move |entry| async move { caches.block(&entry, reach).await })
                 .buffered(at_once);
             for &entry in &entries[..needed] {
                 // Full, or past the tail: the next block is not used.
