@@ -5,13 +5,13 @@
 //! what key compaction has since dropped; cached entries expire after [`INDEX_TTL`], which
 //! bounds how long.
 //!
-//! Blocks are kept in one of two caches by how far behind its stream's tail the read that
-//! fetched them is ([`Reach`]): reads near the tail (live followers, readers close
-//! behind) share the larger one; a read further behind than half of it holds (a catch-up
-//! over history) keeps what it fetches in the other. Both are least recently used. Were a
-//! catch-up's blocks put with the tail's, each one would evict the oldest block cached,
-//! which is the next one it reads: catching up over a little more than the cache holds
-//! would miss on every block and push out what readers near the tail use.
+//! The block cache lets the least recently used block go. What a read fetches stays
+//! there for the readers after it, unless the read is further behind its stream's tail
+//! than half the cache holds ([`Reach`]): a catch-up over history takes the blocks it
+//! fetched back out once it has read past them, so it holds no more room than its
+//! read-ahead. Were they kept, each one would evict the oldest block cached, which is the
+//! next one it reads: catching up over a little more than the cache holds would miss on
+//! every block and push out what readers near the tail use.
 //!
 //! A small block is read through its segment's aligned chunk (`chunk_bytes`), fetched
 //! with one range GET and kept a while: a segment holds the blocks of many streams side
@@ -58,25 +58,29 @@ impl CacheStats {
 /// How long a cached index entry is used: a key compaction reaches reads within this.
 pub const INDEX_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Where the blocks a read fetches are kept, by how far behind its stream's tail it is.
+/// How long the blocks a read fetches stay cached, by how far behind its stream's tail
+/// the read is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reach {
-    /// Near the tail: the shared cache, where live followers and readers close behind
-    /// find them.
+    /// Near the tail: until evicted, for live followers and readers close behind.
     Tail,
-    /// Further behind than half the shared cache holds: the history cache.
+    /// Further behind than half the cache holds: until the read has passed them.
     History,
+}
+
+/// A cached block, and whether a read of [`Reach::History`] fetched it.
+#[derive(Clone)]
+struct Kept {
+    block: Arc<DecodedBlock>,
+    by_history: bool,
 }
 
 #[derive(Clone)]
 pub(crate) struct Caches {
     store: Arc<dyn ObjectStore>,
-    /// Blocks fetched by reads near their stream's tail.
-    blocks: Cache<(u128, u64), Arc<DecodedBlock>>,
-    /// Blocks fetched by reads further behind (least recently used first out).
-    history: Cache<(u128, u64), Arc<DecodedBlock>>,
+    blocks: Cache<(u128, u64), Kept>,
     /// The weight `blocks` holds at most.
-    shared_bytes: u64,
+    block_bytes: u64,
     /// `(segment, chunk index)` -> the chunk's bytes (the last one may be shorter).
     chunks: Cache<(u128, u64), Bytes>,
     /// [`ReaderConfig::chunk_bytes`]: 0 reads every block alone.
@@ -92,22 +96,13 @@ pub(crate) struct Caches {
 impl Caches {
     pub fn new(config: &ReaderConfig, store: Arc<dyn ObjectStore>) -> Self {
         tracing::debug!(block_cache_bytes = config.block_cache_bytes, "reader caches");
-        let history_bytes = history_cache_bytes(config.block_cache_bytes);
-        let shared_bytes = config.block_cache_bytes - history_bytes;
-        // Least recently used too: the tail's newest blocks are what its followers read
-        // next. moka's frequency admission turned them away once the cache was full (the
-        // new block's count tied the oldest one's), keeping older blocks instead.
+        // Least recently used, not frequency-admitted: the tail's newest blocks are what
+        // its followers read next, and moka's admission turned them away once the cache
+        // was full (the new block's count tied the oldest one's), keeping older blocks.
         let blocks = Cache::builder()
-            .max_capacity(shared_bytes)
+            .max_capacity(config.block_cache_bytes)
             .eviction_policy(moka::policy::EvictionPolicy::lru())
-            .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))
-            .build();
-        // Least recently used, not frequency-admitted: a catch-up reads each block once,
-        // soon after its read-ahead fetched it.
-        let history = Cache::builder()
-            .max_capacity(history_bytes)
-            .eviction_policy(moka::policy::EvictionPolicy::lru())
-            .weigher(|_key, block: &Arc<DecodedBlock>| block_weight(block))
+            .weigher(|_key, kept: &Kept| block_weight(&kept.block))
             .build();
         // Least recently used, not frequency-admitted: a chunk is wanted by the partitions
         // reading it within moments of its fetch, and rarely again.
@@ -123,7 +118,8 @@ impl Caches {
             .weigher(|_stream, entries: &Arc<Vec<IndexEntry>>| u32::try_from(entries.len()).unwrap_or(u32::MAX))
             .build();
         let chunk_bytes = config.chunk_bytes.unwrap_or(crate::DEFAULT_CHUNK_BYTES);
-        Self { store, blocks, history, shared_bytes, chunks, chunk_bytes, index, last_scan, stats: Arc::default() }
+        let block_bytes = config.block_cache_bytes;
+        Self { store, blocks, block_bytes, chunks, chunk_bytes, index, last_scan, stats: Arc::default() }
     }
 
     pub async fn entry(&self, stream_id: u64, first_seq: u64) -> Option<IndexEntry> {
@@ -158,52 +154,57 @@ impl Caches {
 
     /// The reach of a read at `seq` of a stream whose tail is `tail_seq`, `entry` (the
     /// one holding `seq`) standing for the size of the records between: history when they
-    /// would weigh more than half the shared cache, whose blocks that far back are likely
-    /// gone and would each evict one ahead of the read.
+    /// would weigh more than half the cache, whose blocks that far back are likely gone
+    /// and would each evict one ahead of the read.
     pub fn reach(&self, entry: &IndexEntry, seq: u64, tail_seq: u64) -> Reach {
         let per_record = u64::from(entry.len) / u64::from(entry.record_count.max(1)) + RECORD_WEIGHT;
         let behind = tail_seq.saturating_sub(seq).saturating_mul(per_record);
-        if behind > self.shared_bytes / 2 {
+        if behind > self.block_bytes / 2 {
             Reach::History
         } else {
             Reach::Tail
         }
     }
 
-    /// The decoded block an entry points at, from either cache or by one range GET (kept
-    /// in `reach`'s cache).
+    /// The decoded block an entry points at, from the cache or by one range GET (cached,
+    /// marked with the read's reach).
     pub async fn block(&self, entry: &IndexEntry, reach: Reach) -> Result<Arc<DecodedBlock>, ReaderError> {
         let key = (entry.segment_id, entry.offset);
-        let (other, own) = match reach {
-            Reach::Tail => (&self.history, &self.blocks),
-            Reach::History => (&self.blocks, &self.history),
-        };
-        if let Some(block) = other.get(&key).await {
-            self.stats.block_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(block);
-        }
         let entry = *entry;
-        let cached = own
+        let by_history = reach == Reach::History;
+        let cached = self
+            .blocks
             .entry(key)
-            .or_try_insert_with(async move { self.fetch_block(&entry).await.map(Arc::new) })
+            .or_try_insert_with(async move {
+                let block = self.fetch_block(&entry).await?;
+                Ok(Kept { block: Arc::new(block), by_history })
+            })
             .await
             .map_err(|e: Arc<ReaderError>| clone_error(&e))?;
         let counter = if cached.is_fresh() { &self.stats.block_misses } else { &self.stats.block_hits };
         counter.fetch_add(1, Ordering::Relaxed);
-        Ok(cached.into_value())
+        Ok(cached.into_value().block)
     }
 
-    /// Fetches the blocks of `entries` not yet cached into `reach`'s cache in the
-    /// background, all at once: a session's next batch then finds them there (or joins
+    /// A read of `reach` has read past `entry`'s block: one a read of
+    /// [`Reach::History`] fetched leaves the cache.
+    pub async fn passed(&self, entry: &IndexEntry, reach: Reach) {
+        if reach == Reach::History {
+            let key = (entry.segment_id, entry.offset);
+            if self.blocks.get(&key).await.is_some_and(|kept| kept.by_history) {
+                self.blocks.invalidate(&key).await;
+            }
+        }
+    }
+
+    /// Fetches the blocks of `entries` not yet cached into the cache in the background,
+    /// all at once: a session's next batch then finds them there (or joins
     /// their fetch). Blocks already cached are not looked up, so the hit counts stay those
     /// of reads. Errors are left for that read to meet. Returns the background fetch, if
     /// any.
     pub fn warm(&self, entries: &[IndexEntry], reach: Reach) -> Option<tokio::task::JoinHandle<()>> {
-        let cached = |e: &IndexEntry| {
-            let key = (e.segment_id, e.offset);
-            self.blocks.contains_key(&key) || self.history.contains_key(&key)
-        };
-        let missing: Vec<IndexEntry> = entries.iter().filter(|e| !cached(e)).copied().collect();
+        let missing: Vec<IndexEntry> =
+            entries.iter().filter(|e| !self.blocks.contains_key(&(e.segment_id, e.offset))).copied().collect();
         if missing.is_empty() {
             return None;
         }
@@ -290,13 +291,6 @@ impl Caches {
 /// The chunk cache's share of the block cache's budget: a quarter, between 16 and 512 MiB.
 fn chunk_cache_bytes(block_cache_bytes: u64) -> u64 {
     (block_cache_bytes / 4).clamp(16 << 20, 512 << 20)
-}
-
-/// The history cache's share of the block cache's budget: the read-ahead of 16 sessions
-/// (half the budget, if that is less). A catch-up reads each block once, soon after its
-/// read-ahead fetched it; the rest of the budget holds what readers near the tail share.
-fn history_cache_bytes(block_cache_bytes: u64) -> u64 {
-    (16 * crate::read::BYTES_AT_ONCE).min(block_cache_bytes / 2)
 }
 
 /// What a decoded record weighs besides its bytes.
@@ -427,77 +421,71 @@ mod tests {
         assert_eq!(caches.stats.block_misses.load(Ordering::Relaxed), 16);
     }
 
-    /// A config whose shared cache holds `blocks` of [`segment`]'s one-record blocks.
+    /// A config whose cache holds `blocks` of [`segment`]'s one-record blocks.
     fn holding(blocks: u64) -> ReaderConfig {
         let weight = RECORD_WEIGHT + "record 000".len() as u64;
-        ReaderConfig { block_cache_bytes: 2 * blocks * weight, chunk_bytes: Some(0), ..ReaderConfig::default() }
+        ReaderConfig { block_cache_bytes: blocks * weight, chunk_bytes: Some(0), ..ReaderConfig::default() }
     }
 
-    /// A catch-up's blocks go to the history cache: the blocks readers near the tail
-    /// cached stay, however much history is read; what is read near the tail goes to
-    /// the shared cache, and either cache answers a read of the other reach.
+    /// A catch-up far behind over more than the cache holds, after a tail read left the
+    /// newest blocks there: it fetches only those the cache had let go, takes each back
+    /// out once past it, and leaves the tail's blocks in place.
     #[tokio::test]
-    async fn a_catch_up_keeps_its_blocks_apart_from_the_tails() {
-        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let entries = segment(store.as_ref(), 300).await;
-        let caches = Caches::new(&holding(40), store);
-        assert_eq!(caches.shared_bytes, history_cache_bytes(caches.shared_bytes * 2), "half each at this size");
-        let key = |entry: &IndexEntry| (entry.segment_id, entry.offset);
-        for entry in &entries[280..] {
-            caches.block(entry, Reach::Tail).await.unwrap();
-        }
-        for entry in &entries[..280] {
-            caches.block(entry, Reach::History).await.unwrap();
-        }
-        caches.blocks.run_pending_tasks().await;
-        caches.history.run_pending_tasks().await;
-        assert!(entries[280..].iter().all(|e| caches.blocks.contains_key(&key(e))), "the tail's blocks all stay");
-        assert!(entries[..280].iter().all(|e| !caches.blocks.contains_key(&key(e))), "no history among them");
-        assert!(caches.history.contains_key(&key(&entries[279])), "the last history read is kept");
-        assert!(!caches.history.contains_key(&key(&entries[0])), "the first went when history filled");
-
-        let misses = caches.stats.block_misses.load(Ordering::Relaxed);
-        caches.block(&entries[290], Reach::History).await.unwrap();
-        caches.block(&entries[279], Reach::Tail).await.unwrap();
-        assert_eq!(caches.stats.block_misses.load(Ordering::Relaxed), misses, "each found in the other's cache");
-    }
-
-    /// A full shared cache keeps the tail's newest blocks, what its followers read next,
-    /// and lets the oldest go.
-    #[tokio::test]
-    async fn a_full_shared_cache_keeps_the_newest_blocks() {
+    async fn a_catch_up_takes_back_what_it_fetched_and_finds_what_the_tail_left() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let entries = segment(store.as_ref(), 100).await;
         let caches = Caches::new(&holding(40), store);
+        let key = |entry: &IndexEntry| (entry.segment_id, entry.offset);
         for entry in &entries {
             caches.block(entry, Reach::Tail).await.unwrap();
             caches.blocks.run_pending_tasks().await;
         }
-        let cached: Vec<bool> = entries.iter().map(|e| caches.blocks.contains_key(&(e.segment_id, e.offset))).collect();
-        assert!(cached[70..].iter().all(|&c| c), "the newest thirty are all kept: {cached:?}");
-        assert!(cached[..50].iter().all(|&c| !c), "the oldest fifty are gone: {cached:?}");
+        let kept: Vec<bool> = entries.iter().map(|e| caches.blocks.contains_key(&key(e))).collect();
+        let first_kept = kept.iter().position(|&k| k).expect("the tail left blocks");
+        assert!(kept[first_kept..].iter().all(|&k| k), "the newest are kept, the oldest gone: {kept:?}");
+
+        let misses = caches.stats.block_misses.load(Ordering::Relaxed);
+        for entry in &entries {
+            caches.block(entry, Reach::History).await.unwrap();
+            caches.passed(entry, Reach::History).await;
+            caches.blocks.run_pending_tasks().await;
+        }
+        let fetched = caches.stats.block_misses.load(Ordering::Relaxed) - misses;
+        assert_eq!(fetched, first_kept as u64, "only the blocks the cache had let go");
+        assert!(entries[..first_kept].iter().all(|e| !caches.blocks.contains_key(&key(e))), "taken back out");
+        assert!(entries[first_kept..].iter().all(|e| caches.blocks.contains_key(&key(e))), "the tail's stay");
     }
 
     /// A read is history once the records between it and the tail would weigh more
-    /// than half the shared cache, as the block holding it measures them.
+    /// than half the cache, as the block holding it measures them.
     #[tokio::test]
-    async fn a_read_is_history_past_half_the_shared_cache() {
+    async fn a_read_is_history_past_half_the_cache() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let entries = segment(store.as_ref(), 1).await;
         let caches = Caches::new(&holding(40), store);
         let per_record = u64::from(entries[0].len) + RECORD_WEIGHT;
-        let half = caches.shared_bytes / 2 / per_record;
+        let half = caches.block_bytes / 2 / per_record;
         assert_eq!(caches.reach(&entries[0], 0, half), Reach::Tail);
         assert_eq!(caches.reach(&entries[0], 0, half + 1), Reach::History);
         assert_eq!(caches.reach(&entries[0], 10, half + 10), Reach::Tail, "only the distance counts");
         assert_eq!(caches.reach(&entries[0], 5, 0), Reach::Tail, "a read past the tail is at it");
     }
 
-    #[test]
-    fn history_holds_sixteen_read_aheads() {
-        const MIB: u64 = 1 << 20;
-        assert_eq!(history_cache_bytes(1024 * MIB), 128 * MIB);
-        assert_eq!(history_cache_bytes(256 * MIB), 128 * MIB);
-        assert_eq!(history_cache_bytes(100 * MIB), 50 * MIB, "never more than half");
+    /// A block a read near the tail fetched stays when a read far behind passes it.
+    #[tokio::test]
+    async fn passing_a_tail_block_leaves_it_cached() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let entries = segment(store.as_ref(), 2).await;
+        let caches = Caches::new(&holding(40), store);
+        caches.block(&entries[0], Reach::Tail).await.unwrap();
+        caches.block(&entries[1], Reach::History).await.unwrap();
+        caches.block(&entries[0], Reach::History).await.unwrap();
+        for entry in &entries {
+            caches.passed(entry, Reach::History).await;
+            caches.passed(entry, Reach::Tail).await;
+        }
+        caches.blocks.run_pending_tasks().await;
+        assert!(caches.blocks.contains_key(&(entries[0].segment_id, entries[0].offset)));
+        assert!(!caches.blocks.contains_key(&(entries[1].segment_id, entries[1].offset)));
     }
 }

@@ -7,9 +7,9 @@ pub struct ReaderConfig {
     /// Bytes of decoded segment blocks kept in memory. A hit saves one range GET (and
     /// the block's decoding). By default an eighth of the memory the process may use
     /// (its cgroup's limit, else the machine's), at least 256 MiB and at most 1 GiB
-    /// ([`crate::MAX_DEFAULT_BLOCK_CACHE_BYTES`] says why). Of it, up to 128 MiB (half,
-    /// if less) holds what reads far behind their stream's tail fetch, the rest what
-    /// reads near it do, so a catch-up does not push out the tail's blocks.
+    /// ([`crate::MAX_DEFAULT_BLOCK_CACHE_BYTES`] says why). A read further behind its
+    /// stream's tail than half of it holds takes the blocks it fetched back out once
+    /// past them, so a catch-up does not push out the tail's blocks.
     pub block_cache_bytes: u64,
     /// Index entries kept in memory (about 100 bytes each). A hit saves one metadata scan
     /// when a reader continues where its last entry ended.

@@ -79,7 +79,7 @@ const BLOCKS_AT_ONCE: usize = 8;
 /// much in flight for 200 MiB/s. Eight small blocks (a partition's share of a small
 /// segment, 7-100 KiB) were one or two segment reads at a time, and a Kafka catch-up
 /// over segments written at 20 MiB/s read 38-54 MiB/s.
-pub(crate) const BYTES_AT_ONCE: u64 = 8 << 20;
+const BYTES_AT_ONCE: u64 = 8 << 20;
 /// The most blocks fetched at once.
 const MAX_BLOCKS_AT_ONCE: usize = 64;
 
@@ -415,6 +415,7 @@ impl Reader {
                         body: record.body.clone(),
                     });
                 }
+                self.caches.passed(&entry, reach).await;
                 seq = entry.end_seq();
             }
         }
