@@ -198,10 +198,10 @@ impl Caches {
     }
 
     /// Fetches the blocks of `entries` not yet cached into the cache in the background,
-    /// all at once: a session's next batch then finds them there (or joins
-    /// their fetch). Blocks already cached are not looked up, so the hit counts stay those
-    /// of reads. Errors are left for that read to meet. Returns the background fetch, if
-    /// any.
+    /// all at once, for a read of `reach`: a session's next batch then finds them there
+    /// (or joins their fetch). Blocks already cached are not looked up, so the hit counts
+    /// stay those of reads. Errors are left for that read to meet. Returns the background
+    /// fetch, if any.
     pub fn warm(&self, entries: &[IndexEntry], reach: Reach) -> Option<tokio::task::JoinHandle<()>> {
         let missing: Vec<IndexEntry> =
             entries.iter().filter(|e| !self.blocks.contains_key(&(e.segment_id, e.offset))).copied().collect();
