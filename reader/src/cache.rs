@@ -79,8 +79,6 @@ struct Kept {
 pub(crate) struct Caches {
     store: Arc<dyn ObjectStore>,
     blocks: Cache<(u128, u64), Kept>,
-    /// The weight `blocks` holds at most.
-    block_bytes: u64,
     /// `(segment, chunk index)` -> the chunk's bytes (the last one may be shorter).
     chunks: Cache<(u128, u64), Bytes>,
     /// [`ReaderConfig::chunk_bytes`]: 0 reads every block alone.
@@ -118,8 +116,7 @@ impl Caches {
             .weigher(|_stream, entries: &Arc<Vec<IndexEntry>>| u32::try_from(entries.len()).unwrap_or(u32::MAX))
             .build();
         let chunk_bytes = config.chunk_bytes.unwrap_or(crate::DEFAULT_CHUNK_BYTES);
-        let block_bytes = config.block_cache_bytes;
-        Self { store, blocks, block_bytes, chunks, chunk_bytes, index, last_scan, stats: Arc::default() }
+        Self { store, blocks, chunks, chunk_bytes, index, last_scan, stats: Arc::default() }
     }
 
     pub async fn entry(&self, stream_id: u64, first_seq: u64) -> Option<IndexEntry> {
@@ -159,11 +156,16 @@ impl Caches {
     pub fn reach(&self, entry: &IndexEntry, seq: u64, tail_seq: u64) -> Reach {
         let per_record = u64::from(entry.len) / u64::from(entry.record_count.max(1)) + RECORD_WEIGHT;
         let behind = tail_seq.saturating_sub(seq).saturating_mul(per_record);
-        if behind > self.block_bytes / 2 {
+        if behind > self.block_bytes() / 2 {
             Reach::History
         } else {
             Reach::Tail
         }
+    }
+
+    /// The weight the block cache holds at most.
+    fn block_bytes(&self) -> u64 {
+        self.blocks.policy().max_capacity().unwrap_or(u64::MAX)
     }
 
     /// The decoded block an entry points at, from the cache or by one range GET (cached,
@@ -464,7 +466,7 @@ mod tests {
         let entries = segment(store.as_ref(), 1).await;
         let caches = Caches::new(&holding(40), store);
         let per_record = u64::from(entries[0].len) + RECORD_WEIGHT;
-        let half = caches.block_bytes / 2 / per_record;
+        let half = caches.block_bytes() / 2 / per_record;
         assert_eq!(caches.reach(&entries[0], 0, half), Reach::Tail);
         assert_eq!(caches.reach(&entries[0], 0, half + 1), Reach::History);
         assert_eq!(caches.reach(&entries[0], 10, half + 10), Reach::Tail, "only the distance counts");
