@@ -3,6 +3,13 @@
 //! A waiting read subscribes to its own stream only, so a commit wakes the reads of the
 //! streams it touched, not every waiting read. The same feed crosses the process
 //! boundary as the `Watch` stream of `shale.metadata.v1`.
+//!
+//! The index entries each update carries are kept a while ([`TailWatch::entries_from`]):
+//! a live read wakes to find the entries of the records it was woken for here, in
+//! memory, instead of scanning the index for them (one scan per commit per follower
+//! otherwise). They are durable and their objects immutable; an entry whose object a
+//! compaction has since replaced is dropped by the reader that found it gone
+//! ([`TailWatch::forget_entry`]), and the next lookup asks the index.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,10 +32,20 @@ pub struct TailUpdate {
 /// Commits buffered for a slow feed subscriber before it is told it lagged.
 const FEED_CAPACITY: usize = 1024;
 
-/// Per-stream wake-ups for local waiters, and the feed of every commit's tails.
+/// Index entries kept for live reads (about 100 bytes each, a little over twice that
+/// with the cache's own): a live read looks for entries published moments ago, so the
+/// newest [`RECENT_ENTRIES`] of the last [`RECENT_FOR`] are enough, and a process's
+/// memory does not grow with how many streams were written lately.
+const RECENT_ENTRIES: u64 = 100_000;
+const RECENT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Per-stream wake-ups for local waiters, the feed of every commit's tails, and the
+/// index entries of the latest commits.
 pub struct TailWatch {
     waiters: Mutex<Waiters>,
     feed: broadcast::Sender<Arc<Vec<TailUpdate>>>,
+    /// `(stream id, first seq)` -> the entry a tail update carried.
+    recent: moka::sync::Cache<(u64, u64), IndexEntry>,
 }
 
 #[derive(Default)]
@@ -42,7 +59,11 @@ struct Waiters {
 
 impl Default for TailWatch {
     fn default() -> Self {
-        Self { waiters: Mutex::new(Waiters::default()), feed: broadcast::Sender::new(FEED_CAPACITY) }
+        Self {
+            waiters: Mutex::new(Waiters::default()),
+            feed: broadcast::Sender::new(FEED_CAPACITY),
+            recent: moka::sync::Cache::builder().max_capacity(RECENT_ENTRIES).time_to_live(RECENT_FOR).build(),
+        }
     }
 }
 
@@ -71,8 +92,14 @@ impl TailWatch {
         let _ = self.feed.send(Arc::new(updates));
     }
 
-    /// Wakes the waiters of the streams in `updates` (updates that came from elsewhere).
+    /// Keeps the entries of `updates`, then wakes the waiters of their streams (updates
+    /// that came from elsewhere): a woken read finds its entries.
     pub fn notify(&self, updates: &[TailUpdate]) {
+        for update in updates {
+            for entry in &update.entries {
+                self.recent.insert((update.stream_id, entry.first_seq), *entry);
+            }
+        }
         let waiters = self.lock();
         for update in updates {
             if let Some(sender) = waiters.by_stream.get(&(update.basin.clone(), update.stream.clone())) {
@@ -86,6 +113,23 @@ impl TailWatch {
         for sender in self.lock().by_stream.values() {
             sender.send_replace(None);
         }
+    }
+
+    /// Up to `limit` consecutive entries of a stream from the one starting at `seq`, as
+    /// tail updates carried them: none when that one is not kept.
+    pub fn entries_from(&self, stream_id: u64, mut seq: u64, limit: usize) -> Vec<IndexEntry> {
+        let mut entries = Vec::new();
+        while entries.len() < limit {
+            let Some(entry) = self.recent.get(&(stream_id, seq)) else { break };
+            seq = entry.end_seq();
+            entries.push(entry);
+        }
+        entries
+    }
+
+    /// Drops the kept entry starting at `first_seq`: a reader found its object gone.
+    pub fn forget_entry(&self, stream_id: u64, first_seq: u64) {
+        self.recent.invalidate(&(stream_id, first_seq));
     }
 
     /// Every commit's tail updates from now on.

@@ -172,3 +172,53 @@ async fn a_call_whose_unanswered_predecessor_went_to_another_instance_is_refused
     assert_eq!(tail(&metadata, "s").await, 1);
     metadata.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_lookup_after_a_commit_is_answered_from_the_entries_its_tail_update_carried() {
+    let (metadata, _clock) = open().await;
+    let id = metadata.stream("basin-one", "s").await.unwrap().record.id;
+    metadata.commit(segment_at(T0, vec![append("s", None)])).await.unwrap();
+    metadata.commit(segment_at(T0 + 1, vec![append("s", None)])).await.unwrap();
+    let indexed = metadata.entries_from(id, 0, 10).await.unwrap();
+    assert_eq!(indexed.iter().map(|e| e.first_seq).collect::<Vec<_>>(), vec![0, 1]);
+    // Out from under the index, not through a removal: only the published copy remains.
+    for entry in &indexed {
+        metadata.db.delete(keys::index(id, entry.last_seq())).await.unwrap();
+    }
+    metadata.db.flush().await.unwrap();
+    assert_eq!(metadata.entries_from(id, 0, 10).await.unwrap(), indexed, "both, from memory, in order");
+    assert_eq!(metadata.entries_from(id, 0, 1).await.unwrap(), indexed[..1], "up to the limit");
+    assert_eq!(metadata.entries_from(id, 1, 10).await.unwrap(), indexed[1..], "from the one starting at seq");
+    // A reader that found an entry's object gone drops it; the lookup then asks the index.
+    metadata.forget_entry(id, 0);
+    let scanned = metadata.entries_from(id, 0, 10).await.unwrap();
+    assert!(scanned.is_empty(), "scanned: nothing indexed any more: {scanned:?}");
+    metadata.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_database_written_under_zstd_reads_back_under_the_default_codec() {
+    let store: Arc<InMemory> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(T0));
+    let zstd = MetadataConfig { compression: crate::MetadataCompression::Zstd, ..MetadataConfig::default() };
+    let metadata = Metadata::open_with(store.clone(), "metadata", clock.clone(), &zstd).await.unwrap();
+    metadata.create_basin("basin-one", BasinConfig::default()).await.unwrap();
+    metadata.create_stream("basin-one", "s", StreamConfig::default()).await.unwrap();
+    metadata.commit(segment_at(T0, vec![append("s", None)])).await.unwrap();
+    let id = metadata.stream("basin-one", "s").await.unwrap().record.id;
+    // Into a level-0 SST compressed with zstd, not only the WAL.
+    metadata
+        .db
+        .flush_with_options(slatedb::config::FlushOptions { flush_type: slatedb::config::FlushType::MemTable })
+        .await
+        .unwrap();
+    metadata.close().await.unwrap();
+
+    assert_eq!(MetadataConfig::default().compression, crate::MetadataCompression::Lz4);
+    let reopened = Metadata::open_with(store, "metadata", clock, &MetadataConfig::default()).await.unwrap();
+    assert_eq!(reopened.stream("basin-one", "s").await.unwrap().record.next_seq, 1);
+    assert_eq!(reopened.entries_from(id, 0, 10).await.unwrap().len(), 1, "the entry, from the zstd SST");
+    reopened.commit(segment_at(T0 + 1, vec![append("s", None)])).await.unwrap();
+    assert_eq!(reopened.entries_from(id, 0, 10).await.unwrap().len(), 2);
+    reopened.close().await.unwrap();
+}

@@ -270,7 +270,7 @@ impl Metadata {
             }
             let id = replacement.stream_id;
             for old in &replacement.old {
-                Self::remove_entry(&mut batch, &mut releases, id, old);
+                self.remove_entry(&mut batch, &mut releases, id, old);
             }
             let new = &replacement.new;
             let value = new.encode();

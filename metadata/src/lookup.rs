@@ -12,6 +12,11 @@ impl Metadata {
         self.check_usable()?;
         match query {
             Lookup::From { stream_id, seq, limit } => {
+                // A live read woken by a commit finds that commit's entries in memory.
+                let published = self.tails.entries_from(stream_id, seq, limit);
+                if !published.is_empty() {
+                    return Ok(published);
+                }
                 let (start, end) = (keys::index(stream_id, seq), keys::end_of_stream(b"i/", stream_id));
                 self.scan_entries(start, end, limit, DurabilityLevel::Remote).await
             }

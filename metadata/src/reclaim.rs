@@ -196,7 +196,7 @@ impl Metadata {
             if entry.last_seq() >= record.trim_point && !expired {
                 break;
             }
-            Self::remove_entry(&mut batch, &mut releases, record.id, entry);
+            self.remove_entry(&mut batch, &mut releases, record.id, entry);
             trim_to = trim_to.max(entry.end_seq());
         }
         if releases.is_empty() {
@@ -250,7 +250,7 @@ impl Metadata {
         let mut batch = WriteBatch::new();
         let mut releases = Releases::default();
         for entry in &entries {
-            Self::remove_entry(&mut batch, &mut releases, stream_id, entry);
+            self.remove_entry(&mut batch, &mut releases, stream_id, entry);
         }
         let done = entries.len() < ENTRY_PAGE;
         if done {

@@ -125,8 +125,16 @@ impl Releases {
 
 impl Metadata {
     /// Adds to `batch` the removal of `entry` of stream `stream_id` from both index
-    /// families, and counts it in `releases`.
-    pub(crate) fn remove_entry(batch: &mut WriteBatch, releases: &mut Releases, stream_id: u64, entry: &IndexEntry) {
+    /// families, and counts it in `releases`. Live reads stop finding it among the
+    /// entries the tail updates carried (a lookup meanwhile still finds it indexed).
+    pub(crate) fn remove_entry(
+        &self,
+        batch: &mut WriteBatch,
+        releases: &mut Releases,
+        stream_id: u64,
+        entry: &IndexEntry,
+    ) {
+        self.tails.forget_entry(stream_id, entry.first_seq);
         batch.delete(keys::index(stream_id, entry.last_seq()));
         batch.delete(keys::by_time(stream_id, entry.last_timestamp, entry.last_seq()));
         releases.add(entry);

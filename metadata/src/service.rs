@@ -23,6 +23,10 @@ impl MetadataApi for Metadata {
         self.tails.subscribe(basin, stream)
     }
 
+    fn forget_entry(&self, stream_id: u64, first_seq: u64) {
+        self.tails.forget_entry(stream_id, first_seq);
+    }
+
     async fn catalog(&self, call: CatalogCall) -> Result<CatalogReply> {
         self.run_catalog(call).await
     }

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tonic::transport::Endpoint;
 
 use super::commit_pipe::{self, Call};
-use super::connection::{with_scheme, Connection, RemoteConfig, RECENT_ENTRIES, RECENT_FOR, RETRY_PAUSE};
+use super::connection::{with_scheme, Connection, RemoteConfig, RETRY_PAUSE};
 use crate::wire::{commit_request_to_wire, malformed, pipeline_to_wire, tail_from_wire};
 use crate::wire_catalog::{catalog_call_to_wire, catalog_reply_from_wire};
 use crate::{
@@ -64,7 +64,6 @@ impl RemoteMetadata {
             current: Mutex::new(None),
             next: AtomicUsize::new(0),
             tails: TailWatch::default(),
-            recent: moka::sync::Cache::builder().max_capacity(RECENT_ENTRIES).time_to_live(RECENT_FOR).build(),
             announced: std::sync::Mutex::default(),
             calls: std::sync::atomic::AtomicU64::new(0),
         });
@@ -98,14 +97,7 @@ async fn follow_tails(inner: Arc<Connection>) {
                             inner.tails.wake_all();
                         }
                         match event.tails.into_iter().map(tail_from_wire).collect::<Result<Vec<_>>>() {
-                            Ok(updates) => {
-                                for update in &updates {
-                                    for entry in &update.entries {
-                                        inner.recent.insert((update.stream_id, entry.first_seq), *entry);
-                                    }
-                                }
-                                inner.tails.notify(&updates);
-                            }
+                            Ok(updates) => inner.tails.notify(&updates),
                             Err(e) => {
                                 tracing::warn!(error = %e, "malformed watch event");
                                 inner.tails.wake_all();
@@ -150,13 +142,13 @@ impl MetadataApi for RemoteMetadata {
     }
 
     fn forget_entry(&self, stream_id: u64, first_seq: u64) {
-        self.inner.recent.invalidate(&(stream_id, first_seq));
+        self.inner.tails.forget_entry(stream_id, first_seq);
     }
 
     async fn lookup(&self, query: Lookup) -> Result<Vec<IndexEntry>> {
         let wire = match query {
             Lookup::From { stream_id, seq, limit: limit_ } => {
-                let pushed = self.inner.pushed_entries(stream_id, seq, limit_);
+                let pushed = self.inner.tails.entries_from(stream_id, seq, limit_);
                 if !pushed.is_empty() {
                     return Ok(pushed);
                 }

@@ -22,7 +22,7 @@ use tonic::Status;
 use super::MAX_MESSAGE_BYTES;
 use crate::leader_record::{read_record, LEADER_RECORD};
 use crate::wire::error_from_wire;
-use crate::{ClusterTiming, IndexEntry, MetadataError, Result, Retry, TailWatch};
+use crate::{ClusterTiming, MetadataError, Result, Retry, TailWatch};
 
 /// Pause before another round when no address answered.
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -106,20 +106,10 @@ pub(crate) struct Connection {
     pub(crate) tails: TailWatch,
     /// Calls made (not attempts): what tests and benchmarks count.
     pub(crate) calls: std::sync::atomic::AtomicU64,
-    /// Index entries the watch stream pushed, by `(stream id, first seq)`: durable and
-    /// immutable, so a live read finds the entries of new records here, not by a call.
-    pub(crate) recent: moka::sync::Cache<(u64, u64), IndexEntry>,
     /// The address last logged as connected: reconnecting to it (while it waits for the
     /// lease, or after a dropped connection) is not news.
     pub(crate) announced: std::sync::Mutex<Option<String>>,
 }
-
-/// Index entries pushed by the watch stream kept for live reads (about 100 bytes each,
-/// a little over twice that with the cache's own): a live read looks for entries pushed
-/// moments ago, so the newest [`RECENT_ENTRIES`] of the last [`RECENT_FOR`] are enough,
-/// and a process's memory does not grow with how many streams were written lately.
-pub(crate) const RECENT_ENTRIES: u64 = 100_000;
-pub(crate) const RECENT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub(crate) fn with_scheme(address: &str, tls: bool) -> String {
     if address.starts_with("http://") || address.starts_with("https://") {
@@ -200,17 +190,6 @@ impl Connection {
                 None
             }
         }
-    }
-
-    /// Consecutive entries from the one starting at `seq`, as the watch stream pushed them.
-    pub(crate) fn pushed_entries(&self, stream_id: u64, mut seq: u64, limit: usize) -> Vec<IndexEntry> {
-        let mut entries = Vec::new();
-        while entries.len() < limit {
-            let Some(entry) = self.recent.get(&(stream_id, seq)) else { break };
-            seq = entry.end_seq();
-            entries.push(entry);
-        }
-        entries
     }
 
     /// Stops using the instance at `address`; the next reconnect starts with the
