@@ -7,9 +7,10 @@
 //! The index entries each update carries are kept a while ([`TailWatch::entries_from`]):
 //! a live read wakes to find the entries of the records it was woken for here, in
 //! memory, instead of scanning the index for them (one scan per commit per follower
-//! otherwise). They are durable and their objects immutable; an entry whose object a
-//! compaction has since replaced is dropped by the reader that found it gone
-//! ([`TailWatch::forget_entry`]), and the next lookup asks the index.
+//! otherwise). They are durable and their objects immutable. An entry leaves when the
+//! process that removes it from the index (compaction, trim, retention) does so, and,
+//! where the index lives in another process, when a reader finds its object gone
+//! ([`TailWatch::forget_entry`]); the next lookup then asks the index.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -121,8 +122,12 @@ impl TailWatch {
         let mut entries = Vec::new();
         while entries.len() < limit {
             let Some(entry) = self.recent.get(&(stream_id, seq)) else { break };
-            seq = entry.end_seq();
+            let next = entry.end_seq();
             entries.push(entry);
+            if next <= seq {
+                break; // an entry that does not move the sequence on ends the chain
+            }
+            seq = next;
         }
         entries
     }
@@ -176,6 +181,40 @@ mod tests {
         tails.wake_all();
         assert!(other.has_changed().unwrap());
         assert_eq!(*a.borrow_and_update(), None, "a missed update leaves the tail unknown");
+    }
+
+    fn entry(first_seq: u64, record_count: u32) -> IndexEntry {
+        IndexEntry {
+            segment_id: 7,
+            offset: 0,
+            len: 10,
+            first_seq,
+            record_count,
+            first_timestamp: 1,
+            last_timestamp: 1,
+            timestamp_floor: 0,
+            timestamp_policy: shale_proto::TimestampPolicy::default(),
+            arrival_cap: None,
+            metered_end: None,
+        }
+    }
+
+    #[test]
+    fn a_woken_read_finds_the_entries_that_moved_its_tail() {
+        let tails = TailWatch::default();
+        let mut waiting = tails.subscribe("b", "a");
+        let moved = TailUpdate { entries: vec![entry(0, 2), entry(2, 3)], ..update("a", 5) };
+        tails.publish(vec![moved, TailUpdate { entries: vec![entry(5, 1)], ..update("a", 6) }]);
+        assert!(waiting.has_changed().unwrap());
+        assert_eq!(tails.entries_from(1, 0, 10), vec![entry(0, 2), entry(2, 3), entry(5, 1)], "chained across updates");
+        assert_eq!(tails.entries_from(1, 2, 1), vec![entry(2, 3)], "from the one starting there, to the limit");
+        assert!(tails.entries_from(1, 1, 10).is_empty(), "no kept entry starts inside another");
+        assert!(tails.entries_from(2, 0, 10).is_empty(), "another stream id");
+        tails.forget_entry(1, 2);
+        assert_eq!(tails.entries_from(1, 0, 10), vec![entry(0, 2)], "the chain stops where an entry was dropped");
+        // An entry that does not move the sequence on is returned once, not up to the limit.
+        tails.notify(&[TailUpdate { entries: vec![entry(9, 0)], ..update("a", 9) }]);
+        assert_eq!(tails.entries_from(1, 9, 1000), vec![entry(9, 0)]);
     }
 
     #[test]
