@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn a_woken_read_finds_the_entries_that_moved_its_tail() {
         let tails = TailWatch::default();
-        let mut waiting = tails.subscribe("b", "a");
+        let waiting = tails.subscribe("b", "a");
         let moved = TailUpdate { entries: vec![entry(0, 2), entry(2, 3)], ..update("a", 5) };
         tails.publish(vec![moved, TailUpdate { entries: vec![entry(5, 1)], ..update("a", 6) }]);
         assert!(waiting.has_changed().unwrap());
