@@ -61,9 +61,10 @@ data_dir() {
 # s2_bench_cpu NAME URL PID: `s2 bench` at 50 MiB/s for 20 s and its catch-up; the
 # server's CPU seconds over the run, per GiB written (and read back); its minor faults per
 # GiB (memory touched for the first time), its RSS after, and (Shale's `/metrics`) the
-# block reads that went to the store.
+# block reads that went to the store and the segments committed per GiB (each a segment
+# file and a WAL object, the part of the CPU that follows the client's batching).
 s2_bench_cpu() {
-  local name="$1" url="$2" pid="$3" before faults out write catchup misses
+  local name="$1" url="$2" pid="$3" before faults out write catchup metrics misses segments
   curl -sf -X POST "$url/v1/basins" -H 'content-type: application/json' -d '{"basin":"bench-basin"}' >/dev/null || true
   before="$(cpu_seconds "$pid")" faults="$(minor_faults "$pid")"
   out="$(S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
@@ -71,13 +72,16 @@ s2_bench_cpu() {
   echo "$out"
   write="$(awk '/^Write:/ { print $2 }' <<<"$out")"
   catchup="$(awk '/^Catchup:/ { print $2 }' <<<"$out")"
-  misses="$(curl -sf "$url/metrics" | awk '/^shale_cache_block_misses_total/ { print $2 }' || true)"
+  metrics="$(curl -sf "$url/metrics" || true)"
+  misses="$(awk '/^shale_cache_block_misses_total/ { print $2 }' <<<"$metrics")"
+  segments="$(awk '/^shale_segments_written_total/ { print $2 }' <<<"$metrics")"
   awk -v name="$name" -v w="$write" -v c="$catchup" -v a="$before" -v b="$(cpu_seconds "$pid")" \
     -v f0="$faults" -v f1="$(minor_faults "$pid")" -v rss="$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")" \
-    -v misses="${misses:--}" 'BEGIN {
+    -v misses="${misses:--}" -v segments="$segments" 'BEGIN {
     gib = w * 20 / 1024
-    printf "== %s: write %.1f MiB/s (%.2f GiB), catch-up %.1f MiB/s, server CPU %.1f s: %.2f s per GiB written and read back; %d thousand minor faults per GiB, RSS %d MiB, block misses %s\n",
-      name, w, gib, c, b - a, (b - a) / gib, (f1 - f0) / gib / 1000, rss / 1024, misses }'
+    per_gib = segments == "" ? "-" : sprintf("%d", segments / gib)
+    printf "== %s: write %.1f MiB/s (%.2f GiB), catch-up %.1f MiB/s, server CPU %.1f s: %.2f s per GiB written and read back; %d thousand minor faults per GiB, RSS %d MiB, block misses %s, segments per GiB %s\n",
+      name, w, gib, c, b - a, (b - a) / gib, (f1 - f0) / gib / 1000, rss / 1024, misses, per_gib }'
 }
 
 if [ -n "$S2" ]; then
