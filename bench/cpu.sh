@@ -77,9 +77,9 @@ s2_bench_cpu() {
   segments="$(awk '/^shale_segments_written_total/ { print $2 }' <<<"$metrics")"
   awk -v name="$name" -v w="$write" -v c="$catchup" -v a="$before" -v b="$(cpu_seconds "$pid")" \
     -v f0="$faults" -v f1="$(minor_faults "$pid")" -v rss="$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")" \
-    -v misses="${misses:--}" -v segments="$segments" 'BEGIN {
+    -v misses="${misses:--}" -v segments="${segments:--}" 'BEGIN {
     gib = w * 20 / 1024
-    per_gib = segments == "" ? "-" : sprintf("%d", segments / gib)
+    per_gib = segments == "-" ? "-" : sprintf("%d", segments / gib)
     printf "== %s: write %.1f MiB/s (%.2f GiB), catch-up %.1f MiB/s, server CPU %.1f s: %.2f s per GiB written and read back; %d thousand minor faults per GiB, RSS %d MiB, block misses %s, segments per GiB %s\n",
       name, w, gib, c, b - a, (b - a) / gib, (f1 - f0) / gib / 1000, rss / 1024, misses, per_gib }'
 }

@@ -171,7 +171,7 @@ impl Caches {
     /// The decoded block an entry points at, from the cache or by one range GET (cached,
     /// marked with the read's reach).
     pub async fn block(&self, entry: &IndexEntry, reach: Reach) -> Result<Arc<DecodedBlock>, ReaderError> {
-        let key = (entry.segment_id, entry.offset);
+        let key = block_key(entry);
         let entry = *entry;
         let by_history = reach == Reach::History;
         let cached = self
@@ -192,7 +192,7 @@ impl Caches {
     /// [`Reach::History`] fetched leaves the cache.
     pub async fn passed(&self, entry: &IndexEntry, reach: Reach) {
         if reach == Reach::History {
-            let key = (entry.segment_id, entry.offset);
+            let key = block_key(entry);
             if self.blocks.get(&key).await.is_some_and(|kept| kept.by_history) {
                 self.blocks.invalidate(&key).await;
             }
@@ -206,7 +206,7 @@ impl Caches {
     /// fetch, if any.
     pub fn warm(&self, entries: &[IndexEntry], reach: Reach) -> Option<tokio::task::JoinHandle<()>> {
         let missing: Vec<IndexEntry> =
-            entries.iter().filter(|e| !self.blocks.contains_key(&(e.segment_id, e.offset))).copied().collect();
+            entries.iter().filter(|e| !self.blocks.contains_key(&block_key(e))).copied().collect();
         if missing.is_empty() {
             return None;
         }
@@ -293,6 +293,11 @@ impl Caches {
 /// The chunk cache's share of the block cache's budget: a quarter, between 16 and 512 MiB.
 fn chunk_cache_bytes(block_cache_bytes: u64) -> u64 {
     (block_cache_bytes / 4).clamp(16 << 20, 512 << 20)
+}
+
+/// Where the block cache keeps an entry's block: `(segment, offset)`.
+fn block_key(entry: &IndexEntry) -> (u128, u64) {
+    (entry.segment_id, entry.offset)
 }
 
 /// What a decoded record weighs besides its bytes.
@@ -437,12 +442,11 @@ mod tests {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let entries = segment(store.as_ref(), 100).await;
         let caches = Caches::new(&holding(40), store);
-        let key = |entry: &IndexEntry| (entry.segment_id, entry.offset);
         for entry in &entries {
             caches.block(entry, Reach::Tail).await.unwrap();
             caches.blocks.run_pending_tasks().await;
         }
-        let kept: Vec<bool> = entries.iter().map(|e| caches.blocks.contains_key(&key(e))).collect();
+        let kept: Vec<bool> = entries.iter().map(|e| caches.blocks.contains_key(&block_key(e))).collect();
         let first_kept = kept.iter().position(|&k| k).expect("the tail left blocks");
         assert!(kept[first_kept..].iter().all(|&k| k), "the newest are kept, the oldest gone: {kept:?}");
 
@@ -454,8 +458,8 @@ mod tests {
         }
         let fetched = caches.stats.block_misses.load(Ordering::Relaxed) - misses;
         assert_eq!(fetched, first_kept as u64, "only the blocks the cache had let go");
-        assert!(entries[..first_kept].iter().all(|e| !caches.blocks.contains_key(&key(e))), "taken back out");
-        assert!(entries[first_kept..].iter().all(|e| caches.blocks.contains_key(&key(e))), "the tail's stay");
+        assert!(entries[..first_kept].iter().all(|e| !caches.blocks.contains_key(&block_key(e))), "taken back out");
+        assert!(entries[first_kept..].iter().all(|e| caches.blocks.contains_key(&block_key(e))), "the tail's stay");
     }
 
     /// A read is history once the records between it and the tail would weigh more
@@ -487,7 +491,7 @@ mod tests {
             caches.passed(entry, Reach::Tail).await;
         }
         caches.blocks.run_pending_tasks().await;
-        assert!(caches.blocks.contains_key(&(entries[0].segment_id, entries[0].offset)));
-        assert!(!caches.blocks.contains_key(&(entries[1].segment_id, entries[1].offset)));
+        assert!(caches.blocks.contains_key(&block_key(&entries[0])));
+        assert!(!caches.blocks.contains_key(&block_key(&entries[1])));
     }
 }
