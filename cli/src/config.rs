@@ -324,12 +324,18 @@ impl ServeConfig {
         if config.reader.chunk_bytes.is_none() {
             // Chunked reads save store round trips; a local directory without added
             // latency has none to save, and the copies would only cost CPU.
-            // (Without calling `store_url`, which makes the data directory.)
-            let local = config.store.as_deref().is_none_or(|url| url.starts_with("file://"));
-            let local = local && config.store_delay.is_zero();
+            let local = config.reads_local_files();
             config.reader.chunk_bytes = Some(if local { 0 } else { shale_reader::DEFAULT_CHUNK_BYTES });
         }
         Ok(config)
+    }
+
+    /// Whether reads go to files on this machine at their own speed: a local directory
+    /// without `store_delay` (which stands in for an object store's latency).
+    /// (Without calling `store_url`, which makes the data directory.)
+    pub fn reads_local_files(&self) -> bool {
+        let local = self.store.as_deref().is_none_or(|url| url.starts_with("file://"));
+        local && self.store_delay.is_zero()
     }
 
     /// Puts the command's default ports on the addresses the file did not set.
@@ -415,5 +421,39 @@ mod tests {
         let flag = SocketAddr::from(([127, 0, 0, 1], 7000));
         let config = ServeConfig::load(&args(Some(file), Some(flag)), DefaultPorts::GATEWAY).unwrap();
         assert_eq!((config.http.port(), config.grpc.port()), (9000, 7000), "the file's and the flag's");
+    }
+
+    /// Reads at a local directory's own speed (no delay standing in for an object
+    /// store's) read each block alone; elsewhere through chunks; a value the file sets stays.
+    #[test]
+    fn reads_are_set_up_for_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |toml: &str, store: Option<&str>, delay: Option<&str>| {
+            let file = dir.path().join("shale.toml");
+            std::fs::write(&file, toml).unwrap();
+            let args = ServeArgs {
+                config: Some(file),
+                data_dir: None,
+                store: store.map(str::to_string),
+                http: None,
+                grpc: None,
+                kafka: None,
+                store_delay: delay.map(|d| humantime::parse_duration(d).unwrap()),
+                tls_cert: None,
+                tls_key: None,
+                tls_ca: None,
+                takeover: false,
+                no_cors: false,
+                init_file: None,
+            };
+            let config = ServeConfig::load(&args, DefaultPorts::SERVE).unwrap();
+            (config.reads_local_files(), config.reader.chunk_bytes)
+        };
+        assert_eq!(load("", None, None), (true, Some(0)), "the default data directory");
+        assert_eq!(load("", Some("file:///somewhere"), None), (true, Some(0)));
+        let chunked = (false, Some(shale_reader::DEFAULT_CHUNK_BYTES));
+        assert_eq!(load("", Some("s3://bucket"), None), chunked);
+        assert_eq!(load("", None, Some("30ms")), chunked, "a delayed directory reads as an object store would");
+        assert_eq!(load("[reader]\nchunk_bytes = 2048\n", None, None), (true, Some(2048)));
     }
 }

@@ -17,7 +17,7 @@ use shale_metadata::{
 };
 use shale_reader::Reader;
 use shale_storage::object_store::ObjectStore;
-use shale_storage::{DelayedStore, InstrumentedStore, RecentWrites, StoreCounters, SystemClock};
+use shale_storage::{DelayedStore, InstrumentedStore, RecentWrites, StoreCounters, SystemClock, MAPPED_READ_MIN};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -297,13 +297,16 @@ pub async fn serve_compactor(config: ServeConfig, metadata_addrs: Vec<String>) -
 
 /// The store as a process's own gateway and reader see it: the segments the gateway
 /// wrote last answer the reader's range reads of them from memory
-/// (`[reader] recent_write_bytes`).
+/// (`[reader] recent_write_bytes`), on a local directory only reads too short to be
+/// mapped (longer ones read the page cache's bytes, mapped).
 fn with_recent_writes(config: &ServeConfig, store: &Store) -> Store {
     let bytes = config.reader.recent_write_bytes;
     let store_for_roles: Arc<dyn ObjectStore> = if bytes == 0 {
         store.store.clone()
     } else {
-        Arc::new(RecentWrites::new(store.store.clone(), Arc::new(SystemClock), bytes))
+        let recent = RecentWrites::new(store.store.clone(), Arc::new(SystemClock), bytes);
+        let recent = if config.reads_local_files() { recent.answering_below(MAPPED_READ_MIN) } else { recent };
+        Arc::new(recent)
     };
     Store { url: store.url.clone(), store: store_for_roles, counters: store.counters.clone() }
 }

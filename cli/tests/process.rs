@@ -90,6 +90,47 @@ async fn acked_appends_survive_a_crash() {
     assert!(terminate(child).success());
 }
 
+/// On a local directory a long block is read by mapping its segment file: the block the
+/// read left in the block cache is a mapping of the file (the page cache's bytes), not a
+/// copy in the server's own memory, and it reads back exactly what was appended.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_long_block_on_a_local_directory_is_read_through_a_mapping_of_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let (child, base, _grpc) = start(dir.path());
+    let r = client.post(format!("{base}/v1/basins")).json(&json!({ "basin": "map-basin" })).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let r = client
+        .post(format!("{base}/v1/streams"))
+        .header("s2-basin", "map-basin")
+        .json(&json!({ "stream": "long" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // Four records of 40 KiB in one append: one block of 160 KiB, past the 64 KiB mapped.
+    let bodies: Vec<String> = (0..4).map(|i| format!("{i}").repeat(40 * 1024)).collect();
+    let records: Vec<Value> = bodies.iter().map(|body| json!({ "body": body })).collect();
+    let r = client
+        .post(format!("{base}/v1/streams/long/records"))
+        .header("s2-basin", "map-basin")
+        .json(&json!({ "records": records }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let segments = dir.path().join("shale-data/segments").canonicalize().unwrap();
+    let mapped = || {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
+        maps.lines().filter(|line| line.contains(segments.to_str().unwrap())).count()
+    };
+    assert_eq!(mapped(), 0, "nothing read yet");
+    assert_eq!(read_stream_bodies(&client, &base, "map-basin", "long").await, bodies);
+    assert_eq!(mapped(), 1, "the cached block is a mapping of its segment file");
+    assert!(terminate(child).success());
+}
+
 /// One server per local data directory: a second `shale serve` there is refused with a
 /// message that names the owner and `--takeover`; with `--takeover` the first drains and
 /// stops, and the second carries on from the durable state. Two servers never answer

@@ -13,7 +13,8 @@
 //! - [`RecentWrites`]: this process's recent small PUTs answer its range reads from
 //!   memory (a reader following what its own gateway just wrote).
 //! - [`SyncedDir`]: fsyncs what the local-filesystem store writes, so acked data survives
-//!   a power loss.
+//!   a power loss, and maps the files long range reads ask for (the page cache's bytes,
+//!   not a copy).
 //! - [`Histogram`]: latency histogram rendered as Prometheus text.
 //! - [`describe`]: a failed request's kind, for clients (no paths from the server's disk).
 //! - [`Clock`]: the one place that reads wall-clock time, so tests can control it.
@@ -30,6 +31,7 @@ mod faulty;
 mod histogram;
 pub mod ids;
 mod instrumented;
+mod mapped;
 mod open;
 mod recent;
 mod synced;
@@ -41,6 +43,7 @@ pub use failing::FailingStore;
 pub use faulty::FaultyStore;
 pub use histogram::{render_counters, render_gauges, Histogram, LATENCY_BUCKETS};
 pub use instrumented::{coalesced_requests, InstrumentedStore, StoreCounters};
+pub use mapped::MAPPED_READ_MIN;
 pub use object_store;
 pub use open::{open_store, open_store_with, StoreError};
 pub use recent::RecentWrites;

@@ -88,6 +88,8 @@ pub struct RecentWrites {
     inner: Arc<dyn ObjectStore>,
     clock: Arc<dyn Clock>,
     max_bytes: u64,
+    /// Ranges this long or longer go to the store (see [`RecentWrites::answering_below`]).
+    answered_below: u64,
     held: Arc<Mutex<Held>>,
     hits: AtomicU64,
 }
@@ -105,7 +107,24 @@ impl RecentWrites {
     pub const MAX_OBJECT_BYTES: u64 = 16 * 1024 * 1024;
 
     pub fn new(inner: Arc<dyn ObjectStore>, clock: Arc<dyn Clock>, max_bytes: u64) -> Self {
-        Self { inner, clock, max_bytes, held: Arc::default(), hits: AtomicU64::new(0) }
+        Self { inner, clock, max_bytes, answered_below: u64::MAX, held: Arc::default(), hits: AtomicU64::new(0) }
+    }
+
+    /// Answers only range reads shorter than `bytes`, leaving longer ones to the store:
+    /// on a local directory, which maps them ([`crate::MAPPED_READ_MIN`]), a long block
+    /// read from the page cache is memory the process does not hold, where an answer
+    /// from here keeps the whole written object alive in the reader's block cache.
+    pub fn answering_below(mut self, bytes: u64) -> Self {
+        self.answered_below = bytes;
+        self
+    }
+
+    /// The kept bytes of `range`, if kept and short enough to answer.
+    fn kept_range(&self, kept: &Kept, range: &Range<u64>) -> Option<Bytes> {
+        if range.end.saturating_sub(range.start) >= self.answered_below {
+            return None;
+        }
+        kept.range(range)
     }
 
     /// Range reads answered from memory so far.
@@ -164,7 +183,7 @@ impl RecentWrites {
             return None;
         }
         let kept = self.held().objects.get(location).cloned()?;
-        let bytes = kept.range(range)?;
+        let bytes = self.kept_range(&kept, range)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         let range = range.start..range.start + bytes.len() as u64;
         Some(GetResult {
@@ -217,7 +236,8 @@ impl ObjectStore for RecentWrites {
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let kept = self.held().objects.get(location).cloned();
         if let Some(kept) = kept {
-            if let Some(answers) = ranges.iter().map(|range| kept.range(range)).collect::<Option<Vec<_>>>() {
+            if let Some(answers) = ranges.iter().map(|range| self.kept_range(&kept, range)).collect::<Option<Vec<_>>>()
+            {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(answers);
             }
@@ -308,6 +328,30 @@ mod tests {
         let conditional = GetOptions { if_match: Some("nope".into()), ..GetOptions::default() };
         assert!(store.get_opts(&path, conditional).await.is_err(), "conditional reads go to the store");
         assert_eq!(counters.gets(), gets + 2);
+    }
+
+    #[tokio::test]
+    #[allow(clippy::single_range_in_vec_init)] // a list of one range, as `get_ranges` takes
+    async fn ranges_as_long_as_the_limit_go_to_the_store() {
+        let (store, counters) = store(1 << 20);
+        let store = store.answering_below(64);
+        let path = Path::from("segments/b.seg");
+        let payload = parts(&[40, 100]);
+        let whole: Vec<u8> = payload.iter().flat_map(|p| p.to_vec()).collect();
+        store.put(&path, payload).await.unwrap();
+        let gets = counters.gets();
+        let short = store.get_ranges(&path, &[0..63]).await.unwrap();
+        assert_eq!(&short[0][..], &whole[..63]);
+        assert_eq!((counters.gets(), store.hits()), (gets, 1), "shorter than the limit: from memory");
+        for read in [vec![0..64], vec![0..10, 40..140]] {
+            let got = store.get_ranges(&path, &read).await.unwrap();
+            for (range, bytes) in read.iter().zip(&got) {
+                assert_eq!(&bytes[..], &whole[range.start as usize..range.end as usize]);
+            }
+        }
+        let long = store.get_range(&path, 10..110).await.unwrap();
+        assert_eq!(&long[..], &whole[10..110]);
+        assert_eq!((counters.gets(), store.hits()), (gets + 3, 1), "each call with a long range: the store's");
     }
 
     #[tokio::test]

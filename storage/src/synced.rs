@@ -20,6 +20,9 @@
 //! (`store_fsync = false`, [`SyncedDir::without_fsync`]) it still gives that conditional
 //! update, without the syncs.
 //!
+//! Range reads of at least 64 KiB map the file ([`crate::mapped`]): a block read is then
+//! the page cache's bytes, not a copy in this process's memory.
+//!
 //! A directory keeps no object attributes, and `LocalFileSystem` refuses a write that
 //! carries some; SlateDB tags each conditional write with an id it reads back only to
 //! settle an ambiguous failure (a timeout after the write may have landed), which a local
@@ -250,7 +253,18 @@ impl ObjectStore for SyncedDir {
         self.inner.get_opts(location, options).await
     }
 
+    /// Long ranges are mapped ([`crate::mapped`]), in one blocking task; the rest, and
+    /// anything mapping refuses, are read by the directory store.
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        if crate::mapped::worth_mapping(ranges) {
+            let (file, wanted) = (self.syncer.root.join(location.as_ref()), ranges.to_vec());
+            let mapped = tokio::task::spawn_blocking(move || crate::mapped::map_ranges(&file, &wanted))
+                .await
+                .map_err(|e| generic(format!("mapping task failed: {e}")))?;
+            if let Some(mapped) = mapped {
+                return Ok(mapped);
+            }
+        }
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -450,5 +464,32 @@ mod tests {
         let stale = store.put_opts(&path, PutPayload::from_static(b"late"), PutMode::Update(version).into()).await;
         assert!(matches!(stale, Err(object_store::Error::Precondition { .. })), "{stale:?}");
         assert_eq!(store.syncs() == 0, !fsync, "fsync {fsync}: {} syncs", store.syncs());
+    }
+
+    /// Range reads answer the same bytes whether mapped (long ranges) or read (short
+    /// ones, or a call with any short one), and a missing object is `NotFound` either way.
+    #[tokio::test]
+    #[allow(clippy::single_range_in_vec_init)] // a list of one range, as `get_ranges` takes
+    async fn long_and_short_range_reads_answer_the_same_bytes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let local = LocalFileSystem::new_with_prefix(dir.path()).expect("local store");
+        let store = SyncedDir::new(Arc::new(local), dir.path());
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let path = Path::from("segments/one");
+        store.put(&path, PutPayload::from(bytes.clone())).await.expect("put");
+        let long = 1000..200_000u64;
+        let short = 10..20u64;
+        let mapped = store.get_ranges(&path, &[long.clone(), 200_000..300_000]).await.expect("mapped read");
+        assert_eq!(&mapped[0][..], &bytes[1000..200_000]);
+        assert_eq!(&mapped[1][..], &bytes[200_000..]);
+        let mixed = store.get_ranges(&path, &[long, short]).await.expect("read");
+        assert_eq!(&mixed[0][..], &bytes[1000..200_000]);
+        assert_eq!(&mixed[1][..], &bytes[10..20]);
+        let past_end = store.get_ranges(&path, &[200_000..300_001]).await;
+        assert!(past_end.is_err(), "a range past the end is refused as the directory store refuses it");
+        for ranges in [vec![0..100_000u64], vec![0..10]] {
+            let missing = store.get_ranges(&Path::from("segments/none"), &ranges).await;
+            assert!(matches!(missing, Err(object_store::Error::NotFound { .. })), "{missing:?}");
+        }
     }
 }
