@@ -28,7 +28,11 @@
 # creates dearer (up to 1.6x the CPU per GiB for Shale, which creates a file per store
 # request). FRESH_FS=1 goes further: each server's directory is a new ext4 file system of
 # its own (a sparse image, loop-mounted in the run's private mount namespace), so no
-# earlier use of the machine's disk shows in the figures.
+# earlier use of the machine's disk shows in the figures. DROP_CACHES=1 (root) empties
+# the page cache before each server starts, so every peer begins with the machine's
+# memory free: on the machine of docs/benchmarks.md, a page cache filled by earlier runs
+# (17 of 24 GiB) made the same build's figures up to 1.6x higher, and by how much moved
+# with whatever ran before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export S2="${S2:-$(command -v s2 || true)}" ROUNDS="${1:-2}" MIB="${2:-512}" CALLGRIND_MIB="${3:-64}"
@@ -44,6 +48,13 @@ source bench/lib.sh
 cpu_seconds() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
 minor_faults() { awk '{print $10}' "/proc/$1/stat"; }
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
+# settle: with DROP_CACHES=1, the page cache written back and emptied (see the header).
+settle() {
+  if [ "${DROP_CACHES:-0}" = 1 ]; then
+    sync
+    echo 1 >/proc/sys/vm/drop_caches
+  fi
+}
 
 # data_dir NAME: a new, empty directory for one server's data, printed; on a file system
 # of its own with FRESH_FS=1. Removed only when the script ends (see the header).
@@ -87,12 +98,14 @@ s2_bench_cpu() {
 if [ -n "$S2" ]; then
   echo "# 1. s2 bench at 50 MiB/s for 20 s, then its catch-up; peers taking turns"
   for round in $(seq "$ROUNDS"); do
+    settle
     "$S2" lite --port 18090 --local-root "$(data_dir "lite-$round")" --no-dashboard >"$work/lite.log" 2>&1 &
     lite=$!
     wait_port 18090 600
     s2_bench_cpu "s2-lite, round $round" http://127.0.0.1:18090 "$lite"
     stop "$lite"
     for build in $BUILDS; do
+      settle
       SHALE_LOG=warn "${build#*:}/shale" serve --http 127.0.0.1:18091 --grpc 127.0.0.1:18092 \
         --data-dir "$(data_dir "shale-$round-${build%%:*}")" >"$work/shale.log" 2>&1 &
       shale=$!
@@ -135,6 +148,7 @@ paths="s2s-append json-append s2s-read sse-read grpc-read"
 echo "# 2. each path alone, $MIB MiB, compaction off: server CPU seconds per GiB"
 for round in $(seq "$ROUNDS"); do
   for build in $BUILDS; do
+    settle
     serve_paths "${build#*:}" "paths-$round-${build%%:*}"
     for path in s2s-produce $paths; do run_path "$path" "$MIB" "${build%%:*}"; done
     kafka_paths 5 | sed "s/^{/{\"build\":\"${build%%:*}\",/"
