@@ -382,19 +382,14 @@ mod tests {
         assert!(toml::from_str::<ServeConfig>("bogus = 1").is_err());
     }
 
-    /// Each server command has its own default ports; an address the file or a flag sets
-    /// wins over them.
-    #[test]
-    fn roles_default_to_ports_of_their_own() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("shale.toml");
-        std::fs::write(&file, "http = \"127.0.0.1:9000\"\n").unwrap();
-        let args = |config: Option<PathBuf>, grpc: Option<SocketAddr>| ServeArgs {
+    /// A command line that names only its config file, if any.
+    fn no_flags(config: Option<PathBuf>) -> ServeArgs {
+        ServeArgs {
             config,
             data_dir: None,
             store: None,
             http: None,
-            grpc,
+            grpc: None,
             kafka: None,
             store_delay: None,
             tls_cert: None,
@@ -403,7 +398,17 @@ mod tests {
             takeover: false,
             no_cors: false,
             init_file: None,
-        };
+        }
+    }
+
+    /// Each server command has its own default ports; an address the file or a flag sets
+    /// wins over them.
+    #[test]
+    fn roles_default_to_ports_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("shale.toml");
+        std::fs::write(&file, "http = \"127.0.0.1:9000\"\n").unwrap();
+        let args = |config: Option<PathBuf>, grpc: Option<SocketAddr>| ServeArgs { grpc, ..no_flags(config) };
         let ports = [
             DefaultPorts::SERVE,
             DefaultPorts::METADATA,
@@ -432,19 +437,9 @@ mod tests {
             let file = dir.path().join("shale.toml");
             std::fs::write(&file, toml).unwrap();
             let args = ServeArgs {
-                config: Some(file),
-                data_dir: None,
                 store: store.map(str::to_string),
-                http: None,
-                grpc: None,
-                kafka: None,
                 store_delay: delay.map(|d| humantime::parse_duration(d).unwrap()),
-                tls_cert: None,
-                tls_key: None,
-                tls_ca: None,
-                takeover: false,
-                no_cors: false,
-                init_file: None,
+                ..no_flags(Some(file))
             };
             let config = ServeConfig::load(&args, DefaultPorts::SERVE).unwrap();
             (config.reads_local_files(), config.reader.chunk_bytes)

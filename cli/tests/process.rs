@@ -8,18 +8,23 @@ mod common;
 use common::{shale, spawn, spawn_client, spawn_logged, start, terminate};
 use serde_json::{json, Value};
 
-/// Creates `basin` and its stream `s`, then appends `r0..r{count}` one record at a time.
-async fn write_records(client: &reqwest::Client, base: &str, basin: &str, count: usize) {
+/// Creates `basin` and its `stream`.
+async fn create_stream(client: &reqwest::Client, base: &str, basin: &str, stream: &str) {
     let r = client.post(format!("{base}/v1/basins")).json(&json!({ "basin": basin })).send().await.unwrap();
     assert_eq!(r.status(), 201);
     let r = client
         .post(format!("{base}/v1/streams"))
         .header("s2-basin", basin)
-        .json(&json!({ "stream": "s" }))
+        .json(&json!({ "stream": stream }))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
+}
+
+/// Creates `basin` and its stream `s`, then appends `r0..r{count}` one record at a time.
+async fn write_records(client: &reqwest::Client, base: &str, basin: &str, count: usize) {
+    create_stream(client, base, basin, "s").await;
     for i in 0..count {
         assert_eq!(append(client, base, basin, "s", &format!("r{i}")).await, 200);
     }
@@ -99,16 +104,7 @@ async fn a_long_block_on_a_local_directory_is_read_through_a_mapping_of_its_file
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let (child, base, _grpc) = start(dir.path());
-    let r = client.post(format!("{base}/v1/basins")).json(&json!({ "basin": "map-basin" })).send().await.unwrap();
-    assert_eq!(r.status(), 201);
-    let r = client
-        .post(format!("{base}/v1/streams"))
-        .header("s2-basin", "map-basin")
-        .json(&json!({ "stream": "long" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    create_stream(&client, &base, "map-basin", "long").await;
     // Four records of 40 KiB in one append: one block of 160 KiB, past the 64 KiB mapped.
     let bodies: Vec<String> = (0..4).map(|i| format!("{i}").repeat(40 * 1024)).collect();
     let records: Vec<Value> = bodies.iter().map(|body| json!({ "body": body })).collect();
