@@ -5,11 +5,13 @@
 //! it is a second copy, and one the block cache keeps: a fresh server's first GiB of
 //! blocks cost a GiB of newly touched memory (about 310,000 first-touch page faults per
 //! GiB under `s2 bench`). Mapped, the block cache holds mappings of the same pages, the
-//! process's heap does not grow with it, and a read costs an open, a map and a close.
+//! process's heap does not grow with it, and a read costs an open, a stat, a map and a
+//! close.
 //!
-//! Only ranges of at least [`MAPPED_READ_MIN`] are mapped (so the block cache, at most
-//! a GiB, holds at most 16,384 mappings, well inside Linux's default 65,530 per
-//! process); anything else, and any range a map is refused for, is read as before.
+//! Only ranges of at least [`MAPPED_READ_MIN`] are mapped (so a block cache of 1 GiB,
+//! the most its default gives, holds at most 16,384 mappings, well inside Linux's
+//! default 65,530 per process); anything else, and any range a map is refused for (a
+//! larger cache past that limit), is read as before.
 //! Files in a store directory are written once under a temporary name, fsynced and then
 //! renamed or linked into place, never changed in place; a deleted file stays readable
 //! through the mappings that exist. A file truncated by another program while mapped,
