@@ -15,6 +15,15 @@ pub fn render_process_metrics(role: &str, out: &mut String) {
     if let Some(stats) = ProcessStats::read() {
         stats.render(out);
     }
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let _ = writeln!(
+            out,
+            "# HELP shale_runtime_workers The async runtime's worker threads\n\
+             # TYPE shale_runtime_workers gauge\n\
+             shale_runtime_workers {}",
+            runtime.metrics().num_workers()
+        );
+    }
 }
 
 /// What `/proc/self` says about this process.
@@ -105,5 +114,13 @@ mod tests {
         let started = value("process_start_time_seconds");
         assert!(started <= now + 1.0 && started > now - 86_400.0 * 30.0, "{started} vs {now}");
         assert!(value("process_cpu_seconds_total") >= 0.0);
+        assert!(!out.contains("shale_runtime_workers"), "no runtime, no worker count: {out}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn the_runtime_s_workers_are_counted() {
+        let mut out = String::new();
+        render_process_metrics("serve", &mut out);
+        assert!(out.lines().any(|l| l == "shale_runtime_workers 3"), "{out}");
     }
 }

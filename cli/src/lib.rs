@@ -11,6 +11,7 @@ mod config;
 mod dir_lock;
 mod format;
 mod read;
+pub mod runtime;
 mod serve;
 mod tokens;
 

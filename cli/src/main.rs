@@ -8,11 +8,16 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = shale::Cli::parse_from(shale::client_flags_after_command(std::env::args_os().collect()));
     init_logs(cli.log_format);
-    shale::run(cli).await
+    match shale::runtime::build() {
+        Ok(runtime) => runtime.block_on(shale::run(cli)),
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// Logs go to stderr (stdout is for client commands' output), filtered by `SHALE_LOG`,

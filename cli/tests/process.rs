@@ -127,6 +127,27 @@ async fn a_long_block_on_a_local_directory_is_read_through_a_mapping_of_its_file
     assert!(terminate(child).success());
 }
 
+/// The server's async runtime leaves one core to blocking work (file writes and their
+/// fsyncs): one worker fewer than the machine's cores, at least one, unless tokio's
+/// `TOKIO_WORKER_THREADS` says otherwise; `/metrics` tells how many it runs.
+#[tokio::test]
+async fn the_runtime_has_a_worker_fewer_than_the_cores_unless_the_environment_says() {
+    let workers = |base: String| async move {
+        let text = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
+        let line = text.lines().find(|l| l.starts_with("shale_runtime_workers ")).unwrap_or_else(|| panic!("{text}"));
+        line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap()
+    };
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base, _grpc) = start(dir.path());
+    assert_eq!(workers(base).await, cores.saturating_sub(1).max(1));
+    assert!(terminate(child).success());
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    let (child, base, _grpc) = spawn(dir.path(), &args, &[("TOKIO_WORKER_THREADS", "3".to_string())]);
+    assert_eq!(workers(base).await, 3);
+    assert!(terminate(child).success());
+}
+
 /// One server per local data directory: a second `shale serve` there is refused with a
 /// message that names the owner and `--takeover`; with `--takeover` the first drains and
 /// stops, and the second carries on from the durable state. Two servers never answer
