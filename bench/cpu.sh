@@ -37,6 +37,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export S2="${S2:-$(command -v s2 || true)}" ROUNDS="${1:-2}" MIB="${2:-512}" CALLGRIND_MIB="${3:-64}"
 export BUILDS="${BUILDS:-shale:target/release}"
+# Every server's data stays until the end (see below): about 3 GiB per `s2 bench` server,
+# so three rounds of two builds and part 2 want some 30 GiB free. A full disk fails the
+# runs' appends ("segment upload failed"), which is no figure of CPU.
+free_gib="$(df -P --block-size=1G "${TMPDIR:-/tmp}" | awk 'NR == 2 { print $4 }')"
+if [ "$free_gib" -lt 30 ]; then
+  echo "warning: ${free_gib} GiB free under ${TMPDIR:-/tmp}; a run of several rounds may fill it" >&2
+fi
 exec unshare --net --mount bash -s <<'INNER'
 set -euo pipefail
 ip link set lo up
