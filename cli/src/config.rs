@@ -334,8 +334,13 @@ impl ServeConfig {
     /// without `store_delay` (which stands in for an object store's latency).
     /// (Without calling `store_url`, which makes the data directory.)
     pub fn reads_local_files(&self) -> bool {
-        let local = self.store.as_deref().is_none_or(|url| url.starts_with("file://"));
-        local && self.store_delay.is_zero()
+        self.stores_in_a_directory() && self.store_delay.is_zero()
+    }
+
+    /// Whether the store is a local directory (the default, or a `file://` URL), with or
+    /// without `store_delay`.
+    pub fn stores_in_a_directory(&self) -> bool {
+        self.store.as_deref().is_none_or(|url| url.starts_with("file://"))
     }
 
     /// Puts the command's default ports on the addresses the file did not set.

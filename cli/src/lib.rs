@@ -132,15 +132,10 @@ pub fn client_flags_after_command(args: Vec<OsString>) -> Vec<OsString> {
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
+    if let Some((args, server)) = cli.command.server() {
+        return exit(run_server(args, server).await);
+    }
     match cli.command {
-        Command::Serve(args) => exit(run_server(&args, Server::AllInOne).await),
-        Command::Metadata(args) => exit(run_server(&args.serve, Server::Metadata(args.advertise.clone())).await),
-        Command::Gateway(args) => {
-            exit(run_server(&args.serve, Server::Role(Role::Gateway, args.metadata.clone())).await)
-        }
-        Command::Reader(args) => exit(run_server(&args.serve, Server::Role(Role::Reader, args.metadata.clone())).await),
-        Command::Agent(args) => exit(run_server(&args.serve, Server::Role(Role::Agent, args.metadata.clone())).await),
-        Command::Compactor(args) => exit(run_server(&args.serve, Server::Compactor(args.metadata.clone())).await),
         Command::Basins(basins) => client::report(client::basins(&basins.connection, basins.command).await),
         Command::Streams(streams) => client::report(client::streams(&streams.connection, streams.command).await),
         Command::Tokens(tokens) => client::report(tokens::tokens(&tokens.connection, tokens.command).await),
@@ -149,6 +144,44 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::CheckTail { target, connection } => client::report(client::check_tail(&connection, &target).await),
         Command::Tail(args) => client::report(read::read(args.into()).await),
         Command::Tables { basin, connection } => client::report(client::tables(&connection, &basin).await),
+        Command::Serve(_)
+        | Command::Metadata(_)
+        | Command::Gateway(_)
+        | Command::Reader(_)
+        | Command::Agent(_)
+        | Command::Compactor(_) => unreachable_server(),
+    }
+}
+
+/// Server commands return from [`run`] before its match on client commands.
+fn unreachable_server() -> ExitCode {
+    eprintln!("shale: error: a server command was not run as one");
+    ExitCode::FAILURE
+}
+
+impl Command {
+    /// A server command's arguments and which server it runs; `None` for client commands.
+    fn server(&self) -> Option<(&config::ServeArgs, Server)> {
+        Some(match self {
+            Command::Serve(args) => (args, Server::AllInOne),
+            Command::Metadata(args) => (&args.serve, Server::Metadata(args.advertise.clone())),
+            Command::Gateway(args) => (&args.serve, Server::Role(Role::Gateway, args.metadata.clone())),
+            Command::Reader(args) => (&args.serve, Server::Role(Role::Reader, args.metadata.clone())),
+            Command::Agent(args) => (&args.serve, Server::Role(Role::Agent, args.metadata.clone())),
+            Command::Compactor(args) => (&args.serve, Server::Compactor(args.metadata.clone())),
+            _ => return None,
+        })
+    }
+}
+
+impl Cli {
+    /// Whether this command serves from a local directory (`serve`'s default store, a
+    /// `file://` store or `--data-dir`): its file writes and fsyncs then keep a core busy
+    /// on the blocking pool ([`runtime`]). False for client commands, object stores and
+    /// settings that do not load (the command reports those once it runs).
+    pub fn writes_local_files(&self) -> bool {
+        let Some((args, server)) = self.command.server() else { return false };
+        ServeConfig::load(args, server.default_ports()).is_ok_and(|config| config.stores_in_a_directory())
     }
 }
 
@@ -170,17 +203,22 @@ enum Server {
     Compactor(Vec<String>),
 }
 
+impl Server {
+    fn default_ports(&self) -> DefaultPorts {
+        match self {
+            Server::AllInOne => DefaultPorts::SERVE,
+            Server::Metadata(_) => DefaultPorts::METADATA,
+            Server::Role(Role::Gateway, _) => DefaultPorts::GATEWAY,
+            Server::Role(Role::Reader, _) => DefaultPorts::READER,
+            Server::Role(Role::AllInOne, _) => DefaultPorts::SERVE,
+            Server::Role(Role::Agent, _) => DefaultPorts::AGENT,
+            Server::Compactor(_) => DefaultPorts::COMPACTOR,
+        }
+    }
+}
+
 async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<()> {
-    let ports = match &server {
-        Server::AllInOne => DefaultPorts::SERVE,
-        Server::Metadata(_) => DefaultPorts::METADATA,
-        Server::Role(Role::Gateway, _) => DefaultPorts::GATEWAY,
-        Server::Role(Role::Reader, _) => DefaultPorts::READER,
-        Server::Role(Role::AllInOne, _) => DefaultPorts::SERVE,
-        Server::Role(Role::Agent, _) => DefaultPorts::AGENT,
-        Server::Compactor(_) => DefaultPorts::COMPACTOR,
-    };
-    let config = ServeConfig::load(args, ports)?;
+    let config = ServeConfig::load(args, server.default_ports())?;
     // A role on a store of its own would accept appends no reader ever finds, or serve
     // reads of nothing: only `serve` defaults to a local directory.
     if !matches!(server, Server::AllInOne) && config.store.is_none() && args.data_dir.is_none() {

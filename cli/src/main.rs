@@ -11,7 +11,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> std::process::ExitCode {
     let cli = shale::Cli::parse_from(shale::client_flags_after_command(std::env::args_os().collect()));
     init_logs(cli.log_format);
-    match shale::runtime::build() {
+    match shale::runtime::build(cli.writes_local_files()) {
         Ok(runtime) => runtime.block_on(shale::run(cli)),
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

@@ -127,11 +127,11 @@ async fn a_long_block_on_a_local_directory_is_read_through_a_mapping_of_its_file
     assert!(terminate(child).success());
 }
 
-/// The server's async runtime leaves one core to blocking work (file writes and their
-/// fsyncs): one worker fewer than the machine's cores, at least one, unless tokio's
-/// `TOKIO_WORKER_THREADS` says otherwise; `/metrics` tells how many it runs.
+/// A server on a local directory leaves one core to blocking work (file writes and their
+/// fsyncs): one worker fewer than the machine's cores, at least one; on another store every
+/// core runs a worker; tokio's `TOKIO_WORKER_THREADS` overrides both. `/metrics` tells.
 #[tokio::test]
-async fn the_runtime_has_a_worker_fewer_than_the_cores_unless_the_environment_says() {
+async fn the_runtime_leaves_a_core_to_file_writes_on_a_directory_unless_the_environment_says() {
     let workers = |base: String| async move {
         let text = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
         let line = text.lines().find(|l| l.starts_with("shale_runtime_workers ")).unwrap_or_else(|| panic!("{text}"));
@@ -145,6 +145,10 @@ async fn the_runtime_has_a_worker_fewer_than_the_cores_unless_the_environment_sa
     let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
     let (child, base, _grpc) = spawn(dir.path(), &args, &[("TOKIO_WORKER_THREADS", "3".to_string())]);
     assert_eq!(workers(base).await, 3);
+    assert!(terminate(child).success());
+    let in_memory = ["serve", "--store", "memory://", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"];
+    let (child, base, _grpc) = spawn(dir.path(), &in_memory, &[]);
+    assert_eq!(workers(base).await, cores);
     assert!(terminate(child).success());
 }
 
