@@ -14,7 +14,7 @@ fn main() -> std::process::ExitCode {
     match shale::runtime::build(cli.writes_local_files()) {
         Ok(runtime) => runtime.block_on(shale::run(cli)),
         Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
+            eprintln!("shale: error: cannot start the async runtime: {error}");
             std::process::ExitCode::FAILURE
         }
     }
