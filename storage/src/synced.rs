@@ -20,8 +20,8 @@
 //! (`store_fsync = false`, [`SyncedDir::without_fsync`]) it still gives that conditional
 //! update, without the syncs.
 //!
-//! Range reads of at least 64 KiB map the file ([`crate::mapped`]): a block read is then
-//! the page cache's bytes, not a copy in this process's memory.
+//! Range reads of at least [`crate::MAPPED_READ_MIN`] map the file ([`crate::mapped`]): a
+//! block read is then the page cache's bytes, not a copy in this process's memory.
 //!
 //! A directory keeps no object attributes, and `LocalFileSystem` refuses a write that
 //! carries some; SlateDB tags each conditional write with an id it reads back only to
