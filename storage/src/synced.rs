@@ -253,8 +253,8 @@ impl ObjectStore for SyncedDir {
         self.inner.get_opts(location, options).await
     }
 
-    /// Long ranges are mapped ([`crate::mapped`]), in one blocking task; the rest, and
-    /// anything mapping refuses, are read by the directory store.
+    /// Ranges of at least [`crate::MAPPED_READ_MIN`] are mapped, in one blocking task; the
+    /// rest, and anything mapping refuses, are read by the directory store.
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         if crate::mapped::worth_mapping(ranges) {
             let (file, wanted) = (self.syncer.root.join(location.as_ref()), ranges.to_vec());
