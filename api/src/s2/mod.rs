@@ -5,10 +5,12 @@
 //! - `basins`, `streams`, `access_tokens`, `records` (append, read, check tail), `consumers`
 //!   (tracked consumers, a Shale extension): the endpoints;
 //! - `sse`: reads as server-sent events; `s2s`: S2's session framing and protobuf
-//!   messages; `read_batch`: S2's `ReadBatch` encoded straight from records; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
+//!   messages; `read_batch`: S2's `ReadBatch` encoded straight from records; `batch_json`:
+//!   the same as JSON text; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
 
 mod access_tokens;
 mod basins;
+mod batch_json;
 pub(crate) mod config;
 mod consumers;
 pub mod fuzz;

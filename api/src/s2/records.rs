@@ -15,7 +15,7 @@ use shale_gateway::AppendInput;
 use super::consumers;
 use super::query::{percent_decode, Query};
 use super::read_params::read_params;
-use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson, ReadBatchJson};
+use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson};
 use super::{s2s, sse, streams};
 use crate::{ApiError, Caller, Http};
 use shale_service::producer_stamp;
@@ -224,7 +224,8 @@ async fn read(
         let body = super::read_batch::to_bytes(&output.records, Some(output.tail));
         return Ok(([("content-type", PROTOBUF)], body).into_response());
     }
-    Ok(Json(ReadBatchJson::new(&output.records, Some(output.tail), params.format)).into_response())
+    let body = super::batch_json::read_batch(&output.records, Some(output.tail), params.format);
+    Ok(([("content-type", "application/json")], body).into_response())
 }
 
 /// One stream's part of an atomic append (`POST /v1/records`, a Shale extension).

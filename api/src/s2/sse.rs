@@ -2,18 +2,21 @@
 //! `error`, and a final `[DONE]` when the read is bounded. Follows the tail live.
 
 use std::convert::Infallible;
+use std::fmt::Write;
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, Sse};
+use axum::body::Body;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde_json::json;
 use shale_reader::ReadStart;
 use shale_storage::Clock;
 
+use super::batch_json;
 use super::read_params::ReadParams;
-use super::wire::{Format, ReadBatchJson};
+use super::wire::Format;
 use crate::ApiError;
 use shale_service::{FollowEvent, Follower, Service};
 
@@ -31,7 +34,8 @@ pub async fn read_session(service: &Service, params: ReadParams, headers: &Heade
     }
     let clock = service.clock().clone();
     let follower = service.read_session(request).await?;
-    Ok(Sse::new(events(follower, format, clock)).into_response())
+    let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
+    Ok((headers, Body::from_stream(events(follower, format, clock))).into_response())
 }
 
 fn bad_event_id(id: &str) -> ApiError {
@@ -41,21 +45,57 @@ fn bad_event_id(id: &str) -> ApiError {
 /// Events rendered ahead of the client while it receives earlier ones, as S2S sessions do.
 const READ_AHEAD_EVENTS: usize = 4;
 
-fn events(follower: Follower, format: Format, clock: Arc<dyn Clock>) -> impl Stream<Item = Result<Event, Infallible>> {
+/// Each event as its text on the wire (`event:`, `id:`, `data:` lines and a blank line),
+/// written in one buffer: a batch's JSON goes straight into its event.
+fn events(follower: Follower, format: Format, clock: Arc<dyn Clock>) -> impl Stream<Item = Result<Bytes, Infallible>> {
     let events = follower.run_ahead(READ_AHEAD_EVENTS, move |event| {
         Some(match event {
             FollowEvent::Batch(output, resume) => {
-                let batch = ReadBatchJson::new(&output.records, Some(output.tail), format);
-                let id = format!("{},{},{}", resume.next_seq, resume.sent_records, resume.sent_bytes);
-                Event::default().event("batch").id(id).data(serde_json::to_string(&batch).unwrap_or_default())
+                let mut text = String::from("event: batch\nid: ");
+                // Writing to a `String` cannot fail.
+                let _ = write!(text, "{},{},{}", resume.next_seq, resume.sent_records, resume.sent_bytes);
+                text.push_str("\ndata: ");
+                batch_json::push_read_batch(&mut text, &output.records, Some(output.tail), format);
+                text.push_str("\n\n");
+                Bytes::from(text)
             }
             FollowEvent::Heartbeat(_) => {
                 let now = clock.now_ms();
-                Event::default().event("ping").data(json!({ "timestamp": now }).to_string())
+                event_text(Some("ping"), &json!({ "timestamp": now }).to_string())
             }
-            FollowEvent::Done => Event::default().data("[DONE]"),
-            FollowEvent::Error(error) => Event::default().event("error").data(ApiError::from(error).body().to_string()),
+            FollowEvent::Done => event_text(None, "[DONE]"),
+            FollowEvent::Error(error) => event_text(Some("error"), &ApiError::from(error).body().to_string()),
         })
     });
     events.map(Ok)
+}
+
+/// An event named `name` (a message when `None`) carrying `data`, a `data:` line for each
+/// of its lines.
+fn event_text(name: Option<&str>, data: &str) -> Bytes {
+    let mut text = String::with_capacity(data.len() + 32);
+    if let Some(name) = name {
+        text.push_str("event: ");
+        text.push_str(name);
+        text.push('\n');
+    }
+    for line in data.split('\n') {
+        text.push_str("data: ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push('\n');
+    Bytes::from(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_its_lines_then_a_blank_line() {
+        assert_eq!(&event_text(Some("ping"), r#"{"timestamp":1}"#)[..], b"event: ping\ndata: {\"timestamp\":1}\n\n");
+        assert_eq!(&event_text(None, "[DONE]")[..], b"data: [DONE]\n\n");
+        assert_eq!(&event_text(Some("error"), "a\nb")[..], b"event: error\ndata: a\ndata: b\n\n");
+    }
 }

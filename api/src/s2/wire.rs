@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use shale_metadata_contract::{AppendAck, Position};
-use shale_proto::{names, Header, Record, SequencedRecord};
+use shale_proto::{names, Header, Record};
 
 use crate::ApiError;
 
@@ -33,20 +33,14 @@ impl Format {
         }
     }
 
-    fn decode(self, what: &str, s: &str) -> Result<Bytes, ApiError> {
+    /// The bytes a JSON string stands for; raw text becomes them without a copy.
+    fn decode(self, what: &str, s: String) -> Result<Bytes, ApiError> {
         match self {
-            Format::Raw => Ok(Bytes::copy_from_slice(s.as_bytes())),
+            Format::Raw => Ok(Bytes::from(s.into_bytes())),
             Format::Base64 => STANDARD
-                .decode(s)
+                .decode(&s)
                 .map(Bytes::from)
                 .map_err(|e| ApiError::bad(format!("{what} is not valid base64: {e}"))),
-        }
-    }
-
-    fn encode(self, bytes: &[u8]) -> String {
-        match self {
-            Format::Raw => String::from_utf8_lossy(bytes).into_owned(),
-            Format::Base64 => STANDARD.encode(bytes),
         }
     }
 }
@@ -136,43 +130,10 @@ impl AppendRecordJson {
             .headers
             .into_iter()
             .map(|(name, value)| {
-                Ok(Header { name: format.decode("header name", &name)?, value: format.decode("header value", &value)? })
+                Ok(Header { name: format.decode("header name", name)?, value: format.decode("header value", value)? })
             })
             .collect::<Result<_, ApiError>>()?;
-        Ok(Record { timestamp: self.timestamp, headers, body: format.decode("body", &self.body)? })
-    }
-}
-
-#[derive(Debug, Serialize)]
-pub struct SequencedRecordJson {
-    pub seq_num: u64,
-    pub timestamp: u64,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl SequencedRecordJson {
-    pub fn new(record: &SequencedRecord, format: Format) -> Self {
-        Self {
-            seq_num: record.seq_num,
-            timestamp: record.timestamp,
-            headers: record.headers.iter().map(|h| (format.encode(&h.name), format.encode(&h.value))).collect(),
-            body: format.encode(&record.body),
-        }
-    }
-}
-
-#[derive(Debug, Serialize)]
-pub struct ReadBatchJson {
-    pub records: Vec<SequencedRecordJson>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tail: Option<PositionJson>,
-}
-
-impl ReadBatchJson {
-    pub fn new(records: &[SequencedRecord], tail: Option<Position>, format: Format) -> Self {
-        let records = records.iter().map(|r| SequencedRecordJson::new(r, format)).collect();
-        Self { records, tail: tail.map(PositionJson::from) }
+        Ok(Record { timestamp: self.timestamp, headers, body: format.decode("body", self.body)? })
     }
 }
 
