@@ -59,7 +59,12 @@ pub use error::KafkaError;
 /// Entry points for the fuzz targets: each parser of client bytes.
 pub mod fuzz {
     pub use crate::frame::decode_request;
-    pub use crate::records::decode_produced;
+
+    /// A partition's produced bytes through [`crate::records::decode_produced`]: whether
+    /// they decoded.
+    pub fn decode_produced(data: &[u8]) -> bool {
+        crate::records::decode_produced(bytes::Bytes::copy_from_slice(data)).is_ok()
+    }
 }
 
 /// What every connection of one listener shares; each connection holds a copy whose

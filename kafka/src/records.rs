@@ -42,9 +42,9 @@ pub enum Refused {
 
 /// Decodes a partition's produced bytes: exactly one record batch v2, as Kafka requires
 /// from produce v3 on. The CRC is checked and the batch decompressed, within
-/// [`MAX_DECOMPRESSED_BYTES`].
-pub fn decode_produced(bytes: &[u8]) -> Result<ProducedBatch, Refused> {
-    let mut buf = Bytes::copy_from_slice(bytes);
+/// [`MAX_DECOMPRESSED_BYTES`]. Uncompressed records are slices of `bytes`, not copies.
+pub fn decode_produced(bytes: Bytes) -> Result<ProducedBatch, Refused> {
+    let mut buf = bytes;
     let bounded = |compressed: &mut Bytes, codec| decompress(compressed, codec, MAX_DECOMPRESSED_BYTES);
     // The codec's decoders index into what they are given; a fault in them must cost
     // one request, not the process.
@@ -269,7 +269,7 @@ mod tests {
             [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
         {
             for (key, value) in cases {
-                let batch = decode_produced(&produced(key, value, compression)).unwrap();
+                let batch = decode_produced(produced(key, value, compression)).unwrap();
                 assert_eq!(batch.producer, Some((7, 0, 12)));
                 let [record] = batch.records.as_slice() else { panic!("one record") };
                 let stored = SequencedRecord {
@@ -298,11 +298,11 @@ mod tests {
         let mut bytes = produced(Some(b"k"), Some(b"v"), Compression::None).to_vec();
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;
-        assert!(matches!(decode_produced(&bytes), Err(Refused::Corrupt(_))));
-        assert!(matches!(decode_produced(&[0, 1, 2]), Err(Refused::Corrupt(_))));
+        assert!(matches!(decode_produced(bytes.clone().into()), Err(Refused::Corrupt(_))));
+        assert!(matches!(decode_produced(Bytes::from_static(&[0, 1, 2])), Err(Refused::Corrupt(_))));
         let mut two = produced(None, Some(b"a"), Compression::None).to_vec();
         two.extend_from_slice(&produced(None, Some(b"b"), Compression::None));
-        assert!(matches!(decode_produced(&two), Err(Refused::Invalid(_))));
+        assert!(matches!(decode_produced(two.into()), Err(Refused::Invalid(_))));
     }
 
     #[test]
