@@ -11,11 +11,14 @@
 //! - [`error_code`]: the one code set every crate's errors map to, and its HTTP status
 //!   and gRPC code.
 //! - [`varint`]: LEB128 helpers for the formats above.
+//! - [`codec`]: the gRPC codec of the services below (prost's, encoding each message into
+//!   room reserved for all of it).
 //! - [`grpc`]: the public gRPC API `shale.v1`, generated at build time from
 //!   `protos/` (see `proto/README.md`).
 //! - [`metadata_rpc`]: the internal API `shale.metadata.v1` between roles.
 //! - [`s2`]: S2's record messages, for S2 wire compatibility on the HTTP API.
 
+pub mod codec;
 pub mod error_code;
 pub mod names;
 pub mod record;
