@@ -261,6 +261,20 @@ mod tests {
         sets.into_iter().flat_map(|set| set.records).collect()
     }
 
+    /// An uncompressed batch's values and keys are the produced bytes themselves: the
+    /// request is not copied before it is decoded.
+    #[test]
+    fn uncompressed_records_are_slices_of_the_produced_bytes() {
+        let bytes = produced(Some(b"key"), Some(b"value"), Compression::None);
+        let range = bytes.as_ptr_range();
+        let batch = decode_produced(bytes.clone()).unwrap();
+        let [record] = batch.records.as_slice() else { panic!("one record") };
+        assert_eq!(&record.body[..], b"value");
+        assert!(range.contains(&record.body.as_ptr()), "the value points into the produced bytes");
+        let key = record.headers.iter().find(|h| h.name.as_ref() == KEY_HEADER).unwrap();
+        assert!(range.contains(&key.value.as_ptr()), "the key points into the produced bytes");
+    }
+
     #[test]
     fn keys_and_values_keep_null_apart_from_empty_through_a_round_trip() {
         type Field = Option<&'static [u8]>;
