@@ -122,7 +122,7 @@ pub(crate) async fn run_committer(
             Ok(CommitTicket::new(async { Ok(Vec::new()) }))
         } else {
             seq += 1;
-            let position = PipelinePosition { pipeline, seq, seen_through: seen };
+            let position = PipelinePosition { pipeline, seq, seen_through: seen, first_send: true };
             sequencer.sequence(requests, Some(position)).await
         };
         if in_flight.send(InFlight { seq, ticket, waiting, segments }).await.is_err() {

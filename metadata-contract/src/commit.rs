@@ -86,6 +86,10 @@ pub struct PipelinePosition {
     pub pipeline: u128,
     pub seq: u64,
     pub seen_through: u64,
+    /// Whether this is the call's first send: its segments (fresh ids) cannot have been
+    /// committed before, so metadata skips looking up their stored outcomes. False for
+    /// a call sent again, which may have been applied already.
+    pub first_send: bool,
 }
 
 type Outcomes = Result<Vec<Vec<UnitOutcome>>>;

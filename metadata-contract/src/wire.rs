@@ -200,12 +200,18 @@ pub fn pipeline_to_wire(position: PipelinePosition) -> pb::PipelinePosition {
         pipeline: position.pipeline.to_be_bytes().to_vec(),
         seq: position.seq,
         seen_through: position.seen_through,
+        first_send: position.first_send,
     }
 }
 
 pub fn pipeline_from_wire(position: pb::PipelinePosition) -> Result<PipelinePosition, MetadataError> {
     let pipeline = id_from_wire(&position.pipeline, "pipeline id")?;
-    Ok(PipelinePosition { pipeline, seq: position.seq, seen_through: position.seen_through })
+    Ok(PipelinePosition {
+        pipeline,
+        seq: position.seq,
+        seen_through: position.seen_through,
+        first_send: position.first_send,
+    })
 }
 
 /// A commit call as the server takes it.

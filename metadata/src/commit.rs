@@ -93,9 +93,14 @@ impl Metadata {
         writer: &WriterState,
         overlay: &mut Overlay,
     ) -> Result<(Vec<UnitOutcome>, bool)> {
-        if let Some(outcomes) = self.stored_outcome(request.segment_id).await? {
-            tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
-            return Ok((outcomes, false));
+        // A call's first send carries fresh segment ids, never committed: only a call
+        // that may be a resend (or comes without a pipeline position) is looked up.
+        if !position.is_some_and(|position| position.first_send) {
+            self.commit_stats.outcome_lookups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(outcomes) = self.stored_outcome(request.segment_id).await? {
+                tracing::info!(segment = %ulid::Ulid(request.segment_id), "segment already committed; returning its outcome");
+                return Ok((outcomes, false));
+            }
         }
         // No stored outcome: never committed, or committed so long ago that its outcome
         // expired. The outcome lives 3 x max_commit_age and segments stamped more than

@@ -9,7 +9,7 @@ use shale_storage::object_store::memory::InMemory;
 use shale_storage::ManualClock;
 
 use crate::{
-    keys, BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, MetadataError,
+    keys, AppendAck, BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, MetadataError,
     StreamConfig,
 };
 
@@ -161,7 +161,7 @@ async fn commits_within_the_minimum_flush_interval_share_one_flush() {
 async fn a_call_whose_unanswered_predecessor_went_to_another_instance_is_refused() {
     use crate::PipelinePosition;
     let (metadata, _clock) = open().await;
-    let at = |seq, seen_through| Some(PipelinePosition { pipeline: 42, seq, seen_through });
+    let at = |seq, seen_through| Some(PipelinePosition { pipeline: 42, seq, seen_through, first_send: true });
     let ticket = metadata.sequence(vec![segment_at(T0, vec![append("s", None)])], at(2, 0)).await.unwrap();
     let outcomes = ticket.await.unwrap();
     assert!(matches!(outcomes[0][0], Err(MetadataError::Unavailable(_))), "{:?}", outcomes[0][0]);
@@ -170,6 +170,34 @@ async fn a_call_whose_unanswered_predecessor_went_to_another_instance_is_refused
     let outcomes = ticket.await.unwrap();
     assert!(outcomes[0][0].is_ok(), "{:?}", outcomes[0][0]);
     assert_eq!(tail(&metadata, "s").await, 1);
+    metadata.close().await.unwrap();
+}
+
+/// A pipelined call's first send is applied without looking its segment's outcome up
+/// (its id is fresh); the same call sent again (after a broken stream) is looked up and
+/// answered with the first outcome, nothing applied twice; so is a call without a
+/// position (a client that does not mark first sends).
+#[tokio::test]
+async fn only_a_call_that_may_be_a_resend_looks_its_outcome_up() {
+    use crate::PipelinePosition;
+    use std::sync::atomic::Ordering;
+    let (metadata, _clock) = open().await;
+    let lookups = || metadata.commit_stats.outcome_lookups.load(Ordering::Relaxed);
+    let first = PipelinePosition { pipeline: 42, seq: 1, seen_through: 0, first_send: true };
+    let segment = segment_at(T0, vec![append("s", None)]);
+    let acks = |outcomes: Vec<Vec<crate::UnitOutcome>>| -> Vec<AppendAck> {
+        outcomes.into_iter().flatten().flat_map(|outcome| outcome.unwrap()).collect()
+    };
+    let applied = acks(metadata.sequence(vec![segment.clone()], Some(first)).await.unwrap().await.unwrap());
+    assert_eq!(lookups(), 0, "a first send is not looked up");
+    let resent = PipelinePosition { first_send: false, ..first };
+    let again = acks(metadata.sequence(vec![segment.clone()], Some(resent)).await.unwrap().await.unwrap());
+    assert_eq!(lookups(), 1, "a resend is looked up");
+    assert_eq!(again, applied, "a resend gets the first send's acks");
+    let unmarked = acks(vec![metadata.commit(segment).await.unwrap()]);
+    assert_eq!(unmarked, applied, "so does a call without a position");
+    assert_eq!(lookups(), 2);
+    assert_eq!(tail(&metadata, "s").await, 1, "applied once");
     metadata.close().await.unwrap();
 }
 

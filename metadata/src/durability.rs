@@ -36,6 +36,9 @@ pub struct CommitStats {
     pub refused_too_old: AtomicU64,
     /// Segments refused as stamped more than `max_commit_age` ahead (a gateway clock ahead).
     pub refused_from_future: AtomicU64,
+    /// Segments whose stored outcome was looked up before applying them: calls sent
+    /// again after a broken stream, and calls without a first-send mark.
+    pub outcome_lookups: AtomicU64,
 }
 
 impl CommitStats {
@@ -53,6 +56,11 @@ impl CommitStats {
                 "shale_metadata_segments_refused_from_future_total",
                 "Segments refused: stamped ahead of metadata's clock",
                 &self.refused_from_future,
+            ),
+            (
+                "shale_metadata_outcome_lookups_total",
+                "Segments looked up for an earlier commit's outcome (resent calls)",
+                &self.outcome_lookups,
             ),
         ];
         shale_storage::render_counters(&counters, out);

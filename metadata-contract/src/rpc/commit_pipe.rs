@@ -34,6 +34,19 @@ struct Unanswered {
     queued_at: Instant,
 }
 
+impl Unanswered {
+    /// The call as sent now. Only its first send says so: a call sent again may have
+    /// been applied before its stream broke, and metadata then looks its segments'
+    /// outcomes up.
+    fn next_send(&mut self) -> pb::CommitRequest {
+        let wire = self.wire.clone();
+        if let Some(position) = self.wire.position.as_mut() {
+            position.first_send = false;
+        }
+        wire
+    }
+}
+
 /// Why a stream ended.
 enum Broken {
     /// Reconnect and resend.
@@ -92,8 +105,8 @@ async fn pump(
     calls: &mut mpsc::UnboundedReceiver<Call>,
 ) -> Broken {
     let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
-    for call in unanswered.iter() {
-        let _ = outgoing.send(call.wire.clone());
+    for call in unanswered.iter_mut() {
+        let _ = outgoing.send(call.next_send());
     }
     let opened = tokio::time::timeout(
         inner.config.timing.call_timeout,
@@ -118,8 +131,9 @@ async fn pump(
         tokio::select! {
             call = calls.recv(), if accepting => match call {
                 Some(call) => {
-                    let _ = outgoing.send(call.wire.clone());
-                    unanswered.push_back(queued(call));
+                    let mut call = queued(call);
+                    let _ = outgoing.send(call.next_send());
+                    unanswered.push_back(call);
                 }
                 None if unanswered.is_empty() => return Broken::Idle,
                 None => accepting = false,
@@ -146,5 +160,24 @@ async fn pump(
             }
             () = stalled => return Broken::Retry(format!("no answer within {:?}", inner.config.timing.call_timeout)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Metadata skips the outcome lookup only for a call's first send, so every later
+    /// send of it (a new stream after a break) must say it is not the first.
+    #[test]
+    fn only_the_first_send_of_a_call_is_marked_first() {
+        let position = pb::PipelinePosition { pipeline: vec![0; 16], seq: 1, seen_through: 0, first_send: true };
+        let wire = pb::CommitRequest { segments: vec![], position: Some(position) };
+        let (reply, _outcome) = oneshot::channel();
+        let mut call = queued(Call { wire, reply });
+        let first_send = |wire: pb::CommitRequest| wire.position.map(|p| p.first_send);
+        assert_eq!(first_send(call.next_send()), Some(true));
+        assert_eq!(first_send(call.next_send()), Some(false), "resent after a broken stream");
+        assert_eq!(first_send(call.next_send()), Some(false));
     }
 }
