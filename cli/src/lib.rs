@@ -46,6 +46,15 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    #[command(flatten)]
+    Server(ServerCommand),
+    #[command(flatten)]
+    Client(ClientCommand),
+}
+
+/// Commands that run a server until it is stopped.
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
     /// Run every role in one process (the embedded default: ./shale-data on local disk).
     Serve(config::ServeArgs),
     /// Run the metadata service alone (the sequencer and index) on --store, serving the
@@ -62,6 +71,11 @@ pub enum Command {
     /// Run compaction alone against --metadata (turn it off on the metadata role with
     /// `[compactor] enabled = false`); several split the streams by `[compactor] shard`.
     Compactor(config::RoleArgs),
+}
+
+/// Commands that talk to a server as a client.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
     /// Manage basins.
     Basins(client::WithConnection<client::BasinsCommand>),
     /// Manage streams.
@@ -93,21 +107,19 @@ pub enum Command {
     },
 }
 
-/// Commands that talk to a server as a client: their connection flags may also come
-/// before them (`shale --server H read ...`), as users type global flags.
-const CLIENT_COMMANDS: &[&str] = &["basins", "streams", "append", "read", "check-tail", "tail", "tables", "tokens"];
 /// The connection flags ([`client::Connection`]), each with a value.
 const CLIENT_FLAGS: &[&str] = &["--server", "--token", "--ca-file"];
 
 /// The command line with connection flags given before a client command moved after
-/// it, where the command's own flags are parsed. Anything else is left as it is (clap
+/// it, where the command's own flags are parsed (`shale --server H read ...`, as users
+/// type global flags). Anything else is left as it is (clap
 /// then says what is wrong).
 pub fn client_flags_after_command(args: Vec<OsString>) -> Vec<OsString> {
     let mut moved = Vec::new();
     let mut i = 1;
     while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
         let flag = arg.split('=').next().unwrap_or(arg);
-        if CLIENT_COMMANDS.contains(&arg) {
+        if ClientCommand::has_subcommand(arg) {
             let mut reordered: Vec<OsString> = args[..1].to_vec();
             reordered.extend((1..i).filter(|at| !moved.contains(at)).map(|at| args[at].clone()));
             reordered.push(args[i].clone());
@@ -132,45 +144,41 @@ pub fn client_flags_after_command(args: Vec<OsString>) -> Vec<OsString> {
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
-    if let Some((args, server)) = cli.command.server() {
-        return exit(run_server(args, server).await);
-    }
     match cli.command {
-        Command::Basins(basins) => client::report(client::basins(&basins.connection, basins.command).await),
-        Command::Streams(streams) => client::report(client::streams(&streams.connection, streams.command).await),
-        Command::Tokens(tokens) => client::report(tokens::tokens(&tokens.connection, tokens.command).await),
-        Command::Append(args) => client::report(append::append(args).await),
-        Command::Read(args) => client::report(read::read(args).await),
-        Command::CheckTail { target, connection } => client::report(client::check_tail(&connection, &target).await),
-        Command::Tail(args) => client::report(read::read(args.into()).await),
-        Command::Tables { basin, connection } => client::report(client::tables(&connection, &basin).await),
-        Command::Serve(_)
-        | Command::Metadata(_)
-        | Command::Gateway(_)
-        | Command::Reader(_)
-        | Command::Agent(_)
-        | Command::Compactor(_) => unreachable_server(),
+        Command::Server(server) => {
+            let (args, which) = server.server();
+            exit(run_server(args, which).await)
+        }
+        Command::Client(command) => run_client(command).await,
     }
 }
 
-/// Server commands return from [`run`] before its match on client commands.
-fn unreachable_server() -> ExitCode {
-    eprintln!("shale: error: a server command was not run as one");
-    ExitCode::FAILURE
+async fn run_client(command: ClientCommand) -> ExitCode {
+    match command {
+        ClientCommand::Basins(basins) => client::report(client::basins(&basins.connection, basins.command).await),
+        ClientCommand::Streams(streams) => client::report(client::streams(&streams.connection, streams.command).await),
+        ClientCommand::Tokens(tokens) => client::report(tokens::tokens(&tokens.connection, tokens.command).await),
+        ClientCommand::Append(args) => client::report(append::append(args).await),
+        ClientCommand::Read(args) => client::report(read::read(args).await),
+        ClientCommand::CheckTail { target, connection } => {
+            client::report(client::check_tail(&connection, &target).await)
+        }
+        ClientCommand::Tail(args) => client::report(read::read(args.into()).await),
+        ClientCommand::Tables { basin, connection } => client::report(client::tables(&connection, &basin).await),
+    }
 }
 
-impl Command {
-    /// A server command's arguments and which server it runs; `None` for client commands.
-    fn server(&self) -> Option<(&config::ServeArgs, Server)> {
-        Some(match self {
-            Command::Serve(args) => (args, Server::AllInOne),
-            Command::Metadata(args) => (&args.serve, Server::Metadata(args.advertise.clone())),
-            Command::Gateway(args) => (&args.serve, Server::Role(Role::Gateway, args.metadata.clone())),
-            Command::Reader(args) => (&args.serve, Server::Role(Role::Reader, args.metadata.clone())),
-            Command::Agent(args) => (&args.serve, Server::Role(Role::Agent, args.metadata.clone())),
-            Command::Compactor(args) => (&args.serve, Server::Compactor(args.metadata.clone())),
-            _ => return None,
-        })
+impl ServerCommand {
+    /// The command's arguments and which server it runs.
+    fn server(&self) -> (&config::ServeArgs, Server) {
+        match self {
+            ServerCommand::Serve(args) => (args, Server::AllInOne),
+            ServerCommand::Metadata(args) => (&args.serve, Server::Metadata(args.advertise.clone())),
+            ServerCommand::Gateway(args) => (&args.serve, Server::Role(Role::Gateway, args.metadata.clone())),
+            ServerCommand::Reader(args) => (&args.serve, Server::Role(Role::Reader, args.metadata.clone())),
+            ServerCommand::Agent(args) => (&args.serve, Server::Role(Role::Agent, args.metadata.clone())),
+            ServerCommand::Compactor(args) => (&args.serve, Server::Compactor(args.metadata.clone())),
+        }
     }
 }
 
@@ -180,7 +188,8 @@ impl Cli {
     /// on the blocking pool ([`runtime`]). False for client commands, object stores and
     /// settings that do not load (the command reports those once it runs).
     pub fn writes_local_files(&self) -> bool {
-        let Some((args, server)) = self.command.server() else { return false };
+        let Command::Server(command) = &self.command else { return false };
+        let (args, server) = command.server();
         ServeConfig::load(args, server.default_ports()).is_ok_and(|config| config.stores_in_a_directory())
     }
 }
@@ -286,7 +295,7 @@ mod tests {
             "shale --server h:9 streams list b".split(' ').map(OsString::from).collect(),
         ))
         .unwrap();
-        let Command::Streams(streams) = cli.command else { panic!("parsed as {:?}", cli.command) };
+        let Command::Client(ClientCommand::Streams(streams)) = cli.command else { panic!("parsed as {:?}", cli.command) };
         assert_eq!(streams.connection.server, "h:9");
     }
 
