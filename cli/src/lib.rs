@@ -143,13 +143,51 @@ pub fn client_flags_after_command(args: Vec<OsString>) -> Vec<OsString> {
     args
 }
 
-pub async fn run(cli: Cli) -> ExitCode {
-    match cli.command {
-        Command::Server(server) => {
-            let (args, which) = server.server();
-            exit(run_server(args, which).await)
-        }
-        Command::Client(command) => run_client(command).await,
+/// A command ready to run: a server's settings loaded and checked once, before the
+/// runtime is built to suit them ([`Invocation::writes_local_files`]).
+pub struct Invocation(Ready);
+
+enum Ready {
+    Server(Box<ServeConfig>, Server),
+    Client(Box<ClientCommand>),
+}
+
+impl Cli {
+    /// The command with a server's settings loaded from its flags, environment and
+    /// config file; an error says what is wrong with them.
+    pub fn prepare(self) -> anyhow::Result<Invocation> {
+        Ok(Invocation(match self.command {
+            Command::Server(command) => {
+                let (args, server) = command.server();
+                let config = ServeConfig::load(args, server.default_ports())?;
+                // A role on a store of its own would accept appends no reader ever finds,
+                // or serve reads of nothing: only `serve` defaults to a local directory.
+                if !matches!(server, Server::AllInOne) && config.store.is_none() && args.data_dir.is_none() {
+                    anyhow::bail!(
+                        "this role needs the cluster's store: give --store (SHALE_STORE, or `store` in the config \
+                         file), the same for every role (or --data-dir for a local directory)"
+                    );
+                }
+                Ready::Server(Box::new(config), server)
+            }
+            Command::Client(command) => Ready::Client(Box::new(command)),
+        }))
+    }
+}
+
+impl Invocation {
+    /// Whether this is a server on a local directory (`serve`'s default store, a
+    /// `file://` store or `--data-dir`): its file writes and fsyncs then keep a core busy
+    /// on the blocking pool ([`runtime`]). False for client commands and object stores.
+    pub fn writes_local_files(&self) -> bool {
+        matches!(&self.0, Ready::Server(config, _) if config.stores_in_a_directory())
+    }
+}
+
+pub async fn run(invocation: Invocation) -> ExitCode {
+    match invocation.0 {
+        Ready::Server(config, server) => exit(run_server(*config, server).await),
+        Ready::Client(command) => run_client(*command).await,
     }
 }
 
@@ -182,19 +220,8 @@ impl ServerCommand {
     }
 }
 
-impl Cli {
-    /// Whether this command serves from a local directory (`serve`'s default store, a
-    /// `file://` store or `--data-dir`): its file writes and fsyncs then keep a core busy
-    /// on the blocking pool ([`runtime`]). False for client commands, object stores and
-    /// settings that do not load (the command reports those once it runs).
-    pub fn writes_local_files(&self) -> bool {
-        let Command::Server(command) = &self.command else { return false };
-        let (args, server) = command.server();
-        ServeConfig::load(args, server.default_ports()).is_ok_and(|config| config.stores_in_a_directory())
-    }
-}
-
-fn exit(result: anyhow::Result<()>) -> ExitCode {
+/// The exit code of a command's outcome; an error is printed first.
+pub fn exit(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -226,16 +253,7 @@ impl Server {
     }
 }
 
-async fn run_server(args: &config::ServeArgs, server: Server) -> anyhow::Result<()> {
-    let config = ServeConfig::load(args, server.default_ports())?;
-    // A role on a store of its own would accept appends no reader ever finds, or serve
-    // reads of nothing: only `serve` defaults to a local directory.
-    if !matches!(server, Server::AllInOne) && config.store.is_none() && args.data_dir.is_none() {
-        anyhow::bail!(
-            "this role needs the cluster's store: give --store (SHALE_STORE, or `store` in the config file), \
-             the same for every role (or --data-dir for a local directory)"
-        );
-    }
+async fn run_server(config: ServeConfig, server: Server) -> anyhow::Result<()> {
     let running = match server {
         Server::AllInOne => serve(config).await?,
         Server::Metadata(advertise) => serve_metadata(config, advertise).await?,
@@ -297,6 +315,23 @@ mod tests {
         .unwrap();
         let Command::Client(ClientCommand::Streams(streams)) = cli.command else { panic!("parsed as {:?}", cli.command) };
         assert_eq!(streams.connection.server, "h:9");
+    }
+
+    /// A server's settings are loaded once, before the runtime: they choose its workers
+    /// (a local directory leaves a core to file work), and a role without the cluster's
+    /// store is refused there, before anything starts.
+    #[test]
+    fn a_servers_settings_are_loaded_and_checked_before_it_runs() {
+        let prepare = |line: &str| Cli::try_parse_from(line.split(' ')).unwrap().prepare();
+        let dir = tempfile::tempdir().unwrap();
+        let local = prepare(&format!("shale serve --data-dir {}", dir.path().display())).unwrap();
+        assert!(local.writes_local_files());
+        assert!(!prepare("shale serve --store memory://").unwrap().writes_local_files());
+        assert!(!prepare("shale read b/s").unwrap().writes_local_files(), "a client command");
+        let error = prepare("shale gateway --metadata 127.0.0.1:1").err().expect("a role needs a store");
+        assert!(error.to_string().contains("needs the cluster's store"), "{error}");
+        let error = prepare("shale serve --config /no/such/file.toml").err().expect("a missing config file");
+        assert!(error.to_string().contains("/no/such/file.toml"), "{error}");
     }
 
     /// Every subcommand and every argument says what it is; client commands take the

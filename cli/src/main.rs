@@ -11,8 +11,12 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> std::process::ExitCode {
     let cli = shale::Cli::parse_from(shale::client_flags_after_command(std::env::args_os().collect()));
     init_logs(cli.log_format);
-    match shale::runtime::build(cli.writes_local_files()) {
-        Ok(runtime) => runtime.block_on(shale::run(cli)),
+    let invocation = match cli.prepare() {
+        Ok(invocation) => invocation,
+        Err(error) => return shale::exit(Err(error)),
+    };
+    match shale::runtime::build(invocation.writes_local_files()) {
+        Ok(runtime) => runtime.block_on(shale::run(invocation)),
         Err(error) => {
             eprintln!("shale: error: cannot start the async runtime: {error}");
             std::process::ExitCode::FAILURE
