@@ -112,8 +112,7 @@ const CLIENT_FLAGS: &[&str] = &["--server", "--token", "--ca-file"];
 
 /// The command line with connection flags given before a client command moved after
 /// it, where the command's own flags are parsed (`shale --server H read ...`, as users
-/// type global flags). Anything else is left as it is (clap
-/// then says what is wrong).
+/// type global flags). Anything else is left as it is (clap then says what is wrong).
 pub fn client_flags_after_command(args: Vec<OsString>) -> Vec<OsString> {
     let mut moved = Vec::new();
     let mut i = 1;
@@ -313,7 +312,9 @@ mod tests {
             "shale --server h:9 streams list b".split(' ').map(OsString::from).collect(),
         ))
         .unwrap();
-        let Command::Client(ClientCommand::Streams(streams)) = cli.command else { panic!("parsed as {:?}", cli.command) };
+        let Command::Client(ClientCommand::Streams(streams)) = cli.command else {
+            panic!("parsed as {:?}", cli.command)
+        };
         assert_eq!(streams.connection.server, "h:9");
     }
 

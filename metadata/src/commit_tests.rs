@@ -9,8 +9,8 @@ use shale_storage::object_store::memory::InMemory;
 use shale_storage::ManualClock;
 
 use crate::{
-    keys, AppendAck, BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, MetadataError,
-    StreamConfig,
+    keys, AppendAck, BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig,
+    MetadataError, StreamConfig,
 };
 
 const T0: u64 = 1_800_000_000_000;

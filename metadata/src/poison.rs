@@ -128,7 +128,9 @@ mod tests {
         assert!(matches!(poison.check(at(4, 2), &unit("a")), Some(MetadataError::EarlierAppendFailed { .. })));
         assert!(poison.check(at(4, 2), &unit("b")).is_none());
         // Another pipeline is not affected.
-        assert!(poison.check(PipelinePosition { pipeline: 8, seq: 4, seen_through: 2, first_send: true }, &unit("a")).is_none());
+        assert!(poison
+            .check(PipelinePosition { pipeline: 8, seq: 4, seen_through: 2, first_send: true }, &unit("a"))
+            .is_none());
         // Sent after the gateway saw call 3: the gateway answered it itself.
         assert!(poison.check(at(5, 3), &unit("a")).is_none());
         poison.forget_seen(at(5, 3));
