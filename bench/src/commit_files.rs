@@ -14,7 +14,6 @@
 //! Shale's own code moves: only fewer commits per GiB (larger batches, so more latency) or
 //! a cheaper disk does.
 //!   cargo run --release -p shale-bench --bin shale-commit-files-bench -- --dir /tmp/x
-use std::time::Instant;
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -68,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
     // One commit first, so the directories exist and nothing first-time is counted.
     commit(&*store, 0, &segment, &wal).await?;
     let (cpu_before, waits_before) = usage();
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     for n in 1..=args.commits {
         commit(&*store, n, &segment, &wal).await?;
     }
