@@ -6,13 +6,13 @@
 //! (`--wal-bytes`, written as SlateDB writes it: create-if-absent). Both are fsynced with
 //! their directory entries before the next step. This program does exactly those writes
 //! `--commits` times, one commit at a time, with nothing else running in the process, and
-//! prints per commit its CPU time (user and system, from `getrusage`), the times the
-//! process waited (voluntary context switches: on ext4 without a journal, one per
-//! synchronous disk request of an fsync) and its wall time; then what that costs per GiB
-//! at `--commits-per-gib` (`s2 bench` at 50 MiB/s makes about 3,200 commits per GiB,
-//! one per client batch). It is the floor under the server's CPU per GiB that no change to
-//! Shale's own code moves: only fewer commits per GiB (larger batches, so more latency) or
-//! a cheaper disk does.
+//! prints per commit its CPU time (user and system of every thread, from `getrusage`),
+//! the times the process waited (voluntary context switches: a hand-off to the blocking
+//! pool and back, and on ext4 without a journal one per synchronous disk request of an
+//! fsync) and its wall time; then what that costs per GiB at `--commits-per-gib` (`s2
+//! bench` at 50 MiB/s makes about 3,200 commits per GiB, one per client batch). While a
+//! commit is two new durable files, this is a floor under the server's CPU per GiB: only
+//! fewer commits per GiB (larger batches, so more latency) or a cheaper disk lowers it.
 //!   cargo run --release -p shale-bench --bin shale-commit-files-bench -- --dir /tmp/x
 
 use anyhow::Context;
@@ -28,7 +28,7 @@ struct Args {
     #[arg(long)]
     dir: std::path::PathBuf,
     /// Commits to write, one after another.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     commits: u64,
     /// Bytes of each segment (50 MiB/s in about 160 commits per second: 320 KiB).
     #[arg(long, default_value_t = 320 * 1024)]
@@ -47,7 +47,8 @@ struct Args {
 /// CPU seconds (user and system) and voluntary context switches of this process so far.
 fn usage() -> (f64, i64) {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
+    // SAFETY: getrusage fills the struct it is given (RUSAGE_SELF cannot fail); the
+    // zeroed start is a valid rusage either way.
     let usage = unsafe {
         libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
         usage.assume_init()
