@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: installs the local S3 server (moto) into .venv and the browser test's
-# npm packages (from cli/tests/browser's lockfile) if needed, then the whole workspace
+# Runs every test: installs the local S3 server (moto) into .venv and the npm packages of
+# the browser and KafkaJS tests (from their lockfiles) if needed, then the whole workspace
 # under nextest (tests that need S3 start their own moto from .venv), then every fuzz
 # target for 10 s (scripts/fuzz.sh; its first build takes minutes).
 set -euo pipefail
@@ -8,5 +8,7 @@ cd "$(dirname "$0")/.."
 bash localstack/s3-local.sh install
 # The console's browser test: Playwright and S2's TypeScript SDK from the lockfile.
 [ -d cli/tests/browser/node_modules ] || npm ci --prefix cli/tests/browser --no-audit --no-fund
+# KafkaJS, one of the Kafka clients the tests run unmodified, from its lockfile.
+[ -d cli/tests/kafkajs/node_modules ] || npm ci --prefix cli/tests/kafkajs --no-audit --no-fund
 cargo nextest run --workspace --no-fail-fast
 scripts/fuzz.sh 10

@@ -1,7 +1,8 @@
 //! Real, unmodified Kafka clients against `shale serve --kafka`: confluent-kafka
-//! (librdkafka), kafka-python (an independent implementation) and kcat, each driven by
-//! a script that asserts every step (`tests/kafka/*.py`), and a `kill -9` of the server
-//! under idempotent acks=all producers.
+//! (librdkafka), kafka-python and KafkaJS (two independent implementations) and kcat,
+//! each driven by a script that asserts every step (`tests/kafka/*.py`,
+//! `tests/kafkajs/kafkajs.mjs`), and a `kill -9` of the server under idempotent acks=all
+//! producers.
 
 #![allow(clippy::unwrap_used)]
 
@@ -35,6 +36,32 @@ fn confluent_kafka_produces_consumes_and_administers_unchanged() {
     let (server, http, kafka) = serve_kafka(dir.path(), 0);
     let out = run_python(&[&kafka_script("confluent.py"), &kafka, &http, BASIN]);
     assert!(out.contains("every step passed"), "{out}");
+    assert!(terminate(server).success());
+}
+
+/// KafkaJS, a third implementation of the protocol (JavaScript): administration,
+/// idempotent and gzip produce, a group of two members, offsets reset and set by its admin
+/// client (which commits -2 to reset), a consumer fallen below the log start, and
+/// transactions read by a read_committed consumer. The steps are in
+/// `tests/kafkajs/kafkajs.mjs`; it needs `npm ci` in `tests/kafkajs` (`scripts/test.sh`
+/// does it).
+#[test]
+fn kafkajs_produces_consumes_and_administers_unchanged() {
+    let scripts = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kafkajs");
+    assert!(
+        scripts.join("node_modules/kafkajs").exists(),
+        "run `npm ci` in {} (scripts/test.sh does)",
+        scripts.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let out = Command::new("node").arg("kafkajs.mjs").arg(&kafka).current_dir(&scripts).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("every step passed"),
+        "kafkajs.mjs failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(terminate(server).success());
 }
 

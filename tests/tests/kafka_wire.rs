@@ -1,7 +1,8 @@
 //! Kafka's wire protocol with bad input, byte by byte over a real socket: malformed and
 //! oversized frames and unknown APIs close the connection; unsupported ApiVersions,
 //! corrupt and oversized batches, unknown and invalid topics each get Kafka's error
-//! code; nothing is half applied, and a topic of many partitions appears and goes whole.
+//! code; nothing is half applied, a topic of many partitions appears and goes whole, and a
+//! negative committed offset (a client resetting a partition) clears the group's position.
 
 #![allow(clippy::unwrap_used)]
 
@@ -605,5 +606,34 @@ async fn a_topic_of_many_partitions_appears_and_goes_whole() {
     assert_eq!(seen[0], PARTITIONS, "the watcher's first look came before the delete");
     assert!(seen.iter().all(|&n| n == 0 || n == PARTITIONS), "partition counts seen while deleting: {seen:?}");
     assert_eq!(listed_partitions(&mut socket, "wide").await, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_negative_committed_offset_clears_the_groups_position() {
+    use shale_tests::kafka_client::KafkaConn;
+    let server = server().await;
+    let mut conn =
+        KafkaConn::connect(server.kafka.as_ref().unwrap(), std::time::Duration::from_secs(10)).await.unwrap();
+    assert_eq!(conn.create_topic("reset", 1).await.unwrap(), 0);
+    let values: Vec<String> = (0..3).map(|i| format!("v{i}")).collect();
+    assert_eq!(conn.produce("reset", 0, &values).await.unwrap(), (0, 0));
+
+    assert_eq!(conn.commit("g", "reset", 0, 2).await.unwrap(), 0);
+    assert_eq!(conn.committed("g", "reset", 0).await.unwrap(), (0, 2));
+    // kafkajs resets a partition to its default by committing -2 (earliest) or -1 (latest).
+    for sentinel in [-2, -1] {
+        assert_eq!(conn.commit("g", "reset", 0, sentinel).await.unwrap(), 0);
+        assert_eq!(conn.committed("g", "reset", 0).await.unwrap(), (0, -1), "after committing {sentinel}");
+    }
+    assert_eq!(conn.commit("g", "reset", 0, 1).await.unwrap(), 0);
+    assert_eq!(conn.committed("g", "reset", 0).await.unwrap(), (0, 1));
+    // Another group's position is not touched; an unknown topic is refused either way.
+    assert_eq!(conn.commit("other", "reset", 0, 3).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "reset", 0, -1).await.unwrap(), 0);
+    assert_eq!(conn.committed("other", "reset", 0).await.unwrap(), (0, 3));
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(conn.commit("g", "missing", 0, -1).await.unwrap(), unknown);
+    assert_eq!(conn.commit("g", "missing", 0, 1).await.unwrap(), unknown);
     server.stop().await;
 }

@@ -1,7 +1,9 @@
 //! OffsetCommit and OffsetFetch over tracked consumers: group `G`'s committed offset on
-//! partition `P` of topic `T` is the position of consumer `G` on stream `T/P`. Commit
-//! metadata strings are not kept (OffsetFetch answers an empty one). DeleteGroups removes
-//! a group's consumer from every partition of every topic.
+//! partition `P` of topic `T` is the position of consumer `G` on stream `T/P`; a negative
+//! committed offset removes it (OffsetFetch then answers -1, read by every client as no
+//! committed offset, as the negative value Kafka keeps is). Commit metadata strings are not
+//! kept (OffsetFetch answers an empty one). DeleteGroups removes a group's consumer from
+//! every partition of every topic.
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
@@ -30,16 +32,12 @@ pub async fn commit_offsets(kafka: &Kafka, request: OffsetCommitRequest) -> Offs
         let name = topic.name.0.to_string();
         let mut partitions = Vec::new();
         for p in topic.partitions {
-            let error = match (&allowed, u64::try_from(p.committed_offset)) {
-                (Err(error), _) => *error,
-                (Ok(()), Err(_)) => ResponseError::InvalidCommitOffsetSize.code(),
-                (Ok(()), Ok(offset)) => {
-                    let stream = stream_of(&name, p.partition_index);
-                    match kafka.service.commit_consumer(&kafka.config.basin, &stream, &group, offset, None).await {
-                        Ok(_) => 0,
-                        Err(e) => code(&e),
-                    }
-                }
+            let error = match &allowed {
+                Err(error) => *error,
+                Ok(()) => match store(kafka, &stream_of(&name, p.partition_index), &group, p.committed_offset).await {
+                    Ok(()) => 0,
+                    Err(e) => code(&e),
+                },
             };
             partitions.push(
                 OffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(error),
@@ -48,6 +46,19 @@ pub async fn commit_offsets(kafka: &Kafka, request: OffsetCommitRequest) -> Offs
         topics.push(OffsetCommitResponseTopic::default().with_name(topic.name).with_partitions(partitions));
     }
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Stores `group`'s committed `offset` on `stream`. A negative offset is "none": Kafka
+/// keeps it as given and every client reads any negative offset back as no committed
+/// offset (kafkajs commits -1 or -2 when it resets a partition to its default, on
+/// `OFFSET_OUT_OF_RANGE` and in its admin's `resetOffsets`), so the group's position is
+/// removed and OffsetFetch answers -1.
+async fn store(kafka: &Kafka, stream: &str, group: &str, offset: i64) -> Result<(), ServiceError> {
+    let basin = &kafka.config.basin;
+    match u64::try_from(offset) {
+        Ok(offset) => kafka.service.commit_consumer(basin, stream, group, offset, None).await.map(drop),
+        Err(_) => kafka.service.delete_consumer(basin, stream, group).await.map(drop),
+    }
 }
 
 /// Group `group`'s committed offset on `stream`: -1 when it has none.
