@@ -2,7 +2,8 @@
 //! oversized frames and unknown APIs close the connection; unsupported ApiVersions,
 //! corrupt and oversized batches, unknown and invalid topics each get Kafka's error
 //! code; nothing is half applied, a topic of many partitions appears and goes whole, and a
-//! negative committed offset (a client resetting a partition) clears the group's position.
+//! negative committed offset (a client resetting a partition) clears the group's position;
+//! an OffsetFetch for every topic answers only the partitions a group has offsets on.
 
 #![allow(clippy::unwrap_used)]
 
@@ -635,5 +636,48 @@ async fn a_negative_committed_offset_clears_the_groups_position() {
     let unknown = ResponseError::UnknownTopicOrPartition.code();
     assert_eq!(conn.commit("g", "missing", 0, -1).await.unwrap(), unknown);
     assert_eq!(conn.commit("g", "missing", 0, 1).await.unwrap(), unknown);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_offset_fetch_for_every_topic_answers_the_partitions_the_group_has_offsets_on() {
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+    use shale_tests::kafka_client::KafkaConn;
+    let server = server().await;
+    let mut conn =
+        KafkaConn::connect(server.kafka.as_ref().unwrap(), std::time::Duration::from_secs(10)).await.unwrap();
+    let values: Vec<String> = (0..8).map(|i| format!("v{i}")).collect();
+    for (topic, partitions) in [("left", 3), ("right", 2), ("untouched", 4)] {
+        assert_eq!(conn.create_topic(topic, partitions).await.unwrap(), 0);
+        for partition in 0..partitions {
+            assert_eq!(conn.produce(topic, partition, &values).await.unwrap(), (0, 0));
+        }
+    }
+    assert_eq!(conn.commit("g", "left", 1, 5).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "right", 0, 7).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "right", 1, 2).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "right", 1, -1).await.unwrap(), 0, "committed, then reset");
+    assert_eq!(conn.commit("other", "untouched", 0, 1).await.unwrap(), 0);
+
+    let mut socket = connect(&server).await;
+    let every_topic = |group: &'static str| {
+        OffsetFetchRequest::default().with_group_id(GroupId(StrBytes::from_static_str(group))).with_topics(None)
+    };
+    let mut body = call(&mut socket, ApiKey::OffsetFetch, 7, &every_topic("g")).await.unwrap();
+    let response = OffsetFetchResponse::decode(&mut body, 7).unwrap();
+    assert_eq!(response.error_code, 0);
+    let mut answered: Vec<(String, i32, i64, i16)> = response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset, p.error_code))
+        })
+        .collect();
+    answered.sort();
+    assert_eq!(answered, vec![("left".into(), 1, 5, 0), ("right".into(), 0, 7, 0)]);
+    // A group with no offsets anywhere: no topics at all.
+    let mut body = call(&mut socket, ApiKey::OffsetFetch, 7, &every_topic("nobody")).await.unwrap();
+    let response = OffsetFetchResponse::decode(&mut body, 7).unwrap();
+    assert_eq!((response.error_code, response.topics.len()), (0, 0));
     server.stop().await;
 }

@@ -3,7 +3,8 @@
 //! committed offset removes it (OffsetFetch then answers -1, read by every client as no
 //! committed offset, as the negative value Kafka keeps is). Commit metadata strings are not
 //! kept (OffsetFetch answers an empty one). DeleteGroups removes a group's consumer from
-//! every partition of every topic.
+//! every partition of every topic. OffsetFetch for every topic answers only the partitions
+//! the group has offsets on, as Kafka does.
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
@@ -112,6 +113,9 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
     if !super::may_use_groups(kafka) {
         return OffsetFetchResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    // Asked for every topic, Kafka answers the partitions the group has offsets on; the
+    // others are left out, not answered -1.
+    let every_topic = request.topics.is_none();
     let topics = request.topics.map(|topics| topics.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
     let asked = match asked(kafka, topics).await {
         Ok(asked) => asked,
@@ -121,8 +125,9 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
         .await
         .into_iter()
         .map(|(name, partitions)| {
-            let partitions = partitions
+            let partitions: Vec<_> = partitions
                 .into_iter()
+                .filter(|&(_, offset, error)| !(every_topic && offset < 0 && error == 0))
                 .map(|(index, offset, error)| {
                     OffsetFetchResponsePartition::default()
                         .with_partition_index(index)
@@ -134,6 +139,7 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
                 .collect();
             OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
         })
+        .filter(|topic| !(every_topic && topic.partitions.is_empty()))
         .collect();
     OffsetFetchResponse::default().with_topics(topics)
 }
