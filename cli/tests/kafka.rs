@@ -1,7 +1,7 @@
 //! Real, unmodified Kafka clients against `shale serve --kafka`: confluent-kafka
 //! (librdkafka), kafka-python and KafkaJS (two independent implementations) and kcat,
 //! each driven by a script that asserts every step (`tests/kafka/*.py`,
-//! `tests/kafkajs/kafkajs.mjs`), and a `kill -9` of the server under idempotent acks=all
+//! `tests/kafkajs/*.mjs`), and a `kill -9` of the server under idempotent acks=all
 //! producers.
 
 #![allow(clippy::unwrap_used)]
@@ -47,22 +47,28 @@ fn confluent_kafka_produces_consumes_and_administers_unchanged() {
 /// does it).
 #[test]
 fn kafkajs_produces_consumes_and_administers_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    run_kafkajs("kafkajs.mjs", &[&kafka]);
+    assert!(terminate(server).success());
+}
+
+/// Runs `tests/kafkajs/<script>` with `args` under Node; fails the test, with its output,
+/// unless it printed that every step passed.
+fn run_kafkajs(script: &str, args: &[&str]) {
     let scripts = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kafkajs");
     assert!(
         scripts.join("node_modules/kafkajs").exists(),
         "run `npm ci` in {} (scripts/test.sh does)",
         scripts.display()
     );
-    let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = Command::new("node").arg("kafkajs.mjs").arg(&kafka).current_dir(&scripts).output().unwrap();
+    let out = Command::new("node").arg(script).args(args).current_dir(&scripts).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("every step passed"),
-        "kafkajs.mjs failed:\n{stdout}\n{}",
+        "{script} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(terminate(server).success());
 }
 
 /// Transactional confluent-kafka producers: commits and aborts across 3 topics x 3
@@ -328,5 +334,34 @@ fn sasl_over_access_tokens_on_tls_keeps_each_token_to_its_scope() {
     let out = run_python(&[&kafka_script("sasl.py"), &kafka, &http, &ca, ROOT, &scoped, &append_only, "1"]);
     assert!(out.contains("every step passed"), "{out}");
     println!("{out}");
+    assert!(terminate(server).success());
+}
+
+/// KafkaJS's own SASL (PLAIN, SCRAM-SHA-256 and -512) and TLS against access tokens: a
+/// token scoped to `orders/` produces, consumes and lists only `orders`, is refused
+/// another topic, and a wrong secret is refused. The steps are in `tests/kafkajs/sasl.mjs`.
+#[test]
+fn kafkajs_logs_in_with_sasl_over_tls_within_its_token() {
+    const ROOT: &str = "kafkajs-root-secret";
+    let certs = shale_tests::tls::TestCerts::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("SHALE_TLS_CERT", certs.cert.display().to_string()),
+        ("SHALE_TLS_KEY", certs.key.display().to_string()),
+        ("SHALE_ROOT_TOKEN", ROOT.to_string()),
+    ];
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", "127.0.0.1:0"];
+    let (server, start, _logs) = spawn_started(dir.path(), &args, &env);
+    let kafka = start_field(&start, "kafka=").unwrap();
+    let grpc = format!("https://{}", start_field(&start, "grpc=").unwrap());
+    let ca = certs.ca.display().to_string();
+    let out = shale()
+        .args(["tokens", "issue", "orders-js", "--basins", "", "--streams", "orders/", "--ops", "read,append"])
+        .args(["--server", &grpc, "--ca-file", &ca, "--token", ROOT])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "issuing the token: {}", String::from_utf8_lossy(&out.stderr));
+    let secret = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    run_kafkajs("sasl.mjs", &[&kafka, &ca, ROOT, "orders-js", &secret]);
     assert!(terminate(server).success());
 }
