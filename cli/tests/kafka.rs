@@ -53,6 +53,18 @@ fn kafkajs_produces_consumes_and_administers_unchanged() {
     assert!(terminate(server).success());
 }
 
+/// Static members (`group.instance.id`) with confluent-kafka: one closed and started again
+/// under its instance id gets its partitions back while the other sees no rebalance. The
+/// steps are in `tests/kafka/static_members.py`.
+#[test]
+fn confluent_kafka_static_members_rejoin_without_a_rebalance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let out = run_python(&[&kafka_script("static_members.py"), &kafka]);
+    assert!(out.contains("every step passed"), "{out}");
+    assert!(terminate(server).success());
+}
+
 /// Runs `tests/kafkajs/<script>` with `args` under Node; fails the test, with its output,
 /// unless it printed that every step passed.
 fn run_kafkajs(script: &str, args: &[&str]) {

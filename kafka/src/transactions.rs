@@ -171,10 +171,11 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
     // (KIP-447: a zombie consumer's offsets are refused).
     let member = if version >= 3 { request.member_id.to_string() } else { String::new() };
     let generation = if version >= 3 { request.generation_id } else { -1 };
+    let instance = request.group_instance_id.as_ref().filter(|_| version >= 3).map(|i| i.to_string());
     let allowed = if !may_use_transactions(kafka) {
         Err(ResponseError::TransactionalIdAuthorizationFailed.code())
     } else {
-        crate::groups::may_commit_in_transaction(kafka, &group, &member, generation)
+        crate::groups::may_commit_in_transaction(kafka, &group, &member, instance.as_deref(), generation)
     };
     // A negative offset is refused (INVALID_COMMIT_OFFSET_SIZE, as OffsetCommit answers
     // it) and the others are committed.

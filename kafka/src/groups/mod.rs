@@ -33,7 +33,7 @@ use shale_storage::Clock;
 use tokio::sync::watch;
 
 pub use offsets::{commit_offsets, delete, fetch_offsets};
-use state::{Group, Member, Phase, Refusal};
+use state::{Group, Joined, Member, Phase, Refusal};
 
 use crate::Kafka;
 
@@ -93,6 +93,7 @@ fn code(refusal: Refusal) -> i16 {
         Refusal::IllegalGeneration => ResponseError::IllegalGeneration,
         Refusal::RebalanceInProgress => ResponseError::RebalanceInProgress,
         Refusal::InconsistentProtocol => ResponseError::InconsistentGroupProtocol,
+        Refusal::FencedInstance => ResponseError::FencedInstanceId,
     }
     .code()
 }
@@ -149,6 +150,8 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     } else {
         request.session_timeout_ms
     };
+    let instance = request.group_instance_id.as_ref().map(text);
+    let named_id = !request.member_id.is_empty();
     let member_id = match text(&request.member_id) {
         id if id.is_empty() => coordinator.member_id(client_id),
         id => id,
@@ -156,7 +159,7 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     let member = Member {
         client_id: client_id.to_string(),
         client_host: String::new(),
-        group_instance_id: request.group_instance_id.as_ref().map(text),
+        group_instance_id: instance.clone(),
         session_timeout_ms: request.session_timeout_ms as u64,
         rebalance_timeout_ms: rebalance_timeout as u64,
         protocols: request.protocols.iter().map(|p| (text(&p.name), p.metadata.clone())).collect(),
@@ -176,8 +179,16 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
         } else if group.protocol_type != protocol_type {
             return refuse(ResponseError::InconsistentGroupProtocol);
         }
-        if let Err(refusal) = group.join(&member_id, member, now) {
-            return JoinGroupResponse::default().with_error_code(code(refusal)).with_generation_id(-1);
+        // A static member's known id must be the one holding its instance; without an id
+        // it is a new incarnation, which takes the old one's place.
+        let checked = if named_id { group.check_instance(&member_id, instance.as_deref()) } else { Ok(()) };
+        match checked.and_then(|()| group.join(&member_id, member, now)) {
+            Err(refusal) => return JoinGroupResponse::default().with_error_code(code(refusal)).with_generation_id(-1),
+            Ok(Joined::Replaced { leader_before }) => {
+                coordinator.notify();
+                return rejoined(group, &member_id, leader_before);
+            }
+            Ok(Joined::InRound) => {}
         }
     }
     coordinator.notify();
@@ -200,6 +211,17 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
         };
         coordinator.wait(&mut receiver, deadline).await;
     }
+}
+
+/// The answer to a static member that took its old id's place in a stable group: the
+/// current generation, no member list, and the leader as it was (see `Joined::Replaced`).
+fn rejoined(group: &Group, member_id: &str, leader_before: Option<String>) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        .with_generation_id(group.generation)
+        .with_protocol_type(Some(StrBytes::from_string(group.protocol_type.clone())))
+        .with_protocol_name(group.protocol.clone().map(StrBytes::from_string))
+        .with_leader(StrBytes::from_string(leader_before.unwrap_or_default()))
+        .with_member_id(StrBytes::from_string(member_id.to_string()))
 }
 
 /// A completed join's answer: the member list for the leader only.
@@ -250,7 +272,11 @@ pub async fn sync(kafka: &Kafka, request: SyncGroupRequest) -> SyncGroupResponse
         let mut groups = coordinator.lock();
         let Some(group) = groups.get_mut(&group_id) else { return refuse(ResponseError::UnknownMemberId.code()) };
         let assignments = request.assignments.iter().map(|a| (text(&a.member_id), a.assignment.clone())).collect();
-        if let Err(refusal) = group.assign(&member_id, generation, assignments) {
+        let instance = request.group_instance_id.as_ref().map(text);
+        let assigned = group
+            .check_instance(&member_id, instance.as_deref())
+            .and_then(|()| group.assign(&member_id, generation, assignments));
+        if let Err(refusal) = assigned {
             return refuse(code(refusal));
         }
         let timeout = group.members.get(&member_id).map_or(0, |m| m.rebalance_timeout_ms);
@@ -301,7 +327,10 @@ pub fn heartbeat(kafka: &Kafka, request: HeartbeatRequest) -> HeartbeatResponse 
                 if group.expire(now) {
                     coordinator.notify();
                 }
-                group.heartbeat(&text(&request.member_id), request.generation_id, now)
+                let (member_id, instance) = (text(&request.member_id), request.group_instance_id.as_ref().map(text));
+                group
+                    .check_instance(&member_id, instance.as_deref())
+                    .and_then(|()| group.heartbeat(&member_id, request.generation_id, now))
             }
         }
     };
@@ -314,21 +343,22 @@ pub fn leave(kafka: &Kafka, request: LeaveGroupRequest, version: i16) -> LeaveGr
     }
     let coordinator = &kafka.groups;
     let now = coordinator.now();
-    let leaving: Vec<String> = if version >= 3 {
-        request.members.iter().map(|m| text(&m.member_id)).collect()
+    // From version 3 a request names members by id, by static instance, or both.
+    let leaving: Vec<(String, Option<String>)> = if version >= 3 {
+        request.members.iter().map(|m| (text(&m.member_id), m.group_instance_id.as_ref().map(text))).collect()
     } else {
-        vec![text(&request.member_id)]
+        vec![(text(&request.member_id), None)]
     };
-    let outcomes: Vec<(String, Result<(), Refusal>)> = {
+    let outcomes: Vec<(String, Option<String>, Result<(), Refusal>)> = {
         let mut groups = coordinator.lock();
         let group = groups.get_mut(&request.group_id.0.to_string());
         match group {
-            None => leaving.into_iter().map(|m| (m, Err(Refusal::UnknownMember))).collect(),
+            None => leaving.into_iter().map(|(m, i)| (m, i, Err(Refusal::UnknownMember))).collect(),
             Some(group) => leaving
                 .into_iter()
-                .map(|m| {
-                    let r = group.leave(&m, now);
-                    (m, r)
+                .map(|(m, i)| {
+                    let r = group.resolve(&m, i.as_deref()).and_then(|id| group.leave(&id, now));
+                    (m, i, r)
                 })
                 .collect(),
         }
@@ -337,22 +367,30 @@ pub fn leave(kafka: &Kafka, request: LeaveGroupRequest, version: i16) -> LeaveGr
     if version >= 3 {
         let members = outcomes
             .into_iter()
-            .map(|(id, r)| {
+            .map(|(id, instance, r)| {
                 MemberResponse::default()
                     .with_member_id(StrBytes::from_string(id))
+                    .with_group_instance_id(instance.map(StrBytes::from_string))
                     .with_error_code(r.err().map_or(0, code))
             })
             .collect();
         return LeaveGroupResponse::default().with_members(members);
     }
-    let error = outcomes.into_iter().next().and_then(|(_, r)| r.err()).map_or(0, code);
+    let error = outcomes.into_iter().next().and_then(|(_, _, r)| r.err()).map_or(0, code);
     LeaveGroupResponse::default().with_error_code(error)
 }
 
 /// Whether `member_id` at `generation` may commit for `group_id`: members of the
-/// current generation may; a commit with no member and generation -1 (a consumer that
-/// assigns its own partitions) may while the group has no members.
-pub fn may_commit(kafka: &Kafka, group_id: &str, member_id: &str, generation: i32) -> Result<(), i16> {
+/// current generation may (not a static `instance` another member id now holds); a commit
+/// with no member and generation -1 (a consumer that assigns its own partitions) may
+/// while the group has no members.
+pub fn may_commit(
+    kafka: &Kafka,
+    group_id: &str,
+    member_id: &str,
+    instance: Option<&str>,
+    generation: i32,
+) -> Result<(), i16> {
     if let Some(error) = not_coordinator(kafka, group_id) {
         return Err(error);
     }
@@ -363,17 +401,23 @@ pub fn may_commit(kafka: &Kafka, group_id: &str, member_id: &str, generation: i3
     if generation < 0 && member_id.is_empty() {
         return if group.members.is_empty() { Ok(()) } else { Err(ResponseError::UnknownMemberId.code()) };
     }
-    group.check(member_id, generation).map_err(code)
+    group.check_instance(member_id, instance).and_then(|()| group.check(member_id, generation)).map_err(code)
 }
 
 /// Whether offsets committed in a transaction (TxnOffsetCommit) may be for `group`
 /// here: this broker coordinates it and, when the request names a member (version 3
 /// on), that member is in the group's current generation.
-pub fn may_commit_in_transaction(kafka: &Kafka, group_id: &str, member_id: &str, generation: i32) -> Result<(), i16> {
+pub fn may_commit_in_transaction(
+    kafka: &Kafka,
+    group_id: &str,
+    member_id: &str,
+    instance: Option<&str>,
+    generation: i32,
+) -> Result<(), i16> {
     if member_id.is_empty() {
         return not_coordinator(kafka, group_id).map_or(Ok(()), Err);
     }
-    may_commit(kafka, group_id, member_id, generation)
+    may_commit(kafka, group_id, member_id, instance, generation)
 }
 
 pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {

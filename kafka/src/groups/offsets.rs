@@ -26,7 +26,8 @@ pub async fn commit_offsets(kafka: &Kafka, request: OffsetCommitRequest) -> Offs
     let allowed = if group.is_empty() {
         Err(ResponseError::InvalidGroupId.code())
     } else {
-        super::may_commit(kafka, &group, &request.member_id, request.generation_id_or_member_epoch)
+        let instance = request.group_instance_id.as_ref().map(|i| i.to_string());
+        super::may_commit(kafka, &group, &request.member_id, instance.as_deref(), request.generation_id_or_member_epoch)
     };
     let mut topics = Vec::new();
     for topic in request.topics {

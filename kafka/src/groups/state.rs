@@ -1,8 +1,10 @@
 //! One consumer group's membership under the classic protocol: members join, the round
 //! completes when every known member has rejoined (or the rebalance timeout drops the
 //! rest), the leader's SyncGroup hands out assignments, heartbeats keep members alive
-//! and tell them when to rejoin. Pure state: time comes in as milliseconds, and the
-//! waiting lives in `mod.rs`.
+//! and tell them when to rejoin. A static member (one with a `group.instance.id`) that
+//! rejoins under a new member id takes its old id's place and assignment, without a
+//! round while the group is stable, and the old id is fenced. Pure state: time comes in as
+//! milliseconds, and the waiting lives in `mod.rs`.
 
 use std::collections::BTreeMap;
 
@@ -71,6 +73,20 @@ pub enum Refusal {
     IllegalGeneration,
     RebalanceInProgress,
     InconsistentProtocol,
+    /// The request names a `group.instance.id` another member id now holds.
+    FencedInstance,
+}
+
+/// What a join did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Joined {
+    /// The member is in the current round; its answer comes when the round completes.
+    InRound,
+    /// A static member took its old id's place in a stable group: it is answered at once
+    /// with the current generation and, as Kafka answers JoinGroup before version 9, the
+    /// leader as it was before the join (so a member that was the leader does not assign
+    /// again: a stable group would not hand the new assignments out).
+    Replaced { leader_before: Option<String> },
 }
 
 impl Group {
@@ -96,12 +112,54 @@ impl Group {
         }
     }
 
+    /// The member id holding static instance `instance`.
+    fn instance_holder(&self, instance: &str) -> Option<&str> {
+        self.members.iter().find(|(_, m)| m.group_instance_id.as_deref() == Some(instance)).map(|(id, _)| id.as_str())
+    }
+
+    /// Refuses a request from `member_id` naming static instance `instance` when another
+    /// member id now holds that instance (a zombie the instance's new incarnation replaced).
+    pub fn check_instance(&self, member_id: &str, instance: Option<&str>) -> Result<(), Refusal> {
+        match instance.and_then(|instance| self.instance_holder(instance)) {
+            Some(holder) if holder != member_id => Err(Refusal::FencedInstance),
+            _ => Ok(()),
+        }
+    }
+
+    /// The member id `member_id` names, or for an empty one the holder of `instance`
+    /// (LeaveGroup may name members by instance alone).
+    pub fn resolve(&self, member_id: &str, instance: Option<&str>) -> Result<String, Refusal> {
+        if !member_id.is_empty() {
+            self.check_instance(member_id, instance)?;
+            return Ok(member_id.to_string());
+        }
+        instance.and_then(|instance| self.instance_holder(instance)).map(str::to_string).ok_or(Refusal::UnknownMember)
+    }
+
     /// A member joins (or rejoins) with its protocols. Outside a round, any join starts
-    /// one: a new member, or a known one asking for a fresh assignment.
-    pub fn join(&mut self, member_id: &str, member: Member, now_ms: u64) -> Result<(), Refusal> {
+    /// one: a new member, or a known one asking for a fresh assignment. A static member
+    /// under a new id first takes its old id's place (see [`Joined::Replaced`]).
+    pub fn join(&mut self, member_id: &str, member: Member, now_ms: u64) -> Result<Joined, Refusal> {
         let others = self.members.keys().any(|id| id != member_id);
         if others && !member.protocols.iter().any(|(name, _)| self.others_support(member_id, name)) {
             return Err(Refusal::InconsistentProtocol);
+        }
+        let replaced = member.group_instance_id.as_deref().and_then(|instance| self.instance_holder(instance));
+        if let Some(old_id) = replaced.filter(|old_id| *old_id != member_id).map(str::to_string) {
+            let leader_before = self.leader.clone();
+            if let Some(old) = self.members.remove(&old_id) {
+                if leader_before.as_deref() == Some(old_id.as_str()) {
+                    self.leader = Some(member_id.to_string());
+                }
+                let keeps_protocol =
+                    self.protocol.as_ref().is_some_and(|p| member.protocols.iter().any(|(n, _)| n == p));
+                let taking_over =
+                    Member { last_seen_ms: now_ms, assignment: old.assignment, joined: old.joined, ..member.clone() };
+                self.members.insert(member_id.to_string(), taking_over);
+                if self.phase == Phase::Stable && keeps_protocol {
+                    return Ok(Joined::Replaced { leader_before });
+                }
+            }
         }
         if self.phase != Phase::PreparingRebalance {
             self.members.insert(member_id.to_string(), member.clone());
@@ -110,7 +168,7 @@ impl Group {
         let entry = self.members.entry(member_id.to_string()).or_insert_with(|| member.clone());
         *entry = Member { joined: true, last_seen_ms: now_ms, assignment: Bytes::new(), ..member };
         self.try_complete(now_ms);
-        Ok(())
+        Ok(Joined::InRound)
     }
 
     /// Whether every member but `member_id` supports `protocol`.
@@ -321,7 +379,75 @@ mod tests {
         assert!(!group.try_complete(12_001), "a must rejoin first");
         assert!(group.try_complete(12_000 + 30_000), "past the deadline the round completes without it");
         assert_eq!(group.phase, Phase::Empty);
-        assert_eq!(group.join("c", member(&["sticky"]), 50_000), Ok(()), "an empty group takes any protocol");
+        assert_eq!(
+            group.join("c", member(&["sticky"]), 50_000),
+            Ok(Joined::InRound),
+            "an empty group takes any protocol"
+        );
+    }
+
+    fn static_member(protocols: &[&str], instance: &str) -> Member {
+        Member { group_instance_id: Some(instance.into()), ..member(protocols) }
+    }
+
+    /// A stable group of "a" (the leader, instance "ia") and "b" (instance "ib"), each
+    /// assigned its name.
+    fn stable_static_pair() -> Group {
+        let mut group = Group::new("consumer".into());
+        group.join("a", static_member(&["range"], "ia"), 0).unwrap();
+        group.join("b", static_member(&["range"], "ib"), 0).unwrap();
+        group.join("a", static_member(&["range"], "ia"), 0).unwrap();
+        let assignments = vec![("a".into(), Bytes::from_static(b"A")), ("b".into(), Bytes::from_static(b"B"))];
+        group.assign("a", 2, assignments).unwrap();
+        assert_eq!((group.phase, group.generation, group.leader.as_deref()), (Phase::Stable, 2, Some("a")));
+        group
+    }
+
+    #[test]
+    fn a_static_member_back_under_a_new_id_takes_its_place_without_a_round() {
+        let mut group = stable_static_pair();
+        let joined = group.join("b2", static_member(&["range"], "ib"), 100).unwrap();
+        assert_eq!(joined, Joined::Replaced { leader_before: Some("a".into()) });
+        assert_eq!((group.phase, group.generation), (Phase::Stable, 2), "no round, the same generation");
+        assert!(!group.members.contains_key("b"));
+        assert_eq!(group.members["b2"].assignment, Bytes::from_static(b"B"), "the old id's assignment");
+        assert_eq!(group.heartbeat("a", 2, 110), Ok(()), "the other member goes on undisturbed");
+        // The old incarnation is fenced wherever it names its instance.
+        assert_eq!(group.check_instance("b", Some("ib")), Err(Refusal::FencedInstance));
+        assert_eq!(group.check_instance("b2", Some("ib")), Ok(()));
+        assert_eq!(group.check_instance("b", None), Ok(()), "without an instance the plain checks apply");
+        assert_eq!(group.check("b", 2), Err(Refusal::UnknownMember));
+        assert_eq!(group.resolve("", Some("ib")), Ok("b2".to_string()));
+        assert_eq!(group.resolve("", Some("nobody")), Err(Refusal::UnknownMember));
+    }
+
+    #[test]
+    fn a_static_leader_back_under_a_new_id_leads_without_assigning_again() {
+        let mut group = stable_static_pair();
+        let joined = group.join("a2", static_member(&["range"], "ia"), 100).unwrap();
+        assert_eq!(joined, Joined::Replaced { leader_before: Some("a".into()) }, "answered with the old leader id");
+        assert_eq!(group.leader.as_deref(), Some("a2"));
+        // Its sync in the stable group changes nothing and answers its old assignment.
+        group.assign("a2", 2, vec![("b".into(), Bytes::from_static(b"changed"))]).unwrap();
+        assert_eq!(group.members["a2"].assignment, Bytes::from_static(b"A"));
+        assert_eq!(group.members["b"].assignment, Bytes::from_static(b"B"));
+    }
+
+    #[test]
+    fn a_static_member_back_with_another_protocol_or_mid_round_goes_through_a_round() {
+        let mut group = stable_static_pair();
+        // Back with a protocol the other member lacks: refused, as any member's would be.
+        let back = static_member(&["roundrobin"], "ib");
+        assert_eq!(group.join("b2", back, 100), Err(Refusal::InconsistentProtocol));
+        assert!(group.members.contains_key("b"), "the refused join replaced nothing");
+        let mut group = stable_static_pair();
+        group.join("c", member(&["range"]), 100).unwrap();
+        assert_eq!(group.phase, Phase::PreparingRebalance);
+        assert_eq!(group.join("b2", static_member(&["range"], "ib"), 110), Ok(Joined::InRound));
+        assert!(!group.members.contains_key("b") && group.members["b2"].joined);
+        group.join("a", static_member(&["range"], "ia"), 120).unwrap();
+        assert_eq!((group.phase, group.generation), (Phase::CompletingRebalance, 3));
+        assert_eq!(group.members.keys().collect::<Vec<_>>(), ["a", "b2", "c"]);
     }
 
     #[test]
