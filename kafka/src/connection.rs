@@ -281,6 +281,7 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(groups::describe(kafka, r)),
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list(kafka, r)),
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(groups::delete(kafka, r).await),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(groups::delete_offsets(kafka, r).await),
         // Without access control there is nothing to log in to.
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeResponse::default()

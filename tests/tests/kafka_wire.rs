@@ -3,7 +3,8 @@
 //! corrupt and oversized batches, unknown and invalid topics each get Kafka's error
 //! code; nothing is half applied, a topic of many partitions appears and goes whole, and a
 //! negative committed offset (a client resetting a partition) clears the group's position;
-//! an OffsetFetch for every topic answers only the partitions a group has offsets on.
+//! an OffsetFetch for every topic answers only the partitions a group has offsets on, and
+//! OffsetDelete keeps the offsets on topics a group's members subscribe to.
 
 #![allow(clippy::unwrap_used)]
 
@@ -159,7 +160,7 @@ async fn an_unsupported_api_versions_gets_version_0_with_the_list() {
     assert_eq!((produce.min_version, produce.max_version), (3, 11));
     let end_txn = response.api_keys.iter().find(|k| k.api_key == ApiKey::EndTxn as i16).unwrap();
     assert_eq!((end_txn.min_version, end_txn.max_version), (0, 3), "transactions' first version only");
-    assert!(response.api_keys.iter().all(|k| k.api_key != ApiKey::OffsetDelete as i16), "nothing unbuilt is listed");
+    assert!(response.api_keys.iter().all(|k| k.api_key != ApiKey::DescribeAcls as i16), "nothing unbuilt is listed");
     server.stop().await;
 }
 
@@ -679,5 +680,77 @@ async fn an_offset_fetch_for_every_topic_answers_the_partitions_the_group_has_of
     let mut body = call(&mut socket, ApiKey::OffsetFetch, 7, &every_topic("nobody")).await.unwrap();
     let response = OffsetFetchResponse::decode(&mut body, 7).unwrap();
     assert_eq!((response.error_code, response.topics.len()), (0, 0));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn offset_delete_removes_a_groups_offsets_except_on_the_topics_its_members_read() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+    use kafka_protocol::messages::{
+        ConsumerProtocolSubscription, GroupId, JoinGroupRequest, JoinGroupResponse, OffsetDeleteRequest,
+        OffsetDeleteResponse,
+    };
+    use shale_tests::kafka_client::KafkaConn;
+    let server = server().await;
+    let mut conn =
+        KafkaConn::connect(server.kafka.as_ref().unwrap(), std::time::Duration::from_secs(10)).await.unwrap();
+    let values: Vec<String> = (0..4).map(|i| format!("v{i}")).collect();
+    for topic in ["read", "other"] {
+        assert_eq!(conn.create_topic(topic, 2).await.unwrap(), 0);
+        for partition in 0..2 {
+            assert_eq!(conn.produce(topic, partition, &values).await.unwrap(), (0, 0));
+        }
+    }
+    for (group, topic, partition, offset) in
+        [("g", "read", 0, 1), ("g", "read", 1, 2), ("busy", "read", 0, 3), ("busy", "other", 0, 4)]
+    {
+        assert_eq!(conn.commit(group, topic, partition, offset).await.unwrap(), 0);
+    }
+    let mut socket = connect(&server).await;
+    let delete = |group: &'static str, topic: &'static str, partition: i32| {
+        let partitions = vec![OffsetDeleteRequestPartition::default().with_partition_index(partition)];
+        let topic = OffsetDeleteRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(topic)))
+            .with_partitions(partitions);
+        OffsetDeleteRequest::default().with_group_id(GroupId(StrBytes::from_static_str(group))).with_topics(vec![topic])
+    };
+    // One partition's offset goes; the group's other offsets stay.
+    let mut body = call(&mut socket, ApiKey::OffsetDelete, 0, &delete("g", "read", 0)).await.unwrap();
+    let response = OffsetDeleteResponse::decode(&mut body, 0).unwrap();
+    assert_eq!((response.error_code, response.topics[0].partitions[0].error_code), (0, 0));
+    assert_eq!(conn.committed("g", "read", 0).await.unwrap(), (0, -1));
+    assert_eq!(conn.committed("g", "read", 1).await.unwrap(), (0, 2));
+    // A group with neither members nor an offset there.
+    let mut body = call(&mut socket, ApiKey::OffsetDelete, 0, &delete("ghost", "read", 0)).await.unwrap();
+    let response = OffsetDeleteResponse::decode(&mut body, 0).unwrap();
+    assert_eq!(response.error_code, ResponseError::GroupIdNotFound.code());
+
+    // A member of "busy" subscribes to "read": its offsets there stay, "other"'s go.
+    let mut subscription = BytesMut::new();
+    subscription.extend_from_slice(&0i16.to_be_bytes());
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![StrBytes::from_static_str("read")])
+        .encode(&mut subscription, 0)
+        .unwrap();
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("busy")))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(subscription.freeze())]);
+    let mut body = call(&mut socket, ApiKey::JoinGroup, 5, &join).await.unwrap();
+    assert_eq!(JoinGroupResponse::decode(&mut body, 5).unwrap().error_code, 0);
+    let mut body = call(&mut socket, ApiKey::OffsetDelete, 0, &delete("busy", "read", 0)).await.unwrap();
+    let response = OffsetDeleteResponse::decode(&mut body, 0).unwrap();
+    let subscribed = ResponseError::GroupSubscribedToTopic.code();
+    assert_eq!((response.error_code, response.topics[0].partitions[0].error_code), (0, subscribed));
+    assert_eq!(conn.committed("busy", "read", 0).await.unwrap(), (0, 3));
+    let mut body = call(&mut socket, ApiKey::OffsetDelete, 0, &delete("busy", "other", 0)).await.unwrap();
+    let response = OffsetDeleteResponse::decode(&mut body, 0).unwrap();
+    assert_eq!((response.error_code, response.topics[0].partitions[0].error_code), (0, 0));
+    assert_eq!(conn.committed("busy", "other", 0).await.unwrap(), (0, -1));
     server.stop().await;
 }

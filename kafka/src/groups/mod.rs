@@ -32,7 +32,7 @@ use shale_service::auth::{Operation, Target};
 use shale_storage::Clock;
 use tokio::sync::watch;
 
-pub use offsets::{commit_offsets, delete, fetch_offsets};
+pub use offsets::{commit_offsets, delete, delete_offsets, fetch_offsets};
 use state::{Group, Joined, Member, Phase, Refusal};
 
 use crate::Kafka;

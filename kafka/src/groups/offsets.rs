@@ -3,15 +3,16 @@
 //! committed offset removes it (OffsetFetch then answers -1, read by every client as no
 //! committed offset, as the negative value Kafka keeps is). Commit metadata strings are not
 //! kept (OffsetFetch answers an empty one). DeleteGroups removes a group's consumer from
-//! every partition of every topic. OffsetFetch for every topic answers only the partitions
-//! the group has offsets on, as Kafka does.
+//! every partition of every topic, OffsetDelete from the partitions it names. OffsetFetch
+//! for every topic answers only the partitions the group has offsets on, as Kafka does.
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DeleteGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, TopicName,
+    DeleteGroupsRequest, DeleteGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -185,4 +186,51 @@ async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
     } else {
         Err(ResponseError::GroupIdNotFound.code())
     }
+}
+
+/// OffsetDelete: the group's committed offsets on the named partitions removed, as Kafka
+/// does: a group with members keeps its offsets on the topics its members subscribe to
+/// (GROUP_SUBSCRIBED_TO_TOPIC for those partitions), a group with members of another
+/// protocol type than `consumer` is NON_EMPTY_GROUP, and a group with neither members
+/// nor an offset on the named partitions is GROUP_ID_NOT_FOUND.
+pub async fn delete_offsets(kafka: &Kafka, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let group = request.group_id.0.to_string();
+    if let Some(error) = super::not_coordinator(kafka, &group) {
+        return OffsetDeleteResponse::default().with_error_code(error);
+    }
+    let (known, subscribed) = match kafka.groups.lock().get(&group) {
+        Some(state) if !state.members.is_empty() && state.protocol_type != "consumer" => {
+            return OffsetDeleteResponse::default().with_error_code(ResponseError::NonEmptyGroup.code());
+        }
+        Some(state) => (true, state.subscribed_topics()),
+        None => (false, Default::default()),
+    };
+    let mut removed = false;
+    let mut topics = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let mut partitions = Vec::new();
+        for p in topic.partitions {
+            let error = if subscribed.contains(&name) {
+                ResponseError::GroupSubscribedToTopic.code()
+            } else {
+                let stream = stream_of(&name, p.partition_index);
+                match kafka.service.delete_consumer(&kafka.config.basin, &stream, &group).await {
+                    Ok(deleted) => {
+                        removed |= deleted;
+                        0
+                    }
+                    Err(e) => code(&e),
+                }
+            };
+            partitions.push(
+                OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index).with_error_code(error),
+            );
+        }
+        topics.push(OffsetDeleteResponseTopic::default().with_name(topic.name).with_partitions(partitions));
+    }
+    if !known && !removed {
+        return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code());
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
 }

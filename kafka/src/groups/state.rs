@@ -213,6 +213,15 @@ impl Group {
         true
     }
 
+    /// The topics the members subscribe to, read from their subscriptions (Kafka's
+    /// consumer protocol) for the group's protocol; none for other protocol types.
+    pub fn subscribed_topics(&self) -> std::collections::BTreeSet<String> {
+        let (Some(protocol), "consumer") = (self.protocol.as_deref(), self.protocol_type.as_str()) else {
+            return Default::default();
+        };
+        self.members.values().flat_map(|m| subscription_topics(m.metadata_for(protocol))).collect()
+    }
+
     /// The protocol every member supports that the members prefer most (by summed rank).
     fn choose_protocol(&self) -> Option<String> {
         let first = self.members.values().next()?;
@@ -316,6 +325,23 @@ impl Group {
         } else {
             self.start_round(now_ms);
         }
+    }
+}
+
+/// The topics of a consumer protocol subscription: a version, then the subscription at
+/// that version (a later one is read as the latest known, as Kafka's clients read it);
+/// none when it does not decode.
+fn subscription_topics(mut metadata: Bytes) -> Vec<String> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::{Decodable, Message};
+    if metadata.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([metadata[0], metadata[1]]).min(ConsumerProtocolSubscription::VERSIONS.max);
+    let mut body = metadata.split_off(2);
+    match ConsumerProtocolSubscription::decode(&mut body, version) {
+        Ok(subscription) => subscription.topics.iter().map(|t| t.to_string()).collect(),
+        Err(_) => Vec::new(),
     }
 }
 
