@@ -278,8 +278,8 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave(kafka, r, version)),
         RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(groups::commit_offsets(kafka, r).await),
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(groups::fetch_offsets(kafka, r, version).await),
-        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(groups::describe(kafka, r)),
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list(kafka, r)),
+        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(groups::describe(kafka, r).await),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list(kafka, r).await),
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(groups::delete(kafka, r).await),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(groups::delete_offsets(kafka, r).await),
         // Without access control there is nothing to log in to.

@@ -65,6 +65,33 @@ impl Service {
         Ok(self.metadata.catalog(call).await?.into_consumer()?.is_some())
     }
 
+    /// `name`'s position on the stream without its lag (which reads the stream): `None`
+    /// when it has none.
+    pub async fn consumer_position(&self, basin: &str, stream: &str, name: &str) -> Result<Option<u64>, ServiceError> {
+        self.reader()?;
+        let stream = self.allow_consumers(basin, stream)?;
+        let call = CatalogCall::GetConsumer { basin: basin.into(), stream, name: name.into() };
+        Ok(self.metadata.catalog(call).await?.into_consumer()?.map(|position| position.seq_num))
+    }
+
+    /// The names of every consumer of the stream, without their lag.
+    pub async fn consumer_names(&self, basin: &str, stream: &str) -> Result<Vec<String>, ServiceError> {
+        self.reader()?;
+        let stream = self.allow_consumers(basin, stream)?;
+        let limit = ListQuery::default().limit()?;
+        let mut names: Vec<String> = Vec::new();
+        loop {
+            let start_after = names.last().cloned().unwrap_or_default();
+            let call = CatalogCall::ListConsumers { basin: basin.into(), stream: stream.clone(), start_after, limit };
+            let page = self.metadata.catalog(call).await?.into_consumers()?;
+            let more = page.has_more && !page.items.is_empty();
+            names.extend(page.items.into_iter().map(|position| position.name));
+            if !more {
+                return Ok(names);
+            }
+        }
+    }
+
     pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<ConsumerView, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;

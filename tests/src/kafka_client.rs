@@ -98,7 +98,8 @@ impl KafkaConn {
         Ok(Self { socket, next_id: 1, timeout })
     }
 
-    async fn call<Req: Encodable, Resp: Decodable>(
+    /// Sends `request` as `api` at `version` and decodes its answer.
+    pub async fn call<Req: Encodable, Resp: Decodable>(
         &mut self,
         api: ApiKey,
         version: i16,

@@ -37,6 +37,9 @@ use state::{Group, Joined, Member, Phase, Refusal};
 
 use crate::Kafka;
 
+/// The protocol type of consumer groups, given to a group known only by its offsets.
+const CONSUMER: &str = "consumer";
+
 /// The longest a waiting join or sync goes without looking at the clock.
 const TICK: Duration = Duration::from_secs(1);
 /// Session timeouts a member may ask for (Kafka's `group.min/max.session.timeout.ms`,
@@ -420,8 +423,20 @@ pub fn may_commit_in_transaction(
     may_commit(kafka, group_id, member_id, instance, generation)
 }
 
-pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+/// DescribeGroups: the groups this coordinator has in memory as they are; a group it does
+/// not (its members gone before a restart, or it never had any: offsets committed
+/// without membership) is `Empty` when it has committed offsets, as Kafka keeps such a
+/// group, and `Dead` when it has none.
+pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let moved: Vec<Option<i16>> = request.groups.iter().map(|id| not_coordinator(kafka, &id.0)).collect();
+    let mut stored = HashMap::new();
+    for (id, moved) in request.groups.iter().zip(&moved) {
+        let id = id.0.to_string();
+        if moved.is_none() && !kafka.groups.lock().contains_key(&id) {
+            let found = offsets::has_offsets(kafka, &id).await.map_err(|e| crate::error::code(&e));
+            stored.insert(id, found);
+        }
+    }
     let groups = kafka.groups.lock();
     let described = request
         .groups
@@ -432,7 +447,15 @@ pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroups
                 return DescribedGroup::default().with_group_id(id).with_error_code(error);
             }
             let Some(group) = groups.get(&id.0.to_string()) else {
-                return DescribedGroup::default().with_group_id(id).with_group_state(StrBytes::from_static_str("Dead"));
+                let described = DescribedGroup::default().with_group_id(id.clone());
+                return match stored.get(&id.0.to_string()) {
+                    Some(Err(error)) => described.with_error_code(*error),
+                    Some(Ok(true)) => described
+                        .with_group_state(StrBytes::from_static_str(Phase::Empty.name()))
+                        .with_protocol_type(StrBytes::from_static_str(CONSUMER)),
+                    // Gone meanwhile, or without offsets.
+                    _ => described.with_group_state(StrBytes::from_static_str("Dead")),
+                };
             };
             let protocol = group.protocol.clone().unwrap_or_default();
             let members = group
@@ -460,23 +483,32 @@ pub fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroups
     DescribeGroupsResponse::default().with_groups(described)
 }
 
-/// The groups this broker coordinates (a cluster's admin client asks every broker).
-pub fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsResponse {
+/// The groups this broker coordinates (a cluster's admin client asks every broker): those
+/// it has in memory, and those with committed offsets only, listed `Empty` as Kafka keeps
+/// them (their members gone before a restart, or offsets committed without membership).
+pub async fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsResponse {
     if !may_use_groups(kafka) {
         return ListGroupsResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
+    let stored = match offsets::groups_with_offsets(kafka).await {
+        Ok(stored) => stored,
+        Err(e) => return ListGroupsResponse::default().with_error_code(crate::error::code(&e)),
+    };
     let groups = kafka.groups.lock();
-    let listed = groups
-        .iter()
-        .filter(|(id, _)| kafka.brokers.coordinates(id))
-        .filter(|(_, g)| {
-            request.states_filter.is_empty() || request.states_filter.iter().any(|s| &**s == g.phase.name())
+    let in_memory = groups.iter().map(|(id, g)| (id.clone(), g.protocol_type.clone(), g.phase));
+    let offsets_only =
+        stored.into_iter().filter(|id| !groups.contains_key(id)).map(|id| (id, CONSUMER.to_string(), Phase::Empty));
+    let listed = in_memory
+        .chain(offsets_only)
+        .filter(|(id, _, _)| kafka.brokers.coordinates(id))
+        .filter(|(_, _, phase)| {
+            request.states_filter.is_empty() || request.states_filter.iter().any(|s| &**s == phase.name())
         })
-        .map(|(id, g)| {
+        .map(|(id, protocol_type, phase)| {
             ListedGroup::default()
-                .with_group_id(GroupId(StrBytes::from_string(id.clone())))
-                .with_protocol_type(StrBytes::from_string(g.protocol_type.clone()))
-                .with_group_state(StrBytes::from_static_str(g.phase.name()))
+                .with_group_id(GroupId(StrBytes::from_string(id)))
+                .with_protocol_type(StrBytes::from_string(protocol_type))
+                .with_group_state(StrBytes::from_static_str(phase.name()))
                 .with_group_type(StrBytes::from_static_str("classic"))
         })
         .collect();

@@ -6,6 +6,8 @@
 //! every partition of every topic, OffsetDelete from the partitions it names. OffsetFetch
 //! for every topic answers only the partitions the group has offsets on, as Kafka does.
 
+use std::collections::BTreeSet;
+
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
@@ -66,11 +68,32 @@ async fn store(kafka: &Kafka, stream: &str, group: &str, offset: i64) -> Result<
 
 /// Group `group`'s committed offset on `stream`: -1 when it has none.
 async fn committed(kafka: &Kafka, stream: &str, group: &str) -> Result<i64, ServiceError> {
-    match kafka.service.consumer(&kafka.config.basin, stream, group).await {
-        Ok(view) => Ok(i64::try_from(view.position.seq_num).unwrap_or(i64::MAX)),
-        Err(ServiceError::ConsumerNotFound(_)) => Ok(-1),
-        Err(e) => Err(e),
+    let position = kafka.service.consumer_position(&kafka.config.basin, stream, group).await?;
+    Ok(position.map_or(-1, |seq_num| i64::try_from(seq_num).unwrap_or(i64::MAX)))
+}
+
+/// Every group with a committed offset on some partition of some topic.
+pub(super) async fn groups_with_offsets(kafka: &Kafka) -> Result<BTreeSet<String>, ServiceError> {
+    let mut groups = BTreeSet::new();
+    for (topic, partitions) in topics::all_topics(kafka).await? {
+        for partition in 0..partitions as i32 {
+            groups.extend(kafka.service.consumer_names(&kafka.config.basin, &stream_of(&topic, partition)).await?);
+        }
     }
+    Ok(groups)
+}
+
+/// Whether `group` has a committed offset on some partition of some topic.
+pub(super) async fn has_offsets(kafka: &Kafka, group: &str) -> Result<bool, ServiceError> {
+    for (topic, partitions) in topics::all_topics(kafka).await? {
+        for partition in 0..partitions as i32 {
+            let stream = stream_of(&topic, partition);
+            if kafka.service.consumer_position(&kafka.config.basin, &stream, group).await?.is_some() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// `(topic, partitions)` asked for, every topic when `None`.

@@ -1,0 +1,172 @@
+//! Consumer groups' offsets over a real socket, as clients and admin tools use them: a
+//! negative committed offset (a client resetting a partition) clears the group's offset,
+//! an OffsetFetch for every topic answers only the partitions a group has offsets on,
+//! OffsetDelete keeps the offsets on topics a group's members subscribe to, and a group
+//! known only by its committed offsets is listed and described as `Empty`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+use kafka_protocol::messages::{
+    ApiKey, ConsumerProtocolSubscription, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, JoinGroupRequest,
+    JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::ResponseError;
+use shale_tests::kafka_client::KafkaConn;
+use shale_tests::TestServer;
+
+/// A server with Kafka's listener, a connection to it, and `topics` (name, partitions),
+/// each partition holding `records` records.
+async fn server_with(topics: &[(&str, i32)], records: usize) -> (TestServer, KafkaConn) {
+    let server = TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(10)).await.unwrap();
+    let values: Vec<String> = (0..records).map(|i| format!("v{i}")).collect();
+    for &(topic, partitions) in topics {
+        assert_eq!(conn.create_topic(topic, partitions).await.unwrap(), 0);
+        for partition in 0..partitions {
+            assert_eq!(conn.produce(topic, partition, &values).await.unwrap(), (0, 0));
+        }
+    }
+    (server, conn)
+}
+
+fn group(name: &'static str) -> GroupId {
+    GroupId(StrBytes::from_static_str(name))
+}
+
+#[tokio::test]
+async fn a_negative_committed_offset_clears_the_groups_offset() {
+    let (server, mut conn) = server_with(&[("reset", 1)], 3).await;
+    assert_eq!(conn.commit("g", "reset", 0, 2).await.unwrap(), 0);
+    assert_eq!(conn.committed("g", "reset", 0).await.unwrap(), (0, 2));
+    // KafkaJS resets a partition to its default by committing -2 (earliest) or -1 (latest).
+    for sentinel in [-2, -1] {
+        assert_eq!(conn.commit("g", "reset", 0, sentinel).await.unwrap(), 0);
+        assert_eq!(conn.committed("g", "reset", 0).await.unwrap(), (0, -1), "after committing {sentinel}");
+    }
+    assert_eq!(conn.commit("g", "reset", 0, 1).await.unwrap(), 0);
+    assert_eq!(conn.committed("g", "reset", 0).await.unwrap(), (0, 1));
+    // Another group's offset is not touched; an unknown topic is refused either way.
+    assert_eq!(conn.commit("other", "reset", 0, 3).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "reset", 0, -1).await.unwrap(), 0);
+    assert_eq!(conn.committed("other", "reset", 0).await.unwrap(), (0, 3));
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(conn.commit("g", "missing", 0, -1).await.unwrap(), unknown);
+    assert_eq!(conn.commit("g", "missing", 0, 1).await.unwrap(), unknown);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_offset_fetch_for_every_topic_answers_the_partitions_the_group_has_offsets_on() {
+    let (server, mut conn) = server_with(&[("left", 3), ("right", 2), ("untouched", 4)], 8).await;
+    assert_eq!(conn.commit("g", "left", 1, 5).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "right", 0, 7).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "right", 1, 2).await.unwrap(), 0);
+    assert_eq!(conn.commit("g", "right", 1, -1).await.unwrap(), 0, "committed, then reset");
+    assert_eq!(conn.commit("other", "untouched", 0, 1).await.unwrap(), 0);
+
+    let every_topic = |name| OffsetFetchRequest::default().with_group_id(group(name)).with_topics(None);
+    let response: OffsetFetchResponse = conn.call(ApiKey::OffsetFetch, 7, &every_topic("g")).await.unwrap();
+    assert_eq!(response.error_code, 0);
+    let mut answered: Vec<(String, i32, i64, i16)> = response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset, p.error_code))
+        })
+        .collect();
+    answered.sort();
+    assert_eq!(answered, vec![("left".into(), 1, 5, 0), ("right".into(), 0, 7, 0)]);
+    // A group with no offsets anywhere: no topics at all.
+    let response: OffsetFetchResponse = conn.call(ApiKey::OffsetFetch, 7, &every_topic("nobody")).await.unwrap();
+    assert_eq!((response.error_code, response.topics.len()), (0, 0));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn offset_delete_removes_a_groups_offsets_except_on_the_topics_its_members_read() {
+    let (server, mut conn) = server_with(&[("read", 2), ("other", 2)], 4).await;
+    for (group, topic, partition, offset) in
+        [("g", "read", 0, 1), ("g", "read", 1, 2), ("busy", "read", 0, 3), ("busy", "other", 0, 4)]
+    {
+        assert_eq!(conn.commit(group, topic, partition, offset).await.unwrap(), 0);
+    }
+    let delete = |name, topic: &'static str, partition: i32| {
+        let partitions = vec![OffsetDeleteRequestPartition::default().with_partition_index(partition)];
+        let topic = OffsetDeleteRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(topic)))
+            .with_partitions(partitions);
+        OffsetDeleteRequest::default().with_group_id(group(name)).with_topics(vec![topic])
+    };
+    // One partition's offset goes; the group's other offsets stay.
+    let response: OffsetDeleteResponse = conn.call(ApiKey::OffsetDelete, 0, &delete("g", "read", 0)).await.unwrap();
+    assert_eq!((response.error_code, response.topics[0].partitions[0].error_code), (0, 0));
+    assert_eq!(conn.committed("g", "read", 0).await.unwrap(), (0, -1));
+    assert_eq!(conn.committed("g", "read", 1).await.unwrap(), (0, 2));
+    // A group with neither members nor an offset there.
+    let response: OffsetDeleteResponse = conn.call(ApiKey::OffsetDelete, 0, &delete("ghost", "read", 0)).await.unwrap();
+    assert_eq!(response.error_code, ResponseError::GroupIdNotFound.code());
+
+    // A member of "busy" subscribes to "read": its offsets there stay, "other"'s go.
+    let mut subscription = BytesMut::new();
+    subscription.extend_from_slice(&0i16.to_be_bytes());
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![StrBytes::from_static_str("read")])
+        .encode(&mut subscription, 0)
+        .unwrap();
+    let join = JoinGroupRequest::default()
+        .with_group_id(group("busy"))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(subscription.freeze())]);
+    let joined: JoinGroupResponse = conn.call(ApiKey::JoinGroup, 5, &join).await.unwrap();
+    assert_eq!(joined.error_code, 0);
+    let response: OffsetDeleteResponse = conn.call(ApiKey::OffsetDelete, 0, &delete("busy", "read", 0)).await.unwrap();
+    let subscribed = ResponseError::GroupSubscribedToTopic.code();
+    assert_eq!((response.error_code, response.topics[0].partitions[0].error_code), (0, subscribed));
+    assert_eq!(conn.committed("busy", "read", 0).await.unwrap(), (0, 3));
+    let response: OffsetDeleteResponse = conn.call(ApiKey::OffsetDelete, 0, &delete("busy", "other", 0)).await.unwrap();
+    assert_eq!((response.error_code, response.topics[0].partitions[0].error_code), (0, 0));
+    assert_eq!(conn.committed("busy", "other", 0).await.unwrap(), (0, -1));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn groups_known_only_by_their_offsets_are_listed_and_described_empty() {
+    let (server, mut conn) = server_with(&[("kept", 2)], 2).await;
+    // Offsets committed without membership (as admin tools and self-assigned consumers do).
+    assert_eq!(conn.commit("offsets-only", "kept", 1, 2).await.unwrap(), 0);
+
+    let list = |states: Vec<&'static str>| {
+        ListGroupsRequest::default().with_states_filter(states.into_iter().map(StrBytes::from_static_str).collect())
+    };
+    let listed: ListGroupsResponse = conn.call(ApiKey::ListGroups, 4, &list(vec![])).await.unwrap();
+    assert_eq!(listed.error_code, 0);
+    let found: Vec<(String, String, String)> = listed
+        .groups
+        .iter()
+        .map(|g| (g.group_id.0.to_string(), g.protocol_type.to_string(), g.group_state.to_string()))
+        .collect();
+    assert_eq!(found, vec![("offsets-only".into(), "consumer".into(), "Empty".into())]);
+    let stable: ListGroupsResponse = conn.call(ApiKey::ListGroups, 4, &list(vec!["Stable"])).await.unwrap();
+    assert!(stable.groups.is_empty(), "filtered out by state");
+
+    let describe = DescribeGroupsRequest::default().with_groups(vec![group("offsets-only"), group("never")]);
+    let described: DescribeGroupsResponse = conn.call(ApiKey::DescribeGroups, 5, &describe).await.unwrap();
+    let states: Vec<(i16, String, String, usize)> = described
+        .groups
+        .iter()
+        .map(|g| (g.error_code, g.group_state.to_string(), g.protocol_type.to_string(), g.members.len()))
+        .collect();
+    assert_eq!(states, vec![(0, "Empty".into(), "consumer".into(), 0), (0, "Dead".into(), String::new(), 0)]);
+    server.stop().await;
+}
