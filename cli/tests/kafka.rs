@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::{kafka_script, python, run_python, shale, spawn_started, start_field, terminate};
+use common::{kafka_script, python, run_kafkajs, run_python, shale, spawn_started, start_field, terminate};
 
 /// The Kafka basin `shale serve` creates by default.
 const BASIN: &str = "kafka-topics";
@@ -63,24 +63,6 @@ fn confluent_kafka_static_members_rejoin_without_a_rebalance() {
     let out = run_python(&[&kafka_script("static_members.py"), &kafka]);
     assert!(out.contains("every step passed"), "{out}");
     assert!(terminate(server).success());
-}
-
-/// Runs `tests/kafkajs/<script>` with `args` under Node; fails the test, with its output,
-/// unless it printed that every step passed.
-fn run_kafkajs(script: &str, args: &[&str]) {
-    let scripts = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kafkajs");
-    assert!(
-        scripts.join("node_modules/kafkajs").exists(),
-        "run `npm ci` in {} (scripts/test.sh does)",
-        scripts.display()
-    );
-    let out = Command::new("node").arg(script).args(args).current_dir(&scripts).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("every step passed"),
-        "{script} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Transactional confluent-kafka producers: commits and aborts across 3 topics x 3

@@ -3,7 +3,8 @@
 //! Idempotent acks=all producers and a consumer group of three run while the group's
 //! coordinator agent is killed with -9, then the metadata leader; every acknowledged
 //! record is stored once where its ack said, every record is consumed, no committed
-//! offset moves backwards, and no member re-reads below an acknowledged commit.
+//! offset moves backwards, and no member re-reads below an acknowledged commit. KafkaJS
+//! runs its steps against three agents as against one server.
 
 #![allow(clippy::unwrap_used)]
 
@@ -17,7 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::cluster::{agents_with_standby, metric, wait_for_lease, wait_until};
-use common::{kafka_script, python, run_python, stop_with_test, terminate};
+use common::{kafka_script, python, run_kafkajs, run_python, stop_with_test, terminate};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: usize = 6;
@@ -113,6 +114,27 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
             }
         }
     }
+}
+
+/// KafkaJS unchanged against three agents: partitions led by different agents, its group's
+/// and its transactions' coordinators wherever the rendezvous puts them. The steps are
+/// `tests/kafkajs/kafkajs.mjs`'s, as against `shale serve`.
+#[tokio::test]
+async fn kafkajs_runs_unchanged_against_three_agents() {
+    let (_cluster, leader, standby, _standby_http, agents) = agents_with_standby(3).await;
+    let bootstrap = agents[0].kafka.clone();
+    let mut expected: Vec<String> = agents.iter().map(|a| a.kafka.clone()).collect();
+    expected.sort();
+    wait_until("Metadata lists every agent", Duration::from_secs(10), || async {
+        run_python(&["-c", BROKERS, &bootstrap]).lines().eq(expected.iter().map(String::as_str))
+    })
+    .await;
+    run_kafkajs("kafkajs.mjs", &[&bootstrap]);
+    for agent in agents {
+        terminate(agent.child);
+    }
+    terminate(leader);
+    terminate(standby);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,6 +126,24 @@ pub fn run_python(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs `tests/kafkajs/<script>` with `args` under Node; fails the test, with its output,
+/// unless it printed that every step passed.
+pub fn run_kafkajs(script: &str, args: &[&str]) {
+    let scripts = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kafkajs");
+    assert!(
+        scripts.join("node_modules/kafkajs").exists(),
+        "run `npm ci` in {} (scripts/test.sh does)",
+        scripts.display()
+    );
+    let out = Command::new("node").arg(script).args(args).current_dir(&scripts).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("every step passed"),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The virtualenv's Python, with moto, grpcio-tools, grpcio-status and prometheus-client.
 pub fn python() -> std::path::PathBuf {
     let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
