@@ -49,6 +49,19 @@ metadata = AdminClient({"bootstrap.servers": sys.argv[1]}).list_topics(timeout=1
 print("\n".join(sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values())))
 "#;
 
+/// Waits until the first agent's Metadata lists every agent (each joins the others' lists
+/// at its next heartbeat); that agent's address, to bootstrap from.
+async fn every_agent_listed(agents: &[common::cluster::Agent]) -> String {
+    let bootstrap = agents[0].kafka.clone();
+    let mut expected: Vec<String> = agents.iter().map(|a| a.kafka.clone()).collect();
+    expected.sort();
+    wait_until("Metadata lists every agent", Duration::from_secs(10), || async {
+        run_python(&["-c", BROKERS, &bootstrap]).lines().eq(expected.iter().map(String::as_str))
+    })
+    .await;
+    bootstrap
+}
+
 fn lines(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
 }
@@ -122,13 +135,7 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
 #[tokio::test]
 async fn kafkajs_runs_unchanged_against_three_agents() {
     let (_cluster, leader, standby, _standby_http, agents) = agents_with_standby(3).await;
-    let bootstrap = agents[0].kafka.clone();
-    let mut expected: Vec<String> = agents.iter().map(|a| a.kafka.clone()).collect();
-    expected.sort();
-    wait_until("Metadata lists every agent", Duration::from_secs(10), || async {
-        run_python(&["-c", BROKERS, &bootstrap]).lines().eq(expected.iter().map(String::as_str))
-    })
-    .await;
+    let bootstrap = every_agent_listed(&agents).await;
     run_kafkajs("kafkajs.mjs", &[&bootstrap]);
     for agent in agents {
         terminate(agent.child);
@@ -141,14 +148,7 @@ async fn kafkajs_runs_unchanged_against_three_agents() {
 async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover() {
     let (cluster, leader, standby, standby_http, mut agents) = agents_with_standby(3).await;
     let client = reqwest::Client::new();
-    let bootstrap = agents[0].kafka.clone();
-    let mut expected: Vec<String> = agents.iter().map(|a| a.kafka.clone()).collect();
-    expected.sort();
-    // Each agent joins the others' lists at their next heartbeat.
-    wait_until("Metadata lists every agent", Duration::from_secs(10), || async {
-        run_python(&["-c", BROKERS, &bootstrap]).lines().eq(expected.iter().map(String::as_str))
-    })
-    .await;
+    let bootstrap = every_agent_listed(&agents).await;
     run_python(&["-c", CREATE_TOPIC, &bootstrap, TOPIC, &PARTITIONS.to_string()]);
 
     let dir = cluster.dir.path().to_path_buf();
