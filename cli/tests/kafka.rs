@@ -53,6 +53,19 @@ fn kafkajs_produces_consumes_and_administers_unchanged() {
     assert!(terminate(server).success());
 }
 
+/// kafka-python's admin client on consumer groups: a group whose consumer has gone listed
+/// and described with its offsets, offsets altered, reset and deleted on one partition
+/// (OffsetDelete), a static member removed by instance, groups deleted. The steps are in
+/// `tests/kafka/kafka_python_admin.py`.
+#[test]
+fn kafka_python_administers_groups_and_their_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let out = run_python(&[&kafka_script("kafka_python_admin.py"), &kafka]);
+    assert!(out.contains("every step passed"), "{out}");
+    assert!(terminate(server).success());
+}
+
 /// Static members (`group.instance.id`) with confluent-kafka: one closed and started again
 /// under its instance id gets its partitions back while the other sees no rebalance. The
 /// steps are in `tests/kafka/static_members.py`.
