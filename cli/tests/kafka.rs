@@ -30,13 +30,25 @@ fn serve_kafka(dir: &std::path::Path, kafka: u16) -> (std::process::Child, Strin
     (child, http, start_field(&start, "kafka=").unwrap())
 }
 
-#[test]
-fn confluent_kafka_produces_consumes_and_administers_unchanged() {
+/// Runs `tests/kafka/<script>` against a fresh `shale serve --kafka` with its bootstrap
+/// address (then, `with_http`, the HTTP base and the basin) and checks that every step
+/// passed and the server then stopped cleanly.
+fn passes_against_serve(script: &str, with_http: bool) {
     let dir = tempfile::tempdir().unwrap();
     let (server, http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_python(&[&kafka_script("confluent.py"), &kafka, &http, BASIN]);
+    let script = kafka_script(script);
+    let mut args = vec![script.as_str(), kafka.as_str()];
+    if with_http {
+        args.extend([http.as_str(), BASIN]);
+    }
+    let out = run_python(&args);
     assert!(out.contains("every step passed"), "{out}");
     assert!(terminate(server).success());
+}
+
+#[test]
+fn confluent_kafka_produces_consumes_and_administers_unchanged() {
+    passes_against_serve("confluent.py", true);
 }
 
 /// KafkaJS, a third implementation of the protocol (JavaScript): administration,
@@ -59,11 +71,7 @@ fn kafkajs_produces_consumes_and_administers_unchanged() {
 /// `tests/kafka/kafka_python_admin.py`.
 #[test]
 fn kafka_python_administers_groups_and_their_offsets() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_python(&[&kafka_script("kafka_python_admin.py"), &kafka]);
-    assert!(out.contains("every step passed"), "{out}");
-    assert!(terminate(server).success());
+    passes_against_serve("kafka_python_admin.py", false);
 }
 
 /// Static members (`group.instance.id`) with confluent-kafka: one closed and started again
@@ -71,11 +79,7 @@ fn kafka_python_administers_groups_and_their_offsets() {
 /// steps are in `tests/kafka/static_members.py`.
 #[test]
 fn confluent_kafka_static_members_rejoin_without_a_rebalance() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_python(&[&kafka_script("static_members.py"), &kafka]);
-    assert!(out.contains("every step passed"), "{out}");
-    assert!(terminate(server).success());
+    passes_against_serve("static_members.py", false);
 }
 
 /// Transactional confluent-kafka producers: commits and aborts across 3 topics x 3
@@ -84,11 +88,7 @@ fn confluent_kafka_static_members_rejoin_without_a_rebalance() {
 /// `send_offsets_to_transaction`. The steps are in `tests/kafka/transactions.py`.
 #[test]
 fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_python(&[&kafka_script("transactions.py"), &kafka]);
-    assert!(out.contains("every step passed"), "{out}");
-    assert!(terminate(server).success());
+    passes_against_serve("transactions.py", false);
 }
 
 /// Transactional kafka-python producers: commits and aborts read by read_committed
@@ -96,20 +96,12 @@ fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
 /// aborted one. The steps are in `tests/kafka/transactions_kafka_python.py`.
 #[test]
 fn kafka_python_transactions_commit_abort_and_fence() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_python(&[&kafka_script("transactions_kafka_python.py"), &kafka]);
-    assert!(out.contains("every step passed"), "{out}");
-    assert!(terminate(server).success());
+    passes_against_serve("transactions_kafka_python.py", false);
 }
 
 #[test]
 fn kafka_python_produces_consumes_and_administers_unchanged() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    let out = run_python(&[&kafka_script("kafka_python.py"), &kafka]);
-    assert!(out.contains("every step passed"), "{out}");
-    assert!(terminate(server).success());
+    passes_against_serve("kafka_python.py", false);
 }
 
 /// kcat (librdkafka 2.0, from Debian): keyed records in, the same records out, and the
