@@ -1,0 +1,109 @@
+//! DescribeGroups and ListGroups: the groups this coordinator has in memory, as they
+//! are, and those known only by their committed offsets, as `Empty` (Kafka keeps a group
+//! whose members left, and one whose offsets were committed without membership).
+
+use std::collections::HashMap;
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::state::Phase;
+use super::{may_use_groups, not_coordinator, offsets, CONSUMER};
+use crate::Kafka;
+
+/// DescribeGroups: the groups this coordinator has in memory as they are; a group it does
+/// not (its members gone before a restart, or it never had any: offsets committed
+/// without membership) is `Empty` when it has committed offsets, as Kafka keeps such a
+/// group, and `Dead` when it has none.
+pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let moved: Vec<Option<i16>> = request.groups.iter().map(|id| not_coordinator(kafka, &id.0)).collect();
+    let mut stored = HashMap::new();
+    for (id, moved) in request.groups.iter().zip(&moved) {
+        let id = id.0.to_string();
+        if moved.is_none() && !kafka.groups.lock().contains_key(&id) {
+            let found = offsets::has_offsets(kafka, &id).await.map_err(|e| crate::error::code(&e));
+            stored.insert(id, found);
+        }
+    }
+    let groups = kafka.groups.lock();
+    let described = request
+        .groups
+        .into_iter()
+        .zip(moved)
+        .map(|(id, moved)| {
+            if let Some(error) = moved {
+                return DescribedGroup::default().with_group_id(id).with_error_code(error);
+            }
+            let Some(group) = groups.get(&id.0.to_string()) else {
+                let described = DescribedGroup::default().with_group_id(id.clone());
+                return match stored.get(&id.0.to_string()) {
+                    Some(Err(error)) => described.with_error_code(*error),
+                    Some(Ok(true)) => described
+                        .with_group_state(StrBytes::from_static_str(Phase::Empty.name()))
+                        .with_protocol_type(StrBytes::from_static_str(CONSUMER)),
+                    // Gone meanwhile, or without offsets.
+                    _ => described.with_group_state(StrBytes::from_static_str("Dead")),
+                };
+            };
+            let protocol = group.protocol.clone().unwrap_or_default();
+            let members = group
+                .members
+                .iter()
+                .map(|(member_id, m)| {
+                    let metadata = m.metadata_for(&protocol);
+                    DescribedGroupMember::default()
+                        .with_member_id(StrBytes::from_string(member_id.clone()))
+                        .with_group_instance_id(m.group_instance_id.clone().map(StrBytes::from_string))
+                        .with_client_id(StrBytes::from_string(m.client_id.clone()))
+                        .with_client_host(StrBytes::from_string(m.client_host.clone()))
+                        .with_member_metadata(metadata)
+                        .with_member_assignment(m.assignment.clone())
+                })
+                .collect();
+            DescribedGroup::default()
+                .with_group_id(id)
+                .with_group_state(StrBytes::from_static_str(group.phase.name()))
+                .with_protocol_type(StrBytes::from_string(group.protocol_type.clone()))
+                .with_protocol_data(StrBytes::from_string(protocol))
+                .with_members(members)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(described)
+}
+
+/// The groups this broker coordinates (a cluster's admin client asks every broker): those
+/// it has in memory, and those with committed offsets only, listed `Empty` as Kafka keeps
+/// them (their members gone before a restart, or offsets committed without membership).
+pub async fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsResponse {
+    if !may_use_groups(kafka) {
+        return ListGroupsResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    let stored = match offsets::groups_with_offsets(kafka).await {
+        Ok(stored) => stored,
+        Err(e) => return ListGroupsResponse::default().with_error_code(crate::error::code(&e)),
+    };
+    let groups = kafka.groups.lock();
+    let in_memory = groups.iter().map(|(id, g)| (id.clone(), g.protocol_type.clone(), g.phase));
+    let offsets_only =
+        stored.into_iter().filter(|id| !groups.contains_key(id)).map(|id| (id, CONSUMER.to_string(), Phase::Empty));
+    let listed = in_memory
+        .chain(offsets_only)
+        .filter(|(id, _, _)| kafka.brokers.coordinates(id))
+        .filter(|(_, _, phase)| {
+            request.states_filter.is_empty() || request.states_filter.iter().any(|s| &**s == phase.name())
+        })
+        .map(|(id, protocol_type, phase)| {
+            ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(id)))
+                .with_protocol_type(StrBytes::from_string(protocol_type))
+                .with_group_state(StrBytes::from_static_str(phase.name()))
+                .with_group_type(StrBytes::from_static_str("classic"))
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(listed)
+}
