@@ -67,11 +67,16 @@ impl Service {
 
     /// `name`'s position on the stream without its lag (which reads the stream): `None`
     /// when it has none.
-    pub async fn consumer_position(&self, basin: &str, stream: &str, name: &str) -> Result<Option<u64>, ServiceError> {
+    pub async fn consumer_position(
+        &self,
+        basin: &str,
+        stream: &str,
+        name: &str,
+    ) -> Result<Option<ConsumerPosition>, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
         let call = CatalogCall::GetConsumer { basin: basin.into(), stream, name: name.into() };
-        Ok(self.metadata.catalog(call).await?.into_consumer()?.map(|position| position.seq_num))
+        Ok(self.metadata.catalog(call).await?.into_consumer()?)
     }
 
     /// The names of every consumer of the stream, without their lag.
@@ -93,12 +98,9 @@ impl Service {
     }
 
     pub async fn consumer(&self, basin: &str, stream: &str, name: &str) -> Result<ConsumerView, ServiceError> {
-        self.reader()?;
-        let stream = self.allow_consumers(basin, stream)?;
-        let call = CatalogCall::GetConsumer { basin: basin.into(), stream: stream.clone(), name: name.into() };
-        let position = self.metadata.catalog(call).await?.into_consumer()?;
+        let position = self.consumer_position(basin, stream, name).await?;
         let position = position.ok_or_else(|| ServiceError::ConsumerNotFound(name.into()))?;
-        let record = self.metadata.stream(basin, &stream).await?.record;
+        let record = self.metadata.stream(basin, &position.stream).await?.record;
         self.view(position, &record).await
     }
 

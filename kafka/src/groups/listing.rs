@@ -11,6 +11,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use shale_service::ServiceError;
 
 use super::state::Phase;
 use super::{may_use_groups, not_coordinator, offsets, CONSUMER};
@@ -22,11 +23,24 @@ use crate::Kafka;
 /// group, and `Dead` when it has none.
 pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let moved: Vec<Option<i16>> = request.groups.iter().map(|id| not_coordinator(kafka, &id.0)).collect();
+    // The groups not in memory are looked for by their offsets, over the partitions
+    // listed once for all of them.
+    let unknown: Vec<String> = request
+        .groups
+        .iter()
+        .zip(&moved)
+        .filter(|(id, moved)| moved.is_none() && !kafka.groups.lock().contains_key(&*id.0))
+        .map(|(id, _)| id.0.to_string())
+        .collect();
     let mut stored = HashMap::new();
-    for (id, moved) in request.groups.iter().zip(&moved) {
-        let id = id.0.to_string();
-        if moved.is_none() && !kafka.groups.lock().contains_key(&id) {
-            let found = offsets::has_offsets(kafka, &id).await.map_err(|e| crate::error::code(&e));
+    if !unknown.is_empty() {
+        let code = |e: ServiceError| crate::error::code(&e);
+        let streams = offsets::partition_streams(kafka).await.map_err(code);
+        for id in unknown {
+            let found = match &streams {
+                Ok(streams) => offsets::has_offsets(kafka, streams, &id).await.map_err(code),
+                Err(error) => Err(*error),
+            };
             stored.insert(id, found);
         }
     }

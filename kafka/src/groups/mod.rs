@@ -264,6 +264,7 @@ pub async fn sync(kafka: &Kafka, request: SyncGroupRequest) -> SyncGroupResponse
     let coordinator = &kafka.groups;
     let group_id = request.group_id.0.to_string();
     let member_id = text(&request.member_id);
+    let instance = request.group_instance_id.as_ref().map(text);
     let generation = request.generation_id;
     let refuse = |error: i16| SyncGroupResponse::default().with_error_code(error);
     if let Some(error) = not_coordinator(kafka, &group_id) {
@@ -275,11 +276,7 @@ pub async fn sync(kafka: &Kafka, request: SyncGroupRequest) -> SyncGroupResponse
         let mut groups = coordinator.lock();
         let Some(group) = groups.get_mut(&group_id) else { return refuse(ResponseError::UnknownMemberId.code()) };
         let assignments = request.assignments.iter().map(|a| (text(&a.member_id), a.assignment.clone())).collect();
-        let instance = request.group_instance_id.as_ref().map(text);
-        let assigned = group
-            .check_instance(&member_id, instance.as_deref())
-            .and_then(|()| group.assign(&member_id, generation, assignments));
-        if let Err(refusal) = assigned {
+        if let Err(refusal) = group.assign(&member_id, instance.as_deref(), generation, assignments) {
             return refuse(code(refusal));
         }
         let timeout = group.members.get(&member_id).map_or(0, |m| m.rebalance_timeout_ms);
@@ -294,7 +291,7 @@ pub async fn sync(kafka: &Kafka, request: SyncGroupRequest) -> SyncGroupResponse
             if group.expire(now) {
                 coordinator.notify();
             }
-            if let Err(refusal) = group.check(&member_id, generation) {
+            if let Err(refusal) = group.check(&member_id, instance.as_deref(), generation) {
                 return refuse(code(refusal));
             }
             match group.phase {
@@ -331,9 +328,7 @@ pub fn heartbeat(kafka: &Kafka, request: HeartbeatRequest) -> HeartbeatResponse 
                     coordinator.notify();
                 }
                 let (member_id, instance) = (text(&request.member_id), request.group_instance_id.as_ref().map(text));
-                group
-                    .check_instance(&member_id, instance.as_deref())
-                    .and_then(|()| group.heartbeat(&member_id, request.generation_id, now))
+                group.heartbeat(&member_id, instance.as_deref(), request.generation_id, now)
             }
         }
     };
@@ -404,7 +399,7 @@ pub fn may_commit(
     if generation < 0 && member_id.is_empty() {
         return if group.members.is_empty() { Ok(()) } else { Err(ResponseError::UnknownMemberId.code()) };
     }
-    group.check_instance(member_id, instance).and_then(|()| group.check(member_id, generation)).map_err(code)
+    group.check(member_id, instance, generation).map_err(code)
 }
 
 /// Whether offsets committed in a transaction (TxnOffsetCommit) may be for `group`

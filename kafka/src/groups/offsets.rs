@@ -69,28 +69,29 @@ async fn store(kafka: &Kafka, stream: &str, group: &str, offset: i64) -> Result<
 /// Group `group`'s committed offset on `stream`: -1 when it has none.
 async fn committed(kafka: &Kafka, stream: &str, group: &str) -> Result<i64, ServiceError> {
     let position = kafka.service.consumer_position(&kafka.config.basin, stream, group).await?;
-    Ok(position.map_or(-1, |seq_num| i64::try_from(seq_num).unwrap_or(i64::MAX)))
+    Ok(position.map_or(-1, |position| i64::try_from(position.seq_num).unwrap_or(i64::MAX)))
+}
+
+/// The stream of every partition of every topic.
+pub(super) async fn partition_streams(kafka: &Kafka) -> Result<Vec<String>, ServiceError> {
+    let all = topics::all_topics(kafka).await?;
+    Ok(all.iter().flat_map(|(topic, &n)| (0..n as i32).map(move |partition| stream_of(topic, partition))).collect())
 }
 
 /// Every group with a committed offset on some partition of some topic.
 pub(super) async fn groups_with_offsets(kafka: &Kafka) -> Result<BTreeSet<String>, ServiceError> {
     let mut groups = BTreeSet::new();
-    for (topic, partitions) in topics::all_topics(kafka).await? {
-        for partition in 0..partitions as i32 {
-            groups.extend(kafka.service.consumer_names(&kafka.config.basin, &stream_of(&topic, partition)).await?);
-        }
+    for stream in partition_streams(kafka).await? {
+        groups.extend(kafka.service.consumer_names(&kafka.config.basin, &stream).await?);
     }
     Ok(groups)
 }
 
-/// Whether `group` has a committed offset on some partition of some topic.
-pub(super) async fn has_offsets(kafka: &Kafka, group: &str) -> Result<bool, ServiceError> {
-    for (topic, partitions) in topics::all_topics(kafka).await? {
-        for partition in 0..partitions as i32 {
-            let stream = stream_of(&topic, partition);
-            if kafka.service.consumer_position(&kafka.config.basin, &stream, group).await?.is_some() {
-                return Ok(true);
-            }
+/// Whether `group` has a committed offset on one of `streams`.
+pub(super) async fn has_offsets(kafka: &Kafka, streams: &[String], group: &str) -> Result<bool, ServiceError> {
+    for stream in streams {
+        if kafka.service.consumer_position(&kafka.config.basin, stream, group).await?.is_some() {
+            return Ok(true);
         }
     }
     Ok(false)
@@ -194,14 +195,10 @@ async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
         Some(_) => true,
         None => false,
     };
-    let all = topics::all_topics(kafka).await.map_err(|e| code(&e))?;
     let mut removed = false;
-    for (topic, partitions) in all {
-        for partition in 0..partitions as i32 {
-            let stream = stream_of(&topic, partition);
-            let deleted = kafka.service.delete_consumer(&kafka.config.basin, &stream, group).await;
-            removed |= deleted.map_err(|e| code(&e))?;
-        }
+    for stream in partition_streams(kafka).await.map_err(|e| code(&e))? {
+        let deleted = kafka.service.delete_consumer(&kafka.config.basin, &stream, group).await;
+        removed |= deleted.map_err(|e| code(&e))?;
     }
     kafka.groups.lock().remove(group);
     if known || removed {

@@ -239,7 +239,10 @@ impl Group {
             .cloned()
     }
 
-    pub fn check(&self, member_id: &str, generation: i32) -> Result<(), Refusal> {
+    /// Refuses a request from `member_id` (naming static `instance`, if any) at
+    /// `generation` unless it is a member of the current generation holding that instance.
+    pub fn check(&self, member_id: &str, instance: Option<&str>, generation: i32) -> Result<(), Refusal> {
+        self.check_instance(member_id, instance)?;
         if !self.members.contains_key(member_id) {
             return Err(Refusal::UnknownMember);
         }
@@ -253,10 +256,11 @@ impl Group {
     pub fn assign(
         &mut self,
         member_id: &str,
+        instance: Option<&str>,
         generation: i32,
         assignments: Vec<(String, Bytes)>,
     ) -> Result<(), Refusal> {
-        self.check(member_id, generation)?;
+        self.check(member_id, instance, generation)?;
         if self.phase == Phase::PreparingRebalance {
             return Err(Refusal::RebalanceInProgress);
         }
@@ -271,8 +275,14 @@ impl Group {
         Ok(())
     }
 
-    pub fn heartbeat(&mut self, member_id: &str, generation: i32, now_ms: u64) -> Result<(), Refusal> {
-        self.check(member_id, generation)?;
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
+        self.check(member_id, instance, generation)?;
         if let Some(m) = self.members.get_mut(member_id) {
             m.last_seen_ms = now_ms;
         }
@@ -372,16 +382,16 @@ mod tests {
             (group.phase, group.generation, group.leader.as_deref()),
             (Phase::CompletingRebalance, 1, Some("a"))
         );
-        group.assign("a", 1, vec![("a".into(), Bytes::from_static(b"all"))]).unwrap();
+        group.assign("a", None, 1, vec![("a".into(), Bytes::from_static(b"all"))]).unwrap();
         assert_eq!(group.phase, Phase::Stable);
         group.join("b", member(&["range", "roundrobin"]), 10).unwrap();
         assert_eq!(group.phase, Phase::PreparingRebalance, "b waits for a to rejoin");
-        assert_eq!(group.heartbeat("a", 1, 20), Err(Refusal::RebalanceInProgress));
+        assert_eq!(group.heartbeat("a", None, 1, 20), Err(Refusal::RebalanceInProgress));
         group.join("a", member(&["range"]), 30).unwrap();
         assert_eq!((group.phase, group.generation), (Phase::CompletingRebalance, 2));
         assert_eq!(group.protocol.as_deref(), Some("range"));
-        assert_eq!(group.check("b", 1), Err(Refusal::IllegalGeneration));
-        group.assign("a", 2, vec![]).unwrap();
+        assert_eq!(group.check("b", None, 1), Err(Refusal::IllegalGeneration));
+        group.assign("a", None, 2, vec![]).unwrap();
         group.leave("a", 40).unwrap();
         assert_eq!(group.phase, Phase::PreparingRebalance);
         group.join("b", member(&["range"]), 50).unwrap();
@@ -397,9 +407,9 @@ mod tests {
         group.join("a", member(&["range"]), 0).unwrap();
         group.join("b", member(&["range"]), 0).unwrap();
         group.join("a", member(&["range"]), 0).unwrap();
-        group.assign("a", 2, vec![]).unwrap();
+        group.assign("a", None, 2, vec![]).unwrap();
         assert!(!group.expire(5_000));
-        group.heartbeat("a", 2, 9_000).unwrap();
+        group.heartbeat("a", None, 2, 9_000).unwrap();
         assert!(group.expire(12_000), "b's session ran out");
         assert_eq!(group.phase, Phase::PreparingRebalance);
         assert!(!group.try_complete(12_001), "a must rejoin first");
@@ -424,7 +434,7 @@ mod tests {
         group.join("b", static_member(&["range"], "ib"), 0).unwrap();
         group.join("a", static_member(&["range"], "ia"), 0).unwrap();
         let assignments = vec![("a".into(), Bytes::from_static(b"A")), ("b".into(), Bytes::from_static(b"B"))];
-        group.assign("a", 2, assignments).unwrap();
+        group.assign("a", None, 2, assignments).unwrap();
         assert_eq!((group.phase, group.generation, group.leader.as_deref()), (Phase::Stable, 2, Some("a")));
         group
     }
@@ -437,12 +447,14 @@ mod tests {
         assert_eq!((group.phase, group.generation), (Phase::Stable, 2), "no round, the same generation");
         assert!(!group.members.contains_key("b"));
         assert_eq!(group.members["b2"].assignment, Bytes::from_static(b"B"), "the old id's assignment");
-        assert_eq!(group.heartbeat("a", 2, 110), Ok(()), "the other member goes on undisturbed");
+        assert_eq!(group.heartbeat("a", None, 2, 110), Ok(()), "the other member goes on undisturbed");
         // The old incarnation is fenced wherever it names its instance.
         assert_eq!(group.check_instance("b", Some("ib")), Err(Refusal::FencedInstance));
         assert_eq!(group.check_instance("b2", Some("ib")), Ok(()));
         assert_eq!(group.check_instance("b", None), Ok(()), "without an instance the plain checks apply");
-        assert_eq!(group.check("b", 2), Err(Refusal::UnknownMember));
+        assert_eq!(group.heartbeat("b", Some("ib"), 2, 120), Err(Refusal::FencedInstance));
+        assert_eq!(group.heartbeat("b2", Some("ib"), 2, 120), Ok(()));
+        assert_eq!(group.check("b", None, 2), Err(Refusal::UnknownMember));
         assert_eq!(group.resolve("", Some("ib")), Ok("b2".to_string()));
         assert_eq!(group.resolve("", Some("nobody")), Err(Refusal::UnknownMember));
     }
@@ -454,7 +466,7 @@ mod tests {
         assert_eq!(joined, Joined::Replaced { leader_before: Some("a".into()) }, "answered with the old leader id");
         assert_eq!(group.leader.as_deref(), Some("a2"));
         // Its sync in the stable group changes nothing and answers its old assignment.
-        group.assign("a2", 2, vec![("b".into(), Bytes::from_static(b"changed"))]).unwrap();
+        group.assign("a2", None, 2, vec![("b".into(), Bytes::from_static(b"changed"))]).unwrap();
         assert_eq!(group.members["a2"].assignment, Bytes::from_static(b"A"));
         assert_eq!(group.members["b"].assignment, Bytes::from_static(b"B"));
     }
@@ -480,7 +492,7 @@ mod tests {
     fn a_dead_member_holds_a_join_up_only_until_its_session_ends() {
         let mut group = Group::new("consumer".into());
         group.join("dead", member(&["range"]), 0).unwrap();
-        group.assign("dead", 1, vec![]).unwrap();
+        group.assign("dead", None, 1, vec![]).unwrap();
         // A new member joins 1 s later: the round waits for "dead" to rejoin...
         group.join("new", member(&["range"]), 1_000).unwrap();
         assert_eq!(group.phase, Phase::PreparingRebalance);
