@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Docker-free local S3 server CI uses: moto, in a virtualenv at .venv.
-#   localstack/s3-local.sh install      create .venv with moto's S3 server and the Python clients tests use (about 60 s)
+#   localstack/s3-local.sh install      create .venv with moto's S3 server and the Python clients tests use,
+#                                       and .venv-quix with Quix Streams (about 90 s)
 #   localstack/s3-local.sh start PORT   run it on 127.0.0.1:PORT in the foreground
 # Tests start their own moto from .venv; this is for running Shale against S3 by hand:
 #   AWS_ENDPOINT_URL=http://127.0.0.1:PORT AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
@@ -23,6 +24,12 @@ case "${1:-}" in
       "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*' 'grpcio-status==1.*' \
         'prometheus-client==0.*' 'duckdb==1.*' 'pyiceberg[pyarrow]==0.*' 'confluent-kafka==2.*' \
         'kafka-python[lz4,snappy,zstd]==3.*'
+    fi
+    # Quix Streams pins confluent-kafka below the version the other Kafka tests run, so it
+    # has a virtualenv of its own.
+    if [ ! -x "$root/.venv-quix/bin/python" ] || ! "$root/.venv-quix/bin/python" -c 'import quixstreams' 2>/dev/null; then
+      python3 -m venv "$root/.venv-quix"
+      "$root/.venv-quix/bin/pip" install --quiet --disable-pip-version-check 'quixstreams==3.*'
     fi
     "$venv/bin/moto_server" --help >/dev/null
     echo "moto installed at $venv/bin/moto_server"

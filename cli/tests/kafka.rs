@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use common::{kafka_script, python, run_kafkajs, run_python, shale, spawn_started, start_field, terminate};
+use common::{
+    kafka_script, python, quix_python, run_kafkajs, run_python, run_python_of, shale, spawn_started, start_field,
+    terminate,
+};
 
 /// The Kafka basin `shale serve` creates by default.
 const BASIN: &str = "kafka-topics";
@@ -34,6 +37,11 @@ fn serve_kafka(dir: &std::path::Path, kafka: u16) -> (std::process::Child, Strin
 /// address (then, `with_http`, the HTTP base and the basin) and checks that every step
 /// passed and the server then stopped cleanly.
 fn passes_against_serve(script: &str, with_http: bool) {
+    passes_against_serve_in(&python(), script, with_http);
+}
+
+/// [`passes_against_serve`] with the Python of another virtualenv.
+fn passes_against_serve_in(interpreter: &std::path::Path, script: &str, with_http: bool) {
     let dir = tempfile::tempdir().unwrap();
     let (server, http, kafka) = serve_kafka(dir.path(), 0);
     let script = kafka_script(script);
@@ -41,7 +49,7 @@ fn passes_against_serve(script: &str, with_http: bool) {
     if with_http {
         args.extend([http.as_str(), BASIN]);
     }
-    let out = run_python(&args);
+    let out = run_python_of(interpreter, &args);
     assert!(out.contains("every step passed"), "{out}");
     assert!(terminate(server).success());
 }
@@ -63,6 +71,17 @@ fn kafkajs_produces_consumes_and_administers_unchanged() {
     let (server, _http, kafka) = serve_kafka(dir.path(), 0);
     run_kafkajs("kafkajs.mjs", &[&kafka]);
     assert!(terminate(server).success());
+}
+
+/// Quix Streams, a stream processing library (on confluent-kafka), unmodified: a count per
+/// word behind a `group_by` (a repartition topic the library creates), at least once,
+/// three app instances one after another, each on a fresh state directory, so the second
+/// and third rebuild the state from the library's compacted changelog topic: one output
+/// per input, the counts carried on. The steps are in `tests/kafka/quix_streams.py`; it
+/// runs in `.venv-quix` (`localstack/s3-local.sh install` makes it).
+#[test]
+fn quix_streams_counts_with_state_rebuilt_from_its_changelog() {
+    passes_against_serve_in(&quix_python(), "quix_streams.py", false);
 }
 
 /// kafka-python's admin client on consumer groups: a group whose consumer has gone listed

@@ -116,7 +116,13 @@ pub fn kafka_script(name: &str) -> String {
 /// Runs the virtualenv's Python with `args` and returns what it printed; fails the test,
 /// with its output, unless it succeeded.
 pub fn run_python(args: &[&str]) -> String {
-    let out = Command::new(python()).args(args).output().unwrap();
+    run_python_of(&python(), args)
+}
+
+/// Runs `interpreter` with `args` and returns what it printed; fails the test, with its
+/// output, unless it succeeded.
+pub fn run_python_of(interpreter: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(interpreter).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "{args:?} failed:\n{}\n{}",
@@ -146,10 +152,20 @@ pub fn run_kafkajs(script: &str, args: &[&str]) {
 
 /// The virtualenv's Python, with moto, grpcio-tools, grpcio-status and prometheus-client.
 pub fn python() -> std::path::PathBuf {
-    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    venv_python(".venv")
+}
+
+/// The Python of the virtualenv with Quix Streams, which pins an older confluent-kafka
+/// than the one the other Kafka tests run.
+pub fn quix_python() -> std::path::PathBuf {
+    venv_python(".venv-quix")
+}
+
+fn venv_python(venv: &str) -> std::path::PathBuf {
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(venv).join("bin/python");
     assert!(
         venv.exists(),
-        "{} missing: run scripts/test.sh (it creates .venv with localstack/s3-local.sh install)",
+        "{} missing: run scripts/test.sh (it creates the virtualenvs with localstack/s3-local.sh install)",
         venv.display()
     );
     venv
