@@ -1,7 +1,9 @@
 //! Fetch: each partition read from its offset through the reader, up to the partition's
 //! and the request's byte bounds, answered as uncompressed record batches v2. With
-//! nothing to answer and `max_wait_ms` given, the fetch waits on the live tails of every
-//! partition it asked for and answers as soon as one has records (a long poll). Fetch
+//! fewer than `min_bytes` to answer and `max_wait_ms` given, the fetch waits on the live
+//! tails of every partition it asked for and reads on as records arrive, until its
+//! answers hold `min_bytes` or the wait is over (a long poll); a partition's error is
+//! answered at once. Fetch
 //! sessions (KIP-227) are not kept: every answer has session id 0, so clients send full
 //! fetches.
 //!
@@ -35,6 +37,7 @@ use shale_service::{Service, ServiceError};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::fetch_budget::{reserve, settle, Reservation};
 use crate::records::encode_batch;
 use crate::topics::stream_of;
 use crate::Kafka;
@@ -159,6 +162,13 @@ struct PartitionFetch {
     ahead: Option<Ahead>,
 }
 
+impl PartitionFetch {
+    /// Bytes the partition's answer may still take under its own bound.
+    fn room(&self) -> u64 {
+        self.max_bytes.saturating_sub(self.bytes as u64)
+    }
+}
+
 pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> FetchResponse {
     let budget = AtomicU64::new(u64::try_from(request.max_bytes).unwrap_or(0).max(1));
     let mut names: Vec<TopicName> = Vec::new();
@@ -199,10 +209,11 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
             }
         })
         .await;
-    let found: usize = wanted.iter().map(|f| f.bytes).sum();
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
-    if found == 0 && request.min_bytes > 0 && !wait.is_zero() {
-        long_poll(kafka, &names, &mut wanted, &budget, wait).await;
+    if let Ok(min_bytes @ 1..) = usize::try_from(request.min_bytes) {
+        if !wait.is_zero() {
+            wait_for_min_bytes(kafka, &names, &mut wanted, &budget, min_bytes, wait).await;
+        }
     }
     let mut topics: Vec<FetchableTopicResponse> =
         names.into_iter().map(|name| FetchableTopicResponse::default().with_topic(name)).collect();
@@ -301,81 +312,114 @@ fn read_ahead_from(kafka: &Kafka, topic: &str, fetch: PartitionFetch, next: i64,
     Ahead { offset: next, bound, read: AbortOnDropHandle::new(read), _grant: grant }
 }
 
-/// Waits up to `wait` for any waiting partition to get records, then answers it.
-async fn long_poll(
+/// Waits up to `wait` until the partitions' answers hold `min_bytes` in all (Kafka's
+/// `fetch.min.bytes`), reading on each partition from where its answer ends as records
+/// arrive; stops early when a partition has failed, or no partition has room left under
+/// its bound or the request's.
+async fn wait_for_min_bytes(
     kafka: &Kafka,
     names: &[TopicName],
     wanted: &mut [PartitionFetch],
     budget: &AtomicU64,
+    min_bytes: usize,
     wait: Duration,
 ) {
-    let mut waiting: FuturesUnordered<_> = wanted
-        .iter_mut()
-        .filter(|f| f.answer.error_code == 0)
-        .map(|fetch| async move {
-            let topic = names[fetch.topic].0.to_string();
-            read_partition(kafka, &topic, fetch, budget, wait).await;
-            fetch.bytes
-        })
-        .collect();
-    let first = async {
-        while let Some(bytes) = waiting.next().await {
-            if bytes > 0 {
-                return;
-            }
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let found: usize = wanted.iter().map(|f| f.bytes).sum();
+        // A partition's error is answered at once, as Kafka answers it.
+        let failed = wanted.iter().any(|f| f.answer.error_code != 0);
+        if found >= min_bytes || failed || budget.load(Ordering::Relaxed) == 0 {
+            return;
         }
-    };
-    let _ = tokio::time::timeout(wait, first).await;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let mut waiting: FuturesUnordered<_> = wanted
+            .iter_mut()
+            .filter(|f| f.answer.error_code == 0 && f.room() > 0)
+            .map(|fetch| async move {
+                let before = fetch.bytes;
+                read_partition(kafka, &names[fetch.topic].0, fetch, budget, left).await;
+                fetch.bytes > before
+            })
+            .collect();
+        let grew = async {
+            while let Some(grew) = waiting.next().await {
+                if grew {
+                    return true;
+                }
+            }
+            false
+        };
+        // The partitions still waiting when one grows are dropped with their reads:
+        // nothing of a dropped read is in its answer, and its reservation is given back.
+        if !matches!(tokio::time::timeout_at(deadline, grew).await, Ok(true)) {
+            return;
+        }
+    }
 }
 
-/// Reads `fetch`'s partition into its answer, within its bound and `budget`. The
+/// Reads `fetch`'s partition on from where its answer ends (its offset, if it has
+/// none yet), adding batches to the answer within its bound and `budget`. The
 /// partition's reads run on a task of their own, a read or two ahead of this one, which
 /// encodes what they found: reading (block decoding) and encoding take about as long
-/// each, and so one fetch keeps two cores busy rather than one.
+/// each, and so one fetch keeps two cores busy rather than one. `fetch` changes only
+/// once the reads are done, so a read dropped half way (a long poll another partition
+/// answered) leaves its answer as it was, but for a fresh cursor.
 async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, budget: &AtomicU64, wait: Duration) {
-    let Ok(start) = u64::try_from(fetch.offset) else {
+    let Ok(start) = u64::try_from(fetch.next.unwrap_or(fetch.offset)) else {
         fetch.answer.error_code = kafka_protocol::ResponseError::OffsetOutOfRange.code();
         return;
     };
-    let reserved = reserve(budget, fetch.max_bytes);
-    let request = read_request(kafka, topic, fetch.partition, start, reserved, wait);
+    let reserved = Reservation::take(budget, fetch.room());
+    if fetch.bytes > 0 && reserved.bytes == 0 {
+        // Only a partition with nothing to answer yet reads a record past the bounds.
+        return;
+    }
+    let request = read_request(kafka, topic, fetch.partition, start, reserved.bytes, wait);
     let (found, mut outputs) = mpsc::channel(READS_AHEAD);
     let cursor = std::mem::take(&mut fetch.cursor);
     let reads = AbortOnDropHandle::new(tokio::spawn(read_ahead(kafka.service.clone(), request, cursor, found)));
-    let mut out = BytesMut::new();
+    let earlier = fetch.answer.records.clone().unwrap_or_default();
+    let (mut out, mut batches, mut tail, mut failed) = (BytesMut::new(), Vec::new(), None, None);
     while let Some(read) = outputs.recv().await {
         let output = match read {
             Ok(output) => output,
             Err(e) => {
-                if out.is_empty() {
-                    fail(&mut fetch.answer, &e);
-                }
+                failed = Some(e);
                 break;
             }
         };
-        let tail = i64::try_from(output.tail.seq_num).unwrap_or(i64::MAX);
-        fetch.answer.high_watermark = tail;
-        fetch.answer.last_stable_offset = tail;
+        tail = Some(i64::try_from(output.tail.seq_num).unwrap_or(i64::MAX));
         if out.capacity() == 0 && !output.records.is_empty() {
             // Sized once for what this partition may answer, so the batches are copied
-            // in once rather than again at every doubling of a growing buffer.
+            // in once rather than again at every doubling of a growing buffer; an
+            // earlier answer (a long poll for `min_bytes`) is at most that.
             let read_bytes: u64 = output.records.iter().map(|r| r.metered_bytes()).sum();
-            out.reserve(encoded_bound(reserved.max(read_bytes)));
+            out.reserve(earlier.len() + encoded_bound(reserved.bytes.max(read_bytes)));
+            out.extend_from_slice(&earlier);
         }
         let before = out.len();
         encode_batch(&output.records, &mut out);
         if let Some(last) = output.records.last().filter(|_| out.len() > before) {
-            let next = i64::try_from(last.seq_num + 1).unwrap_or(i64::MAX);
-            fetch.next = Some(next);
-            fetch.batches.push((out.len(), next));
+            batches.push((out.len(), i64::try_from(last.seq_num + 1).unwrap_or(i64::MAX)));
         }
     }
     // A read task that panicked leaves a fresh cursor, which looks the stream up again.
     fetch.cursor = reads.await.unwrap_or_default();
-    settle(budget, reserved, out.len() as u64);
-    fetch.reserved = reserved;
-    fetch.bytes = out.len();
-    if !out.is_empty() {
+    let added = out.len().saturating_sub(earlier.len());
+    fetch.reserved += reserved.bytes;
+    reserved.settle(added as u64);
+    if let Some(tail) = tail {
+        fetch.answer.high_watermark = tail;
+        fetch.answer.last_stable_offset = tail;
+    }
+    if let Some(e) = failed.filter(|_| fetch.bytes == 0 && added == 0) {
+        fail(&mut fetch.answer, &e);
+    }
+    if added > 0 {
+        fetch.next = batches.last().map(|&(_, next)| next);
+        fetch.batches.extend(batches);
+        fetch.bytes = out.len();
         fetch.answer.records = Some(out.freeze());
     }
 }
@@ -439,27 +483,6 @@ async fn read_ahead(
 fn encoded_bound(metered: u64) -> usize {
     let metered = usize::try_from(metered).unwrap_or(usize::MAX).min(64 << 20);
     metered + metered / 16 + 4096
-}
-
-/// Takes up to `wanted` bytes from what is left of the request's bound.
-fn reserve(budget: &AtomicU64, wanted: u64) -> u64 {
-    let mut taken = 0;
-    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-        taken = left.min(wanted);
-        Some(left - taken)
-    });
-    taken
-}
-
-/// Gives back to `budget` what was `reserved` and not `used`, or takes what was used
-/// beyond it (a first batch may pass the bound).
-fn settle(budget: &AtomicU64, reserved: u64, used: u64) {
-    if used < reserved {
-        budget.fetch_add(reserved - used, Ordering::Relaxed);
-    } else {
-        let over = used - reserved;
-        let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| Some(left.saturating_sub(over)));
-    }
 }
 
 fn fail(answer: &mut PartitionData, error: &ServiceError) {

@@ -22,6 +22,7 @@
 //!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `transactions`
 //!   (transactional producers: staged batches made visible or dropped at once), `groups`
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
+//! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once;
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
@@ -33,6 +34,7 @@ mod connection;
 mod decompress;
 mod error;
 mod fetch;
+mod fetch_budget;
 mod fetch_frame;
 mod frame;
 mod groups;

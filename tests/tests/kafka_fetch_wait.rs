@@ -1,0 +1,114 @@
+//! How long a Kafka fetch waits, over a real socket: until its answers hold `min_bytes`
+//! (Kafka's `fetch.min.bytes`) or `max_wait_ms` is over, gathering records from every
+//! partition it asked for as they arrive, and not at all once a partition has an error.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::RecordBatchDecoder;
+use kafka_protocol::ResponseError;
+use shale_tests::kafka_client::KafkaConn;
+use shale_tests::TestServer;
+use tokio::time::Instant;
+
+/// Each record's value: 1 KiB, so a few records pass a `min_bytes` of a few KiB.
+fn value(i: usize) -> String {
+    format!("{i:04}").repeat(256)
+}
+
+async fn server_with_topic(topic: &str, partitions: i32) -> (TestServer, KafkaConn) {
+    let server = TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic(topic, partitions).await.unwrap(), 0);
+    (server, conn)
+}
+
+/// What one fetch answered: per partition asked for, its error code and its records'
+/// values in offset order; and the answer's record bytes in all.
+struct Answer {
+    partitions: Vec<(i16, Vec<String>)>,
+    bytes: usize,
+}
+
+/// One fetch of `partitions` of `topic`, each from offset 0.
+async fn fetch(conn: &mut KafkaConn, topic: &str, partitions: &[i32], min_bytes: i32, max_wait_ms: i32) -> Answer {
+    let wanted = partitions
+        .iter()
+        .map(|&p| FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20))
+        .collect();
+    let topic =
+        FetchTopic::default().with_topic(TopicName(StrBytes::from_string(topic.into()))).with_partitions(wanted);
+    let request = FetchRequest::default()
+        .with_max_bytes(4 << 20)
+        .with_min_bytes(min_bytes)
+        .with_max_wait_ms(max_wait_ms)
+        .with_topics(vec![topic]);
+    let response: FetchResponse = conn.call(ApiKey::Fetch, 12, &request).await.unwrap();
+    let mut answer = Answer { partitions: Vec::new(), bytes: 0 };
+    for partition in &response.responses[0].partitions {
+        let mut values = Vec::new();
+        if let Some(mut records) = partition.records.clone() {
+            answer.bytes += records.len();
+            for set in RecordBatchDecoder::decode_all(&mut records).unwrap() {
+                values.extend(set.records.into_iter().map(|r| String::from_utf8(r.value.unwrap().to_vec()).unwrap()));
+            }
+        }
+        answer.partitions.push((partition.error_code, values));
+    }
+    answer
+}
+
+/// A fetch whose `min_bytes` the partition does not hold waits its whole `max_wait_ms`,
+/// then answers what there is; with `min_bytes` met it answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_below_its_min_bytes_waits_its_max_wait_then_answers_what_there_is() {
+    let (server, mut conn) = server_with_topic("short", 1).await;
+    assert_eq!(conn.produce("short", 0, &[value(0)]).await.unwrap(), (0, 0));
+
+    let started = Instant::now();
+    let answer = fetch(&mut conn, "short", &[0], 64 << 10, 700).await;
+    let waited = started.elapsed();
+    assert_eq!(answer.partitions, vec![(0, vec![value(0)])]);
+    assert!(waited >= Duration::from_millis(700), "answered after {waited:?}, before its max_wait");
+
+    // The same fetch asking no more than the partition holds is answered without the wait.
+    let answer = fetch(&mut conn, "short", &[0], 1024, 60_000).await;
+    assert_eq!(answer.partitions, vec![(0, vec![value(0)])]);
+    server.stop().await;
+}
+
+/// A fetch waiting for `min_bytes` gathers records from every partition it asked for as
+/// they are produced, one at a time on another connection, and answers once they reach
+/// it: every record in one answer, not the first alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_fetch_gathers_records_across_partitions_until_min_bytes() {
+    let (server, mut conn) = server_with_topic("gather", 2).await;
+    let mut producer = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    let min_bytes = 3 * 1024;
+    let waiting = tokio::spawn(async move { fetch(&mut conn, "gather", &[0, 1], min_bytes, 60_000).await });
+    for (i, partition) in [(0, 0), (1, 1), (2, 0)] {
+        let (error, _) = producer.produce("gather", partition, &[value(i)]).await.unwrap();
+        assert_eq!(error, 0);
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(30), waiting).await.expect("answered once it had 3 KiB");
+    let answer = answer.unwrap();
+    assert!(answer.bytes >= min_bytes as usize, "{} bytes answered", answer.bytes);
+    assert_eq!(answer.partitions, vec![(0, vec![value(0), value(2)]), (0, vec![value(1)])]);
+    server.stop().await;
+}
+
+/// A partition's error is answered at once, without waiting for the others' records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_with_a_failed_partition_answers_at_once() {
+    let (server, mut conn) = server_with_topic("lonely", 1).await;
+    let started = Instant::now();
+    let answer = fetch(&mut conn, "lonely", &[0, 7], 1, 20_000).await;
+    let waited = started.elapsed();
+    assert_eq!(answer.partitions, vec![(0, vec![]), (ResponseError::UnknownTopicOrPartition.code(), vec![])]);
+    assert!(waited < Duration::from_secs(10), "answered after {waited:?}: waited for records");
+    server.stop().await;
+}
