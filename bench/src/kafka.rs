@@ -6,8 +6,11 @@
 //! produce MiB/s and ack p50/p99/p999, catch-up MiB/s, object PUTs and GETs per GiB
 //! (from the server's `/metrics`) and the server's CPU seconds per GiB (`--server-pid`).
 //! With `--transaction-records N` the producer is transactional and commits every N
-//! records: commit latency p50/p99 too. Loopback only.
+//! records: commit latency p50/p99 too. With `--follow-min-bytes N` a consumer follows
+//! the producer live with `fetch.min.bytes` N: the fetch requests it sent, per GiB, from
+//! librdkafka's statistics. Loopback only.
 
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -17,7 +20,7 @@ use anyhow::Context;
 use clap::Parser;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
 use serde_json::json;
@@ -79,6 +82,14 @@ struct Args {
     /// answer's pages).
     #[arg(long, default_value = "1048576")]
     partition_fetch_bytes: u64,
+    /// A consumer follows the producer live with this `fetch.min.bytes` (none if not
+    /// given); the server's CPU while producing then includes it.
+    #[arg(long)]
+    follow_min_bytes: Option<u64>,
+    /// The follower's `fetch.wait.max.ms`: how long the server may hold a fetch that has
+    /// fewer than `--follow-min-bytes`.
+    #[arg(long, default_value = "500")]
+    follow_wait_ms: u64,
 }
 
 /// What a produce run measured.
@@ -348,6 +359,57 @@ fn catch_up(args: &Args, topic: &str, records: u64) -> anyhow::Result<(u64, f64)
     Ok((bytes, started.elapsed().as_secs_f64()))
 }
 
+/// The follower's fetch requests, from librdkafka's statistics (summed over brokers),
+/// and how many statistics reports came.
+#[derive(Default)]
+struct Fetches {
+    sent: AtomicI64,
+    reports: AtomicU64,
+}
+
+impl ClientContext for Fetches {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let sent = statistics.brokers.values().filter_map(|b| b.req.get("Fetch")).sum();
+        self.sent.store(sent, Ordering::Relaxed);
+        self.reports.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl ConsumerContext for Fetches {}
+
+/// Follows every partition from offset 0 with `--follow-min-bytes` until it has read
+/// `produced` records (`u64::MAX` while the producers run); the fetch requests it sent,
+/// read from a statistics report that came after its last record.
+fn follow(args: &Args, topic: &str, min_bytes: u64, produced: &AtomicU64) -> anyhow::Result<i64> {
+    let consumer: BaseConsumer<Fetches> = config(args)
+        .set("group.id", "kafka-bench-follow")
+        .set("enable.auto.commit", "false")
+        .set("fetch.min.bytes", min_bytes.to_string())
+        .set("fetch.wait.max.ms", args.follow_wait_ms.to_string())
+        .set("statistics.interval.ms", "500")
+        .create_with_context(Fetches::default())?;
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..args.partitions {
+        assignment.add_partition_offset(topic, p, Offset::Beginning)?;
+    }
+    consumer.assign(&assignment)?;
+    let deadline = Instant::now() + Duration::from_secs(args.seconds + 600);
+    let mut read = 0u64;
+    while read < produced.load(Ordering::Relaxed) {
+        anyhow::ensure!(Instant::now() < deadline, "the follower read {read} records by its deadline");
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            message.context("following")?;
+            read += 1;
+        }
+    }
+    let reports = consumer.context().reports.load(Ordering::Relaxed);
+    while consumer.context().reports.load(Ordering::Relaxed) < reports + 2 {
+        anyhow::ensure!(Instant::now() < deadline, "no statistics from the follower");
+        consumer.poll(Duration::from_millis(100));
+    }
+    Ok(consumer.context().sent.load(Ordering::Relaxed))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -359,8 +421,18 @@ async fn main() -> anyhow::Result<()> {
     let client_cpu0 = own_cpu_seconds();
     let args_for_write = args.clone();
     let topic_for_write = topic.clone();
+    let produced = std::sync::Arc::new(AtomicU64::new(u64::MAX));
+    let follower = args.follow_min_bytes.map(|min_bytes| {
+        let (args, topic, produced) = (args.clone(), topic.clone(), produced.clone());
+        tokio::task::spawn_blocking(move || follow(&args, &topic, min_bytes, &produced))
+    });
     let Produced { mut latencies, mut commits, bytes, seconds: elapsed, client } =
         tokio::task::spawn_blocking(move || produce_all(&args_for_write, &topic_for_write)).await??;
+    produced.store(latencies.len() as u64, Ordering::Relaxed);
+    let fetches = match follower {
+        Some(follower) => Some(follower.await??),
+        None => None,
+    };
     commits.sort();
     let (puts1, gets1) = object_requests(&http, &args.metrics_url).await;
     let cpu1 = cpu_seconds_of(&args.server_pid);
@@ -390,6 +462,10 @@ async fn main() -> anyhow::Result<()> {
             "client_cpu_s_per_gib": (client_cpu1 - client_cpu0) / gib,
             "librdkafka_p50_ms": librdkafka_latency(&client),
         },
+        "follower": fetches.map(|fetches| json!({
+            "fetch_min_bytes": args.follow_min_bytes, "fetch_wait_max_ms": args.follow_wait_ms,
+            "fetches": fetches, "fetches_per_gib": fetches as f64 / gib,
+        })),
         "transactions": (args.transaction_records > 0).then(|| json!({
             "records_each": args.transaction_records, "committed": commits.len(),
             "commit_ms": { "p50": percentile(&commits, 0.5), "p99": percentile(&commits, 0.99) },

@@ -407,7 +407,9 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
     // A read task that panicked leaves a fresh cursor, which looks the stream up again.
     fetch.cursor = reads.await.unwrap_or_default();
     let added = out.len().saturating_sub(earlier.len());
-    fetch.reserved += reserved.bytes;
+    // The part of the bound this partition's answer was read within, all its reads
+    // together: what it held before this read and what this read might add.
+    fetch.reserved = fetch.reserved.max(earlier.len() as u64 + reserved.bytes);
     reserved.settle(added as u64);
     if let Some(tail) = tail {
         fetch.answer.high_watermark = tail;
