@@ -20,11 +20,7 @@ for round in $(seq "$ROUNDS"); do
   for min_bytes in $MIN_BYTES; do
     for build in "old:$OLD" "new:$NEW"; do
       name=${build%%:*} dir=${build#*:}
-      rm -rf "$work/data"
-      SHALE_LOG=warn "$dir/shale" serve --data-dir "$work/data" --store-delay "$DELAY" --http 127.0.0.1:18480 \
-        --grpc 127.0.0.1:18451 --kafka 127.0.0.1:18492 >"$work/serve.log" 2>&1 &
-      pid=$!
-      wait_ready http://127.0.0.1:18480
+      serve_kafka "$work" "$DELAY" "$dir/shale"
       result=$(target/release/shale-kafka-bench --bootstrap 127.0.0.1:18492 --metrics-url http://127.0.0.1:18480 \
         --server-pid "$pid" --partitions 1 --seconds "$SECONDS_" --rate "$RATE" --catch-up false \
         --follow-min-bytes "$min_bytes")

@@ -19,11 +19,7 @@ for round in $(seq "$ROUNDS"); do
   for partitions in $SHAPES; do
     for build in "old:$OLD" "new:$NEW"; do
       name=${build%%:*} dir=${build#*:}
-      rm -rf "$work/data"
-      SHALE_LOG=warn "$dir/shale" serve --data-dir "$work/data" --store-delay "$DELAY" --http 127.0.0.1:18480 \
-        --grpc 127.0.0.1:18451 --kafka 127.0.0.1:18492 >"$work/serve.log" 2>&1 &
-      pid=$!
-      wait_ready http://127.0.0.1:18480
+      serve_kafka "$work" "$DELAY" "$dir/shale"
       result=$("$dir/shale-kafka-bench" --bootstrap 127.0.0.1:18492 --metrics-url http://127.0.0.1:18480 \
         --server-pid "$pid" --partitions "$partitions" --seconds 10 --in-flight 5120 --batch-bytes 4194304 \
         --idempotence false)

@@ -7,12 +7,13 @@ start_moto() {
   echo "moto on port $1 never answered" >&2; exit 1
 }
 
-# serve_kafka DIR DELAY: starts `shale serve` with Kafka (HTTP 127.0.0.1:18480, gRPC 18451,
-# Kafka 18492) on a fresh data directory DIR/data with DELAY added to every store request,
-# waits until it is ready; its pid is in $pid.
+# serve_kafka DIR DELAY [SHALE]: starts `shale serve` (the binary SHALE, by default
+# target/release/shale) with Kafka (HTTP 127.0.0.1:18480, gRPC 18451, Kafka 18492) on a
+# fresh data directory DIR/data with DELAY added to every store request, waits until it
+# is ready; its pid is in $pid.
 serve_kafka() {
   rm -rf "$1/data"
-  SHALE_LOG=warn target/release/shale serve --data-dir "$1/data" --store-delay "$2" --http 127.0.0.1:18480 \
+  SHALE_LOG=warn "${3:-target/release/shale}" serve --data-dir "$1/data" --store-delay "$2" --http 127.0.0.1:18480 \
     --grpc 127.0.0.1:18451 --kafka 127.0.0.1:18492 >"$1/serve.log" 2>&1 &
   pid=$!
   wait_ready http://127.0.0.1:18480
