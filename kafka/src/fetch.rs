@@ -313,9 +313,12 @@ fn read_ahead_from(kafka: &Kafka, topic: &str, fetch: PartitionFetch, next: i64,
 }
 
 /// Waits up to `wait` until the partitions' answers hold `min_bytes` in all (Kafka's
-/// `fetch.min.bytes`), reading on each partition from where its answer ends as records
-/// arrive; stops early when a partition has failed, or no partition has room left under
-/// its bound or the request's.
+/// `fetch.min.bytes`): every partition waits on its live tail at once, and one that gets
+/// records waits again from where its answer now ends while the others go on waiting.
+/// Answers at once when a partition fails, and stops early when no partition has room
+/// left under its bound or the request's (a partition that had records and finds the
+/// request's bound spent stops waiting). The reads still waiting at the end are
+/// dropped: nothing of a dropped read is in its answer, its reservation is given back.
 async fn wait_for_min_bytes(
     kafka: &Kafka,
     names: &[TopicName],
@@ -324,38 +327,41 @@ async fn wait_for_min_bytes(
     min_bytes: usize,
     wait: Duration,
 ) {
-    let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        let found: usize = wanted.iter().map(|f| f.bytes).sum();
-        // A partition's error is answered at once, as Kafka answers it.
-        let failed = wanted.iter().any(|f| f.answer.error_code != 0);
-        if found >= min_bytes || failed || budget.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let mut waiting: FuturesUnordered<_> = wanted
-            .iter_mut()
-            .filter(|f| f.answer.error_code == 0 && f.room() > 0)
-            .map(|fetch| async move {
-                let before = fetch.bytes;
-                read_partition(kafka, &names[fetch.topic].0, fetch, budget, left).await;
-                fetch.bytes > before
-            })
-            .collect();
-        let grew = async {
-            while let Some(grew) = waiting.next().await {
-                if grew {
-                    return true;
-                }
-            }
-            false
-        };
-        // The partitions still waiting when one grows are dropped with their reads:
-        // nothing of a dropped read is in its answer, and its reservation is given back.
-        if !matches!(tokio::time::timeout_at(deadline, grew).await, Ok(true)) {
-            return;
-        }
+    let mut found: usize = wanted.iter().map(|f| f.bytes).sum();
+    // A partition's error is answered at once, as Kafka answers it.
+    if found >= min_bytes || wanted.iter().any(|f| f.answer.error_code != 0) {
+        return;
     }
+    let deadline = tokio::time::Instant::now() + wait;
+    let read_on = |fetch| read_on_until(kafka, names, fetch, budget, deadline);
+    let mut waiting: FuturesUnordered<_> = wanted.iter_mut().filter(|f| f.room() > 0).map(read_on).collect();
+    let gathered = async {
+        while let Some((added, fetch)) = waiting.next().await {
+            found += added;
+            if fetch.answer.error_code != 0 || found >= min_bytes {
+                return;
+            }
+            if added > 0 && fetch.room() > 0 {
+                waiting.push(read_on(fetch));
+            }
+        }
+    };
+    let _ = tokio::time::timeout_at(deadline, gathered).await;
+}
+
+/// [`read_partition`] from where `fetch`'s answer ends, waiting for records until
+/// `deadline`: the bytes it added, and the partition back for its next wait.
+async fn read_on_until<'a>(
+    kafka: &Kafka,
+    names: &[TopicName],
+    fetch: &'a mut PartitionFetch,
+    budget: &AtomicU64,
+    deadline: tokio::time::Instant,
+) -> (usize, &'a mut PartitionFetch) {
+    let before = fetch.bytes;
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    read_partition(kafka, &names[fetch.topic].0, fetch, budget, left).await;
+    (fetch.bytes - before, fetch)
 }
 
 /// Reads `fetch`'s partition on from where its answer ends (its offset, if it has
