@@ -23,10 +23,12 @@
 //!   (transactional producers: staged batches made visible or dropped at once), `groups`
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
 //! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once;
+//! - `broker_configs`: what DescribeConfigs shows of a broker (read-only);
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
 
+mod broker_configs;
 mod brokers;
 mod cluster;
 mod config;

@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 BOOTSTRAP, HTTP, BASIN = sys.argv[1], sys.argv[2], sys.argv[3]
 DEADLINE_S = 60
@@ -274,6 +274,15 @@ def delete_a_group():
         assert e.args[0].name() == "GROUP_ID_NOT_FOUND", e
 
 
+def broker_settings():
+    """The broker's settings as admin tools read them: read-only, at the values served."""
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = admin().describe_configs([resource])[resource].result(20)
+    assert configs["default.replication.factor"].value == "1", configs
+    assert configs["message.max.bytes"].value == "8388608", configs["message.max.bytes"]
+    assert all(c.is_read_only for c in configs.values()), configs
+
+
 def unknown_topics_are_refused():
     p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "message.timeout.ms": 3000})
     errors = []
@@ -291,5 +300,6 @@ create_partitions_and_delete_records()
 interop_with_s2()
 lag_through_the_consumer_api()
 delete_a_group()
+broker_settings()
 unknown_topics_are_refused()
 print("confluent-kafka: every step passed")

@@ -42,9 +42,11 @@ const CONSUMER: &str = "consumer";
 
 /// The longest a waiting join or sync goes without looking at the clock.
 const TICK: Duration = Duration::from_secs(1);
-/// Session timeouts a member may ask for (Kafka's `group.min/max.session.timeout.ms`,
-/// with a lower minimum so tests can expire members quickly).
-const SESSION_TIMEOUTS_MS: std::ops::RangeInclusive<i32> = 1_000..=1_800_000;
+/// The shortest session timeout a member may ask for (Kafka's
+/// `group.min.session.timeout.ms`, lower than its 6 s so tests can expire members quickly).
+pub const MIN_SESSION_TIMEOUT_MS: i32 = 1_000;
+/// The longest session timeout a member may ask for (`group.max.session.timeout.ms`).
+pub const MAX_SESSION_TIMEOUT_MS: i32 = 1_800_000;
 
 pub struct Coordinator {
     clock: Arc<dyn Clock>,
@@ -145,7 +147,7 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     if let Some(error) = not_coordinator(kafka, &group_id) {
         return JoinGroupResponse::default().with_error_code(error).with_generation_id(-1);
     }
-    if !SESSION_TIMEOUTS_MS.contains(&request.session_timeout_ms) {
+    if !(MIN_SESSION_TIMEOUT_MS..=MAX_SESSION_TIMEOUT_MS).contains(&request.session_timeout_ms) {
         return refuse(ResponseError::InvalidSessionTimeout);
     }
     let rebalance_timeout = if version >= 1 && request.rebalance_timeout_ms > 0 {

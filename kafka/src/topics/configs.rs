@@ -173,8 +173,12 @@ pub async fn describe_configs(kafka: &Kafka, request: DescribeConfigsRequest) ->
         let result = DescribeConfigsResult::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
+        if resource.resource_type == crate::broker_configs::BROKER {
+            results.push(crate::broker_configs::describe(kafka, &resource, result));
+            continue;
+        }
         if resource.resource_type != TOPIC {
-            // Brokers (and the rest) have no settings a client can see or change here.
+            // Broker loggers (and the rest) have no settings a client can see here.
             results.push(result);
             continue;
         }
