@@ -219,7 +219,11 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
         names.into_iter().map(|name| FetchableTopicResponse::default().with_topic(name)).collect();
     for mut fetch in wanted {
         let topic = &mut topics[fetch.topic];
-        let answer = std::mem::take(&mut fetch.answer);
+        let mut answer = std::mem::take(&mut fetch.answer);
+        if let Some(stream) = fetch.cursor.stream().filter(|_| answer.error_code == 0) {
+            // The partition's trim point as this fetch looked it up: Kafka's log start.
+            answer.log_start_offset = i64::try_from(stream.record.trim_point).unwrap_or(i64::MAX);
+        }
         let grant = fetch
             .next
             .filter(|&next| reads_on(&fetch, &answer, next, cursors))

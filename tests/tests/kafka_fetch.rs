@@ -1,13 +1,17 @@
-//! How long a Kafka fetch waits, over a real socket: until its answers hold `min_bytes`
-//! (Kafka's `fetch.min.bytes`) or `max_wait_ms` is over, gathering records from every
-//! partition it asked for as they arrive, and not at all once a partition has an error.
+//! Kafka fetches over a real socket. How long one waits: until its answers hold
+//! `min_bytes` (Kafka's `fetch.min.bytes`) or `max_wait_ms` is over, gathering records
+//! from every partition it asked for as they arrive, and not at all once a partition has
+//! an error. And each partition's log start offset in the answer, a trim moving it.
 
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
+use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
@@ -28,17 +32,32 @@ async fn server_with_topic(topic: &str, partitions: i32) -> (TestServer, KafkaCo
 }
 
 /// What one fetch answered: per partition asked for, its error code and its records'
-/// values in offset order; and the answer's record bytes in all.
+/// values in offset order; the answer's record bytes in all; each partition's log start.
 struct Answer {
     partitions: Vec<(i16, Vec<String>)>,
     bytes: usize,
+    log_starts: Vec<i64>,
 }
 
 /// One fetch of `partitions` of `topic`, each from offset 0.
 async fn fetch(conn: &mut KafkaConn, topic: &str, partitions: &[i32], min_bytes: i32, max_wait_ms: i32) -> Answer {
+    fetch_from(conn, topic, partitions, 0, min_bytes, max_wait_ms).await
+}
+
+/// One fetch of `partitions` of `topic`, each from `offset`.
+async fn fetch_from(
+    conn: &mut KafkaConn,
+    topic: &str,
+    partitions: &[i32],
+    offset: i64,
+    min_bytes: i32,
+    max_wait_ms: i32,
+) -> Answer {
     let wanted = partitions
         .iter()
-        .map(|&p| FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20))
+        .map(|&p| {
+            FetchPartition::default().with_partition(p).with_fetch_offset(offset).with_partition_max_bytes(1 << 20)
+        })
         .collect();
     let topic =
         FetchTopic::default().with_topic(TopicName(StrBytes::from_string(topic.into()))).with_partitions(wanted);
@@ -48,8 +67,9 @@ async fn fetch(conn: &mut KafkaConn, topic: &str, partitions: &[i32], min_bytes:
         .with_max_wait_ms(max_wait_ms)
         .with_topics(vec![topic]);
     let response: FetchResponse = conn.call(ApiKey::Fetch, 12, &request).await.unwrap();
-    let mut answer = Answer { partitions: Vec::new(), bytes: 0 };
+    let mut answer = Answer { partitions: Vec::new(), bytes: 0, log_starts: Vec::new() };
     for partition in &response.responses[0].partitions {
+        answer.log_starts.push(partition.log_start_offset);
         let mut values = Vec::new();
         if let Some(mut records) = partition.records.clone() {
             answer.bytes += records.len();
@@ -110,5 +130,31 @@ async fn a_fetch_with_a_failed_partition_answers_at_once() {
     let waited = started.elapsed();
     assert_eq!(answer.partitions, vec![(0, vec![]), (ResponseError::UnknownTopicOrPartition.code(), vec![])]);
     assert!(waited < Duration::from_secs(10), "answered after {waited:?}: waited for records");
+    server.stop().await;
+}
+
+/// Each partition's answer carries its log start offset: 0 until a trim (DeleteRecords)
+/// moves it, then the trim point, as Kafka answers (clients read it for lag and cached
+/// watermarks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_answers_each_partitions_log_start_offset() {
+    let (server, mut conn) = server_with_topic("starts", 2).await;
+    let values: Vec<String> = (0..10).map(value).collect();
+    for partition in [0, 1] {
+        assert_eq!(conn.produce("starts", partition, &values).await.unwrap(), (0, 0));
+    }
+    assert_eq!(fetch(&mut conn, "starts", &[0, 1], 1, 0).await.log_starts, vec![0, 0]);
+
+    let trim = DeleteRecordsPartition::default().with_partition_index(1).with_offset(4);
+    let topic = DeleteRecordsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("starts")))
+        .with_partitions(vec![trim]);
+    let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(10_000);
+    let response: DeleteRecordsResponse = conn.call(ApiKey::DeleteRecords, 1, &request).await.unwrap();
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+
+    let answer = fetch_from(&mut conn, "starts", &[0, 1], 5, 1, 0).await;
+    assert_eq!(answer.log_starts, vec![0, 4]);
+    assert_eq!(answer.partitions[1], (0, values[5..].to_vec()));
     server.stop().await;
 }
