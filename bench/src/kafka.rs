@@ -426,9 +426,10 @@ async fn main() -> anyhow::Result<()> {
         let (args, topic, produced) = (args.clone(), topic.clone(), produced.clone());
         tokio::task::spawn_blocking(move || follow(&args, &topic, min_bytes, &produced))
     });
-    let Produced { mut latencies, mut commits, bytes, seconds: elapsed, client } =
-        tokio::task::spawn_blocking(move || produce_all(&args_for_write, &topic_for_write)).await??;
-    produced.store(latencies.len() as u64, Ordering::Relaxed);
+    let run = tokio::task::spawn_blocking(move || produce_all(&args_for_write, &topic_for_write)).await?;
+    // The follower stops at the records acked, or at once if the producers failed.
+    produced.store(run.as_ref().map_or(0, |run| run.latencies.len() as u64), Ordering::Relaxed);
+    let Produced { mut latencies, mut commits, bytes, seconds: elapsed, client } = run?;
     let fetches = match follower {
         Some(follower) => Some(follower.await??),
         None => None,
