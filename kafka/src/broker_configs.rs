@@ -5,20 +5,18 @@
 //! cluster's dynamic defaults (none here), another broker's id is INVALID_REQUEST.
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::topics::MAX_MESSAGE_BYTES;
+use crate::topics::{config_entries, MAX_MESSAGE_BYTES, SOURCE_DEFAULT};
 use crate::transactions::MAX_TIMEOUT_MS;
 use crate::Kafka;
 
 /// Kafka's resource type for brokers in the config APIs.
 pub const BROKER: i8 = 4;
-/// Config sources as DescribeConfigs reports them: set by this listener's config, or
-/// Kafka's default that this listener keeps.
+/// The config source DescribeConfigs reports for a setting of this listener's config.
 const SOURCE_STATIC: i8 = 4;
-const SOURCE_DEFAULT: i8 = 5;
 
 /// `result` with the configs of the broker `resource` names.
 pub fn describe(
@@ -37,19 +35,8 @@ pub fn describe(
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(StrBytes::from_string(message)));
     }
-    let wanted = resource.configuration_keys.as_ref().filter(|keys| !keys.is_empty());
-    let configs = settings(kafka)
-        .into_iter()
-        .filter(|(name, ..)| wanted.is_none_or(|keys| keys.iter().any(|k| &**k == *name)))
-        .map(|(name, value, source)| {
-            DescribeConfigsResourceResult::default()
-                .with_name(StrBytes::from_static_str(name))
-                .with_value(Some(StrBytes::from_string(value)))
-                .with_read_only(true)
-                .with_config_source(source)
-        })
-        .collect();
-    result.with_configs(configs)
+    let read_only = settings(kafka).into_iter().map(|(name, value, source)| (name, value, true, source)).collect();
+    result.with_configs(config_entries(read_only, resource))
 }
 
 /// The settings shown, as `(name, value, source)`.

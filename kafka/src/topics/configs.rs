@@ -7,6 +7,7 @@
 //! of Kafka's that have no meaning on an object store (segment and replica settings) are
 //! accepted and ignored.
 
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
@@ -30,9 +31,10 @@ type Refused = (ResponseError, String);
 
 /// Kafka's resource type for topics in the config APIs.
 const TOPIC: i8 = 2;
-/// Config sources as DescribeConfigs reports them.
+/// Config sources as DescribeConfigs reports them: set on the topic, or Kafka's default
+/// kept here.
 const SOURCE_TOPIC: i8 = 1;
-const SOURCE_DEFAULT: i8 = 5;
+pub(crate) const SOURCE_DEFAULT: i8 = 5;
 
 /// The largest record batch (as sent, compressed) one produce may carry per partition:
 /// 8 MiB, Kafka's default (1 MiB) raised so that a producer at object-store latency may
@@ -201,21 +203,29 @@ pub async fn describe_configs(kafka: &Kafka, request: DescribeConfigsRequest) ->
                 continue;
             }
         };
-        let wanted = resource.configuration_keys.as_ref().filter(|keys| !keys.is_empty());
-        let configs = described(&config)
-            .into_iter()
-            .filter(|(name, ..)| wanted.is_none_or(|keys| keys.iter().any(|k| &**k == *name)))
-            .map(|(name, value, read_only, source)| {
-                DescribeConfigsResourceResult::default()
-                    .with_name(StrBytes::from_static_str(name))
-                    .with_value(Some(StrBytes::from_string(value)))
-                    .with_read_only(read_only)
-                    .with_config_source(source)
-            })
-            .collect();
-        results.push(result.with_configs(configs));
+        results.push(result.with_configs(entries(described(&config), &resource)));
     }
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// DescribeConfigs' entries of `described` configs as `(name, value, read_only,
+/// source)`: those `resource` asks for by name, or all when it names none.
+pub(crate) fn entries(
+    described: Vec<(&'static str, String, bool, i8)>,
+    resource: &DescribeConfigsResource,
+) -> Vec<DescribeConfigsResourceResult> {
+    let wanted = resource.configuration_keys.as_ref().filter(|keys| !keys.is_empty());
+    described
+        .into_iter()
+        .filter(|(name, ..)| wanted.is_none_or(|keys| keys.iter().any(|k| &**k == *name)))
+        .map(|(name, value, read_only, source)| {
+            DescribeConfigsResourceResult::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_value(Some(StrBytes::from_string(value)))
+                .with_read_only(read_only)
+                .with_config_source(source)
+        })
+        .collect()
 }
 
 /// Applies `patch` to every partition of `topic`.
