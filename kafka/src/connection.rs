@@ -19,7 +19,8 @@ use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
 use crate::{
-    cluster, fetch, fetch_frame, groups, offsets, produce, producers, topics, transactions, versions, Kafka, KafkaError,
+    cluster, elections, fetch, fetch_frame, groups, offsets, produce, producers, topics, transactions, versions, Kafka,
+    KafkaError,
 };
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
@@ -239,6 +240,7 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
             ResponseKind::Metadata(cluster::metadata(kafka, r, version, client_id).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
+        RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elections::elect(kafka, r).await),
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r, cursors).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),

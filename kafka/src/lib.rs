@@ -24,6 +24,7 @@
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
 //! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once;
 //! - `broker_configs`: what DescribeConfigs shows of a broker (read-only);
+//! - `elections`: ElectLeaders (every partition already has its one replica as leader);
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
@@ -34,6 +35,7 @@ mod cluster;
 mod config;
 mod connection;
 mod decompress;
+mod elections;
 mod error;
 mod fetch;
 mod fetch_budget;

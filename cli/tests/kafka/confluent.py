@@ -10,7 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 BOOTSTRAP, HTTP, BASIN = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -283,6 +283,17 @@ def broker_settings():
     assert all(c.is_read_only for c in configs.values()), configs
 
 
+def leader_elections():
+    """An admin's leader election: every partition already has its leader."""
+    create("elections", 2)
+    asked = [TopicPartition("elections", 0), TopicPartition("elections", 1), TopicPartition("elections", 5)]
+    for kind in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        results = admin().elect_leaders(kind, asked).result(20)
+        names = {tp.partition: error and error.name() for tp, error in results.items()}
+        assert names == {0: "ELECTION_NOT_NEEDED", 1: "ELECTION_NOT_NEEDED", 5: "UNKNOWN_TOPIC_OR_PART"}, names
+    assert admin().elect_leaders(ElectionType.PREFERRED, None).result(20) == {}, "every partition: none needs one"
+
+
 def unknown_topics_are_refused():
     p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "message.timeout.ms": 3000})
     errors = []
@@ -301,5 +312,6 @@ interop_with_s2()
 lag_through_the_consumer_api()
 delete_a_group()
 broker_settings()
+leader_elections()
 unknown_topics_are_refused()
 print("confluent-kafka: every step passed")
