@@ -49,6 +49,23 @@ metadata = AdminClient({"bootstrap.servers": sys.argv[1]}).list_topics(timeout=1
 print("\n".join(sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values())))
 "#;
 
+/// Each partition of every topic in the log directory of exactly one agent, its leader in
+/// Metadata (kafka-python's `describe_log_dirs` asks every broker); prints how many.
+const ONE_LOG_DIR_EACH: &str = r#"
+import collections, sys
+from kafka import KafkaAdminClient
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+held = collections.defaultdict(list)
+for broker in admin.describe_log_dirs():
+    for log_dir in broker["log_dirs"]:
+        for topic in log_dir["topics"]:
+            for p in topic["partitions"]:
+                held[(topic["name"], p["partition_index"])].append(broker["broker"])
+leaders = {(t["name"], p["partition_index"]): [p["leader_id"]] for t in admin.describe_topics() for p in t["partitions"]}
+assert dict(held) == leaders, (dict(held), leaders)
+print(len(leaders))
+"#;
+
 /// Waits until the first agent's Metadata lists every agent (each joins the others' lists
 /// at its next heartbeat); that agent's address, to bootstrap from.
 async fn every_agent_listed(agents: &[common::cluster::Agent]) -> String {
@@ -131,12 +148,16 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
 
 /// KafkaJS unchanged against three agents: partitions led by different agents, its group's
 /// and its transactions' coordinators wherever the rendezvous puts them. The steps are
-/// `tests/kafkajs/kafkajs.mjs`'s, as against `shale serve`.
+/// `tests/kafkajs/kafkajs.mjs`'s, as against `shale serve`. Then a topic of six partitions
+/// as consoles size it: each partition in exactly one agent's log directory, its leader's.
 #[tokio::test]
 async fn kafkajs_runs_unchanged_against_three_agents() {
     let (_cluster, leader, standby, _standby_http, agents) = agents_with_standby(3).await;
     let bootstrap = every_agent_listed(&agents).await;
     run_kafkajs("kafkajs.mjs", &[&bootstrap]);
+    run_python(&["-c", CREATE_TOPIC, &bootstrap, TOPIC, &PARTITIONS.to_string()]);
+    let partitions: usize = run_python(&["-c", ONE_LOG_DIR_EACH, &bootstrap]).trim().parse().unwrap();
+    assert!(partitions >= PARTITIONS, "{partitions} partitions");
     for agent in agents {
         terminate(agent.child);
     }

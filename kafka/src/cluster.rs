@@ -23,7 +23,7 @@ use crate::{topics, Kafka};
 const ZONE_MARK: &str = "shale_az=";
 
 /// The zone a client id names, if any.
-fn zone_of(client_id: &str) -> Option<&str> {
+pub(crate) fn zone_of(client_id: &str) -> Option<&str> {
     let (_, rest) = client_id.split_once(ZONE_MARK)?;
     let zone = rest.split([',', ' ', ';']).next().unwrap_or(rest);
     (!zone.is_empty()).then_some(zone)

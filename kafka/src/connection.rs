@@ -19,8 +19,8 @@ use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
 use crate::{
-    cluster, elections, fetch, fetch_frame, groups, offsets, produce, producers, topics, transactions, versions, Kafka,
-    KafkaError,
+    cluster, elections, fetch, fetch_frame, groups, log_dirs, offsets, produce, producers, topics, transactions,
+    versions, Kafka, KafkaError,
 };
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
@@ -241,6 +241,11 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elections::elect(kafka, r).await),
+        RequestKind::DescribeLogDirs(r) => {
+            let client_id = request.header.client_id.as_deref().unwrap_or_default();
+            let brokers = kafka.brokers.for_zone(cluster::zone_of(client_id));
+            ResponseKind::DescribeLogDirs(log_dirs::describe(kafka, r, &brokers).await)
+        }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r, cursors).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),

@@ -25,6 +25,7 @@
 //! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once;
 //! - `broker_configs`: what DescribeConfigs shows of a broker (read-only);
 //! - `elections`: ElectLeaders (every partition already has its one replica as leader);
+//! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
@@ -43,6 +44,7 @@ mod fetch_frame;
 mod frame;
 mod groups;
 mod in_flight;
+mod log_dirs;
 mod offsets;
 mod produce;
 mod producers;

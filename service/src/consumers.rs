@@ -104,6 +104,23 @@ impl Service {
         self.view(position, &record).await
     }
 
+    /// Metered bytes of `stream`'s records from its trim point to its tail, what a
+    /// reader from its start has to read (Kafka's partition size). Where its index does
+    /// not carry sizes (see [`ConsumerLag::bytes`]: entries key compaction rewrote), the
+    /// bytes ever appended to it, which bound them. Needs `read` on the stream.
+    pub async fn live_bytes(&self, basin: &str, stream: &str) -> Result<u64, ServiceError> {
+        let stream = self.allow_consumers(basin, stream)?;
+        let record = self.metadata.stream(basin, &stream).await?.record;
+        let start = ConsumerPosition {
+            basin: basin.into(),
+            stream,
+            name: String::new(),
+            seq_num: record.trim_point,
+            updated_ms: 0,
+        };
+        Ok(self.lag(&start, &record).await?.bytes.unwrap_or(record.metered_bytes))
+    }
+
     pub async fn list_consumers(
         &self,
         basin: &str,

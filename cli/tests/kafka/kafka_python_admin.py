@@ -1,4 +1,5 @@
-"""kafka-python's admin client on consumer groups: a group whose consumer has gone is
+"""kafka-python's admin client on consumer groups (and partition sizes and leader
+elections as its admin asks them): a group whose consumer has gone is
 listed and described Empty with its offsets (only the partitions it committed), its
 offsets altered, reset to the earliest and latest, and deleted on one partition
 (OffsetDelete); a static member is removed by its instance id (LeaveGroup v3); groups
@@ -42,6 +43,16 @@ consumer = KafkaConsumer(TOPIC, bootstrap_servers=BOOTSTRAP, group_id=GROUP, aut
 assert sum(1 for _ in consumer) == 30
 consumer.commit()
 consumer.close()
+
+step("partition sizes through the broker's log directory, and no election needed")
+sizes = {p["partition_index"]: p["partition_size"]
+         for broker in admin.describe_log_dirs({TOPIC: [0, 1, 2]}) for d in broker["log_dirs"]
+         for t in d["topics"] if t["name"] == TOPIC for p in t["partitions"]}
+# S2's metering of a record without key or headers: 8 bytes and its value.
+assert sizes == {p: sum(8 + len(b"e%d" % i) for i in range(p, 30, 3)) for p in range(3)}, sizes
+elected = admin.elect_leaders(0, {TOPIC: [0, 1, 2]}, raise_errors=False)
+codes = sorted((r.partition_id, r.error_code) for t in elected.replica_election_results for r in t.partition_result)
+assert codes == [(0, 84), (1, 84), (2, 84)], codes  # ELECTION_NOT_NEEDED
 
 step("the group is listed and described Empty, with its offsets")
 listed = {g["group_id"]: g for g in admin.list_groups()}
