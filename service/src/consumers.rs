@@ -111,6 +111,10 @@ impl Service {
     pub async fn live_bytes(&self, basin: &str, stream: &str) -> Result<u64, ServiceError> {
         let stream = self.allow_consumers(basin, stream)?;
         let record = self.metadata.stream(basin, &stream).await?.record;
+        if record.trim_point == 0 {
+            // Nothing trimmed: every byte appended is there, and nothing needs reading.
+            return Ok(record.metered_bytes);
+        }
         let start = ConsumerPosition {
             basin: basin.into(),
             stream,
