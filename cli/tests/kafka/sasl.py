@@ -1,8 +1,8 @@
 """SASL over access tokens with confluent-kafka (librdkafka) and kafka-python, over
 TLS with a custom CA. A token scoped to the stream prefix `orders/` with read and
 append produces to and consumes `orders` and nothing else; PLAIN and SCRAM-SHA-256/512
-all work; a wrong secret is refused; a token without `read` may not use groups; a
-revoked token is refused within the revocation bound.
+all work; a wrong secret is refused; a token without `read` may not use groups or
+learn partition sizes; a revoked token is refused within the revocation bound.
 
 Usage: sasl.py BOOTSTRAP HTTP_BASE CA ROOT_TOKEN SCOPED_SECRET APPEND_ONLY_SECRET BOUND_S.
 Every step asserts; the first failure exits non-zero with its reason."""
@@ -14,7 +14,7 @@ import urllib.request
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as PyKafkaError, TopicAuthorizationFailedError
 
 BOOTSTRAP, HTTP, CA, ROOT, SCOPED, APPEND_ONLY, BOUND_S = sys.argv[1:8]
@@ -93,6 +93,20 @@ got = [m.value for m in consumer]
 assert b"from kafka-python" in got and len(got) == 5, got
 consumer.close()
 print("kafka-python: SCRAM-SHA-256 over TLS, produce and group consume within the scope")
+
+# Partition sizes (DescribeLogDirs) within the scope: `orders` alone; a token that may
+# not read it learns no size and the directory carries the refusal.
+admin_py = KafkaAdminClient(**kp)
+dirs = [d for broker in admin_py.describe_log_dirs() for d in broker["log_dirs"]]
+assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for d in dirs for t in d["topics"]] == [
+    ("orders", [0])], dirs
+admin_py.close()
+append_only_py = KafkaAdminClient(**{**kp, "sasl_mechanism": "PLAIN", "sasl_plain_username": "append-only",
+                                      "sasl_plain_password": APPEND_ONLY})
+dirs = [d for broker in append_only_py.describe_log_dirs() for d in broker["log_dirs"]]
+assert all(d["topics"] == [] and d["error_code"] == 29 for d in dirs), dirs  # TOPIC_AUTHORIZATION_FAILED
+append_only_py.close()
+print("kafka-python: partition sizes within the scope")
 
 # A client that does not log in is cut off at its first request.
 err = produce({"bootstrap.servers": BOOTSTRAP, "security.protocol": "SSL", "ssl.ca.location": CA}, "orders", b"x")
