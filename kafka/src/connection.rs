@@ -19,8 +19,8 @@ use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
 use crate::{
-    cluster, elections, fetch, fetch_frame, groups, log_dirs, offsets, produce, producers, topics, transactions,
-    versions, Kafka, KafkaError,
+    cluster, elections, fetch, fetch_frame, fetch_session, groups, log_dirs, offsets, produce, producers, topics,
+    transactions, versions, Kafka, KafkaError,
 };
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
@@ -247,7 +247,7 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
             ResponseKind::DescribeLogDirs(log_dirs::describe(kafka, r, &brokers).await)
         }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(kafka, r, cursors).await),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch_session::fetch(kafka, r, version, cursors).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(offsets::delete_records(kafka, r).await),
         RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {

@@ -3,9 +3,8 @@
 //! fewer than `min_bytes` to answer and `max_wait_ms` given, the fetch waits on the live
 //! tails of every partition it asked for and reads on as records arrive, until its
 //! answers hold `min_bytes` or the wait is over (a long poll); a partition's error is
-//! answered at once. Fetch
-//! sessions (KIP-227) are not kept: every answer has session id 0, so clients send full
-//! fetches.
+//! answered at once. Incremental fetch sessions (KIP-227) are `fetch_session`'s: it
+//! hands this module full fetches.
 //!
 //! A connection keeps a read cursor per partition it fetches ([`Cursors`]), so a
 //! consumer's next fetch goes on from what the last one learned: index entries scanned
@@ -21,11 +20,11 @@
 //! from it, cut at a batch to that fetch's bound, if the partition, looked up again then,
 //! is the same stream with the offset not below its trim point (as a fetch reading then
 //! would find); anything else drops it and reads. At most [`MAX_AHEAD_BYTES`] per
-//! connection and [`MAX_AHEAD_BYTES_ALL`] per listener are read ahead at once.
+//! connection and `fetch_budget::MAX_AHEAD_BYTES_ALL` per listener are read ahead at once.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -37,7 +36,7 @@ use shale_service::{Service, ServiceError};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::fetch_budget::{reserve, settle, Reservation};
+use crate::fetch_budget::{reserve, settle, AheadGrant, Reservation};
 use crate::records::encode_batch;
 use crate::topics::stream_of;
 use crate::Kafka;
@@ -57,45 +56,13 @@ const MAX_CURSORS: usize = 4096;
 
 /// Partition bytes one connection reads ahead at once, summed over its partitions.
 const MAX_AHEAD_BYTES: u64 = 64 << 20;
-/// Partition bytes every connection of a listener reads ahead at once.
-const MAX_AHEAD_BYTES_ALL: u64 = 256 << 20;
-
-/// The partition bytes a listener's connections read ahead now, within
-/// [`MAX_AHEAD_BYTES_ALL`].
-#[derive(Default)]
-pub(crate) struct AheadBudget {
-    used: AtomicU64,
-}
-
-impl AheadBudget {
-    /// `bytes` of the budget while the grant lives, if that much is left.
-    fn grant(self: &Arc<Self>, bytes: u64) -> Option<AheadGrant> {
-        self.used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
-                (used + bytes <= MAX_AHEAD_BYTES_ALL).then_some(used + bytes)
-            })
-            .ok()
-            .map(|_| AheadGrant { budget: self.clone(), bytes })
-    }
-}
-
-/// Bytes of an [`AheadBudget`], given back when dropped.
-struct AheadGrant {
-    budget: Arc<AheadBudget>,
-    bytes: u64,
-}
-
-impl Drop for AheadGrant {
-    fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
-    }
-}
-
-/// One connection's read cursors, by topic and partition. Fetches on a connection run
-/// one at a time: each takes its partitions' cursors and puts them back when answered.
+/// One connection's read cursors, by topic and partition, and its fetch session.
+/// Fetches on a connection run one at a time: each takes its partitions' cursors and
+/// puts them back when answered.
 #[derive(Default)]
 pub struct Cursors {
     open: Mutex<HashMap<(String, i32), Slot>>,
+    pub(crate) sessions: crate::fetch_session::Sessions,
 }
 
 /// What a connection keeps of a partition between fetches.
@@ -220,9 +187,8 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
     for mut fetch in wanted {
         let topic = &mut topics[fetch.topic];
         let mut answer = std::mem::take(&mut fetch.answer);
-        if let Some(stream) = fetch.cursor.stream().filter(|_| answer.error_code == 0) {
-            // The partition's trim point as this fetch looked it up: Kafka's log start.
-            answer.log_start_offset = i64::try_from(stream.record.trim_point).unwrap_or(i64::MAX);
+        if answer.error_code != 0 {
+            answer.log_start_offset = -1;
         }
         let grant = fetch
             .next
@@ -269,6 +235,7 @@ async fn answer_from_ahead(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetc
     };
     settle(budget, reserved, end as u64);
     fetch.answer = done.answer;
+    note_log_start(fetch);
     fetch.answer.records = Some(records.slice(..end));
     fetch.answer.high_watermark = fetch.answer.high_watermark.max(tail);
     fetch.answer.last_stable_offset = fetch.answer.high_watermark;
@@ -416,6 +383,7 @@ async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, 
     }
     // A read task that panicked leaves a fresh cursor, which looks the stream up again.
     fetch.cursor = reads.await.unwrap_or_default();
+    note_log_start(fetch);
     let added = out.len().saturating_sub(earlier.len());
     // The part of the bound this partition's answer was read within, all its reads
     // together: what it held before this read and what this read might add.
@@ -495,6 +463,15 @@ async fn read_ahead(
 fn encoded_bound(metered: u64) -> usize {
     let metered = usize::try_from(metered).unwrap_or(usize::MAX).min(64 << 20);
     metered + metered / 16 + 4096
+}
+
+/// The partition's trim point as its cursor last looked it up, as Kafka's log start in
+/// its answer: set when a read completes, so a wait dropped half way (its cursor fresh)
+/// leaves the one the fetch found.
+fn note_log_start(fetch: &mut PartitionFetch) {
+    if let Some(stream) = fetch.cursor.stream() {
+        fetch.answer.log_start_offset = i64::try_from(stream.record.trim_point).unwrap_or(i64::MAX);
+    }
 }
 
 fn fail(answer: &mut PartitionData, error: &ServiceError) {

@@ -22,7 +22,9 @@
 //!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `transactions`
 //!   (transactional producers: staged batches made visible or dropped at once), `groups`
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
-//! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once;
+//! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once, and
+//!   the bytes a listener's connections read ahead;
+//! - `fetch_session`: incremental fetch sessions (KIP-227), one per connection;
 //! - `broker_configs`: what DescribeConfigs shows of a broker (read-only);
 //! - `elections`: ElectLeaders (every partition already has its one replica as leader);
 //! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
@@ -41,6 +43,7 @@ mod error;
 mod fetch;
 mod fetch_budget;
 mod fetch_frame;
+mod fetch_session;
 mod frame;
 mod groups;
 mod in_flight;
@@ -95,7 +98,7 @@ pub(crate) struct Kafka {
     /// Whether callers must log in (SASL) first: access control is on.
     pub sasl: bool,
     /// Bytes every connection's fetches read ahead, together.
-    pub read_ahead: Arc<fetch::AheadBudget>,
+    pub read_ahead: Arc<fetch_budget::AheadBudget>,
 }
 
 impl Kafka {
