@@ -19,7 +19,7 @@ use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
 use crate::{
-    cluster, elections, fetch, fetch_frame, fetch_session, groups, log_dirs, offsets, produce, producers, topics,
+    cluster, elections, fetch_frame, fetch_session, groups, log_dirs, offsets, produce, producers, topics,
     transactions, versions, Kafka, KafkaError,
 };
 
@@ -57,9 +57,9 @@ async fn serve(listener: &Kafka, socket: impl AsyncRead + AsyncWrite + Send + Un
         listener.clone()
     };
     let kafka = &kafka;
-    let cursors = fetch::Cursors::default();
+    let fetches = fetch_session::FetchState::default();
     let (queue, answers) = mpsc::channel(MAX_IN_FLIGHT as usize);
-    let reading = read_requests(kafka, &cursors, input, buf, queue);
+    let reading = read_requests(kafka, &fetches, input, buf, queue);
     let writing = write_responses(output, answers);
     tokio::pin!(reading, writing);
     tokio::select! {
@@ -92,7 +92,7 @@ async fn log_in(
         let (api_key, version) = (request.api_key, request.header.request_api_version);
         let reply = Reply { api_key, version, correlation_id: request.header.correlation_id };
         if api_key == ApiKey::ApiVersions {
-            if let Some(response) = answer(kafka, request, &fetch::Cursors::default()).await? {
+            if let Some(response) = answer(kafka, request, &fetch_session::FetchState::default()).await? {
                 write_response(&mut out, &reply, &response)?;
                 output.write_all(&out).await?;
             }
@@ -138,7 +138,7 @@ async fn log_in(
 /// the revocation bound).
 async fn read_requests<'a>(
     kafka: &'a Kafka,
-    cursors: &'a fetch::Cursors,
+    fetches: &'a fetch_session::FetchState,
     mut input: impl AsyncRead + Unpin,
     mut buf: BytesMut,
     queue: mpsc::Sender<Queued<'a>>,
@@ -184,7 +184,7 @@ async fn read_requests<'a>(
             Queued { reply, response, _slot: slot }
         } else {
             let slot = in_flight.exclusive().await;
-            Queued { reply, response: Box::pin(answer(kafka, request, cursors)), _slot: slot }
+            Queued { reply, response: Box::pin(answer(kafka, request, fetches)), _slot: slot }
         };
         if queue.send(queued).await.is_err() {
             break;
@@ -217,7 +217,11 @@ async fn write_responses(
 }
 
 /// The response to one request other than a produce (which `read_requests` submits).
-async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Result<Option<ResponseKind>, KafkaError> {
+async fn answer(
+    kafka: &Kafka,
+    request: Request,
+    fetches: &fetch_session::FetchState,
+) -> Result<Option<ResponseKind>, KafkaError> {
     let version = request.header.request_api_version;
     if !versions::served(request.api_key, version) {
         if request.api_key == ApiKey::ApiVersions {
@@ -247,7 +251,7 @@ async fn answer(kafka: &Kafka, request: Request, cursors: &fetch::Cursors) -> Re
             ResponseKind::DescribeLogDirs(log_dirs::describe(kafka, r, &brokers).await)
         }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch_session::fetch(kafka, r, version, cursors).await),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch_session::fetch(kafka, r, version, fetches).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(offsets::delete_records(kafka, r).await),
         RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {

@@ -56,13 +56,11 @@ const MAX_CURSORS: usize = 4096;
 
 /// Partition bytes one connection reads ahead at once, summed over its partitions.
 const MAX_AHEAD_BYTES: u64 = 64 << 20;
-/// One connection's read cursors, by topic and partition, and its fetch session.
-/// Fetches on a connection run one at a time: each takes its partitions' cursors and
-/// puts them back when answered.
+/// One connection's read cursors, by topic and partition. Fetches on a connection run
+/// one at a time: each takes its partitions' cursors and puts them back when answered.
 #[derive(Default)]
 pub struct Cursors {
     open: Mutex<HashMap<(String, i32), Slot>>,
-    pub(crate) sessions: crate::fetch_session::Sessions,
 }
 
 /// What a connection keeps of a partition between fetches.

@@ -32,9 +32,17 @@ const NO_SESSION: i32 = 0;
 const INITIAL_EPOCH: i32 = 0;
 const FINAL_EPOCH: i32 = -1;
 
+/// What a connection keeps between its fetches: its partitions' read cursors and its
+/// fetch session.
+#[derive(Default)]
+pub struct FetchState {
+    cursors: Cursors,
+    sessions: Sessions,
+}
+
 /// A connection's fetch session, if it has one.
 #[derive(Default)]
-pub struct Sessions {
+struct Sessions {
     current: Mutex<Option<Session>>,
     /// The last session id issued on this connection.
     issued: Mutex<i32>,
@@ -73,16 +81,16 @@ enum Plan {
 }
 
 /// Answers `request` within the connection's fetch session (see the module's doc).
-pub async fn fetch(kafka: &Kafka, mut request: FetchRequest, version: i16, cursors: &Cursors) -> FetchResponse {
+pub async fn fetch(kafka: &Kafka, mut request: FetchRequest, version: i16, state: &FetchState) -> FetchResponse {
     if version < FIRST_SESSION_VERSION {
-        return fetch::fetch(kafka, request, cursors).await;
+        return fetch::fetch(kafka, request, &state.cursors).await;
     }
-    let plan = match cursors.sessions.begin(&mut request) {
+    let plan = match state.sessions.begin(&mut request) {
         Ok(plan) => plan,
         Err(error) => return FetchResponse::default().with_error_code(error.code()).with_session_id(NO_SESSION),
     };
-    let mut response = fetch::fetch(kafka, request, cursors).await;
-    cursors.sessions.finish(&plan, &mut response);
+    let mut response = fetch::fetch(kafka, request, &state.cursors).await;
+    state.sessions.finish(&plan, &mut response);
     response
 }
 

@@ -24,7 +24,8 @@
 //!   (consumer groups: membership in memory, committed offsets as tracked consumers);
 //! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once, and
 //!   the bytes a listener's connections read ahead;
-//! - `fetch_session`: incremental fetch sessions (KIP-227), one per connection;
+//! - `fetch_session`: what a connection keeps between fetches: read cursors and its
+//!   incremental fetch session (KIP-227);
 //! - `broker_configs`: what DescribeConfigs shows of a broker (read-only);
 //! - `elections`: ElectLeaders (every partition already has its one replica as leader);
 //! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
