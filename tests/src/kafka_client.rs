@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
@@ -15,10 +16,11 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, CreateTopicsRequest, CreateTopicsResponse,
-    EndTxnRequest, EndTxnResponse, FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    GroupId, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest,
-    ProduceResponse, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
+    DeleteRecordsRequest, DeleteRecordsResponse, EndTxnRequest, EndTxnResponse, FetchRequest, FetchResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -144,6 +146,15 @@ impl KafkaConn {
         let request = CreateTopicsRequest::default().with_topics(vec![creatable]).with_timeout_ms(10_000);
         let response: CreateTopicsResponse = self.call(ApiKey::CreateTopics, 5, &request).await?;
         Ok(response.topics[0].error_code)
+    }
+
+    /// DeleteRecords of `partition` before offset `before` (a trim): the error code.
+    pub async fn delete_records(&mut self, topic: &str, partition: i32, before: i64) -> Result<i16, Unanswered> {
+        let trim = DeleteRecordsPartition::default().with_partition_index(partition).with_offset(before);
+        let topic = DeleteRecordsTopic::default().with_name(name(topic)).with_partitions(vec![trim]);
+        let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(10_000);
+        let response: DeleteRecordsResponse = self.call(ApiKey::DeleteRecords, 1, &request).await?;
+        Ok(response.topics[0].partitions[0].error_code)
     }
 
     /// Produces `values` as one batch to `partition` with acks=all: the error code and

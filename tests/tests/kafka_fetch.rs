@@ -7,11 +7,8 @@
 
 use std::time::Duration;
 
-use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{
-    ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse, TopicName,
-};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
@@ -145,13 +142,7 @@ async fn a_fetch_answers_each_partitions_log_start_offset() {
     }
     assert_eq!(fetch(&mut conn, "starts", &[0, 1], 1, 0).await.log_starts, vec![0, 0]);
 
-    let trim = DeleteRecordsPartition::default().with_partition_index(1).with_offset(4);
-    let topic = DeleteRecordsTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("starts")))
-        .with_partitions(vec![trim]);
-    let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(10_000);
-    let response: DeleteRecordsResponse = conn.call(ApiKey::DeleteRecords, 1, &request).await.unwrap();
-    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    assert_eq!(conn.delete_records("starts", 1, 4).await.unwrap(), 0);
 
     let answer = fetch_from(&mut conn, "starts", &[0, 1], 5, 1, 0).await;
     assert_eq!(answer.log_starts, vec![0, 4]);

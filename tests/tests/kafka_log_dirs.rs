@@ -7,11 +7,8 @@
 
 use std::time::Duration;
 
-use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
-use kafka_protocol::messages::{
-    ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName,
-};
+use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use shale_tests::kafka_client::KafkaConn;
 use shale_tests::TestServer;
@@ -79,13 +76,7 @@ async fn partition_sizes_are_their_records_metered_bytes_from_the_log_start() {
     assert_eq!(describe(&mut conn, 2, Some(asked)).await.1, vec![("sizes".to_string(), 0, all)]);
 
     // A trim before offset 1: the first record's bytes go, its command record's come.
-    let trim = DeleteRecordsPartition::default().with_partition_index(0).with_offset(1);
-    let topic = DeleteRecordsTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("sizes")))
-        .with_partitions(vec![trim]);
-    let request = DeleteRecordsRequest::default().with_topics(vec![topic]).with_timeout_ms(10_000);
-    let response: DeleteRecordsResponse = conn.call(ApiKey::DeleteRecords, 1, &request).await.unwrap();
-    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    assert_eq!(conn.delete_records("sizes", 0, 1).await.unwrap(), 0);
     // S2's trim command: one header, an empty name and the value `trim`, and the
     // sequence number as an 8-byte body.
     let trim_record = 8 + 2 + 4 + 8;
