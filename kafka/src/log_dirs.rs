@@ -13,6 +13,7 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use shale_service::ServiceError;
 
 use crate::brokers::{Broker, Brokers};
 use crate::{error, topics, Kafka};
@@ -22,12 +23,20 @@ const SIZES_AT_ONCE: usize = 16;
 
 pub async fn describe(kafka: &Kafka, request: DescribeLogDirsRequest, brokers: &[Broker]) -> DescribeLogDirsResponse {
     let me = kafka.brokers.me().id;
+    let mut error_code = 0;
     let asked: Vec<(String, Vec<i32>)> = match request.topics {
         Some(topics) => {
             let mut asked = Vec::new();
             for topic in topics {
                 let name = topic.topic.0.to_string();
-                let count = known_partitions(kafka, &name).await;
+                let count = match known_partitions(kafka, &name).await {
+                    Ok(count) => count,
+                    Err(e) => {
+                        tracing::warn!(topic = %name, error = %e, "kafka log dirs: no partitions for a topic");
+                        error_code = error::code_of(&e).code();
+                        0
+                    }
+                };
                 let partitions = topic.partitions.into_iter().filter(|&p| u32::try_from(p).is_ok_and(|p| p < count));
                 asked.push((name, partitions.collect()));
             }
@@ -50,7 +59,6 @@ pub async fn describe(kafka: &Kafka, request: DescribeLogDirsRequest, brokers: &
         .buffered(SIZES_AT_ONCE)
         .collect()
         .await;
-    let mut error_code = 0;
     let mut answered: Vec<DescribeLogDirsTopic> = Vec::new();
     for (name, partition, size) in sizes {
         let size = match size {
@@ -75,15 +83,15 @@ pub async fn describe(kafka: &Kafka, request: DescribeLogDirsRequest, brokers: &
 }
 
 /// Partitions of `topic` the caller may see (0 when unknown or not visible).
-async fn known_partitions(kafka: &Kafka, topic: &str) -> u32 {
+async fn known_partitions(kafka: &Kafka, topic: &str) -> Result<u32, ServiceError> {
     if topics::valid_topic(topic).is_err() || !topics::visible(kafka, topic) {
-        return 0;
+        return Ok(0);
     }
-    topics::partition_count(kafka, topic).await.unwrap_or(0)
+    topics::partition_count(kafka, topic).await
 }
 
 /// The broker's one log directory with `topics`; `error_code` is the directory's (a
-/// size that could not be looked up), as Kafka marks a directory it cannot read.
+/// topic or size that could not be looked up), as Kafka marks a directory it cannot read.
 fn answer(kafka: &Kafka, topics: Vec<DescribeLogDirsTopic>, error_code: i16) -> DescribeLogDirsResponse {
     let dir = DescribeLogDirsResult::default()
         .with_error_code(error_code)
