@@ -110,6 +110,7 @@ impl Sessions {
                 let id = self.next_id();
                 let mut session = Session { id, next_epoch: 1, partitions: BTreeMap::new() };
                 session.ask(&request.topics);
+                tracing::debug!(session = id, partitions = session.partitions.len(), "kafka fetch session opened");
                 *current = Some(session);
                 Ok(Plan::Opened(id))
             }
