@@ -18,6 +18,11 @@ impl TestServer {
         Self::start_with(|_| {}).await
     }
 
+    /// [`Self::start`] with its Kafka listener on a loopback port ([`Self::kafka`]).
+    pub async fn start_with_kafka() -> TestServer {
+        Self::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await
+    }
+
     /// [`Self::start`] with settings changed by `configure`.
     pub async fn start_with(configure: impl FnOnce(&mut ServeConfig)) -> TestServer {
         let mut config = ServeConfig {

@@ -56,7 +56,7 @@ async fn elect(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_partition_already_has_its_leader() {
-    let server = TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let server = TestServer::start_with_kafka().await;
     let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
     assert_eq!(conn.create_topic("orders", 3).await.unwrap(), 0);
     assert_eq!(conn.create_topic("payments", 1).await.unwrap(), 0);

@@ -22,7 +22,7 @@ fn value(i: usize) -> String {
 }
 
 async fn server_with_topic(topic: &str, partitions: i32) -> (TestServer, KafkaConn) {
-    let server = TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let server = TestServer::start_with_kafka().await;
     let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
     assert_eq!(conn.create_topic(topic, partitions).await.unwrap(), 0);
     (server, conn)

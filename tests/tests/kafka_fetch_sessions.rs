@@ -88,7 +88,7 @@ fn values(v: &[&str]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_incremental_fetch_answers_only_what_changed() {
-    let server = TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let server = TestServer::start_with_kafka().await;
     let kafka = server.kafka.clone().unwrap();
     let mut conn = KafkaConn::connect(&kafka, Duration::from_secs(60)).await.unwrap();
     let mut producer = KafkaConn::connect(&kafka, Duration::from_secs(60)).await.unwrap();

@@ -24,7 +24,7 @@ use shale_tests::TestServer;
 /// A server with Kafka's listener, a connection to it, and `topics` (name, partitions),
 /// each partition holding `records` records.
 async fn server_with(topics: &[(&str, i32)], records: usize) -> (TestServer, KafkaConn) {
-    let server = TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let server = TestServer::start_with_kafka().await;
     let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(10)).await.unwrap();
     let values: Vec<String> = (0..records).map(|i| format!("v{i}")).collect();
     for &(topic, partitions) in topics {

@@ -53,7 +53,7 @@ async fn describe(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_sizes_are_their_records_metered_bytes_from_the_log_start() {
-    let server = TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    let server = TestServer::start_with_kafka().await;
     let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
     assert_eq!(conn.create_topic("sizes", 2).await.unwrap(), 0);
     assert_eq!(conn.create_topic("other", 1).await.unwrap(), 0);

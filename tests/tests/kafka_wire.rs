@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 async fn server() -> TestServer {
-    TestServer::start_with(|config| config.kafka.listen = Some("127.0.0.1:0".parse().unwrap())).await
+    TestServer::start_with_kafka().await
 }
 
 async fn connect(server: &TestServer) -> TcpStream {
