@@ -23,7 +23,7 @@
 //! connection and `fetch_budget::MAX_AHEAD_BYTES_ALL` per listener are read ahead at once.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -169,7 +169,7 @@ pub async fn fetch(kafka: &Kafka, request: FetchRequest, cursors: &Cursors) -> F
             let budget = &budget;
             async move {
                 if !answer_from_ahead(kafka, &topic, fetch, budget).await {
-                    read_partition(kafka, &topic, fetch, budget, Duration::ZERO).await
+                    read_partition(kafka, &topic, fetch, budget, u64::MAX, Duration::ZERO).await
                 }
             }
         })
@@ -275,7 +275,7 @@ fn read_ahead_from(kafka: &Kafka, topic: &str, fetch: PartitionFetch, next: i64,
     };
     let read = tokio::spawn(async move {
         let budget = AtomicU64::new(bound);
-        read_partition(&kafka, &topic, &mut ahead, &budget, Duration::ZERO).await;
+        read_partition(&kafka, &topic, &mut ahead, &budget, u64::MAX, Duration::ZERO).await;
         ahead
     });
     Ahead { offset: next, bound, read: AbortOnDropHandle::new(read), _grant: grant }
@@ -288,6 +288,12 @@ fn read_ahead_from(kafka: &Kafka, topic: &str, fetch: PartitionFetch, next: i64,
 /// left under its bound or the request's (a partition that had records and finds the
 /// request's bound spent stops waiting). The reads still waiting at the end are
 /// dropped: nothing of a dropped read is in its answer, its reservation is given back.
+///
+/// Each waiting read holds at most an equal share of what is left of the request's
+/// bound (and its partition's own bound): the reservation is taken before the wait, so
+/// a consumer long-polling more partitions than the bound holds at their own bounds
+/// (51 partitions of 1 MiB under 50 MiB) would otherwise leave the later ones nothing
+/// but a record each when they wake.
 async fn wait_for_min_bytes(
     kafka: &Kafka,
     names: &[TopicName],
@@ -302,7 +308,9 @@ async fn wait_for_min_bytes(
         return;
     }
     let deadline = tokio::time::Instant::now() + wait;
-    let read_on = |fetch| read_on_until(kafka, names, fetch, budget, deadline);
+    let waiters = wanted.iter().filter(|f| f.room() > 0).count() as u64;
+    let share = (budget.load(Ordering::Relaxed) / waiters.max(1)).max(1);
+    let read_on = |fetch| read_on_until(kafka, names, fetch, budget, share, deadline);
     let mut waiting: FuturesUnordered<_> = wanted.iter_mut().filter(|f| f.room() > 0).map(read_on).collect();
     let gathered = async {
         while let Some((added, fetch)) = waiting.next().await {
@@ -318,34 +326,44 @@ async fn wait_for_min_bytes(
     let _ = tokio::time::timeout_at(deadline, gathered).await;
 }
 
-/// [`read_partition`] from where `fetch`'s answer ends, waiting for records until
-/// `deadline`: the bytes it added, and the partition back for its next wait.
+/// [`read_partition`] from where `fetch`'s answer ends, within `share` of `budget`,
+/// waiting for records until `deadline`: the bytes it added, and the partition back for
+/// its next wait.
 async fn read_on_until<'a>(
     kafka: &Kafka,
     names: &[TopicName],
     fetch: &'a mut PartitionFetch,
     budget: &AtomicU64,
+    share: u64,
     deadline: tokio::time::Instant,
 ) -> (usize, &'a mut PartitionFetch) {
     let before = fetch.bytes;
     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-    read_partition(kafka, &names[fetch.topic].0, fetch, budget, left).await;
+    read_partition(kafka, &names[fetch.topic].0, fetch, budget, share, left).await;
     (fetch.bytes - before, fetch)
 }
 
 /// Reads `fetch`'s partition on from where its answer ends (its offset, if it has
-/// none yet), adding batches to the answer within its bound and `budget`. The
+/// none yet), adding batches to the answer within its bound and at most `share` of
+/// `budget`. The
 /// partition's reads run on a task of their own, a read or two ahead of this one, which
 /// encodes what they found: reading (block decoding) and encoding take about as long
 /// each, and so one fetch keeps two cores busy rather than one. `fetch` changes only
 /// once the reads are done, so a read dropped half way (a long poll another partition
 /// answered) leaves its answer as it was, but for a fresh cursor.
-async fn read_partition(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetch, budget: &AtomicU64, wait: Duration) {
+async fn read_partition(
+    kafka: &Kafka,
+    topic: &str,
+    fetch: &mut PartitionFetch,
+    budget: &AtomicU64,
+    share: u64,
+    wait: Duration,
+) {
     let Ok(start) = u64::try_from(fetch.next.unwrap_or(fetch.offset)) else {
         fetch.answer.error_code = kafka_protocol::ResponseError::OffsetOutOfRange.code();
         return;
     };
-    let reserved = Reservation::take(budget, fetch.room());
+    let reserved = Reservation::take(budget, fetch.room().min(share));
     if fetch.bytes > 0 && reserved.bytes == 0 {
         // Only a partition with nothing to answer yet reads a record past the bounds.
         return;

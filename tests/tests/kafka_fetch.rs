@@ -38,16 +38,17 @@ struct Answer {
 
 /// One fetch of `partitions` of `topic`, each from offset 0.
 async fn fetch(conn: &mut KafkaConn, topic: &str, partitions: &[i32], min_bytes: i32, max_wait_ms: i32) -> Answer {
-    fetch_from(conn, topic, partitions, 0, min_bytes, max_wait_ms).await
+    fetch_from(conn, topic, partitions, 0, (4 << 20, min_bytes), max_wait_ms).await
 }
 
-/// One fetch of `partitions` of `topic`, each from `offset`.
+/// One fetch of `partitions` of `topic`, each from `offset` up to 1 MiB, the whole
+/// answer up to `max_bytes` and waiting for `min_bytes`.
 async fn fetch_from(
     conn: &mut KafkaConn,
     topic: &str,
     partitions: &[i32],
     offset: i64,
-    min_bytes: i32,
+    (max_bytes, min_bytes): (i32, i32),
     max_wait_ms: i32,
 ) -> Answer {
     let wanted = partitions
@@ -59,7 +60,7 @@ async fn fetch_from(
     let topic =
         FetchTopic::default().with_topic(TopicName(StrBytes::from_string(topic.into()))).with_partitions(wanted);
     let request = FetchRequest::default()
-        .with_max_bytes(4 << 20)
+        .with_max_bytes(max_bytes)
         .with_min_bytes(min_bytes)
         .with_max_wait_ms(max_wait_ms)
         .with_topics(vec![topic]);
@@ -118,6 +119,30 @@ async fn a_waiting_fetch_gathers_records_across_partitions_until_min_bytes() {
     server.stop().await;
 }
 
+/// A fetch long-polling more partitions than its bound holds at their own bounds (24 of
+/// 1 MiB under 16 MiB, as 51 under a consumer's default 50 MiB) answers the last one's
+/// records in full when they arrive, not one record of them: each waiting partition holds
+/// an equal share of the bound while it waits, not the first ones all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_over_many_partitions_answers_a_late_partitions_records_in_full() {
+    let (server, mut conn) = server_with_topic("wide", 24).await;
+    let mut producer = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    let partitions: Vec<i32> = (0..24).collect();
+    // Four records in two produces, so the fetch wakes with one and must wait on for
+    // the rest: 4 KiB is only met by all four.
+    let bounds = (16 << 20, 4 * 1024);
+    let waiting = tokio::spawn(async move { fetch_from(&mut conn, "wide", &partitions, 0, bounds, 20_000).await });
+    assert_eq!(producer.produce("wide", 23, &[value(0)]).await.unwrap(), (0, 0));
+    let rest: Vec<String> = (1..4).map(value).collect();
+    assert_eq!(producer.produce("wide", 23, &rest).await.unwrap(), (0, 1));
+
+    let started = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(30), waiting).await.unwrap().unwrap();
+    assert_eq!(answer.partitions[23], (0, (0..4).map(value).collect::<Vec<_>>()));
+    assert!(started.elapsed() < Duration::from_secs(15), "waited out its max_wait: {:?}", started.elapsed());
+    server.stop().await;
+}
+
 /// A partition's error is answered at once, without waiting for the others' records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fetch_with_a_failed_partition_answers_at_once() {
@@ -144,7 +169,7 @@ async fn a_fetch_answers_each_partitions_log_start_offset() {
 
     assert_eq!(conn.delete_records("starts", 1, 4).await.unwrap(), 0);
 
-    let answer = fetch_from(&mut conn, "starts", &[0, 1], 5, 1, 0).await;
+    let answer = fetch_from(&mut conn, "starts", &[0, 1], 5, (4 << 20, 1), 0).await;
     assert_eq!(answer.log_starts, vec![0, 4]);
     assert_eq!(answer.partitions[1], (0, values[5..].to_vec()));
     server.stop().await;
