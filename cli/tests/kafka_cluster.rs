@@ -66,6 +66,29 @@ assert dict(held) == leaders, (dict(held), leaders)
 print(len(leaders))
 "#;
 
+/// An idempotent producer writes three records to each partition of a topic; then each
+/// partition's leader (kafka-python's `describe_producers` asks it) lists that producer
+/// alone, at its last sequence. Prints how many partitions it checked.
+const ONE_PRODUCER_EACH: &str = r#"
+import sys
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+bootstrap, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+for p in range(count):
+    for i in range(3):
+        producer.send(topic, b"x%d" % i, partition=p)
+producer.flush()
+states = KafkaAdminClient(bootstrap_servers=bootstrap).describe_producers(
+    [TopicPartition(topic, p) for p in range(count)])
+ids = set()
+for p in range(count):
+    rows = states[TopicPartition(topic, p)].active_producers
+    assert [(s.producer_epoch, s.last_sequence) for s in rows] == [(0, 2)], (p, rows)
+    ids.add(rows[0].producer_id)
+assert len(ids) == 1, ids
+print(count)
+"#;
+
 /// Waits until the first agent's Metadata lists every agent (each joins the others' lists
 /// at its next heartbeat); that agent's address, to bootstrap from.
 async fn every_agent_listed(agents: &[common::cluster::Agent]) -> String {
@@ -149,7 +172,8 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
 /// KafkaJS unchanged against three agents: partitions led by different agents, its group's
 /// and its transactions' coordinators wherever the rendezvous puts them. The steps are
 /// `tests/kafkajs/kafkajs.mjs`'s, as against `shale serve`. Then a topic of six partitions
-/// as consoles size it: each partition in exactly one agent's log directory, its leader's.
+/// as consoles size it: each partition in exactly one agent's log directory, its leader's,
+/// and its producer listed by its leader (over the metadata RPC, as the agents run).
 #[tokio::test]
 async fn kafkajs_runs_unchanged_against_three_agents() {
     let (_cluster, leader, standby, _standby_http, agents) = agents_with_standby(3).await;
@@ -158,6 +182,9 @@ async fn kafkajs_runs_unchanged_against_three_agents() {
     run_python(&["-c", CREATE_TOPIC, &bootstrap, TOPIC, &PARTITIONS.to_string()]);
     let partitions: usize = run_python(&["-c", ONE_LOG_DIR_EACH, &bootstrap]).trim().parse().unwrap();
     assert!(partitions >= PARTITIONS, "{partitions} partitions");
+    let described: usize =
+        run_python(&["-c", ONE_PRODUCER_EACH, &bootstrap, TOPIC, &PARTITIONS.to_string()]).trim().parse().unwrap();
+    assert_eq!(described, PARTITIONS);
     for agent in agents {
         terminate(agent.child);
     }

@@ -16,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::brokers::{Broker, Brokers};
+use crate::topics::Found;
 use crate::{topics, Kafka};
 
 /// What a client puts in its `client.id` to name its zone: `shale_az=<zone>`, as
@@ -98,21 +99,17 @@ fn controller(brokers: &[Broker]) -> i32 {
 
 async fn one_topic(kafka: &Kafka, brokers: &[Broker], name: TopicName, auto_create: bool) -> MetadataResponseTopic {
     let topic = name.0.to_string();
-    if topics::valid_topic(&topic).is_err() {
-        return topic_error(name, ResponseError::InvalidTopicException);
-    }
-    if !topics::visible(kafka, &topic) {
-        return topic_error(name, ResponseError::TopicAuthorizationFailed);
-    }
-    match topics::partition_count(kafka, &topic).await {
-        Ok(0) if auto_create => match topics::auto_create(kafka, &topic, 0).await {
+    match topics::find(kafka, &topic).await {
+        Ok(Found::Invalid) => topic_error(name, ResponseError::InvalidTopicException),
+        Ok(Found::Hidden) => topic_error(name, ResponseError::TopicAuthorizationFailed),
+        Ok(Found::Partitions(0)) if auto_create => match topics::auto_create(kafka, &topic, 0).await {
             // Kafka answers LEADER_NOT_AVAILABLE while a new topic's partitions settle;
             // here they are there at once.
             Ok(()) => topic_answer(brokers, &topic, kafka.config.default_partitions),
             Err((error, _)) => topic_error(name, error),
         },
-        Ok(0) => topic_error(name, ResponseError::UnknownTopicOrPartition),
-        Ok(n) => topic_answer(brokers, &topic, n),
+        Ok(Found::Partitions(0)) => topic_error(name, ResponseError::UnknownTopicOrPartition),
+        Ok(Found::Partitions(n)) => topic_answer(brokers, &topic, n),
         Err(e) => topic_error(name, crate::error::code_of(&e)),
     }
 }

@@ -19,8 +19,8 @@ use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
 use crate::{
-    cluster, elections, fetch_frame, fetch_session, groups, log_dirs, offsets, produce, producers, topics,
-    transactions, versions, Kafka, KafkaError,
+    active_producers, cluster, elections, fetch_frame, fetch_session, groups, log_dirs, offsets, produce, producers,
+    topics, transactions, versions, Kafka, KafkaError,
 };
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
@@ -245,6 +245,9 @@ async fn answer(
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elections::elect(kafka, r).await),
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(active_producers::describe(kafka, r).await)
+        }
         RequestKind::DescribeLogDirs(r) => {
             let client_id = request.header.client_id.as_deref().unwrap_or_default();
             let brokers = kafka.brokers.for_zone(cluster::zone_of(client_id));

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::topics::Found;
 use crate::{error, topics, Kafka};
 
 /// Election types: the preferred replica, or any live one (unclean).
@@ -59,15 +60,10 @@ pub async fn elect(kafka: &Kafka, request: ElectLeadersRequest) -> ElectLeadersR
 async fn outcomes(kafka: &Kafka, topic: &str, partitions: &[i32]) -> Vec<Outcome> {
     let whole = |error: ResponseError, why: Option<String>| vec![(error.code(), why); partitions.len()];
     let no_topic = || Some(format!("No such topic as {topic}"));
-    if topics::valid_topic(topic).is_err() {
-        return whole(ResponseError::UnknownTopicOrPartition, no_topic());
-    }
-    if !topics::visible(kafka, topic) {
-        return whole(ResponseError::TopicAuthorizationFailed, None);
-    }
-    match topics::partition_count(kafka, topic).await {
-        Ok(0) => whole(ResponseError::UnknownTopicOrPartition, no_topic()),
-        Ok(count) => partitions
+    match topics::find(kafka, topic).await {
+        Ok(Found::Invalid | Found::Partitions(0)) => whole(ResponseError::UnknownTopicOrPartition, no_topic()),
+        Ok(Found::Hidden) => whole(ResponseError::TopicAuthorizationFailed, None),
+        Ok(Found::Partitions(count)) => partitions
             .iter()
             .map(|&p| match u32::try_from(p) {
                 Ok(n) if n < count => (ResponseError::ElectionNotNeeded.code(), Some(NOT_NEEDED.to_string())),

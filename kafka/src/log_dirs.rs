@@ -16,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use shale_service::ServiceError;
 
 use crate::brokers::{Broker, Brokers};
+use crate::topics::Found;
 use crate::{error, topics, Kafka};
 
 /// Partition sizes looked up at once.
@@ -84,10 +85,10 @@ pub async fn describe(kafka: &Kafka, request: DescribeLogDirsRequest, brokers: &
 
 /// Partitions of `topic` the caller may see (0 when unknown or not visible).
 async fn known_partitions(kafka: &Kafka, topic: &str) -> Result<u32, ServiceError> {
-    if topics::valid_topic(topic).is_err() || !topics::visible(kafka, topic) {
-        return Ok(0);
+    match topics::find(kafka, topic).await? {
+        Found::Invalid | Found::Hidden => Ok(0),
+        Found::Partitions(count) => Ok(count),
     }
-    topics::partition_count(kafka, topic).await
 }
 
 /// The broker's one log directory with `topics`; `error_code` is the directory's (a

@@ -110,6 +110,28 @@ pub async fn partition_count(kafka: &Kafka, topic: &str) -> Result<u32, ServiceE
     Ok(contiguous(names.iter().filter_map(|n| partition_of(&n[prefix.len()..])).collect()))
 }
 
+/// A topic named in a request, as the caller finds it.
+pub enum Found {
+    /// Not a valid topic name.
+    Invalid,
+    /// Outside the caller's token.
+    Hidden,
+    /// Its partition count; 0 when it does not exist.
+    Partitions(u32),
+}
+
+/// `topic` as the caller finds it: a valid name, one its token reaches, then its
+/// partitions.
+pub async fn find(kafka: &Kafka, topic: &str) -> Result<Found, ServiceError> {
+    if valid_topic(topic).is_err() {
+        return Ok(Found::Invalid);
+    }
+    if !visible(kafka, topic) {
+        return Ok(Found::Hidden);
+    }
+    Ok(Found::Partitions(partition_count(kafka, topic).await?))
+}
+
 /// Every topic and its partition count.
 pub async fn all_topics(kafka: &Kafka) -> Result<BTreeMap<String, u32>, ServiceError> {
     let mut partitions: BTreeMap<String, Vec<u32>> = BTreeMap::new();

@@ -137,6 +137,12 @@ pub trait MetadataApi: Send + Sync + 'static {
         self.catalog(call).await?.into_compacted_through()
     }
 
+    /// The stream's idempotent producers whose state has not expired.
+    async fn producers(&self, basin: &str, stream: &str) -> Result<Vec<crate::ProducerSummary>> {
+        let call = CatalogCall::ListProducers { basin: basin.into(), stream: stream.into() };
+        self.catalog(call).await?.into_producers()
+    }
+
     /// Registers or renews a Kafka-serving agent for `ttl_ms` (0: it leaves); the live
     /// agents.
     async fn agent_heartbeat(&self, agent: AgentRecord, ttl_ms: u64) -> Result<AgentList> {

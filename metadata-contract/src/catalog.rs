@@ -106,6 +106,11 @@ pub enum CatalogCall {
         basin: String,
         stream: String,
     },
+    /// The stream's idempotent producers whose state has not expired.
+    ListProducers {
+        basin: String,
+        stream: String,
+    },
     /// Swaps entries for their rewritten form in the compacted object `segment_id`.
     CommitCompaction {
         segment_id: u128,
@@ -315,6 +320,7 @@ impl CatalogCall {
             CatalogCall::DeleteStream { .. } => "delete_stream",
             CatalogCall::PlanCompaction { .. } => "plan_compaction",
             CatalogCall::CompactedThrough { .. } => "compacted_through",
+            CatalogCall::ListProducers { .. } => "list_producers",
             CatalogCall::CommitCompaction { .. } => "commit_compaction",
             CatalogCall::PlanKeyCompaction { .. } => "plan_key_compaction",
             CatalogCall::PlanDefragment { .. } => "plan_defragment",
@@ -342,6 +348,7 @@ impl CatalogCall {
             | CatalogCall::ListStreams { .. }
             | CatalogCall::PlanCompaction { .. }
             | CatalogCall::CompactedThrough { .. }
+            | CatalogCall::ListProducers { .. }
             | CatalogCall::PlanKeyCompaction { .. }
             | CatalogCall::PlanDefragment { .. }
             | CatalogCall::AccessTokenBySecret { .. }
@@ -408,6 +415,7 @@ pub enum CatalogReply {
     CompactionAccepted(u32),
     /// A stream's compaction cursor.
     CompactedThrough(u64),
+    Producers(Vec<crate::ProducerSummary>),
     KeyCompactionTargets(Vec<KeyCompactionTarget>),
     AccessToken(Option<AccessTokenRecord>),
     AccessTokens(ListPage<AccessTokenRecord>),
@@ -493,6 +501,13 @@ impl CatalogReply {
         match self {
             CatalogReply::CompactedThrough(seq) => Ok(seq),
             other => Err(unexpected("a compaction cursor", &other)),
+        }
+    }
+
+    pub fn into_producers(self) -> Result<Vec<crate::ProducerSummary>> {
+        match self {
+            CatalogReply::Producers(producers) => Ok(producers),
+            other => Err(unexpected("a producer list", &other)),
         }
     }
 

@@ -44,6 +44,18 @@ pub struct ProducerStamp {
     pub counts_records: bool,
 }
 
+/// An idempotent producer as a stream's producer state keeps it: its latest applied
+/// append's sequence, record count and last record's timestamp, and when it was applied
+/// (metadata's clock).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer: String,
+    pub last_seq: u64,
+    pub last_count: u64,
+    pub last_timestamp: u64,
+    pub last_active_ms: u64,
+}
+
 impl ProducerStamp {
     /// Longest producer id, in bytes.
     pub const MAX_ID_BYTES: usize = 128;

@@ -35,7 +35,10 @@ pub use catalog::{
     ConsumerPosition, KeyCompactionTarget, KeyCursor, ListPage, Lookup, Replacement, Retry, StreamSummary,
     MAX_AGENT_TTL_MS,
 };
-pub use commit::{CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, ProducerStamp, UnitOutcome};
+pub use commit::{
+    CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, ProducerStamp, ProducerSummary,
+    UnitOutcome,
+};
 pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};
 pub use model::{

@@ -9,7 +9,7 @@ use crate::wire::id_from_wire;
 use crate::wire::malformed;
 use crate::{
     AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun, IndexEntry, KeyCompactionTarget,
-    KeyCursor, ListPage, Replacement, Result, StreamInfo, StreamSummary,
+    KeyCursor, ListPage, ProducerSummary, Replacement, Result, StreamInfo, StreamSummary,
 };
 
 pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
@@ -64,6 +64,7 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
             })
         }
         CatalogCall::CompactedThrough { basin, stream } => Call::CompactedThrough(stream_ref(basin, stream)),
+        CatalogCall::ListProducers { basin, stream } => Call::ListProducers(stream_ref(basin, stream)),
         CatalogCall::CommitCompaction { segment_id, replacements } => Call::CommitCompaction(pb::CommitCompaction {
             segment_id: segment_id.to_be_bytes().to_vec(),
             replacements: replacements
@@ -208,6 +209,7 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
         Call::GetConsumer(r) => CatalogCall::GetConsumer { basin: r.basin, stream: r.stream, name: r.name },
         Call::DeleteConsumer(r) => CatalogCall::DeleteConsumer { basin: r.basin, stream: r.stream, name: r.name },
         Call::CompactedThrough(r) => CatalogCall::CompactedThrough { basin: r.basin, stream: r.stream },
+        Call::ListProducers(r) => CatalogCall::ListProducers { basin: r.basin, stream: r.stream },
         Call::ListConsumers(r) => CatalogCall::ListConsumers {
             basin: r.basin,
             stream: r.stream,
@@ -220,6 +222,26 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
         },
         Call::Transaction(r) => CatalogCall::Transaction(transactions::transaction_call_from_wire(r)?),
     })
+}
+
+fn producer_to_wire(p: &ProducerSummary) -> pb::ProducerSummary {
+    pb::ProducerSummary {
+        producer: p.producer.clone(),
+        last_seq: p.last_seq,
+        last_count: p.last_count,
+        last_timestamp: p.last_timestamp,
+        last_active_ms: p.last_active_ms,
+    }
+}
+
+fn producer_from_wire(p: pb::ProducerSummary) -> ProducerSummary {
+    ProducerSummary {
+        producer: p.producer,
+        last_seq: p.last_seq,
+        last_count: p.last_count,
+        last_timestamp: p.last_timestamp,
+        last_active_ms: p.last_active_ms,
+    }
 }
 
 fn agent_to_wire(agent: &AgentRecord) -> pb::AgentRecord {
@@ -287,6 +309,9 @@ pub fn catalog_reply_to_wire(reply: &CatalogReply) -> pb::CatalogReply {
             (Reply::CompactionOutcome(pb::CompactionOutcome { accepted: *accepted }), false)
         }
         CatalogReply::CompactedThrough(seq) => (Reply::CompactedThrough(*seq), false),
+        CatalogReply::Producers(producers) => {
+            (Reply::Producers(pb::ProducerList { producers: producers.iter().map(producer_to_wire).collect() }), false)
+        }
         CatalogReply::KeyCompactionTargets(targets) => (
             Reply::KeyCompactionTargets(pb::KeyCompactionTargets {
                 targets: targets
@@ -386,6 +411,7 @@ pub fn catalog_reply_from_wire(call: &CatalogCall, reply: pb::CatalogReply) -> R
         }),
         Reply::CompactionOutcome(outcome) => CatalogReply::CompactionAccepted(outcome.accepted),
         Reply::CompactedThrough(seq) => CatalogReply::CompactedThrough(seq),
+        Reply::Producers(list) => CatalogReply::Producers(list.producers.into_iter().map(producer_from_wire).collect()),
         Reply::KeyCompactionTargets(targets) => CatalogReply::KeyCompactionTargets(
             targets
                 .targets
@@ -508,6 +534,7 @@ mod tests {
             CatalogCall::DeleteConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
             CatalogCall::ListConsumers { basin: "b".into(), stream: "s".into(), start_after: "a".into(), limit: 3 },
             CatalogCall::CompactedThrough { basin: "b".into(), stream: "s".into() },
+            CatalogCall::ListProducers { basin: "b".into(), stream: "s".into() },
             CatalogCall::AgentHeartbeat { agent: agent(), ttl_ms: 3000 },
             CatalogCall::PlanKeyCompaction { shard: 1, shards: 3 },
             CatalogCall::PlanDefragment { shard: 0, shards: 2, max_bytes: 1 << 20 },
@@ -535,6 +562,13 @@ mod tests {
             CatalogReply::CompactionPlan(plan),
             CatalogReply::CompactionAccepted(3),
             CatalogReply::CompactedThrough(12),
+            CatalogReply::Producers(vec![ProducerSummary {
+                producer: "kafka-7-0".into(),
+                last_seq: 41,
+                last_count: 3,
+                last_timestamp: 1_700,
+                last_active_ms: 1_800,
+            }]),
             CatalogReply::Done,
             CatalogReply::AccessToken(Some(token())),
             CatalogReply::AccessToken(None),

@@ -75,6 +75,9 @@ impl Metadata {
             CatalogCall::CompactedThrough { basin, stream } => {
                 CatalogReply::CompactedThrough(self.compacted_through(&basin, &stream).await?)
             }
+            CatalogCall::ListProducers { basin, stream } => {
+                CatalogReply::Producers(self.list_producers(&basin, &stream).await?)
+            }
             CatalogCall::CommitCompaction { segment_id, replacements } => {
                 CatalogReply::CompactionAccepted(self.commit_compaction(segment_id, replacements).await?)
             }

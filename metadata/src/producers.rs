@@ -12,9 +12,11 @@
 use std::collections::VecDeque;
 
 use shale_metadata_contract::records::{decode_v1, encode_stored};
+use shale_metadata_contract::ProducerSummary;
 use shale_proto::metadata_rpc as pb;
+use slatedb::config::DurabilityLevel;
 
-use crate::{AppendAck, MetadataError, Position, ProducerStamp, Result, Stored};
+use crate::{keys, AppendAck, Metadata, MetadataError, Position, ProducerStamp, Result, Stored};
 
 /// Acks kept per producer and stream: the most appends a producer may keep in flight
 /// and still get every original ack back on retry.
@@ -69,6 +71,39 @@ impl ProducerState {
         while self.acks.len() > ACK_WINDOW {
             self.acks.pop_front();
         }
+    }
+}
+
+impl Metadata {
+    /// The stream's producers whose durable state has not expired, by name.
+    pub(crate) async fn list_producers(&self, basin: &str, stream: &str) -> Result<Vec<ProducerSummary>> {
+        let stream_id = self.get_stream(basin, stream).await?.record.id;
+        let prefix = keys::of_stream(b"p/", stream_id);
+        let decode = |key: &[u8], bytes: &[u8]| {
+            let name = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            Ok((name, ProducerState::from_stored(key, bytes)?))
+        };
+        let page = self.scan_page(&prefix, &prefix, usize::MAX, DurabilityLevel::Remote, decode).await?;
+        let (now_ms, expiry_ms) = (self.clock.now_ms(), self.config.producer_expiry_ms());
+        Ok(page
+            .items
+            .into_iter()
+            .filter_map(|(name, state)| state.live(now_ms, expiry_ms).and_then(|state| state.summary(name)))
+            .collect())
+    }
+}
+
+impl ProducerState {
+    /// What a producer listing shows of this state: its latest append.
+    fn summary(&self, producer: String) -> Option<ProducerSummary> {
+        let &(last_seq, start, end) = self.acks.back()?;
+        Some(ProducerSummary {
+            producer,
+            last_seq,
+            last_count: end.seq_num.saturating_sub(start.seq_num),
+            last_timestamp: end.timestamp,
+            last_active_ms: self.last_active_ms,
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use shale_gateway::{AppendInput, PendingAppend};
-use shale_metadata_contract::{AppendAck, MetadataError, Position, ProducerStamp};
+use shale_metadata_contract::{AppendAck, MetadataError, Position, ProducerStamp, ProducerSummary};
 use shale_proto::Command;
 use shale_reader::{ReadCursor, ReadOutput, ReadRequest, ReaderError};
 use tokio::sync::mpsc;
@@ -184,6 +184,14 @@ impl Service {
         let cursor = self.open_read(&request.read).await?;
         let (guard, draining) = (self.session_guard(), self.draining.watch());
         Follower::start(reader, request.read, request.idle_limit, request.resumed_after, cursor, guard, draining).await
+    }
+
+    /// The stream's idempotent producers whose state has not expired, each with its
+    /// latest applied append. Needs `read` on the stream, as Kafka's DescribeProducers.
+    pub async fn producers(&self, basin: &str, stream: &str) -> Result<Vec<ProducerSummary>, ServiceError> {
+        valid_stream(basin, stream)?;
+        let stream = self.allow_stream(Operation::Read, basin, stream)?;
+        Ok(self.metadata.producers(basin, &stream).await?)
     }
 
     pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ServiceError> {

@@ -31,10 +31,10 @@ use tokio::net::TcpStream;
 
 /// `values` as one record batch v2 (no key, one timestamp, offsets from 0).
 pub fn batch(values: &[Bytes], compression: Compression) -> anyhow::Result<Bytes> {
-    producer_batch(values, compression, None)
+    producer_batch(values, compression, None, false)
 }
 
-/// A transactional producer's id, epoch and the batch's base sequence.
+/// A producer's id, epoch and the batch's base sequence (idempotent or transactional).
 #[derive(Clone, Copy, Debug)]
 pub struct TxnProducer {
     pub id: i64,
@@ -42,12 +42,17 @@ pub struct TxnProducer {
     pub sequence: i32,
 }
 
-fn producer_batch(values: &[Bytes], compression: Compression, producer: Option<TxnProducer>) -> anyhow::Result<Bytes> {
+fn producer_batch(
+    values: &[Bytes],
+    compression: Compression,
+    producer: Option<TxnProducer>,
+    transactional: bool,
+) -> anyhow::Result<Bytes> {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
         .map(|(i, v)| Record {
-            transactional: producer.is_some(),
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: 0,
@@ -160,14 +165,55 @@ impl KafkaConn {
     /// Produces `values` as one batch to `partition` with acks=all: the error code and
     /// the base offset.
     pub async fn produce(&mut self, topic: &str, partition: i32, values: &[String]) -> Result<(i16, i64), Unanswered> {
+        self.produce_batch(topic, partition, values, None, None).await
+    }
+
+    /// `values` as one batch of `producer` (transactional under `transactional_id`), sent
+    /// with acks=all: the error code and the base offset.
+    async fn produce_batch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        values: &[String],
+        producer: Option<TxnProducer>,
+        transactional_id: Option<&str>,
+    ) -> Result<(i16, i64), Unanswered> {
         let values: Vec<Bytes> = values.iter().map(|v| Bytes::from(v.clone())).collect();
-        let batch = batch(&values, Compression::None).map_err(|e| e.to_string())?;
+        let batch = producer_batch(&values, Compression::None, producer, transactional_id.is_some())
+            .map_err(|e| e.to_string())?;
         let data = PartitionProduceData::default().with_index(partition).with_records(Some(batch));
         let topic = TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![data]);
-        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![topic]);
+        let request = ProduceRequest::default()
+            .with_transactional_id(transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_string()))))
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![topic]);
         let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request).await?;
         let p = &response.responses[0].partition_responses[0];
         Ok((p.error_code, p.base_offset))
+    }
+
+    /// InitProducerId for an idempotent producer, a new one or `producer`'s next epoch
+    /// (KIP-360): the error code, producer id and epoch.
+    pub async fn init_idempotent(&mut self, producer: Option<TxnProducer>) -> Result<(i16, i64, i16), Unanswered> {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(-1)
+            .with_producer_id(ProducerId(producer.map_or(-1, |p| p.id)))
+            .with_producer_epoch(producer.map_or(-1, |p| p.epoch));
+        let response: InitProducerIdResponse = self.call(ApiKey::InitProducerId, 4, &request).await?;
+        Ok((response.error_code, response.producer_id.0, response.producer_epoch))
+    }
+
+    /// An idempotent produce of `values` as one batch: the error code and base offset.
+    pub async fn produce_idempotent(
+        &mut self,
+        producer: TxnProducer,
+        topic: &str,
+        partition: i32,
+        values: &[String],
+    ) -> Result<(i16, i64), Unanswered> {
+        self.produce_batch(topic, partition, values, Some(producer), None).await
     }
 
     /// InitProducerId for `transactional_id`: the error code, producer id and epoch.
@@ -209,18 +255,7 @@ impl KafkaConn {
         partition: i32,
         values: &[String],
     ) -> Result<(i16, i64), Unanswered> {
-        let values: Vec<Bytes> = values.iter().map(|v| Bytes::from(v.clone())).collect();
-        let batch = producer_batch(&values, Compression::None, Some(producer)).map_err(|e| e.to_string())?;
-        let data = PartitionProduceData::default().with_index(partition).with_records(Some(batch));
-        let topic = TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![data]);
-        let request = ProduceRequest::default()
-            .with_transactional_id(Some(TransactionalId(StrBytes::from_string(transactional_id.to_string()))))
-            .with_acks(-1)
-            .with_timeout_ms(30_000)
-            .with_topic_data(vec![topic]);
-        let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request).await?;
-        let p = &response.responses[0].partition_responses[0];
-        Ok((p.error_code, p.base_offset))
+        self.produce_batch(topic, partition, values, Some(producer), Some(transactional_id)).await
     }
 
     /// EndTxn (version 3), committing or aborting: the error code.

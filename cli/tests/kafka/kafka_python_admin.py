@@ -1,5 +1,5 @@
-"""kafka-python's admin client on consumer groups (and partition sizes and leader
-elections as its admin asks them): a group whose consumer has gone is
+"""kafka-python's admin client on consumer groups (and partition sizes, leader
+elections and the partitions' producers as its admin asks them): a group whose consumer has gone is
 listed and described Empty with its offsets (only the partitions it committed), its
 offsets altered, reset to the earliest and latest, and deleted on one partition
 (OffsetDelete); a static member is removed by its instance id (LeaveGroup v3); groups
@@ -53,6 +53,14 @@ assert sizes == {p: sum(8 + len(b"e%d" % i) for i in range(p, 30, 3)) for p in r
 elected = admin.elect_leaders(0, {TOPIC: [0, 1, 2]}, raise_errors=False)
 codes = sorted((r.partition_id, r.error_code) for t in elected.replica_election_results for r in t.partition_result)
 assert codes == [(0, 84), (1, 84), (2, 84)], codes  # ELECTION_NOT_NEEDED
+
+step("each partition's producer: the idempotent one that wrote it, at its last sequence")
+states = admin.describe_producers([tp(p) for p in range(3)])
+for p in range(3):
+    rows = [(s.producer_epoch, s.last_sequence, s.current_transaction_start_offset)
+            for s in states[tp(p)].active_producers]
+    assert rows == [(0, 9, -1)], (p, states[tp(p)])  # 10 records each, sequences 0-9
+assert len({states[tp(p)].active_producers[0].producer_id for p in range(3)}) == 1, states
 
 step("the group is listed and described Empty, with its offsets")
 listed = {g["group_id"]: g for g in admin.list_groups()}

@@ -2,7 +2,7 @@
 TLS with a custom CA. A token scoped to the stream prefix `orders/` with read and
 append produces to and consumes `orders` and nothing else; PLAIN and SCRAM-SHA-256/512
 all work; a wrong secret is refused; a token without `read` may not use groups or
-learn partition sizes; a revoked token is refused within the revocation bound.
+learn partition sizes or producers; a revoked token is refused within the revocation bound.
 
 Usage: sasl.py BOOTSTRAP HTTP_BASE CA ROOT_TOKEN SCOPED_SECRET APPEND_ONLY_SECRET BOUND_S.
 Every step asserts; the first failure exits non-zero with its reason."""
@@ -15,6 +15,7 @@ import urllib.request
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as PyTopicPartition
 from kafka.errors import KafkaError as PyKafkaError, TopicAuthorizationFailedError
 
 BOOTSTRAP, HTTP, CA, ROOT, SCOPED, APPEND_ONLY, BOUND_S = sys.argv[1:8]
@@ -100,13 +101,30 @@ admin_py = KafkaAdminClient(**kp)
 dirs = [d for broker in admin_py.describe_log_dirs() for d in broker["log_dirs"]]
 assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for d in dirs for t in d["topics"]] == [
     ("orders", [0])], dirs
+# kafka-python's producer is idempotent by default: it is listed on `orders` (at its one
+# batch's sequence 0); `payments` is outside the scope.
+states = admin_py.describe_producers([PyTopicPartition("orders", 0)])
+assert [(p.producer_epoch, p.last_sequence) for p in states[PyTopicPartition("orders", 0)].active_producers] == [
+    (0, 0)], states
+# Asked of the broker itself (the client finds no leader for a topic it may not see).
+broker = admin_py.describe_log_dirs()[0]["broker"]
+try:
+    admin_py.describe_producers([PyTopicPartition("payments", 0)], broker_id=broker)
+    raise AssertionError("producers listed on a topic outside the token's scope")
+except TopicAuthorizationFailedError:
+    pass
 admin_py.close()
 append_only_py = KafkaAdminClient(**{**kp, "sasl_mechanism": "PLAIN", "sasl_plain_username": "append-only",
                                       "sasl_plain_password": APPEND_ONLY})
 dirs = [d for broker in append_only_py.describe_log_dirs() for d in broker["log_dirs"]]
 assert all(d["topics"] == [] and d["error_code"] == 29 for d in dirs), dirs  # TOPIC_AUTHORIZATION_FAILED
+try:
+    append_only_py.describe_producers([PyTopicPartition("orders", 0)])
+    raise AssertionError("a token without read listed a partition's producers")
+except TopicAuthorizationFailedError:
+    pass
 append_only_py.close()
-print("kafka-python: partition sizes within the scope")
+print("kafka-python: partition sizes and producers within the scope")
 
 # A client that does not log in is cut off at its first request.
 err = produce({"bootstrap.servers": BOOTSTRAP, "security.protocol": "SSL", "ssl.ca.location": CA}, "orders", b"x")
