@@ -59,6 +59,15 @@ fn confluent_kafka_produces_consumes_and_administers_unchanged() {
     passes_against_serve("confluent.py", true);
 }
 
+/// librdkafka's consumers under the consumer group protocol (KIP-848): the coordinator
+/// assigns, a second member gets partitions only as the first gives them up, the admin
+/// client lists and describes the group, a member leaving hands everything on, and every
+/// record is read exactly once. The steps are in `tests/kafka/consumer_protocol.py`.
+#[test]
+fn confluent_kafka_consumers_share_partitions_under_the_consumer_protocol() {
+    passes_against_serve("consumer_protocol.py", false);
+}
+
 /// KafkaJS, a third implementation of the protocol (JavaScript): administration,
 /// idempotent and gzip produce, a group of two members, offsets reset and set by its admin
 /// client (which commits -2 to reset), a consumer fallen below the log start, and

@@ -79,9 +79,30 @@ pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16, cli
         },
         Some(asked) => {
             let auto_create = kafka.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+            let mut by_id = None;
             for topic in asked {
-                let Some(name) = topic.name else { continue };
-                answers.push(one_topic(kafka, &brokers, name, auto_create).await);
+                match topic.name {
+                    Some(name) => answers.push(one_topic(kafka, &brokers, name, auto_create).await),
+                    // From version 10 a topic may be asked for by its id alone (as a
+                    // consumer-protocol member asks for the topics it is assigned).
+                    None if !topic.topic_id.is_nil() => {
+                        if by_id.is_none() {
+                            by_id = Some(topics::all_topics(kafka).await);
+                        }
+                        let known = by_id.as_ref().and_then(|all| all.as_ref().ok());
+                        let name = known.and_then(|all| all.keys().find(|n| topics::topic_id(n) == topic.topic_id));
+                        answers.push(match name {
+                            Some(name) => {
+                                let name = TopicName(StrBytes::from_string(name.clone()));
+                                one_topic(kafka, &brokers, name, false).await
+                            }
+                            None => MetadataResponseTopic::default()
+                                .with_topic_id(topic.topic_id)
+                                .with_error_code(ResponseError::UnknownTopicId.code()),
+                        });
+                    }
+                    None => {}
+                }
             }
         }
     }

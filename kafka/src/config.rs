@@ -40,6 +40,13 @@ pub struct KafkaConfig {
     /// Keep it above a metadata failover (the `[cluster] lease` plus its renewal).
     #[serde(with = "humantime_serde")]
     pub agent_ttl: Duration,
+    /// A member of a consumer-protocol group (KIP-848) not heard from for this long is
+    /// removed (Kafka's `group.consumer.session.timeout.ms`).
+    #[serde(with = "humantime_serde")]
+    pub consumer_session_timeout: Duration,
+    /// How often such a member heartbeats (`group.consumer.heartbeat.interval.ms`).
+    #[serde(with = "humantime_serde")]
+    pub consumer_heartbeat_interval: Duration,
 }
 
 impl Default for KafkaConfig {
@@ -55,6 +62,8 @@ impl Default for KafkaConfig {
             rack: String::new(),
             heartbeat_interval: Duration::from_secs(1),
             agent_ttl: Duration::from_secs(4),
+            consumer_session_timeout: Duration::from_secs(45),
+            consumer_heartbeat_interval: Duration::from_secs(5),
         }
     }
 }
@@ -73,6 +82,13 @@ impl KafkaConfig {
         }
         if self.node_id.is_some_and(|id| id < 0) {
             return Err(KafkaError::Config("node_id must not be negative".into()));
+        }
+        if self.consumer_heartbeat_interval.is_zero()
+            || self.consumer_session_timeout <= self.consumer_heartbeat_interval
+        {
+            return Err(KafkaError::Config(
+                "consumer_session_timeout must be longer than consumer_heartbeat_interval, which must not be 0".into(),
+            ));
         }
         if self.heartbeat_interval.is_zero() || self.agent_ttl < 2 * self.heartbeat_interval {
             return Err(KafkaError::Config(

@@ -244,6 +244,13 @@ async fn answer(
             ResponseKind::Metadata(cluster::metadata(kafka, r, version, client_id).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(groups::describe_consumer_groups(kafka, r))
+        }
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            let client_id = request.header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::ConsumerGroupHeartbeat(groups::consumer_heartbeat(kafka, r, version, client_id).await)
+        }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elections::elect(kafka, r).await),
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(active_producers::describe(kafka, r).await)

@@ -1,5 +1,5 @@
 //! DescribeGroups and ListGroups: the groups this coordinator has in memory, as they
-//! are, and those known only by their committed offsets, as `Empty` (Kafka keeps a group
+//! are (classic groups, and consumer-protocol groups described in classic terms), and those known only by their committed offsets, as `Empty` (Kafka keeps a group
 //! whose members left, and one whose offsets were committed without membership).
 
 use std::collections::HashMap;
@@ -14,7 +14,7 @@ use kafka_protocol::ResponseError;
 use shale_service::ServiceError;
 
 use super::state::Phase;
-use super::{may_use_groups, not_coordinator, offsets, CONSUMER};
+use super::{consumer_describe, may_use_groups, not_coordinator, offsets, CONSUMER};
 use crate::Kafka;
 
 /// DescribeGroups: the groups this coordinator has in memory as they are; a group it does
@@ -29,7 +29,11 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
         .groups
         .iter()
         .zip(&moved)
-        .filter(|(id, moved)| moved.is_none() && !kafka.groups.lock().contains_key(&*id.0))
+        .filter(|(id, moved)| {
+            let classic = kafka.groups.lock().contains_key(&*id.0);
+            let consumer = kafka.groups.consumer_lock().contains_key(&*id.0);
+            moved.is_none() && !classic && !consumer
+        })
         .map(|(id, _)| id.0.to_string())
         .collect();
     let mut stored = HashMap::new();
@@ -44,6 +48,7 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
             stored.insert(id, found);
         }
     }
+    let consumer_groups = kafka.groups.consumer_lock();
     let groups = kafka.groups.lock();
     let described = request
         .groups
@@ -52,6 +57,9 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
         .map(|(id, moved)| {
             if let Some(error) = moved {
                 return DescribedGroup::default().with_group_id(id).with_error_code(error);
+            }
+            if let Some(group) = consumer_groups.get(&*id.0) {
+                return consumer_describe::classic_description(DescribedGroup::default().with_group_id(id), group);
             }
             let Some(group) = groups.get(&id.0.to_string()) else {
                 let described = DescribedGroup::default().with_group_id(id.clone());
@@ -101,22 +109,32 @@ pub async fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsRespon
         Ok(stored) => stored,
         Err(e) => return ListGroupsResponse::default().with_error_code(crate::error::code(&e)),
     };
+    // (id, protocol type, state, group type)
+    let mut all: Vec<(String, String, &'static str, &'static str)> = Vec::new();
+    let consumer_groups = kafka.groups.consumer_lock();
+    all.extend(consumer_groups.iter().map(|(id, g)| (id.clone(), CONSUMER.to_string(), g.state_name(), "consumer")));
+    drop(consumer_groups);
     let groups = kafka.groups.lock();
-    let in_memory = groups.iter().map(|(id, g)| (id.clone(), g.protocol_type.clone(), g.phase));
-    let offsets_only =
-        stored.into_iter().filter(|id| !groups.contains_key(id)).map(|id| (id, CONSUMER.to_string(), Phase::Empty));
-    let listed = in_memory
-        .chain(offsets_only)
-        .filter(|(id, _, _)| kafka.brokers.coordinates(id))
-        .filter(|(_, _, phase)| {
-            request.states_filter.is_empty() || request.states_filter.iter().any(|s| &**s == phase.name())
+    all.extend(groups.iter().map(|(id, g)| (id.clone(), g.protocol_type.clone(), g.phase.name(), "classic")));
+    drop(groups);
+    let offsets_only: Vec<String> =
+        stored.into_iter().filter(|id| !all.iter().any(|(known, ..)| known == id)).collect();
+    all.extend(offsets_only.into_iter().map(|id| (id, CONSUMER.to_string(), Phase::Empty.name(), "classic")));
+    let listed = all
+        .into_iter()
+        .filter(|(id, _, _, _)| kafka.brokers.coordinates(id))
+        .filter(|(_, _, state, _)| {
+            request.states_filter.is_empty() || request.states_filter.iter().any(|s| &**s == *state)
         })
-        .map(|(id, protocol_type, phase)| {
+        .filter(|(_, _, _, kind)| {
+            request.types_filter.is_empty() || request.types_filter.iter().any(|t| t.eq_ignore_ascii_case(kind))
+        })
+        .map(|(id, protocol_type, state, group_type)| {
             ListedGroup::default()
                 .with_group_id(GroupId(StrBytes::from_string(id)))
                 .with_protocol_type(StrBytes::from_string(protocol_type))
-                .with_group_state(StrBytes::from_static_str(phase.name()))
-                .with_group_type(StrBytes::from_static_str("classic"))
+                .with_group_state(StrBytes::from_static_str(state))
+                .with_group_type(StrBytes::from_static_str(group_type))
         })
         .collect();
     ListGroupsResponse::default().with_groups(listed)

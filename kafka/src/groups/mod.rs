@@ -1,4 +1,6 @@
-//! Consumer groups under the classic protocol. Membership, generations and assignments
+//! Consumer groups under the classic protocol and under the consumer protocol (KIP-848:
+//! `consumer_group`, `consumer_heartbeat`, `assignors`; a group is of one or the other
+//! while it has members). Membership, generations and assignments
 //! live in memory with this process, the group's coordinator (`state`); a coordinator
 //! that restarts forgets them and members rejoin, as they do when Kafka moves a group.
 //! Committed offsets are tracked consumers in metadata (`offsets`): the group's name is
@@ -10,6 +12,10 @@
 //! least once a second, and each tick drops members whose session has run out, so no
 //! background task is needed.
 
+mod assignors;
+mod consumer_describe;
+mod consumer_group;
+mod consumer_heartbeat;
 mod listing;
 mod offsets;
 mod state;
@@ -31,6 +37,8 @@ use shale_service::auth::{Operation, Target};
 use shale_storage::Clock;
 use tokio::sync::watch;
 
+pub use consumer_describe::describe as describe_consumer_groups;
+pub use consumer_heartbeat::heartbeat as consumer_heartbeat;
 pub use listing::{describe, list};
 pub use offsets::{commit_offsets, delete, delete_offsets, fetch_offsets};
 use state::{Group, Joined, Member, Phase, Refusal};
@@ -51,6 +59,7 @@ pub const MAX_SESSION_TIMEOUT_MS: i32 = 1_800_000;
 pub struct Coordinator {
     clock: Arc<dyn Clock>,
     groups: Mutex<HashMap<String, Group>>,
+    consumer_groups: Mutex<HashMap<String, consumer_group::ConsumerGroup>>,
     /// Bumped on every change, to wake waiting joins and syncs.
     changed: watch::Sender<u64>,
     next_member: std::sync::atomic::AtomicU64,
@@ -62,6 +71,7 @@ impl Coordinator {
         Self {
             clock,
             groups: Mutex::new(HashMap::new()),
+            consumer_groups: Mutex::new(HashMap::new()),
             changed: watch::Sender::new(0),
             next_member: std::sync::atomic::AtomicU64::new(start),
         }
@@ -70,6 +80,10 @@ impl Coordinator {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
         // A panic while holding the lock leaves plain data behind: keep serving.
         self.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn consumer_lock(&self) -> MutexGuard<'_, HashMap<String, consumer_group::ConsumerGroup>> {
+        self.consumer_groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn now(&self) -> u64 {
@@ -125,7 +139,8 @@ fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
         Some(_) => ResponseError::NotCoordinator,
         None => ResponseError::CoordinatorNotAvailable,
     };
-    if kafka.groups.lock().remove(group).is_some() {
+    let classic = kafka.groups.lock().remove(group).is_some();
+    if classic | kafka.groups.consumer_lock().remove(group).is_some() {
         tracing::info!(group, "kafka group moved to another coordinator");
         kafka.groups.notify();
     }
@@ -149,6 +164,10 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     }
     if !(MIN_SESSION_TIMEOUT_MS..=MAX_SESSION_TIMEOUT_MS).contains(&request.session_timeout_ms) {
         return refuse(ResponseError::InvalidSessionTimeout);
+    }
+    if coordinator.consumer_lock().contains_key(&group_id) {
+        // A group under the consumer protocol with members (an empty one is dropped).
+        return refuse(ResponseError::GroupIdNotFound);
     }
     let rebalance_timeout = if version >= 1 && request.rebalance_timeout_ms > 0 {
         request.rebalance_timeout_ms
@@ -393,6 +412,15 @@ pub fn may_commit(
 ) -> Result<(), i16> {
     if let Some(error) = not_coordinator(kafka, group_id) {
         return Err(error);
+    }
+    if let Some(group) = kafka.groups.consumer_lock().get(group_id) {
+        // Under the consumer protocol the generation is the member's epoch; an older one
+        // is stale (the member commits again once a heartbeat gives it the new one).
+        return match group.members.get(member_id) {
+            Some(member) if member.epoch == generation => Ok(()),
+            Some(_) => Err(ResponseError::StaleMemberEpoch.code()),
+            None => Err(ResponseError::UnknownMemberId.code()),
+        };
     }
     let groups = kafka.groups.lock();
     let Some(group) = groups.get(group_id) else {

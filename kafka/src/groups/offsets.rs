@@ -190,6 +190,10 @@ async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
     if let Some(error) = super::not_coordinator(kafka, group) {
         return Err(error);
     }
+    if kafka.groups.consumer_lock().contains_key(group) {
+        // A consumer-protocol group is kept only while it has members.
+        return Err(ResponseError::NonEmptyGroup.code());
+    }
     let known = match kafka.groups.lock().get(group) {
         Some(state) if !state.members.is_empty() => return Err(ResponseError::NonEmptyGroup.code()),
         Some(_) => true,
@@ -218,12 +222,16 @@ pub async fn delete_offsets(kafka: &Kafka, request: OffsetDeleteRequest) -> Offs
     if let Some(error) = super::not_coordinator(kafka, &group) {
         return OffsetDeleteResponse::default().with_error_code(error);
     }
-    let (known, subscribed) = match kafka.groups.lock().get(&group) {
-        Some(state) if !state.members.is_empty() && state.protocol_type != "consumer" => {
-            return OffsetDeleteResponse::default().with_error_code(ResponseError::NonEmptyGroup.code());
-        }
-        Some(state) => (true, state.subscribed_topics()),
-        None => (false, Default::default()),
+    let consumer_protocol = kafka.groups.consumer_lock().get(&group).map(|g| g.subscribed_topics());
+    let (known, subscribed) = match consumer_protocol {
+        Some(subscribed) => (true, subscribed),
+        None => match kafka.groups.lock().get(&group) {
+            Some(state) if !state.members.is_empty() && state.protocol_type != "consumer" => {
+                return OffsetDeleteResponse::default().with_error_code(ResponseError::NonEmptyGroup.code());
+            }
+            Some(state) => (true, state.subscribed_topics()),
+            None => (false, Default::default()),
+        },
     };
     let mut removed = false;
     let mut topics = Vec::new();
