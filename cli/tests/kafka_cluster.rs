@@ -173,7 +173,9 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
 /// and its transactions' coordinators wherever the rendezvous puts them. The steps are
 /// `tests/kafkajs/kafkajs.mjs`'s, as against `shale serve`. Then a topic of six partitions
 /// as consoles size it: each partition in exactly one agent's log directory, its leader's,
-/// and its producer listed by its leader (over the metadata RPC, as the agents run).
+/// and its producer listed by its leader (over the metadata RPC, as the agents run); and
+/// librdkafka's consumers under the consumer group protocol, their group coordinated by
+/// one of the agents (`tests/kafka/consumer_protocol.py`).
 #[tokio::test]
 async fn kafkajs_runs_unchanged_against_three_agents() {
     let (_cluster, leader, standby, _standby_http, agents) = agents_with_standby(3).await;
@@ -185,6 +187,8 @@ async fn kafkajs_runs_unchanged_against_three_agents() {
     let described: usize =
         run_python(&["-c", ONE_PRODUCER_EACH, &bootstrap, TOPIC, &PARTITIONS.to_string()]).trim().parse().unwrap();
     assert_eq!(described, PARTITIONS);
+    let consumer_protocol = run_python(&[&kafka_script("consumer_protocol.py"), &bootstrap]);
+    assert!(consumer_protocol.contains("every step passed"), "{consumer_protocol}");
     for agent in agents {
         terminate(agent.child);
     }

@@ -15,7 +15,7 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::consumer_group::{ConsumerGroup, Partitions};
-use super::{not_coordinator, CONSUMER};
+use super::{consumer_session_ms, not_coordinator, CONSUMER};
 use crate::{topics, Kafka};
 
 /// Kafka's value for authorized operations not asked for.
@@ -32,7 +32,7 @@ pub fn describe(kafka: &Kafka, request: ConsumerGroupDescribeRequest) -> Consume
             if let Some(error) = not_coordinator(kafka, &id.0) {
                 return answer.with_error_code(error);
             }
-            match kafka.groups.consumer_lock().get(&*id.0) {
+            match kafka.groups.live_consumer_groups(consumer_session_ms(kafka)).get(&*id.0) {
                 Some(group) => described(answer, group),
                 // Classic groups and unknown ones: clients then ask DescribeGroups.
                 None => answer

@@ -13,7 +13,7 @@ use kafka_protocol::ResponseError;
 
 use super::assignors::Assignor;
 use super::consumer_group::{Beat, ConsumerGroup, Partitions, Refusal};
-use super::{not_coordinator, text};
+use super::{consumer_session_ms, not_coordinator, text};
 use crate::topics::{self, Found};
 use crate::Kafka;
 
@@ -104,7 +104,7 @@ pub async fn heartbeat(
         owned,
     };
     let now = kafka.groups.now();
-    let session_ms = kafka.config.consumer_session_timeout.as_millis() as u64;
+    let session_ms = consumer_session_ms(kafka);
     let outcome = {
         let mut groups = kafka.groups.consumer_lock();
         let group = groups.entry(group_id.clone()).or_default();

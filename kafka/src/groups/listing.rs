@@ -14,7 +14,7 @@ use kafka_protocol::ResponseError;
 use shale_service::ServiceError;
 
 use super::state::Phase;
-use super::{consumer_describe, may_use_groups, not_coordinator, offsets, CONSUMER};
+use super::{consumer_describe, consumer_session_ms, may_use_groups, not_coordinator, offsets, CONSUMER};
 use crate::Kafka;
 
 /// DescribeGroups: the groups this coordinator has in memory as they are; a group it does
@@ -31,7 +31,7 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
         .zip(&moved)
         .filter(|(id, moved)| {
             let classic = kafka.groups.lock().contains_key(&*id.0);
-            let consumer = kafka.groups.consumer_lock().contains_key(&*id.0);
+            let consumer = kafka.groups.live_consumer_groups(consumer_session_ms(kafka)).contains_key(&*id.0);
             moved.is_none() && !classic && !consumer
         })
         .map(|(id, _)| id.0.to_string())
@@ -48,7 +48,7 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
             stored.insert(id, found);
         }
     }
-    let consumer_groups = kafka.groups.consumer_lock();
+    let consumer_groups = kafka.groups.live_consumer_groups(consumer_session_ms(kafka));
     let groups = kafka.groups.lock();
     let described = request
         .groups
@@ -111,7 +111,7 @@ pub async fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsRespon
     };
     // (id, protocol type, state, group type)
     let mut all: Vec<(String, String, &'static str, &'static str)> = Vec::new();
-    let consumer_groups = kafka.groups.consumer_lock();
+    let consumer_groups = kafka.groups.live_consumer_groups(consumer_session_ms(kafka));
     all.extend(consumer_groups.iter().map(|(id, g)| (id.clone(), CONSUMER.to_string(), g.state_name(), "consumer")));
     drop(consumer_groups);
     let groups = kafka.groups.lock();

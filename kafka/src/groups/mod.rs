@@ -86,6 +86,20 @@ impl Coordinator {
         self.consumer_groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The consumer-protocol groups, each without the members silent past
+    /// `session_ms` (a group left with none is forgotten): what listings, commits and
+    /// the other protocol's joins see, so members that all died do not outlive their
+    /// sessions for want of a heartbeat.
+    fn live_consumer_groups(&self, session_ms: u64) -> MutexGuard<'_, HashMap<String, consumer_group::ConsumerGroup>> {
+        let now = self.now();
+        let mut groups = self.consumer_lock();
+        for group in groups.values_mut() {
+            group.expire(now, session_ms);
+        }
+        groups.retain(|_, group| !group.members.is_empty());
+        groups
+    }
+
     fn now(&self) -> u64 {
         self.clock.now_ms()
     }
@@ -147,6 +161,11 @@ fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
     Some(error.code())
 }
 
+/// How long a consumer-protocol member may be silent (`[kafka] consumer_session_timeout`).
+fn consumer_session_ms(kafka: &Kafka) -> u64 {
+    u64::try_from(kafka.config.consumer_session_timeout.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn text(s: &StrBytes) -> String {
     s.to_string()
 }
@@ -165,7 +184,7 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     if !(MIN_SESSION_TIMEOUT_MS..=MAX_SESSION_TIMEOUT_MS).contains(&request.session_timeout_ms) {
         return refuse(ResponseError::InvalidSessionTimeout);
     }
-    if coordinator.consumer_lock().contains_key(&group_id) {
+    if coordinator.live_consumer_groups(consumer_session_ms(kafka)).contains_key(&group_id) {
         // A group under the consumer protocol with members (an empty one is dropped).
         return refuse(ResponseError::GroupIdNotFound);
     }
@@ -413,7 +432,7 @@ pub fn may_commit(
     if let Some(error) = not_coordinator(kafka, group_id) {
         return Err(error);
     }
-    if let Some(group) = kafka.groups.consumer_lock().get(group_id) {
+    if let Some(group) = kafka.groups.live_consumer_groups(consumer_session_ms(kafka)).get(group_id) {
         // Under the consumer protocol the generation is the member's epoch; an older one
         // is stale (the member commits again once a heartbeat gives it the new one).
         return match group.members.get(member_id) {
