@@ -12,6 +12,15 @@ pub type Partitions = BTreeSet<Partition>;
 /// Each member's subscribed topics, by member id.
 pub type Subscriptions = BTreeMap<String, BTreeSet<String>>;
 
+/// `partitions` grouped by topic, as the protocol's messages carry them.
+pub fn by_topic(partitions: &Partitions) -> BTreeMap<&str, Vec<i32>> {
+    let mut grouped: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, partition) in partitions {
+        grouped.entry(topic).or_default().push(*partition);
+    }
+    grouped
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Assignor {
     #[default]

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 
+use super::assignors::by_topic;
 use super::consumer_group::{ConsumerGroup, Partitions};
 use super::{consumer_session_ms, not_coordinator, CONSUMER};
 use crate::{topics, Kafka};
@@ -72,14 +73,6 @@ fn described(answer: DescribedGroup, group: &ConsumerGroup) -> DescribedGroup {
 
 fn name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
-}
-
-fn by_topic(partitions: &Partitions) -> std::collections::BTreeMap<&str, Vec<i32>> {
-    let mut grouped: std::collections::BTreeMap<&str, Vec<i32>> = std::collections::BTreeMap::new();
-    for (topic, partition) in partitions {
-        grouped.entry(topic).or_default().push(*partition);
-    }
-    grouped
 }
 
 fn assignment(partitions: &Partitions) -> Assignment {

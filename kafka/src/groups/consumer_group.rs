@@ -50,6 +50,8 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, Partitions>,
     /// Partition counts of the subscribed topics, as last looked up.
     pub topics: BTreeMap<String, u32>,
+    /// When they were last looked up (0: never).
+    pub topics_checked_ms: u64,
     pub assignor: Assignor,
 }
 

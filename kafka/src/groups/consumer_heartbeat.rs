@@ -6,13 +6,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::consumer_group_heartbeat_response::{self, Assignment};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use shale_service::ServiceError;
 
-use super::assignors::Assignor;
-use super::consumer_group::{Beat, ConsumerGroup, Partitions, Refusal};
+use super::assignors::{by_topic, Assignor};
+use super::consumer_group::{Beat, Partitions, Refusal};
 use super::{consumer_session_ms, not_coordinator, text};
 use crate::topics::{self, Found};
 use crate::Kafka;
@@ -30,68 +32,20 @@ pub async fn heartbeat(
     client_id: &str,
 ) -> Response {
     let group_id = request.group_id.0.to_string();
-    if group_id.is_empty() {
-        return refuse(ResponseError::InvalidRequest, "GroupId can't be empty.");
-    }
-    if let Some(error) = not_coordinator(kafka, &group_id) {
-        return Response::default().with_error_code(error);
-    }
-    let member_id = match text(&request.member_id) {
-        id if !id.is_empty() => id,
-        _ if version == 0 && request.member_epoch == 0 => kafka.groups.member_id(client_id),
-        _ => return refuse(ResponseError::InvalidRequest, "MemberId can't be empty."),
+    let (member_id, assignor) = match checked(kafka, &group_id, &request, version, client_id) {
+        Ok(checked) => checked,
+        Err((error, why)) => return Response::default().with_error_code(error).with_error_message(why),
     };
-    if request.subscribed_topic_regex.as_ref().is_some_and(|regex| !regex.is_empty()) {
-        return refuse(
-            ResponseError::InvalidRequest,
-            "subscriptions by regular expression are not served: name the topics",
-        );
-    }
-    let assignor = match request.server_assignor.as_ref().filter(|name| !name.is_empty()) {
-        None => None,
-        Some(name) => match Assignor::parse(name) {
-            Some(assignor) => Some(assignor),
-            None => {
-                return refuse(
-                    ResponseError::UnsupportedAssignor,
-                    format!("ServerAssignor {name} is not supported. Supported assignors: uniform, range."),
-                )
-            }
-        },
-    };
-    if kafka.groups.lock().get(&group_id).is_some_and(|g| !g.members.is_empty()) {
-        return refuse(ResponseError::GroupIdNotFound, format!("Group {group_id} is not a consumer group."));
-    }
     let subscribed: Option<BTreeSet<String>> =
         request.subscribed_topic_names.as_ref().map(|names| names.iter().map(|n| n.0.to_string()).collect());
-    let mut wanted =
-        kafka.groups.consumer_lock().get(&group_id).map(ConsumerGroup::subscribed_topics).unwrap_or_default();
-    wanted.extend(subscribed.iter().flatten().cloned());
-    let mut counts = BTreeMap::new();
-    for topic in &wanted {
-        let own = subscribed.as_ref().is_some_and(|s| s.contains(topic));
-        match topics::find(kafka, topic).await {
-            Ok(Found::Partitions(n)) => {
-                counts.insert(topic.clone(), n);
-            }
-            Ok(Found::Hidden) if own => {
-                return refuse(ResponseError::TopicAuthorizationFailed, format!("Topic {topic} is not authorized."))
-            }
-            Ok(Found::Invalid) if own => {
-                counts.insert(topic.clone(), 0);
-            }
-            Ok(_) => {}
-            Err(e) => return refuse(crate::error::code_of(&e), e.to_string()),
-        }
+    if let Some(topic) = subscribed.iter().flatten().find(|t| !topics::visible(kafka, t)) {
+        return refuse(ResponseError::TopicAuthorizationFailed, format!("Topic {topic} is not authorized."));
     }
-    let by_id: BTreeMap<uuid::Uuid, &String> = wanted.iter().map(|t| (topics::topic_id(t), t)).collect();
-    let owned = request.topic_partitions.as_ref().map(|owned| {
-        owned
-            .iter()
-            .filter_map(|t| by_id.get(&t.topic_id).map(|name| (name, &t.partitions)))
-            .flat_map(|(name, partitions)| partitions.iter().map(|&p| ((*name).clone(), p)))
-            .collect::<Partitions>()
-    });
+    let now = kafka.groups.now();
+    let (wanted, counts) = match partition_counts(kafka, &group_id, subscribed.as_ref(), now).await {
+        Ok(found) => found,
+        Err(e) => return refuse(crate::error::code_of(&e), e.to_string()),
+    };
     let beat = Beat {
         member_id: member_id.clone(),
         epoch: request.member_epoch,
@@ -101,15 +55,16 @@ pub async fn heartbeat(
         rebalance_timeout_ms: u64::try_from(request.rebalance_timeout_ms).unwrap_or(0),
         subscribed,
         assignor,
-        owned,
+        owned: request.topic_partitions.as_ref().map(|owned| owned_partitions(owned, &wanted)),
     };
-    let now = kafka.groups.now();
-    let session_ms = consumer_session_ms(kafka);
     let outcome = {
         let mut groups = kafka.groups.consumer_lock();
         let group = groups.entry(group_id.clone()).or_default();
-        group.expire(now, session_ms);
-        let outcome = group.heartbeat(beat, counts, now);
+        group.expire(now, consumer_session_ms(kafka));
+        if counts.is_some() {
+            group.topics_checked_ms = now;
+        }
+        let outcome = group.heartbeat(beat, counts.unwrap_or_default(), now);
         if group.members.is_empty() {
             groups.remove(&group_id);
         }
@@ -136,16 +91,110 @@ pub async fn heartbeat(
     }
 }
 
+/// What is checked before the group is touched: this broker coordinates the group for
+/// this caller, the member has an id (generated here for a join at version 0), names no
+/// regular expression and no assignor but `uniform` or `range`, and the group has no
+/// classic members. The member id and the assignor asked for.
+fn checked(
+    kafka: &Kafka,
+    group_id: &str,
+    request: &ConsumerGroupHeartbeatRequest,
+    version: i16,
+    client_id: &str,
+) -> Result<(String, Option<Assignor>), (i16, Option<StrBytes>)> {
+    let refused = |error: ResponseError, why: String| Err((error.code(), Some(StrBytes::from_string(why))));
+    if group_id.is_empty() {
+        return refused(ResponseError::InvalidRequest, "GroupId can't be empty.".into());
+    }
+    if let Some(error) = not_coordinator(kafka, group_id) {
+        return Err((error, None));
+    }
+    let member_id = match text(&request.member_id) {
+        id if !id.is_empty() => id,
+        _ if version == 0 && request.member_epoch == 0 => kafka.groups.member_id(client_id),
+        _ => return refused(ResponseError::InvalidRequest, "MemberId can't be empty.".into()),
+    };
+    if request.subscribed_topic_regex.as_ref().is_some_and(|regex| !regex.is_empty()) {
+        let why = "subscriptions by regular expression are not served: name the topics";
+        return refused(ResponseError::InvalidRequest, why.into());
+    }
+    let assignor = match request.server_assignor.as_ref().filter(|name| !name.is_empty()) {
+        None => None,
+        Some(name) => match Assignor::parse(name) {
+            Some(assignor) => Some(assignor),
+            None => {
+                let why = format!("ServerAssignor {name} is not supported. Supported assignors: uniform, range.");
+                return refused(ResponseError::UnsupportedAssignor, why);
+            }
+        },
+    };
+    if kafka.groups.lock().get(group_id).is_some_and(|g| !g.members.is_empty()) {
+        return refused(ResponseError::GroupIdNotFound, format!("Group {group_id} is not a consumer group."));
+    }
+    Ok((member_id, assignor))
+}
+
+/// The partitions a member reports owning, named: those of topics the group does not
+/// subscribe to (ids it cannot name) are left out.
+fn owned_partitions(owned: &[TopicPartitions], subscribed: &BTreeSet<String>) -> Partitions {
+    let by_id: BTreeMap<uuid::Uuid, &String> = subscribed.iter().map(|t| (topics::topic_id(t), t)).collect();
+    owned
+        .iter()
+        .filter_map(|t| by_id.get(&t.topic_id).map(|name| (*name, &t.partitions)))
+        .flat_map(|(name, partitions)| partitions.iter().map(move |&p| (name.clone(), p)))
+        .collect()
+}
+
+/// How long a group's partition counts are trusted before a heartbeat looks them up
+/// again: partitions added to a topic reach the assignment within this long.
+const COUNTS_TRUSTED_FOR_MS: u64 = 5_000;
+
+/// The topics the group and this heartbeat subscribe to; and their partition counts,
+/// looked up when the group's are older than [`COUNTS_TRUSTED_FOR_MS`] or the heartbeat
+/// names a topic the group has none for (`None`: the group's own still hold). A topic
+/// that does not exist (or could not be named) has none; one the caller may not see is
+/// left out.
+async fn partition_counts(
+    kafka: &Kafka,
+    group_id: &str,
+    subscribed: Option<&BTreeSet<String>>,
+    now: u64,
+) -> Result<(BTreeSet<String>, Option<BTreeMap<String, u32>>), ServiceError> {
+    let (mut wanted, fresh) = match kafka.groups.consumer_lock().get(group_id) {
+        Some(group) => {
+            let known = |t: &String| group.topics.contains_key(t);
+            let fresh = now < group.topics_checked_ms.saturating_add(COUNTS_TRUSTED_FOR_MS)
+                && subscribed.is_none_or(|topics| topics.iter().all(known));
+            (group.subscribed_topics(), fresh)
+        }
+        None => (BTreeSet::new(), false),
+    };
+    wanted.extend(subscribed.into_iter().flatten().cloned());
+    if fresh {
+        return Ok((wanted, None));
+    }
+    let mut counts = BTreeMap::new();
+    for topic in &wanted {
+        let count = match topics::find(kafka, topic).await? {
+            Found::Partitions(n) => n,
+            Found::Invalid => 0,
+            // Another member's topic this caller's token does not reach: its count as
+            // that member's heartbeats find it.
+            Found::Hidden => continue,
+        };
+        counts.insert(topic.clone(), count);
+    }
+    Ok((wanted, Some(counts)))
+}
+
 /// An assignment as the answer carries it: partitions by topic id.
 fn assignment(partitions: &Partitions) -> Assignment {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for (topic, partition) in partitions {
-        by_topic.entry(topic).or_default().push(*partition);
-    }
-    let topic_partitions = by_topic
+    let topic_partitions = by_topic(partitions)
         .into_iter()
         .map(|(topic, partitions)| {
-            TopicPartitions::default().with_topic_id(topics::topic_id(topic)).with_partitions(partitions)
+            consumer_group_heartbeat_response::TopicPartitions::default()
+                .with_topic_id(topics::topic_id(topic))
+                .with_partitions(partitions)
         })
         .collect();
     Assignment::default().with_topic_partitions(topic_partitions)
