@@ -79,27 +79,12 @@ pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16, cli
         },
         Some(asked) => {
             let auto_create = kafka.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
-            let mut by_id = None;
+            let mut every_topic = None;
             for topic in asked {
                 match topic.name {
                     Some(name) => answers.push(one_topic(kafka, &brokers, name, auto_create).await),
-                    // From version 10 a topic may be asked for by its id alone (as a
-                    // consumer-protocol member asks for the topics it is assigned).
                     None if !topic.topic_id.is_nil() => {
-                        if by_id.is_none() {
-                            by_id = Some(topics::all_topics(kafka).await);
-                        }
-                        let known = by_id.as_ref().and_then(|all| all.as_ref().ok());
-                        let name = known.and_then(|all| all.keys().find(|n| topics::topic_id(n) == topic.topic_id));
-                        answers.push(match name {
-                            Some(name) => {
-                                let name = TopicName(StrBytes::from_string(name.clone()));
-                                one_topic(kafka, &brokers, name, false).await
-                            }
-                            None => MetadataResponseTopic::default()
-                                .with_topic_id(topic.topic_id)
-                                .with_error_code(ResponseError::UnknownTopicId.code()),
-                        });
+                        answers.push(topic_by_id(kafka, &brokers, topic.topic_id, &mut every_topic).await);
                     }
                     None => {}
                 }
@@ -116,6 +101,32 @@ pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16, cli
 /// The broker named as controller: the lowest id (every admin call is served anywhere).
 fn controller(brokers: &[Broker]) -> i32 {
     brokers.first().map_or(-1, |b| b.id)
+}
+
+/// A topic asked for by its id alone (from version 10, as a consumer-protocol member asks
+/// for the topics it is assigned), found among every topic (listed into `every_topic`
+/// once per request); an unknown id is UNKNOWN_TOPIC_ID.
+async fn topic_by_id(
+    kafka: &Kafka,
+    brokers: &[Broker],
+    id: uuid::Uuid,
+    every_topic: &mut Option<Vec<String>>,
+) -> MetadataResponseTopic {
+    if every_topic.is_none() {
+        match topics::all_topics(kafka).await {
+            Ok(all) => *every_topic = Some(all.into_keys().collect()),
+            Err(e) => {
+                return MetadataResponseTopic::default().with_topic_id(id).with_error_code(crate::error::code(&e))
+            }
+        }
+    }
+    let named = every_topic.iter().flatten().find(|name| topics::topic_id(name) == id);
+    match named {
+        Some(name) => one_topic(kafka, brokers, TopicName(StrBytes::from_string(name.clone())), false).await,
+        None => {
+            MetadataResponseTopic::default().with_topic_id(id).with_error_code(ResponseError::UnknownTopicId.code())
+        }
+    }
 }
 
 async fn one_topic(kafka: &Kafka, brokers: &[Broker], name: TopicName, auto_create: bool) -> MetadataResponseTopic {

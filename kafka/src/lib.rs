@@ -29,8 +29,8 @@
 //! - `broker_configs`: what DescribeConfigs shows of a broker (read-only);
 //! - `elections`: ElectLeaders (every partition already has its one replica as leader);
 //! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
-//! - `active_producers`: DescribeProducers (idempotent producers' state, open
-//!   transactions' producers);
+//! - `active_producers`: DescribeProducers (each partition's producers, from the
+//!   producer state metadata keeps);
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.

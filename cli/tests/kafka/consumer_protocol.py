@@ -4,7 +4,8 @@ a second joins and the partitions are split, the first giving its half up before
 second is given it, each member committing what it read when it gives a partition up;
 the admin client lists and describes the group as a consumer-protocol group; the first
 leaves and the second takes everything. Every record is read exactly once across the
-handovers.
+handovers. Then a member of another group subscribing by regular expression is assigned
+the topic and reads it all.
 
 Usage: consumer_protocol.py BOOTSTRAP. Every step asserts; the first failure exits
 non-zero with its reason."""
@@ -98,4 +99,18 @@ c2.close()
 
 duplicates = {v: n for v, n in read.items() if n > 1}
 assert not duplicates and len(read) == 500, (len(read), sorted(duplicates)[:10])
+
+step("a member of another group subscribing by regular expression gets every matching topic")
+pattern = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "kip848-pattern", "group.protocol": "consumer",
+                    "auto.offset.reset": "earliest", "enable.auto.commit": False})
+pattern.subscribe(["^kip848-.*"])
+seen = set()
+deadline = time.time() + 60
+while time.time() < deadline and len(seen) < 500:
+    m = pattern.poll(0.2)
+    if m is not None and not m.error():
+        seen.add(m.value())
+assert seen == set(read), (len(seen), len(read))
+assert sorted((p.topic, p.partition) for p in pattern.assignment()) == [(TOPIC, p) for p in range(PARTITIONS)]
+pattern.close()
 print("every step passed")

@@ -58,6 +58,7 @@ fn described(answer: DescribedGroup, group: &ConsumerGroup) -> DescribedGroup {
                 .with_member_epoch(m.epoch)
                 .with_client_id(StrBytes::from_string(m.client_id.clone()))
                 .with_subscribed_topic_names(m.subscribed.iter().map(|t| name(t)).collect())
+                .with_subscribed_topic_regex(m.regex.as_ref().map(|r| StrBytes::from_string(r.source.clone())))
                 .with_assignment(assignment(&m.assigned))
                 .with_target_assignment(assignment(&target))
                 .with_member_type(CONSUMER_MEMBER)

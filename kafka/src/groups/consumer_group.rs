@@ -30,6 +30,8 @@ pub struct Member {
     pub rack_id: Option<String>,
     pub rebalance_timeout_ms: u64,
     pub subscribed: BTreeSet<String>,
+    /// Topics matching this are subscribed to as well.
+    pub regex: Option<TopicRegex>,
     pub assignor: Option<Assignor>,
     /// What the member is told it owns.
     pub assigned: Partitions,
@@ -39,6 +41,35 @@ pub struct Member {
     pub last_seen_ms: u64,
     /// Its assignment changed since it was last answered with it.
     pub unsent: bool,
+}
+
+/// A subscription by regular expression (version 1), matched against whole topic names
+/// as Kafka matches it.
+#[derive(Clone, Debug)]
+pub struct TopicRegex {
+    pub source: String,
+    pub matcher: regex::Regex,
+}
+
+impl TopicRegex {
+    /// `source` compiled (within a size bound), or why it cannot be.
+    pub fn new(source: &str) -> Result<Self, regex::Error> {
+        let matcher = regex::RegexBuilder::new(&format!("^(?:{source})$")).size_limit(1 << 20).build()?;
+        Ok(Self { source: source.to_string(), matcher })
+    }
+}
+
+impl PartialEq for TopicRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Member {
+    /// Whether the member subscribes to `topic`, by name or by its regular expression.
+    pub fn subscribes_to(&self, topic: &str) -> bool {
+        self.subscribed.contains(topic) || self.regex.as_ref().is_some_and(|r| r.matcher.is_match(topic))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -66,6 +97,8 @@ pub struct Beat {
     /// 0: unchanged.
     pub rebalance_timeout_ms: u64,
     pub subscribed: Option<BTreeSet<String>>,
+    /// `Some(None)`: no regular expression any more.
+    pub regex: Option<Option<TopicRegex>>,
     pub assignor: Option<Assignor>,
     /// The partitions the member owns, when it says.
     pub owned: Option<Partitions>,
@@ -106,9 +139,17 @@ impl ConsumerGroup {
         }
     }
 
-    /// Every topic a member subscribes to.
+    /// Every topic a member subscribes to: by name, or known to the group and matching a
+    /// member's regular expression.
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
-        self.members.values().flat_map(|m| m.subscribed.iter().cloned()).collect()
+        let named = self.members.values().flat_map(|m| m.subscribed.iter().cloned());
+        let matched = self.topics.keys().filter(|t| self.members.values().any(|m| m.subscribes_to(t))).cloned();
+        named.chain(matched).collect()
+    }
+
+    /// Whether a member subscribes by regular expression (so every topic is looked up).
+    pub fn has_regex(&self) -> bool {
+        self.members.values().any(|m| m.regex.is_some())
     }
 
     fn bump(&mut self) {
@@ -154,7 +195,7 @@ impl ConsumerGroup {
         }
         let joining = beat.epoch == 0;
         if joining {
-            if beat.subscribed.is_none() || beat.rebalance_timeout_ms == 0 {
+            if (beat.subscribed.is_none() && beat.regex.is_none()) || beat.rebalance_timeout_ms == 0 {
                 return Err(Refusal::IncompleteJoin);
             }
             // A member joining again under its id has given everything up.
@@ -171,6 +212,10 @@ impl ConsumerGroup {
         if let Some(subscribed) = beat.subscribed {
             changed |= member.subscribed != subscribed;
             member.subscribed = subscribed;
+        }
+        if let Some(regex) = beat.regex {
+            changed |= member.regex != regex;
+            member.regex = regex;
         }
         if beat.assignor.is_some() && beat.assignor != member.assignor {
             member.assignor = beat.assignor;
@@ -189,7 +234,11 @@ impl ConsumerGroup {
         self.note_topics(topics);
         if self.epoch > self.assignment_epoch {
             self.assignor = assignors::most_asked(self.members.values().filter_map(|m| m.assignor));
-            let subscriptions = self.members.iter().map(|(id, m)| (id.clone(), m.subscribed.clone())).collect();
+            let subscriptions = self
+                .members
+                .iter()
+                .map(|(id, m)| (id.clone(), self.topics.keys().filter(|t| m.subscribes_to(t)).cloned().collect()))
+                .collect();
             self.target = assignors::assign(self.assignor, &subscriptions, &self.topics, &self.target);
             self.assignment_epoch = self.epoch;
         }
@@ -346,6 +395,19 @@ mod tests {
         group.expire(1 + 5_000 + 1, SESSION_MS);
         assert!(!group.members.contains_key("a"), "still giving up after its rebalance timeout");
         assert!(group.members.contains_key("b"));
+    }
+
+    #[test]
+    fn a_regular_expression_subscribes_to_every_matching_topic_and_only_those() {
+        let mut group = ConsumerGroup::default();
+        let regex = TopicRegex::new("^orders-.*").unwrap();
+        let pattern = Beat { subscribed: Some(BTreeSet::new()), regex: Some(Some(regex)), ..join("p") };
+        let known = BTreeMap::from([("orders-eu".to_string(), 1), ("orders-us".to_string(), 2), ("t".to_string(), 1)]);
+        let answer = group.heartbeat(pattern, known, 0).unwrap();
+        let topics: BTreeSet<String> = answer.assignment.unwrap().into_iter().map(|(t, _)| t).collect();
+        assert_eq!(topics, BTreeSet::from(["orders-eu".to_string(), "orders-us".to_string()]));
+        assert!(!group.topics.contains_key("t"), "a topic nobody subscribes to is not kept");
+        assert!(TopicRegex::new("(unclosed").is_err());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use kafka_protocol::ResponseError;
 use shale_service::ServiceError;
 
 use super::assignors::{by_topic, Assignor};
-use super::consumer_group::{Beat, Partitions, Refusal};
+use super::consumer_group::{Beat, Partitions, Refusal, TopicRegex};
 use super::{consumer_session_ms, not_coordinator, text};
 use crate::topics::{self, Found};
 use crate::Kafka;
@@ -32,7 +32,7 @@ pub async fn heartbeat(
     client_id: &str,
 ) -> Response {
     let group_id = request.group_id.0.to_string();
-    let (member_id, assignor) = match checked(kafka, &group_id, &request, version, client_id) {
+    let Checked { member_id, assignor, regex } = match checked(kafka, &group_id, &request, version, client_id) {
         Ok(checked) => checked,
         Err((error, why)) => return Response::default().with_error_code(error).with_error_message(why),
     };
@@ -42,7 +42,8 @@ pub async fn heartbeat(
         return refuse(ResponseError::TopicAuthorizationFailed, format!("Topic {topic} is not authorized."));
     }
     let now = kafka.groups.now();
-    let (wanted, counts) = match partition_counts(kafka, &group_id, subscribed.as_ref(), now).await {
+    let new_regex = regex.as_ref().is_some_and(Option::is_some);
+    let (wanted, counts) = match partition_counts(kafka, &group_id, subscribed.as_ref(), new_regex, now).await {
         Ok(found) => found,
         Err(e) => return refuse(crate::error::code_of(&e), e.to_string()),
     };
@@ -54,6 +55,7 @@ pub async fn heartbeat(
         rack_id: request.rack_id.as_ref().map(text),
         rebalance_timeout_ms: u64::try_from(request.rebalance_timeout_ms).unwrap_or(0),
         subscribed,
+        regex,
         assignor,
         owned: request.topic_partitions.as_ref().map(|owned| owned_partitions(owned, &wanted)),
     };
@@ -91,17 +93,25 @@ pub async fn heartbeat(
     }
 }
 
+/// A heartbeat's member id, the assignor it asks for, and its regular expression
+/// (`Some(None)`: an empty one, none any more).
+struct Checked {
+    member_id: String,
+    assignor: Option<Assignor>,
+    regex: Option<Option<TopicRegex>>,
+}
+
 /// What is checked before the group is touched: this broker coordinates the group for
-/// this caller, the member has an id (generated here for a join at version 0), names no
-/// regular expression and no assignor but `uniform` or `range`, and the group has no
-/// classic members. The member id and the assignor asked for.
+/// this caller, the member has an id (generated here for a join at version 0), its
+/// regular expression (if any) compiles, it names no assignor but `uniform` or `range`,
+/// and the group has no classic members.
 fn checked(
     kafka: &Kafka,
     group_id: &str,
     request: &ConsumerGroupHeartbeatRequest,
     version: i16,
     client_id: &str,
-) -> Result<(String, Option<Assignor>), (i16, Option<StrBytes>)> {
+) -> Result<Checked, (i16, Option<StrBytes>)> {
     let refused = |error: ResponseError, why: String| Err((error.code(), Some(StrBytes::from_string(why))));
     if group_id.is_empty() {
         return refused(ResponseError::InvalidRequest, "GroupId can't be empty.".into());
@@ -114,10 +124,14 @@ fn checked(
         _ if version == 0 && request.member_epoch == 0 => kafka.groups.member_id(client_id),
         _ => return refused(ResponseError::InvalidRequest, "MemberId can't be empty.".into()),
     };
-    if request.subscribed_topic_regex.as_ref().is_some_and(|regex| !regex.is_empty()) {
-        let why = "subscriptions by regular expression are not served: name the topics";
-        return refused(ResponseError::InvalidRequest, why.into());
-    }
+    let regex = match request.subscribed_topic_regex.as_ref().map(|r| r.as_str()) {
+        None => None,
+        Some("") => Some(None),
+        Some(source) => match TopicRegex::new(source) {
+            Ok(regex) => Some(Some(regex)),
+            Err(e) => return refused(ResponseError::InvalidRegularExpression, format!("{source}: {e}")),
+        },
+    };
     let assignor = match request.server_assignor.as_ref().filter(|name| !name.is_empty()) {
         None => None,
         Some(name) => match Assignor::parse(name) {
@@ -131,7 +145,7 @@ fn checked(
     if kafka.groups.lock().get(group_id).is_some_and(|g| !g.members.is_empty()) {
         return refused(ResponseError::GroupIdNotFound, format!("Group {group_id} is not a consumer group."));
     }
-    Ok((member_id, assignor))
+    Ok(Checked { member_id, assignor, regex })
 }
 
 /// The partitions a member reports owning, named: those of topics the group does not
@@ -150,28 +164,36 @@ fn owned_partitions(owned: &[TopicPartitions], subscribed: &BTreeSet<String>) ->
 const COUNTS_TRUSTED_FOR_MS: u64 = 5_000;
 
 /// The topics the group and this heartbeat subscribe to; and their partition counts,
-/// looked up when the group's are older than [`COUNTS_TRUSTED_FOR_MS`] or the heartbeat
-/// names a topic the group has none for (`None`: the group's own still hold). A topic
-/// that does not exist (or could not be named) has none; one the caller may not see is
-/// left out.
+/// looked up when the group's are older than [`COUNTS_TRUSTED_FOR_MS`], the heartbeat
+/// names a topic the group has none for or brings a new regular expression (`None`: the
+/// group's own still hold). Where a member subscribes by regular expression every topic
+/// the caller may see is looked up, in one listing. A topic that does not exist (or
+/// could not be named) has none; one the caller may not see is left out.
 async fn partition_counts(
     kafka: &Kafka,
     group_id: &str,
     subscribed: Option<&BTreeSet<String>>,
+    new_regex: bool,
     now: u64,
 ) -> Result<(BTreeSet<String>, Option<BTreeMap<String, u32>>), ServiceError> {
-    let (mut wanted, fresh) = match kafka.groups.consumer_lock().get(group_id) {
+    let (mut wanted, fresh, every_topic) = match kafka.groups.consumer_lock().get(group_id) {
         Some(group) => {
             let known = |t: &String| group.topics.contains_key(t);
             let fresh = now < group.topics_checked_ms.saturating_add(COUNTS_TRUSTED_FOR_MS)
+                && !new_regex
                 && subscribed.is_none_or(|topics| topics.iter().all(known));
-            (group.subscribed_topics(), fresh)
+            (group.subscribed_topics(), fresh, new_regex || group.has_regex())
         }
-        None => (BTreeSet::new(), false),
+        None => (BTreeSet::new(), false, new_regex),
     };
     wanted.extend(subscribed.into_iter().flatten().cloned());
     if fresh {
         return Ok((wanted, None));
+    }
+    if every_topic {
+        let all = topics::all_topics(kafka).await?;
+        wanted.extend(all.keys().cloned());
+        return Ok((wanted, Some(all.into_iter().collect())));
     }
     let mut counts = BTreeMap::new();
     for topic in &wanted {

@@ -1,6 +1,7 @@
 //! DescribeGroups and ListGroups: the groups this coordinator has in memory, as they
-//! are (classic groups, and consumer-protocol groups described in classic terms), and those known only by their committed offsets, as `Empty` (Kafka keeps a group
-//! whose members left, and one whose offsets were committed without membership).
+//! are (classic groups, and consumer-protocol groups described in classic terms), and
+//! those known only by their committed offsets, as `Empty` (Kafka keeps a group whose
+//! members left, and one whose offsets were committed without membership).
 
 use std::collections::HashMap;
 

@@ -1,6 +1,6 @@
 //! Consumer groups under the classic protocol and under the consumer protocol (KIP-848:
-//! `consumer_group`, `consumer_heartbeat`, `assignors`; a group is of one or the other
-//! while it has members). Membership, generations and assignments
+//! `consumer_group`, `consumer_heartbeat`, `consumer_describe`, `assignors`; a group is
+//! of one or the other while it has members). Membership, generations and assignments
 //! live in memory with this process, the group's coordinator (`state`); a coordinator
 //! that restarts forgets them and members rejoin, as they do when Kafka moves a group.
 //! Committed offsets are tracked consumers in metadata (`offsets`): the group's name is
