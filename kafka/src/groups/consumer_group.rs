@@ -397,6 +397,96 @@ mod tests {
         assert!(group.members.contains_key("b"));
     }
 
+    /// Random joins, leaves, silences, partition count changes and heartbeats (each
+    /// member reporting what it was last told, as a client does once it has given
+    /// partitions up), over many seeds: no partition is ever held by two members, and once
+    /// the changes stop, a few rounds of heartbeats leave the group stable with every
+    /// partition held.
+    #[test]
+    fn random_changes_never_give_a_partition_twice_and_settle_with_all_held() {
+        for seed in 1..=200u64 {
+            let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut next = |n: u64| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % n
+            };
+            let mut group = ConsumerGroup::default();
+            // What each live client believes it owns, and its epoch.
+            let mut clients: BTreeMap<String, (i32, Partitions)> = BTreeMap::new();
+            let mut count = 1 + next(6) as u32;
+            let mut now = 0;
+            for _ in 0..60 {
+                now += 1 + next(500);
+                let id = format!("m{}", next(4));
+                match next(10) {
+                    0 => {
+                        clients.remove(&id);
+                        let _ = group.heartbeat(
+                            Beat { member_id: id, epoch: LEAVE, ..Beat::default() },
+                            topics(count),
+                            now,
+                        );
+                    }
+                    1 => count = 1 + next(6) as u32,
+                    2 => {
+                        // Silent past its session: gone (its client no longer heartbeats).
+                        if group.members.contains_key(&id) {
+                            now = now.max(SESSION_MS + 1);
+                            for (other, member) in group.members.iter_mut() {
+                                member.last_seen_ms = if *other == id { 0 } else { now };
+                            }
+                            clients.remove(&id);
+                            group.expire(now, SESSION_MS);
+                            assert!(!group.members.contains_key(&id));
+                        }
+                    }
+                    _ => {
+                        let beat = match clients.get(&id) {
+                            Some((epoch, owned)) => beat(&id, *epoch, owned),
+                            None => join(&id),
+                        };
+                        match group.heartbeat(beat, topics(count), now) {
+                            Ok(answer) => {
+                                let entry = clients.entry(id).or_default();
+                                entry.0 = answer.epoch;
+                                if let Some(assigned) = answer.assignment {
+                                    entry.1 = assigned;
+                                }
+                            }
+                            Err(_) => {
+                                clients.remove(&id);
+                            }
+                        }
+                    }
+                }
+                no_partition_twice(&group);
+                // Rebalance deadlines are not part of this test.
+                group.members.values_mut().for_each(|m| m.revoke_deadline_ms = u64::MAX);
+                group.members.values_mut().for_each(|m| m.last_seen_ms = m.last_seen_ms.max(now));
+            }
+            for _ in 0..6 {
+                let ids: Vec<String> = clients.keys().cloned().collect();
+                for id in ids {
+                    let (epoch, owned) = clients[&id].clone();
+                    let answer = group.heartbeat(beat(&id, epoch, &owned), topics(count), now).unwrap();
+                    let entry = clients.get_mut(&id).unwrap();
+                    entry.0 = answer.epoch;
+                    if let Some(assigned) = answer.assignment {
+                        entry.1 = assigned;
+                    }
+                    no_partition_twice(&group);
+                }
+            }
+            if !clients.is_empty() {
+                assert_eq!(group.state_name(), "Stable", "seed {seed}: {:?}", group.members);
+                let held: Partitions = group.members.values().flat_map(|m| m.assigned.iter().cloned()).collect();
+                assert_eq!(held, (0..count as i32).map(|p| ("t".to_string(), p)).collect(), "seed {seed}");
+            }
+        }
+    }
+
     #[test]
     fn a_regular_expression_subscribes_to_every_matching_topic_and_only_those() {
         let mut group = ConsumerGroup::default();
