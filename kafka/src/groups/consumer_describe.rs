@@ -33,13 +33,13 @@ pub fn describe(kafka: &Kafka, request: ConsumerGroupDescribeRequest) -> Consume
             if let Some(error) = not_coordinator(kafka, &id.0) {
                 return answer.with_error_code(error);
             }
-            match kafka.groups.live_consumer_groups(consumer_session_ms(kafka)).get(&*id.0) {
+            kafka.groups.with_live_consumer_group(&id.0, consumer_session_ms(kafka), |group| match group {
                 Some(group) => described(answer, group),
                 // Classic groups and unknown ones: clients then ask DescribeGroups.
                 None => answer
                     .with_error_code(ResponseError::GroupIdNotFound.code())
                     .with_error_message(Some(StrBytes::from_string(format!("Group {} not found.", &*id.0)))),
-            }
+            })
         })
         .collect();
     ConsumerGroupDescribeResponse::default().with_groups(groups)

@@ -32,7 +32,7 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
         .zip(&moved)
         .filter(|(id, moved)| {
             let classic = kafka.groups.lock().contains_key(&*id.0);
-            let consumer = kafka.groups.live_consumer_groups(consumer_session_ms(kafka)).contains_key(&*id.0);
+            let consumer = kafka.groups.with_live_consumer_group(&id.0, consumer_session_ms(kafka), |g| g.is_some());
             moved.is_none() && !classic && !consumer
         })
         .map(|(id, _)| id.0.to_string())

@@ -100,6 +100,25 @@ impl Coordinator {
         groups
     }
 
+    /// `f` of the consumer-protocol group `id` as [`Self::live_consumer_groups`] would
+    /// show it (only that group's members are checked).
+    fn with_live_consumer_group<T>(
+        &self,
+        id: &str,
+        session_ms: u64,
+        f: impl FnOnce(Option<&consumer_group::ConsumerGroup>) -> T,
+    ) -> T {
+        let now = self.now();
+        let mut groups = self.consumer_lock();
+        if let Some(group) = groups.get_mut(id) {
+            group.expire(now, session_ms);
+            if group.members.is_empty() {
+                groups.remove(id);
+            }
+        }
+        f(groups.get(id))
+    }
+
     fn now(&self) -> u64 {
         self.clock.now_ms()
     }
@@ -184,7 +203,7 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     if !(MIN_SESSION_TIMEOUT_MS..=MAX_SESSION_TIMEOUT_MS).contains(&request.session_timeout_ms) {
         return refuse(ResponseError::InvalidSessionTimeout);
     }
-    if coordinator.live_consumer_groups(consumer_session_ms(kafka)).contains_key(&group_id) {
+    if coordinator.with_live_consumer_group(&group_id, consumer_session_ms(kafka), |g| g.is_some()) {
         // A group under the consumer protocol with members (an empty one is dropped).
         return refuse(ResponseError::GroupIdNotFound);
     }
@@ -432,14 +451,17 @@ pub fn may_commit(
     if let Some(error) = not_coordinator(kafka, group_id) {
         return Err(error);
     }
-    if let Some(group) = kafka.groups.live_consumer_groups(consumer_session_ms(kafka)).get(group_id) {
-        // Under the consumer protocol the generation is the member's epoch; an older one
-        // is stale (the member commits again once a heartbeat gives it the new one).
-        return match group.members.get(member_id) {
+    // Under the consumer protocol the generation is the member's epoch; an older one is
+    // stale (the member commits again once a heartbeat gives it the new one).
+    let consumer_protocol = kafka.groups.with_live_consumer_group(group_id, consumer_session_ms(kafka), |group| {
+        group.map(|group| match group.members.get(member_id) {
             Some(member) if member.epoch == generation => Ok(()),
             Some(_) => Err(ResponseError::StaleMemberEpoch.code()),
             None => Err(ResponseError::UnknownMemberId.code()),
-        };
+        })
+    });
+    if let Some(allowed) = consumer_protocol {
+        return allowed;
     }
     let groups = kafka.groups.lock();
     let Some(group) = groups.get(group_id) else {

@@ -190,7 +190,7 @@ async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
     if let Some(error) = super::not_coordinator(kafka, group) {
         return Err(error);
     }
-    if kafka.groups.live_consumer_groups(super::consumer_session_ms(kafka)).contains_key(group) {
+    if kafka.groups.with_live_consumer_group(group, super::consumer_session_ms(kafka), |g| g.is_some()) {
         // A consumer-protocol group is kept only while it has members.
         return Err(ResponseError::NonEmptyGroup.code());
     }
@@ -222,10 +222,9 @@ pub async fn delete_offsets(kafka: &Kafka, request: OffsetDeleteRequest) -> Offs
     if let Some(error) = super::not_coordinator(kafka, &group) {
         return OffsetDeleteResponse::default().with_error_code(error);
     }
-    let consumer_protocol = {
-        let live = kafka.groups.live_consumer_groups(super::consumer_session_ms(kafka));
-        live.get(&group).map(|g| g.subscribed_topics())
-    };
+    let session_ms = super::consumer_session_ms(kafka);
+    let consumer_protocol =
+        kafka.groups.with_live_consumer_group(&group, session_ms, |g| g.map(|g| g.subscribed_topics()));
     let (known, subscribed) = match consumer_protocol {
         Some(subscribed) => (true, subscribed),
         None => match kafka.groups.lock().get(&group) {
