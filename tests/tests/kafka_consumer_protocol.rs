@@ -133,3 +133,27 @@ async fn the_consumer_protocol_assigns_by_topic_id_checks_epochs_and_refuses_bad
     assert_eq!(described.groups[0].error_code, ResponseError::GroupIdNotFound.code());
     server.stop().await;
 }
+
+/// A static member (`group.instance.id`) leaving with epoch -2 keeps its place: a new
+/// member id with its instance id takes its epoch and partitions, and another member
+/// with that instance id while it is present is UNRELEASED_INSTANCE_ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_comes_back_under_a_new_id_to_its_partitions() {
+    let server = TestServer::start_with_kafka().await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("statics", 2).await.unwrap(), 0);
+    let with_instance = |member: &str| join(member, "statics").with_instance_id(Some(text("host-1")));
+
+    let first = heartbeat(&mut conn, &with_instance("s1")).await;
+    assert_eq!(first.error_code, 0, "{:?}", first.error_message);
+    let taken = heartbeat(&mut conn, &with_instance("s2")).await;
+    assert_eq!(taken.error_code, ResponseError::UnreleasedInstanceId.code());
+
+    let away = with_instance("s1").with_member_epoch(-2).with_subscribed_topic_names(None);
+    assert_eq!(heartbeat(&mut conn, &away).await.member_epoch, -2);
+    let back = heartbeat(&mut conn, &with_instance("s2")).await;
+    assert_eq!((back.error_code, back.member_epoch), (0, first.member_epoch));
+    let partitions = |r: &ConsumerGroupHeartbeatResponse| r.assignment.as_ref().map(|a| a.topic_partitions.clone());
+    assert_eq!(partitions(&back), partitions(&first));
+    server.stop().await;
+}

@@ -41,6 +41,9 @@ pub struct Member {
     pub last_seen_ms: u64,
     /// Its assignment changed since it was last answered with it.
     pub unsent: bool,
+    /// A static member that left with epoch -2: it keeps its partitions until its
+    /// session runs out or a member with its instance id takes its place.
+    pub away: bool,
 }
 
 /// A subscription by regular expression (version 1), matched against whole topic names
@@ -119,6 +122,8 @@ pub enum Refusal {
     FencedEpoch,
     /// A join without its subscription or rebalance timeout.
     IncompleteJoin,
+    /// A join with the instance id of a static member that has not left.
+    UnreleasedInstance,
 }
 
 /// Epochs with which a member leaves (-2: a static member that will be back).
@@ -188,19 +193,14 @@ impl ConsumerGroup {
     /// target.
     pub fn heartbeat(&mut self, beat: Beat, topics: BTreeMap<String, u32>, now_ms: u64) -> Result<Answer, Refusal> {
         if matches!(beat.epoch, LEAVE | LEAVE_STATIC) {
-            if self.members.remove(&beat.member_id).is_some() {
-                self.bump();
-            }
-            return Ok(Answer { epoch: beat.epoch, assignment: None });
+            return Ok(self.leave(&beat.member_id, beat.epoch));
         }
         let joining = beat.epoch == 0;
         if joining {
             if (beat.subscribed.is_none() && beat.regex.is_none()) || beat.rebalance_timeout_ms == 0 {
                 return Err(Refusal::IncompleteJoin);
             }
-            // A member joining again under its id has given everything up.
-            self.members.insert(beat.member_id.clone(), Member { unsent: true, ..Member::default() });
-            self.bump();
+            self.join(&beat.member_id, beat.instance_id.as_deref())?;
         }
         let member = self.members.get_mut(&beat.member_id).ok_or(Refusal::UnknownMember)?;
         let missed_answer = beat.epoch == member.previous_epoch
@@ -248,6 +248,50 @@ impl ConsumerGroup {
         let send = member.unsent || owned_differs;
         member.unsent = false;
         Ok(Answer { epoch: member.epoch, assignment: send.then(|| member.assigned.clone()) })
+    }
+
+    /// A member leaving: a static one with epoch -2 stays, away, holding its partitions
+    /// for its instance's return; any other is removed.
+    fn leave(&mut self, member_id: &str, epoch: i32) -> Answer {
+        match self.members.get_mut(member_id) {
+            Some(member) if epoch == LEAVE_STATIC && member.instance_id.is_some() => member.away = true,
+            Some(_) => {
+                self.members.remove(member_id);
+                self.bump();
+            }
+            None => {}
+        }
+        Answer { epoch, assignment: None }
+    }
+
+    /// A member joining: one with the instance id of a static member that is away takes
+    /// its place (its epoch and partitions, no rebalance); one whose instance id a present
+    /// member holds is refused; any other (or the same member again, which has given
+    /// everything up) starts with nothing.
+    fn join(&mut self, member_id: &str, instance_id: Option<&str>) -> Result<(), Refusal> {
+        let holder = instance_id.and_then(|instance| {
+            self.members
+                .iter()
+                .find(|(_, m)| m.instance_id.as_deref() == Some(instance))
+                .map(|(id, m)| (id.clone(), m.away))
+        });
+        match holder {
+            Some((holder, true)) => {
+                let mut member = self.members.remove(&holder).unwrap_or_default();
+                member.away = false;
+                member.unsent = true;
+                if let Some(target) = self.target.remove(&holder) {
+                    self.target.insert(member_id.to_string(), target);
+                }
+                self.members.insert(member_id.to_string(), member);
+            }
+            Some((holder, false)) if holder != member_id => return Err(Refusal::UnreleasedInstance),
+            _ => {
+                self.members.insert(member_id.to_string(), Member { unsent: true, ..Member::default() });
+                self.bump();
+            }
+        }
+        Ok(())
     }
 
     /// Takes the member's report of what it owns: partitions it was giving up and no
@@ -395,6 +439,29 @@ mod tests {
         group.expire(1 + 5_000 + 1, SESSION_MS);
         assert!(!group.members.contains_key("a"), "still giving up after its rebalance timeout");
         assert!(group.members.contains_key("b"));
+    }
+
+    #[test]
+    fn a_static_member_away_keeps_its_partitions_for_its_instance_to_take_back() {
+        let mut group = ConsumerGroup::default();
+        let with_instance = |id: &str| Beat { instance_id: Some("host-1".into()), ..join(id) };
+        let first = group.heartbeat(with_instance("a"), topics(2), 0).unwrap();
+        assert_eq!(group.heartbeat(with_instance("b"), topics(2), 1), Err(Refusal::UnreleasedInstance));
+
+        // Away (epoch -2): still a member holding its partitions, no new epoch.
+        let epoch = group.epoch;
+        group.heartbeat(Beat { member_id: "a".into(), epoch: LEAVE_STATIC, ..Beat::default() }, topics(2), 2).unwrap();
+        assert!(group.members["a"].away && group.epoch == epoch);
+
+        // Its instance back under a new member id: its place, epoch and partitions.
+        let back = group.heartbeat(with_instance("b"), topics(2), 3).unwrap();
+        assert_eq!((back.epoch, back.assignment), (first.epoch, Some(partitions(&[0, 1]))));
+        assert!(!group.members.contains_key("a") && group.epoch == epoch);
+
+        // Away past its session: removed, and the group moves on.
+        group.heartbeat(Beat { member_id: "b".into(), epoch: LEAVE_STATIC, ..Beat::default() }, topics(2), 4).unwrap();
+        group.expire(4 + SESSION_MS + 1, SESSION_MS);
+        assert!(group.members.is_empty());
     }
 
     /// Random joins, leaves, silences, partition count changes and heartbeats (each

@@ -87,6 +87,10 @@ pub async fn heartbeat(
         Err(Refusal::FencedEpoch) => {
             refuse(ResponseError::FencedMemberEpoch, "The member epoch does not match the member's current epoch.")
         }
+        Err(Refusal::UnreleasedInstance) => refuse(
+            ResponseError::UnreleasedInstanceId,
+            "The instance id is held by another member of the group, which must leave first.",
+        ),
         Err(Refusal::IncompleteJoin) => {
             refuse(ResponseError::InvalidRequest, "A joining member gives its subscribed topics and rebalance timeout.")
         }
