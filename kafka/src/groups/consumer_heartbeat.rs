@@ -146,7 +146,7 @@ fn checked(
             }
         },
     };
-    if kafka.groups.lock().get(group_id).is_some_and(|g| !g.members.is_empty()) {
+    if kafka.groups.has_classic_members(group_id) {
         return refused(ResponseError::GroupIdNotFound, format!("Group {group_id} is not a consumer group."));
     }
     Ok(Checked { member_id, assignor, regex })

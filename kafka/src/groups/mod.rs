@@ -100,6 +100,17 @@ impl Coordinator {
         groups
     }
 
+    /// Whether the classic group `id` has members whose sessions have not run out.
+    fn has_classic_members(&self, id: &str) -> bool {
+        let now = self.now();
+        let mut groups = self.lock();
+        let Some(group) = groups.get_mut(id) else { return false };
+        if group.expire(now) {
+            self.notify();
+        }
+        !group.members.is_empty()
+    }
+
     /// `f` of the consumer-protocol group `id` as [`Self::live_consumer_groups`] would
     /// show it (only that group's members are checked).
     fn with_live_consumer_group<T>(
