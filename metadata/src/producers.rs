@@ -80,7 +80,7 @@ impl Metadata {
         let stream_id = self.get_stream(basin, stream).await?.record.id;
         let prefix = keys::of_stream(b"p/", stream_id);
         let decode = |key: &[u8], bytes: &[u8]| {
-            let name = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+            let name = String::from_utf8_lossy(key.get(prefix.len()..).unwrap_or_default()).into_owned();
             Ok((name, ProducerState::from_stored(key, bytes)?))
         };
         let page = self.scan_page(&prefix, &prefix, usize::MAX, DurabilityLevel::Remote, decode).await?;
