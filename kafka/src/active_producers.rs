@@ -25,6 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use shale_metadata_contract::ProducerSummary;
 
+use crate::produce::producer_of_name;
 use crate::topics::{self, stream_of, Found};
 use crate::{error, Kafka};
 
@@ -73,7 +74,7 @@ async fn answer_partitions(kafka: &Kafka, topic: &str, partitions: &[i32], count
 fn latest_epochs(found: Vec<ProducerSummary>) -> Vec<ProducerState> {
     let mut latest: BTreeMap<i64, (i16, ProducerSummary)> = BTreeMap::new();
     for summary in found {
-        let Some((id, epoch)) = kafka_producer(&summary.producer) else { continue };
+        let Some((id, epoch)) = producer_of_name(&summary.producer) else { continue };
         if latest.get(&id).is_none_or(|(kept, _)| *kept < epoch) {
             latest.insert(id, (epoch, summary));
         }
@@ -100,13 +101,6 @@ fn producer(id: i64, epoch: i16) -> ProducerState {
         .with_current_txn_start_offset(-1)
 }
 
-/// The Kafka producer id and epoch of a producer state's name (see
-/// `produce::producer_name`); `None` for producers of S2's API.
-fn kafka_producer(name: &str) -> Option<(i64, i16)> {
-    let (id, epoch) = name.strip_prefix("kafka-")?.rsplit_once('-')?;
-    Some((id.parse().ok()?, epoch.parse().ok()?))
-}
-
 fn refuse_all(partitions: &[i32], error: ResponseError, why: Option<String>) -> Vec<PartitionResponse> {
     let answer = |p| refused(PartitionResponse::default().with_partition_index(p), error, why.clone());
     partitions.iter().map(|&p| answer(p)).collect()
@@ -123,13 +117,6 @@ mod tests {
 
     fn summary(producer: String, last_seq: u64, last_count: u64) -> ProducerSummary {
         ProducerSummary { producer, last_seq, last_count, last_timestamp: 7, last_active_ms: 9 }
-    }
-
-    #[test]
-    fn a_producer_name_gives_back_its_id_and_epoch() {
-        assert_eq!(kafka_producer(&producer_name(1 << 40, 3)), Some((1 << 40, 3)));
-        assert_eq!(kafka_producer("my-s2-producer"), None);
-        assert_eq!(kafka_producer("kafka-x-1"), None);
     }
 
     /// Each id once, at its latest epoch, with the last sequence of its latest batch;

@@ -31,6 +31,13 @@ pub fn producer_name(id: i64, epoch: i16) -> String {
     format!("kafka-{id}-{epoch}")
 }
 
+/// The Kafka producer id and epoch a [`producer_name`] names; `None` for the producers
+/// of S2's API.
+pub fn producer_of_name(name: &str) -> Option<(i64, i16)> {
+    let (id, epoch) = name.strip_prefix("kafka-")?.rsplit_once('-')?;
+    Some((id.parse().ok()?, epoch.parse().ok()?))
+}
+
 /// Submits every partition's batch of `request`, in the order the request lists them;
 /// the returned future awaits their commits and gives the response.
 pub async fn submit(
@@ -241,3 +248,15 @@ fn append_input(
 /// A Kafka batch may hold more records than S2's 1000 (librdkafka sends up to 10,000)
 /// and, decompressed, more than 1 MiB: up to this much goes into one append.
 pub const KAFKA_BATCH_LIMITS: BatchLimits = BatchLimits { records: 200_000, metered_bytes: 8 << 20 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_producer_name_gives_back_its_id_and_epoch() {
+        assert_eq!(producer_of_name(&producer_name(1 << 40, 3)), Some((1 << 40, 3)));
+        assert_eq!(producer_of_name("my-s2-producer"), None);
+        assert_eq!(producer_of_name("kafka-x-1"), None);
+    }
+}
