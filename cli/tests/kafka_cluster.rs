@@ -1,10 +1,11 @@
 //! Kafka clients against a cluster of stateless `shale agent`s on the local S3 server
 //! (moto): metadata with a standby, three agents, clients given one bootstrap address.
-//! Idempotent acks=all producers and a consumer group of three run while the group's
-//! coordinator agent is killed with -9, then the metadata leader; every acknowledged
-//! record is stored once where its ack said, every record is consumed, no committed
-//! offset moves backwards, and no member re-reads below an acknowledged commit. KafkaJS
-//! runs its steps against three agents as against one server.
+//! Idempotent acks=all producers, a classic consumer group of three and a group of two
+//! under the consumer group protocol (KIP-848), coordinated by the same agent, run while
+//! that agent is killed with -9, then the metadata leader; every acknowledged record is
+//! stored once where its ack said, each group consumes every record, no committed offset
+//! moves backwards, and no member re-reads below an acknowledged commit. KafkaJS runs its
+//! steps against three agents as against one server.
 
 #![allow(clippy::unwrap_used)]
 
@@ -23,6 +24,9 @@ use common::{kafka_script, python, run_kafkajs, run_python, stop_with_test, term
 const TOPIC: &str = "orders";
 const PARTITIONS: usize = 6;
 const GROUP: &str = "billing";
+/// The consumer-protocol group's name: the first of `billing-kip848-N` coordinated by the
+/// classic group's coordinator, so one kill moves both.
+const KIP848_GROUP: &str = "billing-kip848";
 /// Each producer's records and pace: about 20 s of producing.
 const COUNT: usize = 4000;
 const RATE: usize = 200;
@@ -206,7 +210,13 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     let dir = cluster.dir.path().to_path_buf();
     let stop = dir.join("stop");
     let acked_files: Vec<_> = (0..2).map(|n| dir.join(format!("acked-{n}"))).collect();
-    let member_files: Vec<_> = (0..3).map(|n| dir.join(format!("member-{n}"))).collect();
+    let classic = Group::new(&dir, GROUP.into(), "classic", 3);
+    let coordinator = run_python(&[&kafka_script("coordinator_of.py"), &bootstrap, GROUP]).trim().to_string();
+    let kip848_name = (0..30)
+        .map(|n| format!("{KIP848_GROUP}-{n}"))
+        .find(|name| run_python(&[&kafka_script("coordinator_of.py"), &bootstrap, name]).trim() == coordinator)
+        .expect("a group name the same agent coordinates");
+    let kip848 = Group::new(&dir, kip848_name, "consumer", 2);
     let producers: Vec<Child> = acked_files
         .iter()
         .enumerate()
@@ -217,20 +227,16 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
             spawn_python(&[&kafka_script("steady_producer.py"), &bootstrap, TOPIC, &name, &rate, &count, &path])
         })
         .collect();
-    let members: Vec<Child> = member_files
-        .iter()
-        .map(|path| {
-            let (path, stop) = (path.display().to_string(), stop.display().to_string());
-            spawn_python(&[&kafka_script("group_member.py"), &bootstrap, TOPIC, GROUP, &path, &stop])
+    let members: Vec<Child> =
+        [&classic, &kip848].into_iter().flat_map(|group| group.spawn_members(&bootstrap, &stop)).collect();
+    wait_until("each group consumes with all its members", Duration::from_secs(60), || async {
+        [&classic, &kip848].iter().all(|g| {
+            consumed(&g.files) >= 600 && g.files.iter().all(|p| lines(p).iter().any(|l| l.starts_with("assign ")))
         })
-        .collect();
-    wait_until("the group consumes with three members", Duration::from_secs(60), || async {
-        consumed(&member_files) >= 600 && member_files.iter().all(|p| lines(p).iter().any(|l| l.starts_with("assign ")))
     })
     .await;
 
-    // Kill the group's coordinator: its groups move, its partitions' leaders move.
-    let coordinator = run_python(&[&kafka_script("coordinator_of.py"), &bootstrap, GROUP]).trim().to_string();
+    // Kill the groups' coordinator: its groups move, its partitions' leaders move.
     let victim = agents.iter().position(|a| a.kafka == coordinator).expect("the coordinator is an agent");
     let mut killed = agents.remove(victim);
     skip_logged(&agents[0].logs);
@@ -242,9 +248,11 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     let survivor = agents[0].kafka.clone();
     let listed = run_python(&["-c", BROKERS, &survivor]);
     assert!(!listed.contains(&killed.kafka), "Metadata still lists the killed agent: {listed}");
-    let (acked_at_kill, consumed_at_kill) = (acked(&acked_files), consumed(&member_files));
-    wait_until("produce and consume after the agent's kill", Duration::from_secs(60), || async {
-        acked(&acked_files) >= acked_at_kill + 600 && consumed(&member_files) >= consumed_at_kill + 600
+    let (acked_at_kill, consumed_at_kill) = (acked(&acked_files), [consumed(&classic.files), consumed(&kip848.files)]);
+    wait_until("produce and each group consume after the agent's kill", Duration::from_secs(60), || async {
+        acked(&acked_files) >= acked_at_kill + 600
+            && consumed(&classic.files) >= consumed_at_kill[0] + 600
+            && consumed(&kip848.files) >= consumed_at_kill[1] + 600
     })
     .await;
 
@@ -263,9 +271,12 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     let process: serde_json::Value =
         client.get(format!("{standby_http}/console/process.json")).send().await.unwrap().json().await.unwrap();
     assert_eq!((process["role"].as_str(), process["client_api"].as_bool()), (Some("metadata"), Some(false)));
-    let (acked_at_failover, consumed_at_failover) = (acked(&acked_files), consumed(&member_files));
-    wait_until("produce and consume after the failover", Duration::from_secs(60), || async {
-        acked(&acked_files) >= acked_at_failover + 600 && consumed(&member_files) >= consumed_at_failover + 600
+    let (acked_at_failover, consumed_at_failover) =
+        (acked(&acked_files), [consumed(&classic.files), consumed(&kip848.files)]);
+    wait_until("produce and each group consume after the failover", Duration::from_secs(60), || async {
+        acked(&acked_files) >= acked_at_failover + 600
+            && consumed(&classic.files) >= consumed_at_failover[0] + 600
+            && consumed(&kip848.files) >= consumed_at_failover[1] + 600
     })
     .await;
 
@@ -285,7 +296,9 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
         assert!(out.status.success(), "member {n}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
-    check(&survivor, &acked_files, &member_files);
+    let stored = check_stored(&survivor, &acked_files);
+    check_group(&classic, &stored);
+    check_group(&kip848, &stored);
     // An agent stopped cleanly leaves at once: the other drops it at its next heartbeat
     // (250 ms), well before the 2 s ttl would.
     let mut agents = agents.into_iter();
@@ -300,7 +313,35 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     terminate(standby);
 }
 
-fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[std::path::PathBuf]) {
+/// A consumer group of the test: its name, protocol and each member's log.
+struct Group {
+    name: String,
+    protocol: &'static str,
+    files: Vec<std::path::PathBuf>,
+}
+
+impl Group {
+    fn new(dir: &std::path::Path, name: String, protocol: &'static str, members: usize) -> Group {
+        let files = (0..members).map(|n| dir.join(format!("{name}-member-{n}"))).collect();
+        Group { name, protocol, files }
+    }
+
+    fn spawn_members(&self, bootstrap: &str, stop: &std::path::Path) -> Vec<Child> {
+        let script = kafka_script("group_member.py");
+        let stop = stop.display().to_string();
+        self.files
+            .iter()
+            .map(|path| {
+                let path = path.display().to_string();
+                spawn_python(&[&script, bootstrap, TOPIC, &self.name, &path, &stop, self.protocol])
+            })
+            .collect()
+    }
+}
+
+/// Checks every acknowledged record is stored once where its ack said, and nothing else
+/// is; returns what is stored, as `(partition, offset, value)`.
+fn check_stored(bootstrap: &str, acked_files: &[std::path::PathBuf]) -> Vec<(usize, u64, String)> {
     // Every acknowledged record is stored exactly once, at the offset its ack named.
     let stored: Vec<(usize, u64, String)> =
         serde_json::from_str(&run_python(&[&kafka_script("read_all.py"), bootstrap, TOPIC, "positions"])).unwrap();
@@ -332,9 +373,16 @@ fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[st
             assert!(prev_offset < *offset && prev_i < i, "{value} after {producer}-{prev_i} on partition {partition}");
         }
     }
+    stored
+}
 
-    // The group consumed every record, each with its stored value.
-    let logs: Vec<Vec<Event>> = member_files.iter().map(|p| events(p)).collect();
+/// Checks `group` consumed every stored record, each with its stored value; that its
+/// acknowledged commits never moved backwards and end at each partition's end; and that
+/// no member given a partition read it from below a commit acknowledged before.
+fn check_group(group: &Group, stored: &[(usize, u64, String)]) {
+    let at: HashMap<(usize, u64), &str> = stored.iter().map(|(p, o, v)| ((*p, *o), v.as_str())).collect();
+    let name = &group.name;
+    let logs: Vec<Vec<Event>> = group.files.iter().map(|p| events(p)).collect();
     let mut times_consumed: HashMap<(usize, u64), usize> = HashMap::new();
     for event in logs.iter().flatten() {
         if let Event::Msg { partition, offset, value } = event {
@@ -343,7 +391,7 @@ fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[st
         }
     }
     let missed: Vec<_> = at.keys().filter(|k| !times_consumed.contains_key(k)).take(5).collect();
-    assert!(missed.is_empty(), "records the group never consumed: {missed:?}");
+    assert!(missed.is_empty(), "records {name} never consumed: {missed:?}");
 
     // Acknowledged commits never move backwards, and end at each partition's end.
     let mut commits: Vec<(f64, usize, u64)> = logs
@@ -358,11 +406,15 @@ fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[st
     let mut committed: BTreeMap<usize, u64> = BTreeMap::new();
     for (at, partition, offset) in &commits {
         let before = committed.insert(*partition, *offset).unwrap_or(0);
-        assert!(*offset >= before, "partition {partition}: commit {offset} at {at} after {before}");
+        assert!(*offset >= before, "{name} partition {partition}: commit {offset} at {at} after {before}");
     }
     for partition in 0..PARTITIONS {
         let end = stored.iter().filter(|(p, _, _)| *p == partition).count() as u64;
-        assert_eq!(committed.get(&partition).copied().unwrap_or(0), end, "partition {partition} committed to its end");
+        assert_eq!(
+            committed.get(&partition).copied().unwrap_or(0),
+            end,
+            "{name} partition {partition} committed to its end"
+        );
     }
 
     // A member given a partition starts at or after every commit acknowledged before
@@ -374,13 +426,15 @@ fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[st
                 let floor = commits.iter().filter(|c| c.0 < *at && c.1 == *partition).map(|c| c.2).max().unwrap_or(0);
                 let first = log[i + 1..].iter().find_map(|e| match e {
                     Event::Msg { partition: p, offset, .. } if p == partition => Some(*offset),
-                    Event::Assign { .. } => Some(u64::MAX),
+                    // Given it again: checked from there (an assignment under the
+                    // consumer protocol names only the partitions it adds).
+                    Event::Assign { partitions: added, .. } if added.contains(partition) => Some(u64::MAX),
                     _ => None,
                 });
                 if let Some(first) = first.filter(|&f| f != u64::MAX) {
                     assert!(
                         first >= floor,
-                        "partition {partition} assigned at {at} started at {first}, below commit {floor}"
+                        "{name} partition {partition} assigned at {at} started at {first}, below commit {floor}"
                     );
                 }
             }
@@ -388,7 +442,7 @@ fn check(bootstrap: &str, acked_files: &[std::path::PathBuf], member_files: &[st
     }
     let redelivered: usize = times_consumed.values().map(|n| n - 1).sum();
     println!(
-        "{} records stored once each; consumed {} times ({redelivered} redelivered after a commit that was not acknowledged)",
+        "{name}: {} records stored once each; consumed {} times ({redelivered} redelivered after a commit that was not acknowledged)",
         stored.len(),
         times_consumed.values().sum::<usize>()
     );

@@ -100,6 +100,15 @@ impl Supervised {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
+    /// What it said about aborts, gaps in its input and fatal errors (the last 40): what
+    /// explains a missing or repeated output.
+    fn events(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> =
+            text.lines().filter(|l| ["aborting", "gap", "fatal"].iter().any(|word| l.starts_with(word))).collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
     /// Starts it again if it stopped without finishing; true once it finished.
     fn check(&mut self) -> bool {
         match self.child.try_wait().unwrap() {
@@ -214,7 +223,8 @@ async fn a_transactional_pipeline_outputs_each_input_once_through_kills_and_a_fa
     assert_eq!(
         checked.trim(),
         format!("{RECORDS} {RECORDS} [] [] []"),
-        "total, distinct, missing, repeated, unexpected"
+        "total, distinct, missing, repeated, unexpected; the pipeline's aborts and gaps:\n{}",
+        pipeline.events()
     );
     for agent in agents {
         terminate(agent.child);

@@ -3,7 +3,8 @@
 Usage: eos_pipeline.py BOOTSTRAP IN OUT GROUP TXID PARTITIONS TOTAL PROGRESS
 
 Reads IN (read_committed) in GROUP, writes `out-<value>` to the same partition of OUT and
-commits the consumed offsets with that output in one transaction, batch after batch.
+commits the offsets after the batch's records with that output in one transaction, batch
+after batch.
 Appends `commit <records>` to PROGRESS after each commit. Exits 0 once GROUP's committed
 offsets on IN add up to TOTAL; exits 3 on a fatal error (a newer instance fenced this
 one), for its supervisor to start it again; an abortable error aborts the transaction
@@ -56,11 +57,29 @@ def committed_total(c):
     return sum(max(tp.offset, 0) for tp in offsets)
 
 
-def rewind(c):
+def rewind(c, expected):
+    """Seeks every assigned partition back to its committed offset, which is where its
+    next record must be."""
+    expected.clear()
     for tp in c.assignment():
         alive()
-        committed = c.committed([tp], timeout=10)[0].offset
-        c.seek(TopicPartition(tp.topic, tp.partition, max(committed, 0)))
+        committed = max(c.committed([tp], timeout=10)[0].offset, 0)
+        c.seek(TopicPartition(tp.topic, tp.partition, committed))
+        expected[tp.partition] = committed
+
+
+def offsets_after(batch, expected):
+    """The offsets to commit with `batch`'s outputs: each of its partitions' last offset
+    plus one. These, not `position()`, since a seek is applied by librdkafka's own thread
+    and `position()` may still be the pre-seek one. Says so when a partition's records do
+    not follow on from where this process knows it stood: the input's offsets are dense."""
+    offsets = {}
+    for m in batch:
+        p = m.partition()
+        if p in expected and m.offset() != expected[p]:
+            print(f"gap: partition {p} expected offset {expected[p]}, got {m.offset()}", flush=True)
+        expected[p] = offsets[p] = m.offset() + 1
+    return [TopicPartition(IN, p, o) for p, o in sorted(offsets.items())]
 
 
 def main():
@@ -81,7 +100,11 @@ def main():
         "linger.ms": 5,
     })
     retrying("init_transactions", lambda: p.init_transactions(20))
-    c.subscribe([IN])
+    # Where each partition's next record must be, as far as this process knows; a
+    # partition moved by a rebalance starts unknown.
+    expected = {}
+    c.subscribe([IN], on_assign=lambda _, parts: [expected.pop(tp.partition, None) for tp in parts],
+                on_revoke=lambda _, parts: [expected.pop(tp.partition, None) for tp in parts])
     idle_polls = 0
     while True:
         alive()
@@ -104,7 +127,7 @@ def main():
             p.begin_transaction()
             for m in batch:
                 p.produce(OUT, value=b"out-" + m.value(), partition=m.partition())
-            positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
+            positions = offsets_after(batch, expected)
             retrying("send_offsets", lambda: p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 20))
             retrying("commit", lambda: p.commit_transaction(30))
         except KafkaException as e:
@@ -114,7 +137,7 @@ def main():
                 return 3
             print(f"aborting: {error}", flush=True)
             retrying("abort", lambda: p.abort_transaction(30))
-            rewind(c)
+            rewind(c, expected)
             continue
         with open(PROGRESS, "a") as f:
             f.write(f"commit {len(batch)}\n")

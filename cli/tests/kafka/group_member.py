@@ -6,8 +6,11 @@ one event per line with the wall clock (seconds) first:
   commit T P OFFSET    a commit acknowledged (OFFSET: the next record to read)
   commitfail T ERROR
 Polls, then commits what it consumed synchronously; once the file STOP exists and
-nothing arrived for 3 s, it commits, leaves and exits 0.
-Usage: group_member.py BOOTSTRAP TOPIC GROUP OUT STOP."""
+nothing arrived for 3 s, it commits, leaves and exits 0. PROTOCOL is `classic` (the
+default: the range assignor, a 6 s session) or `consumer` (the consumer group protocol,
+KIP-848: the coordinator assigns, and its session and heartbeat interval are the
+coordinator's; each assign then names only the partitions added).
+Usage: group_member.py BOOTSTRAP TOPIC GROUP OUT STOP [PROTOCOL]."""
 import os
 import sys
 import time
@@ -15,6 +18,7 @@ import time
 from confluent_kafka import Consumer, KafkaException
 
 BOOTSTRAP, TOPIC, GROUP, OUT, STOP = sys.argv[1:6]
+PROTOCOL = sys.argv[6] if len(sys.argv) > 6 else "classic"
 out = open(OUT, "w", buffering=1)
 
 
@@ -22,17 +26,19 @@ def log(*fields):
     out.write(" ".join(str(f) for f in (fields[0], f"{time.time():.6f}") + fields[1:]) + "\n")
 
 
-c = Consumer({
+config = {
     "bootstrap.servers": BOOTSTRAP,
     "group.id": GROUP,
     "auto.offset.reset": "earliest",
     "enable.auto.commit": False,
-    "session.timeout.ms": 6000,
-    "heartbeat.interval.ms": 300,
     "topic.metadata.refresh.interval.ms": 1000,
     "reconnect.backoff.max.ms": 200,
-    "partition.assignment.strategy": "range",
-})
+}
+if PROTOCOL == "consumer":
+    config["group.protocol"] = "consumer"
+else:
+    config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "partition.assignment.strategy": "range"})
+c = Consumer(config)
 
 
 def commit():
