@@ -59,19 +59,12 @@ pub async fn heartbeat(
         assignor,
         owned: request.topic_partitions.as_ref().map(|owned| owned_partitions(owned, &wanted)),
     };
-    let outcome = {
-        let mut groups = kafka.groups.consumer_lock();
-        let group = groups.entry(group_id.clone()).or_default();
-        group.expire(now, consumer_session_ms(kafka));
+    let outcome = kafka.groups.with_consumer_group_mut(&group_id, now, consumer_session_ms(kafka), |group| {
         if counts.is_some() {
             group.topics_checked_ms = now;
         }
-        let outcome = group.heartbeat(beat, counts.unwrap_or_default(), now);
-        if group.members.is_empty() {
-            groups.remove(&group_id);
-        }
-        outcome
-    };
+        group.heartbeat(beat, counts.unwrap_or_default(), now)
+    });
     match outcome {
         Ok(answer) => {
             let interval = kafka.config.consumer_heartbeat_interval.as_millis();

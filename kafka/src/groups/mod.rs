@@ -119,15 +119,29 @@ impl Coordinator {
         session_ms: u64,
         f: impl FnOnce(Option<&consumer_group::ConsumerGroup>) -> T,
     ) -> T {
-        let now = self.now();
+        self.with_consumer_group_mut(id, self.now(), session_ms, |group| {
+            f(Some(&*group).filter(|g| !g.members.is_empty()))
+        })
+    }
+
+    /// `f` of the consumer-protocol group `id` (a new one without members if there is
+    /// none) once the members whose sessions ran out by `now` are gone; a group left
+    /// without members is then forgotten.
+    fn with_consumer_group_mut<T>(
+        &self,
+        id: &str,
+        now: u64,
+        session_ms: u64,
+        f: impl FnOnce(&mut consumer_group::ConsumerGroup) -> T,
+    ) -> T {
         let mut groups = self.consumer_lock();
-        if let Some(group) = groups.get_mut(id) {
-            group.expire(now, session_ms);
-            if group.members.is_empty() {
-                groups.remove(id);
-            }
+        let group = groups.entry(id.to_string()).or_default();
+        group.expire(now, session_ms);
+        let out = f(group);
+        if group.members.is_empty() {
+            groups.remove(id);
         }
-        f(groups.get(id))
+        out
     }
 
     fn now(&self) -> u64 {
