@@ -392,3 +392,20 @@ fn kafkajs_logs_in_with_sasl_over_tls_within_its_token() {
     run_kafkajs("sasl.mjs", &[&kafka, &ca, ROOT, "orders-js", &secret]);
     assert!(terminate(server).success());
 }
+
+/// librdkafka's share consumer (KIP-932) against share groups: two members read a
+/// topic's records, each delivered to exactly one of them; the group starts at the latest offset; a
+/// released record comes back with its delivery count raised; and after a restart of
+/// the server what was accepted is not delivered again while what was never read is.
+/// The steps are in `tests/kafka/share_groups.py`.
+#[test]
+fn confluent_kafka_share_consumers_split_records_and_keep_their_place_through_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = kafka_script("share_groups.py");
+    for phase in ["first", "again"] {
+        let (server, _, kafka) = serve_kafka(dir.path(), 0);
+        let out = run_python(&[&script, &kafka, phase]);
+        assert!(out.contains("every step passed"), "{phase}: {out}");
+        assert!(terminate(server).success());
+    }
+}

@@ -47,6 +47,24 @@ pub struct KafkaConfig {
     /// How often such a member heartbeats (`group.consumer.heartbeat.interval.ms`).
     #[serde(with = "humantime_serde")]
     pub consumer_heartbeat_interval: Duration,
+    /// How long a record handed to a share group's member stays locked to it unless it
+    /// acknowledges it (Kafka's `group.share.record.lock.duration.ms`).
+    #[serde(with = "humantime_serde")]
+    pub share_record_lock_duration: Duration,
+    /// Where a share group starts on a partition it has not read: `latest` (Kafka's
+    /// default, `share.auto.offset.reset`) or `earliest`.
+    pub share_auto_offset_reset: ShareReset,
+}
+
+/// Where a share group starts reading a partition it has no start offset on.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ShareReset {
+    /// Records appended from the group's first fetch of the partition on.
+    #[default]
+    Latest,
+    /// Every record still in the partition.
+    Earliest,
 }
 
 impl Default for KafkaConfig {
@@ -64,6 +82,8 @@ impl Default for KafkaConfig {
             agent_ttl: Duration::from_secs(4),
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
+            share_record_lock_duration: Duration::from_secs(30),
+            share_auto_offset_reset: ShareReset::Latest,
         }
     }
 }
@@ -89,6 +109,11 @@ impl KafkaConfig {
             return Err(KafkaError::Config(
                 "consumer_session_timeout must be longer than consumer_heartbeat_interval, which must not be 0".into(),
             ));
+        }
+        if self.share_record_lock_duration < Duration::from_secs(1)
+            || self.share_record_lock_duration > Duration::from_secs(3600)
+        {
+            return Err(KafkaError::Config("share_record_lock_duration must be 1 s to 1 h".into()));
         }
         if self.heartbeat_interval.is_zero() || self.agent_ttl < 2 * self.heartbeat_interval {
             return Err(KafkaError::Config(

@@ -20,7 +20,7 @@ use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
 use crate::{
     active_producers, cluster, elections, fetch_frame, fetch_session, groups, log_dirs, offsets, produce, producers,
-    topics, transactions, versions, Kafka, KafkaError,
+    shares, topics, transactions, versions, Kafka, KafkaError,
 };
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
@@ -251,6 +251,12 @@ async fn answer(
             let client_id = request.header.client_id.as_deref().unwrap_or_default();
             ResponseKind::ConsumerGroupHeartbeat(groups::consumer_heartbeat(kafka, r, version, client_id).await)
         }
+        RequestKind::ShareGroupHeartbeat(r) => ResponseKind::ShareGroupHeartbeat(shares::heartbeat(kafka, r).await),
+        RequestKind::ShareFetch(r) => {
+            let client_id = request.header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::ShareFetch(shares::fetch(kafka, r, client_id).await)
+        }
+        RequestKind::ShareAcknowledge(r) => ResponseKind::ShareAcknowledge(shares::acknowledge(kafka, r).await),
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elections::elect(kafka, r).await),
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(active_producers::describe(kafka, r).await)

@@ -21,7 +21,8 @@
 //! - `produce`, `fetch`, `offsets` (ListOffsets, DeleteRecords), `cluster` (Metadata,
 //!   DescribeCluster, FindCoordinator), `producers` (InitProducerId), `transactions`
 //!   (transactional producers: staged batches made visible or dropped at once), `groups`
-//!   (consumer groups: membership in memory, committed offsets as tracked consumers);
+//!   (consumer groups: membership in memory, committed offsets as tracked consumers),
+//!   `shares` (share groups: records handed to one member at a time under locks);
 //! - `fetch_budget`: a fetch's byte bound, shared by the partitions it reads at once, and
 //!   the bytes a listener's connections read ahead;
 //! - `fetch_session`: what a connection keeps between fetches: read cursors and its
@@ -57,6 +58,7 @@ mod produce;
 mod producers;
 mod records;
 mod sasl;
+mod shares;
 mod topic_cache;
 mod topics;
 mod transactions;
@@ -97,6 +99,7 @@ pub(crate) struct Kafka {
     /// Names this cluster in Metadata and DescribeCluster: the basin's.
     pub cluster_id: String,
     pub groups: Arc<groups::Coordinator>,
+    pub shares: Arc<shares::Shares>,
     pub producer_ids: Arc<producers::ProducerIds>,
     pub topic_configs: Arc<topic_cache::TopicCache>,
     /// Whether callers must log in (SASL) first: access control is on.
@@ -145,6 +148,7 @@ pub async fn serve(
     let (brokers, membership) = brokers::join(cluster, &config, (host, port), &service, stopped).await;
     let kafka = Arc::new(Kafka {
         groups: Arc::new(groups::Coordinator::new(clock.clone())),
+        shares: Arc::new(shares::Shares::new(clock.clone())),
         producer_ids: Arc::new(producers::ProducerIds::new(clock, brokers.me().id)),
         topic_configs: Arc::new(topic_cache::TopicCache::new()),
         cluster_id: format!("shale-{}", config.basin),

@@ -102,8 +102,7 @@ fn to_shale(record: &KafkaRecord) -> Result<Record, Refused> {
 /// records (fence, trim; a header with an empty name) are left out, which Kafka
 /// consumers step over as a gap in the offsets. Nothing is written when none is left.
 pub fn encode_batch(records: &[SequencedRecord], out: &mut BytesMut) {
-    let shown: Vec<&SequencedRecord> =
-        records.iter().filter(|r| !r.headers.iter().any(|h| h.name.is_empty())).collect();
+    let shown: Vec<&SequencedRecord> = records.iter().filter(|r| is_shown(r)).collect();
     let (Some(first), Some(last)) = (shown.first(), shown.last()) else { return };
     let base_offset = offset_of(first);
     let base_timestamp = timestamp_of(first);
@@ -130,6 +129,12 @@ pub fn encode_batch(records: &[SequencedRecord], out: &mut BytesMut) {
     out[start + 8..start + 12].copy_from_slice(&batch_length.to_be_bytes());
     let crc = crc32c::crc32c(&out[crc_from..]);
     out[crc_from - 4..crc_from].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Whether Kafka consumers see `record`: S2's command records (a header with an empty
+/// name) are not shown.
+pub fn is_shown(record: &SequencedRecord) -> bool {
+    !record.headers.iter().any(|h| h.name.is_empty())
 }
 
 fn offset_of(record: &SequencedRecord) -> i64 {

@@ -188,7 +188,7 @@ pub fn may_use_groups(kafka: &Kafka) -> bool {
 /// again), COORDINATOR_NOT_AVAILABLE while this broker's list of brokers is not current.
 /// Whatever it kept of a group it no longer coordinates is dropped: the group's members
 /// rejoin at its coordinator.
-fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
+pub(crate) fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
     if !may_use_groups(kafka) {
         return Some(ResponseError::GroupAuthorizationFailed.code());
     }
@@ -206,7 +206,7 @@ fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
 }
 
 /// How long a consumer-protocol member may be silent (`[kafka] consumer_session_timeout`).
-fn consumer_session_ms(kafka: &Kafka) -> u64 {
+pub(crate) fn consumer_session_ms(kafka: &Kafka) -> u64 {
     u64::try_from(kafka.config.consumer_session_timeout.as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -1,0 +1,79 @@
+//! Share groups (KIP-932, "queues for Kafka"), as librdkafka's share consumer uses them:
+//! members of a share group read the same partitions, and each record goes to one member
+//! at a time, locked to it until it acknowledges it or the lock runs out.
+//!
+//! - `group`: a share group's members and their assignments (every partition of their
+//!   topics), held by the group's coordinator; `heartbeat` answers ShareGroupHeartbeat;
+//! - `partition`: one share-partition's records in flight, held by the broker that
+//!   leads the partition; `fetch` answers ShareFetch and ShareAcknowledge over share
+//!   sessions (`sessions`).
+//!
+//! What is done with survives: a share-partition's start offset (every record before it
+//! accepted, rejected or given up on) is kept as the tracked consumer named after the
+//! group on the partition's stream, written when the group first fetches the partition
+//! and before an acknowledgement that moves it is answered. Locks and delivery counts live in memory: a restarted or moved leader hands
+//! out again, from the start offset, what was in flight (at least once, as a lock that
+//! runs out would).
+
+mod fetch;
+mod group;
+mod heartbeat;
+mod partition;
+mod sessions;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use shale_storage::Clock;
+
+pub use fetch::{acknowledge, fetch};
+pub use heartbeat::heartbeat;
+
+/// A share-partition: `None` until its first fetch finds its start offset.
+type PartitionSlot = Arc<tokio::sync::Mutex<Option<partition::SharePartition>>>;
+
+/// What this broker holds of share groups: the groups it coordinates, the
+/// share-partitions it leads, and its members' share sessions.
+pub struct Shares {
+    clock: Arc<dyn Clock>,
+    groups: Mutex<HashMap<String, group::ShareGroup>>,
+    /// By group and stream.
+    partitions: Mutex<HashMap<(String, String), PartitionSlot>>,
+    sessions: Mutex<sessions::Sessions>,
+    /// Topic names by id, as share requests name topics.
+    names: Mutex<HashMap<uuid::Uuid, String>>,
+}
+
+impl Shares {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Shares {
+            clock,
+            groups: Mutex::default(),
+            partitions: Mutex::default(),
+            sessions: Mutex::default(),
+            names: Mutex::default(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    fn groups(&self) -> MutexGuard<'_, HashMap<String, group::ShareGroup>> {
+        self.groups.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, sessions::Sessions> {
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn names(&self) -> MutexGuard<'_, HashMap<uuid::Uuid, String>> {
+        self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Group `group`'s share-partition on `stream`.
+    fn partition(&self, group: &str, stream: &str) -> PartitionSlot {
+        let mut partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        partitions.entry((group.to_string(), stream.to_string())).or_default().clone()
+    }
+}

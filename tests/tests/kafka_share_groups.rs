@@ -1,0 +1,136 @@
+//! Share groups (KIP-932) over a real socket, where librdkafka's share consumer does not
+//! go: what a heartbeat is refused for, a share session's epochs, records held by one
+//! member refused to another's fetch and acknowledgement, a released record handed to
+//! another member with its delivery count raised, and the stored start offset.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use kafka_protocol::messages::share_acknowledge_request::{self, AcknowledgePartition, AcknowledgeTopic};
+use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::share_fetch_response::AcquiredRecords;
+use kafka_protocol::messages::{
+    ApiKey, GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use shale_tests::kafka_client::KafkaConn;
+use shale_tests::TestServer;
+
+const GROUP: &str = "workers";
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+async fn heartbeat(
+    conn: &mut KafkaConn,
+    member: &str,
+    epoch: i32,
+    topics: Option<&[&str]>,
+) -> ShareGroupHeartbeatResponse {
+    let request = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(text(GROUP)))
+        .with_member_id(text(member))
+        .with_member_epoch(epoch)
+        .with_subscribed_topic_names(topics.map(|t| t.iter().map(|n| TopicName(text(n))).collect()));
+    conn.call(ApiKey::ShareGroupHeartbeat, 1, &request).await.unwrap()
+}
+
+/// A fetch of partition 0 of the topic with `id` by `member` at session `epoch`.
+async fn fetch(conn: &mut KafkaConn, member: &str, epoch: i32, id: uuid::Uuid) -> ShareFetchResponse {
+    let partition = FetchPartition::default().with_partition_index(0).with_partition_max_bytes(1 << 20);
+    let request = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(text(GROUP))))
+        .with_member_id(Some(text(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_max_records(10)
+        .with_batch_size(10)
+        .with_topics(vec![FetchTopic::default().with_topic_id(id).with_partitions(vec![partition])]);
+    conn.call(ApiKey::ShareFetch, 1, &request).await.unwrap()
+}
+
+/// `member`'s acknowledgement of offsets `first..=last` of partition 0 with `types`.
+async fn acknowledge(
+    conn: &mut KafkaConn,
+    member: &str,
+    epoch: i32,
+    id: uuid::Uuid,
+    (first, last, types): (i64, i64, Vec<i8>),
+) -> ShareAcknowledgeResponse {
+    let batch = share_acknowledge_request::AcknowledgementBatch::default()
+        .with_first_offset(first)
+        .with_last_offset(last)
+        .with_acknowledge_types(types);
+    let partition = AcknowledgePartition::default().with_partition_index(0).with_acknowledgement_batches(vec![batch]);
+    let request = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(text(GROUP))))
+        .with_member_id(Some(text(member)))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![AcknowledgeTopic::default().with_topic_id(id).with_partitions(vec![partition])]);
+    conn.call(ApiKey::ShareAcknowledge, 1, &request).await.unwrap()
+}
+
+fn acquired(response: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+    assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 0, "{:?}", partition.error_message);
+    partition
+        .acquired_records
+        .iter()
+        .map(|a: &AcquiredRecords| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect()
+}
+
+fn ack_error(response: &ShareAcknowledgeResponse) -> i16 {
+    assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+    response.responses[0].partitions[0].error_code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_groups_hand_each_record_to_one_member_and_keep_their_start() {
+    let server = TestServer::start_with_kafka().await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    assert_eq!(conn.produce("jobs", 0, &["before".to_string()]).await.unwrap(), (0, 0));
+
+    // Heartbeats: refused without a member id, an unknown member, a wrong epoch.
+    let code = |r: &ShareGroupHeartbeatResponse| r.error_code;
+    assert_eq!(code(&heartbeat(&mut conn, "", 0, Some(&["jobs"])).await), ResponseError::InvalidRequest.code());
+    assert_eq!(code(&heartbeat(&mut conn, "nobody", 3, None).await), ResponseError::UnknownMemberId.code());
+    let joined = heartbeat(&mut conn, "m1", 0, Some(&["jobs"])).await;
+    assert_eq!((joined.error_code, joined.member_epoch), (0, 1), "{:?}", joined.error_message);
+    let assignment = joined.assignment.expect("a join is answered with its assignment");
+    let id = assignment.topic_partitions[0].topic_id;
+    assert_eq!(assignment.topic_partitions[0].partitions, vec![0]);
+    assert_eq!(code(&heartbeat(&mut conn, "m1", 7, None).await), ResponseError::FencedMemberEpoch.code());
+    assert_eq!(heartbeat(&mut conn, "m1", 1, None).await.member_epoch, 1);
+
+    // A session must be opened at epoch 0; the first fetch starts the group at the tail.
+    assert_eq!(fetch(&mut conn, "m1", 1, id).await.error_code, ResponseError::ShareSessionNotFound.code());
+    assert!(acquired(&fetch(&mut conn, "m1", 0, id).await).is_empty(), "nothing after the latest offset yet");
+    let values: Vec<String> = (0..3).map(|i| format!("job-{i}")).collect();
+    assert_eq!(conn.produce("jobs", 0, &values).await.unwrap(), (0, 1));
+    assert_eq!(acquired(&fetch(&mut conn, "m1", 1, id).await), vec![(1, 3, 1)]);
+
+    // Another member finds them held: nothing to fetch, nothing it may acknowledge.
+    assert!(acquired(&fetch(&mut conn, "m2", 0, id).await).is_empty());
+    let refused = acknowledge(&mut conn, "m2", 1, id, (1, 1, vec![1])).await;
+    assert_eq!(ack_error(&refused), ResponseError::InvalidRecordState.code());
+
+    // m1 releases 1 and accepts 2 and 3: m2 is handed 1, delivered a second time.
+    assert_eq!(ack_error(&acknowledge(&mut conn, "m1", 2, id, (1, 3, vec![2, 1, 1])).await), 0);
+    assert_eq!(acquired(&fetch(&mut conn, "m2", 2, id).await), vec![(1, 1, 2)]);
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 1), "the start waits for 1");
+    assert_eq!(ack_error(&acknowledge(&mut conn, "m2", 3, id, (1, 1, vec![1])).await), 0);
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 4), "every job done with: stored");
+
+    // A wrong epoch closes the session.
+    assert_eq!(fetch(&mut conn, "m1", 9, id).await.error_code, ResponseError::InvalidShareSessionEpoch.code());
+    assert_eq!(fetch(&mut conn, "m1", 3, id).await.error_code, ResponseError::ShareSessionNotFound.code());
+    assert_eq!(heartbeat(&mut conn, "m1", -1, None).await.member_epoch, -1);
+}
