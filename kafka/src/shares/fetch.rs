@@ -59,7 +59,8 @@ struct Answer {
     ack_error: Option<(ResponseError, String)>,
     records: Option<bytes::Bytes>,
     acquired: Vec<AcquiredRecords>,
-    leader: i32,
+    /// The partition's leader, when the fetch looked it up.
+    leader: Option<i32>,
 }
 
 pub async fn fetch(kafka: &Kafka, request: ShareFetchRequest, client_id: &str) -> ShareFetchResponse {
@@ -105,7 +106,9 @@ pub async fn fetch(kafka: &Kafka, request: ShareFetchRequest, client_id: &str) -
             .with_error_message(answer.error.map(|(_, why)| StrBytes::from_string(why)))
             .with_acknowledge_error_code(answer.ack_error.as_ref().map_or(0, |(e, _)| e.code()))
             .with_acknowledge_error_message(answer.ack_error.map(|(_, why)| StrBytes::from_string(why)))
-            .with_current_leader(LeaderIdAndEpoch::default().with_leader_id(answer.leader).with_leader_epoch(0))
+            .with_current_leader(
+                LeaderIdAndEpoch::default().with_leader_id(answer.leader.unwrap_or(-1)).with_leader_epoch(0),
+            )
             // librdkafka reads a null record set as malformed: an empty one when none.
             .with_records(Some(answer.records.unwrap_or_default()))
             .with_acquired_records(answer.acquired);
@@ -296,18 +299,22 @@ async fn hand_out(
 ) -> usize {
     let me = kafka.brokers.me().id;
     let (mut taken, mut bytes_left) = (0, bytes);
-    for part in session {
+    // Each fetch starts at another partition, so a busy one does not take every fetch's
+    // whole bound from the others.
+    let first = kafka.shares.next_rotation() % session.len().max(1);
+    for part in session[first..].iter().chain(&session[..first]) {
         if taken >= max_records || bytes_left == 0 {
             break;
         }
         let answer = answers.entry((part.topic_id, part.partition)).or_default();
-        answer.leader = Brokers::leader_of(brokers, &part.topic, part.partition);
+        let leader = Brokers::leader_of(brokers, &part.topic, part.partition);
+        answer.leader = Some(leader);
         if !topics::visible(kafka, &part.topic) {
             answer.error =
                 Some((ResponseError::TopicAuthorizationFailed, format!("Topic {} is not authorized.", part.topic)));
             continue;
         }
-        if answer.leader != me {
+        if leader != me {
             answer.error = Some((ResponseError::NotLeaderOrFollower, "Another broker leads this partition.".into()));
             continue;
         }

@@ -22,6 +22,7 @@ mod partition;
 mod sessions;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use shale_storage::Clock;
@@ -42,6 +43,8 @@ pub struct Shares {
     sessions: Mutex<sessions::Sessions>,
     /// Topic names by id, as share requests name topics.
     names: Mutex<HashMap<uuid::Uuid, String>>,
+    /// Where the next fetch starts among its session's partitions.
+    rotation: AtomicUsize,
 }
 
 impl Shares {
@@ -52,6 +55,7 @@ impl Shares {
             partitions: Mutex::default(),
             sessions: Mutex::default(),
             names: Mutex::default(),
+            rotation: AtomicUsize::new(0),
         }
     }
 
@@ -65,6 +69,10 @@ impl Shares {
 
     fn sessions(&self) -> MutexGuard<'_, sessions::Sessions> {
         self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn next_rotation(&self) -> usize {
+        self.rotation.fetch_add(1, Ordering::Relaxed)
     }
 
     fn names(&self) -> MutexGuard<'_, HashMap<uuid::Uuid, String>> {
