@@ -359,9 +359,17 @@ async fn take(
     };
     let read = kafka.service.read(&read_from(kafka, &stream, from, Some(max), bytes, Duration::ZERO)).await?;
     let offsets: Vec<u64> = read.records.iter().filter(|r| is_shown(r)).map(|r| r.seq_num).collect();
+    // A read that starts past `from` (clamped to the stream's trim point) shows the
+    // records before it are gone.
+    let readable_from = read.records.first().map_or(read.tail.seq_num, |r| r.seq_num);
     let until = kafka.shares.now().saturating_add(lock_ms(kafka));
     let ranges = match slot.lock().await.as_mut() {
-        Some(state) => state.acquire(member, &offsets, max, until),
+        Some(state) => {
+            if readable_from > from && state.skip_to(readable_from) {
+                persist(kafka, group, &stream, state.start()).await;
+            }
+            state.acquire(member, &offsets, max, until)
+        }
         None => Vec::new(),
     };
     let held = |seq: u64| ranges.iter().any(|r| (r.first..=r.last).contains(&seq));

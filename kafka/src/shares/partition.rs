@@ -177,6 +177,14 @@ impl SharePartition {
         Ok(self.advance())
     }
 
+    /// Gives up on every record before `offset`, which the stream no longer has (trimmed
+    /// by retention or DeleteRecords). Whether the start moved.
+    pub fn skip_to(&mut self, offset: u64) -> bool {
+        self.slots.retain(|&o, _| o >= offset);
+        self.end = self.end.max(offset);
+        self.advance()
+    }
+
     /// Frees every record `member` holds (its session closed). Whether the start moved.
     pub fn release_member(&mut self, member: &str) -> bool {
         let held: Vec<u64> = self
@@ -269,6 +277,19 @@ mod tests {
         assert_eq!(p.start(), 0);
         assert_eq!(p.acknowledge("a", 0, 2, &[3]), Ok(true));
         assert_eq!(p.start(), 3);
+    }
+
+    #[test]
+    fn records_trimmed_away_are_given_up_on() {
+        let mut p = SharePartition::starting_at(0);
+        p.acquire("a", &[0, 1, 2], 10, 100);
+        p.expire(100);
+        assert_eq!(p.next_to_read(), 0);
+        // The stream now starts at 2: 0 and 1 are gone, 2 is still free to hand out.
+        assert!(p.skip_to(2));
+        assert_eq!((p.start(), p.next_to_read()), (2, 2));
+        assert!(p.skip_to(5));
+        assert_eq!((p.start(), p.next_to_read(), p.end()), (5, 5, 5));
     }
 
     #[test]
