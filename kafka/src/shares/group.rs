@@ -47,11 +47,13 @@ impl ShareGroup {
         self.members.len()
     }
 
-    /// The topics some member subscribes to (those of `beat` included).
-    pub fn topics_with<'a>(&'a self, beat: &'a Beat<'_>) -> BTreeSet<&'a String> {
-        let mut topics: BTreeSet<&String> = self.members.values().flat_map(|m| &m.topics).collect();
-        topics.extend(beat.topics.iter().flatten());
-        topics
+    /// The topics `beat`'s member subscribes to after it: those it names, else those
+    /// it subscribed to before (none for a member not in the group).
+    pub fn topics_after(&self, beat: &Beat<'_>) -> BTreeSet<String> {
+        match &beat.topics {
+            Some(topics) => topics.clone(),
+            None => self.members.get(beat.member_id).map(|m| m.topics.clone()).unwrap_or_default(),
+        }
     }
 
     /// Removes the members not heard from within `session_ms` of `now_ms`.

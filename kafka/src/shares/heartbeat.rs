@@ -35,10 +35,12 @@ pub async fn heartbeat(kafka: &Kafka, request: ShareGroupHeartbeatRequest) -> Re
         return refuse(ResponseError::TopicAuthorizationFailed, format!("Topic {topic} is not authorized."));
     }
     let beat = Beat { member_id: &member_id, epoch: request.member_epoch, topics: subscribed };
-    let topics: Vec<String> = match kafka.shares.groups().get(&group_id) {
-        Some(group) => group.topics_with(&beat).into_iter().cloned().collect(),
-        None => beat.topics.iter().flatten().cloned().collect(),
-    };
+    let topics = kafka
+        .shares
+        .groups()
+        .get(&group_id)
+        .map(|g| g.topics_after(&beat))
+        .unwrap_or_else(|| beat.topics.clone().unwrap_or_default());
     let mut counts = BTreeMap::new();
     if beat.epoch != -1 {
         for topic in topics {
