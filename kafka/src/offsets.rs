@@ -21,7 +21,8 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
-fn offset(seq: u64) -> i64 {
+/// A sequence number as a Kafka offset.
+pub(crate) fn offset(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
 

@@ -22,6 +22,7 @@ use super::partition::{AckRefusal, SharePartition};
 use super::sessions::{SessionPartition, FINAL_EPOCH};
 use crate::brokers::Brokers;
 use crate::config::ShareReset;
+use crate::offsets::offset;
 use crate::records::{encode_batch, is_shown};
 use crate::topics::{self, stream_of};
 use crate::Kafka;
@@ -64,7 +65,7 @@ struct Answer {
 }
 
 pub async fn fetch(kafka: &Kafka, request: ShareFetchRequest, client_id: &str) -> ShareFetchResponse {
-    let lock_ms = i32::try_from(kafka.config.share_record_lock_duration.as_millis()).unwrap_or(i32::MAX);
+    let lock_ms = i32::try_from(lock_ms(kafka)).unwrap_or(i32::MAX);
     let refuse = |error: ResponseError, why: String| {
         ShareFetchResponse::default()
             .with_error_code(error.code())
@@ -445,8 +446,4 @@ fn read_from(kafka: &Kafka, stream: &str, from: u64, count: Option<usize>, bytes
 
 fn lock_ms(kafka: &Kafka) -> u64 {
     u64::try_from(kafka.config.share_record_lock_duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn offset(seq: u64) -> i64 {
-    i64::try_from(seq).unwrap_or(i64::MAX)
 }

@@ -79,8 +79,7 @@ impl ShareGroup {
             0 => {
                 let topics = beat.topics.ok_or(Refusal::NoSubscription)?;
                 let joined = Member { epoch: 0, topics, assigned: Assignment::new(), seen_ms: now_ms };
-                self.members.insert(beat.member_id.to_string(), joined);
-                self.members.get_mut(beat.member_id).ok_or(Refusal::UnknownMember)?
+                self.members.entry(beat.member_id.to_string()).insert_entry(joined).into_mut()
             }
             epoch => {
                 let member = self.members.get_mut(beat.member_id).ok_or(Refusal::UnknownMember)?;

@@ -117,8 +117,9 @@ impl SharePartition {
     /// never handed out (those past `end`). Returns the ranges taken.
     pub fn acquire(&mut self, member: &str, offsets: &[u64], max: usize, until_ms: u64) -> Vec<Acquired> {
         let mut taken: Vec<Acquired> = Vec::new();
+        let mut count = 0;
         for &offset in offsets {
-            if taken.iter().map(|a| (a.last - a.first + 1) as usize).sum::<usize>() >= max {
+            if count >= max {
                 break;
             }
             if offset < self.start {
@@ -139,6 +140,7 @@ impl SharePartition {
                     _ => continue,
                 }
             };
+            count += 1;
             match taken.last_mut() {
                 Some(last) if last.last + 1 == offset && last.deliveries == deliveries => last.last = offset,
                 _ => taken.push(Acquired { first: offset, last: offset, deliveries }),
