@@ -1,7 +1,7 @@
-//! Real, unmodified Kafka clients against `shale serve --kafka`: confluent-kafka
-//! (librdkafka), kafka-python and KafkaJS (two independent implementations) and kcat,
-//! each driven by a script that asserts every step (`tests/kafka/*.py`,
-//! `tests/kafkajs/*.mjs`), and a `kill -9` of the server under idempotent acks=all
+//! Real, unmodified Kafka clients against `shale serve --kafka`: Apache Kafka's Java
+//! client, confluent-kafka (librdkafka), kafka-python and KafkaJS (independent
+//! implementations) and kcat, each driven by a program that asserts every step
+//! (`tests/kafka/*.py`, `tests/kafka/java/*.java`, `tests/kafkajs/*.mjs`), and a `kill -9` of the server under idempotent acks=all
 //! producers.
 
 #![allow(clippy::unwrap_used)]
@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::{
-    kafka_script, python, quix_python, run_kafkajs, run_python, run_python_of, shale, spawn_started, start_field,
+    kafka_script, python, quix_python, run_java, run_kafkajs, run_python, run_python_of, shale, spawn_started, start_field,
     terminate,
 };
 
@@ -66,6 +66,22 @@ fn confluent_kafka_produces_consumes_and_administers_unchanged() {
 #[test]
 fn confluent_kafka_consumers_share_partitions_under_the_consumer_protocol() {
     passes_against_serve("consumer_protocol.py", false);
+}
+
+/// Apache Kafka's own Java client (kafka-clients 4.3), the reference implementation:
+/// topics created and described by name and by id, configs altered, idempotent produce
+/// under every compression, a classic and a consumer-protocol group, offsets for times,
+/// transactions (aborted records never shown, a fenced producer refused), a
+/// consume-transform-produce loop with its offsets in each transaction, group offsets
+/// altered and deleted, records deleted, partitions added, and `KafkaShareConsumer`. The
+/// steps are in `tests/kafka/java/JavaClients.java`; it needs `scripts/java-kafka.sh`
+/// (`scripts/test.sh` runs it).
+#[test]
+fn java_kafka_clients_produce_consume_transact_and_administer_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    run_java("JavaClients.java", &[&kafka]);
+    assert!(terminate(server).success());
 }
 
 /// KafkaJS, a third implementation of the protocol (JavaScript): administration,

@@ -81,12 +81,12 @@ pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16, cli
             let auto_create = kafka.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
             let mut every_topic = None;
             for topic in asked {
-                match topic.name {
-                    Some(name) => answers.push(one_topic(kafka, &brokers, name, auto_create).await),
-                    None if !topic.topic_id.is_nil() => {
-                        answers.push(topic_by_id(kafka, &brokers, topic.topic_id, &mut every_topic).await);
-                    }
-                    None => {}
+                // A topic asked for by id is found by it, whatever its name field holds
+                // (Java's admin client leaves it empty, not null).
+                if !topic.topic_id.is_nil() {
+                    answers.push(topic_by_id(kafka, &brokers, topic.topic_id, &mut every_topic).await);
+                } else if let Some(name) = topic.name {
+                    answers.push(one_topic(kafka, &brokers, name, auto_create).await);
                 }
             }
         }

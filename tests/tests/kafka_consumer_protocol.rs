@@ -85,6 +85,13 @@ async fn the_consumer_protocol_assigns_by_topic_id_checks_epochs_and_refuses_bad
     let found: MetadataResponse = conn.call(ApiKey::Metadata, 12, &by_id).await.unwrap();
     assert_eq!(found.topics[0].name.as_ref().map(|n| n.0.to_string()), Some("orders".to_string()));
     assert_eq!(found.topics[0].partitions.len(), 3);
+    // Java's admin client sends an empty name, not a null one, beside the id.
+    let empty_name = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+        .with_topic_id(topic.topic_id)
+        .with_name(Some(TopicName(text(""))))]));
+    let found: MetadataResponse = conn.call(ApiKey::Metadata, 12, &empty_name).await.unwrap();
+    assert_eq!(found.topics[0].topic_id, topic.topic_id);
+    assert_eq!(found.topics[0].name.as_ref().map(|n| n.0.to_string()), Some("orders".to_string()));
     let nowhere = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
         .with_topic_id(uuid::Uuid::from_u128(7))
         .with_name(None)]));
