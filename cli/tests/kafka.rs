@@ -16,8 +16,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::{
-    kafka_script, python, quix_python, run_java, run_kafkajs, run_python, run_python_of, shale, spawn_started, start_field,
-    terminate,
+    kafka_script, python, quix_python, run_java, run_kafkajs, run_python, run_python_of, shale, spawn_started,
+    start_field, terminate,
 };
 
 /// The Kafka basin `shale serve` creates by default.
@@ -82,6 +82,25 @@ fn java_kafka_clients_produce_consume_transact_and_administer_unchanged() {
     let (server, _http, kafka) = serve_kafka(dir.path(), 0);
     run_java("JavaClients.java", &[&kafka]);
     assert!(terminate(server).success());
+}
+
+/// A Kafka Connect worker in distributed mode (Kafka's connect-runtime 4.3, unchanged but
+/// for its REST server, whose Jetty security module cannot be fetched here): it creates its
+/// compacted config, offset and status topics and joins its group; a file source and a
+/// file sink connector copy 500 lines through a topic in order; then, after the server
+/// restarts and 500 more lines are appended, a new worker finds the connectors in its
+/// config topic and their places in its offset topic and group, and copies only the new
+/// lines. The steps are in `tests/kafka/java/ConnectPipeline.java`.
+#[test]
+fn kafka_connect_copies_a_file_through_a_topic_and_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let files_dir = files.path().to_str().unwrap();
+    for phase in ["first", "again"] {
+        let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+        run_java("ConnectPipeline.java", &[&kafka, files_dir, phase]);
+        assert!(terminate(server).success());
+    }
 }
 
 /// KafkaJS, a third implementation of the protocol (JavaScript): administration,
