@@ -93,12 +93,24 @@ fn java_kafka_clients_produce_consume_transact_and_administer_unchanged() {
 /// lines. The steps are in `tests/kafka/java/ConnectPipeline.java`.
 #[test]
 fn kafka_connect_copies_a_file_through_a_topic_and_resumes_after_a_restart() {
+    connect_pipeline_through_a_restart("at-least-once");
+}
+
+/// [`kafka_connect_copies_a_file_through_a_topic_and_resumes_after_a_restart`] with
+/// exactly-once source support: the config topic written by a transactional producer, the
+/// source task's records and offsets in transactions of its own id, zombie tasks fenced.
+#[test]
+fn kafka_connect_with_exactly_once_sources_resumes_after_a_restart() {
+    connect_pipeline_through_a_restart("exactly-once");
+}
+
+fn connect_pipeline_through_a_restart(delivery: &str) {
     let dir = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let files_dir = files.path().to_str().unwrap();
     for phase in ["first", "again"] {
         let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-        run_java("ConnectPipeline.java", &[&kafka, files_dir, phase]);
+        run_java("ConnectPipeline.java", &[&kafka, files_dir, phase, delivery]);
         assert!(terminate(server).success());
     }
 }

@@ -13,7 +13,13 @@
 // `scripts/java-kafka.sh` can fetch, so the connectors are created through the herder,
 // the object the REST resources call.
 //
-//   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/ConnectPipeline.java HOST:PORT DIR first|again
+// With `exactly-once`, the worker runs with exactly.once.source.support=enabled: its
+// config topic is written by a transactional producer, each source task's records and
+// offsets go in transactions of its own transactional id, and the leader fences the ids
+// of the tasks it starts.
+//
+//   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/ConnectPipeline.java \
+//       HOST:PORT DIR first|again at-least-once|exactly-once
 
 import java.net.URI;
 import java.nio.file.Files;
@@ -59,6 +65,7 @@ public class ConnectPipeline {
         String bootstrap = args[0];
         Path dir = Path.of(args[1]);
         boolean first = args[2].equals("first");
+        boolean exactlyOnce = args[3].equals("exactly-once");
         Path in = dir.resolve("in.txt");
         Path out = dir.resolve("out.txt");
         int phase = first ? 0 : 1;
@@ -74,7 +81,7 @@ public class ConnectPipeline {
         }
         List<String> expected = Files.readAllLines(in);
 
-        DistributedHerder herder = new Worker().start(bootstrap);
+        DistributedHerder herder = new Worker().start(bootstrap, exactlyOnce);
         try {
             if (first) {
                 try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
@@ -94,6 +101,10 @@ public class ConnectPipeline {
             }
             checkInternalTopics(bootstrap);
             step("both connectors running; the internal topics compacted");
+            if (exactlyOnce) {
+                checkTransactions(bootstrap);
+                step("the source task and the config topic wrote in transactions of their own ids");
+            }
         } finally {
             herder.stop();
         }
@@ -103,7 +114,7 @@ public class ConnectPipeline {
 
     /** What `ConnectDistributed` starts, but for the REST resources. */
     static class Worker extends ConnectDistributed {
-    DistributedHerder start(String bootstrap) {
+    DistributedHerder start(String bootstrap, boolean exactlyOnce) {
         Map<String, String> props = new HashMap<>();
         props.put("bootstrap.servers", bootstrap);
         props.put("group.id", "shale-connect");
@@ -118,6 +129,9 @@ public class ConnectPipeline {
         props.put("offset.flush.interval.ms", "1000");
         props.put("listeners", "http://127.0.0.1:0");
         props.put("plugin.discovery", "service_load");
+        if (exactlyOnce) {
+            props.put("exactly.once.source.support", "enabled");
+        }
         Plugins plugins = new Plugins(props);
         try (LoaderSwap swap = plugins.withClassLoader(plugins.delegatingLoader())) {
             DistributedConfig config = createConfig(props);
@@ -200,6 +214,15 @@ public class ConnectPipeline {
                         .get("cleanup.policy").value();
                 check(policy.equals("compact"), topic + " has cleanup.policy " + policy);
             }
+        }
+    }
+
+    static void checkTransactions(String bootstrap) throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            var ids = admin.listTransactions().all().get().stream()
+                    .map(t -> t.transactionalId()).collect(java.util.stream.Collectors.toSet());
+            check(ids.contains("shale-connect-lines-in-0"), "the source task's transactional id: " + ids);
+            check(ids.contains("connect-cluster-shale-connect"), "the config topic's transactional id: " + ids);
         }
     }
 
