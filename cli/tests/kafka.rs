@@ -416,7 +416,25 @@ fn sasl_over_access_tokens_on_tls_keeps_each_token_to_its_scope() {
 /// another topic, and a wrong secret is refused. The steps are in `tests/kafkajs/sasl.mjs`.
 #[test]
 fn kafkajs_logs_in_with_sasl_over_tls_within_its_token() {
-    const ROOT: &str = "kafkajs-root-secret";
+    with_a_scoped_token_on_tls("orders-js", |kafka, ca, root, secret| {
+        run_kafkajs("sasl.mjs", &[kafka, ca, root, "orders-js", secret]);
+    });
+}
+
+/// The same steps with the Java client's SASL_SSL (its own SCRAM, the CA as a PEM trust
+/// store). The steps are in `tests/kafka/java/JavaSasl.java`.
+#[test]
+fn java_kafka_client_logs_in_with_sasl_over_tls_within_its_token() {
+    with_a_scoped_token_on_tls("orders-java", |kafka, ca, root, secret| {
+        run_java("JavaSasl.java", &[kafka, ca, root, "orders-java", secret]);
+    });
+}
+
+/// Runs `client` with the Kafka address, the CA file, the root token and the secret of a
+/// token `token_id` scoped to the streams `orders/` (read, append) of a `shale serve`
+/// with TLS and access control.
+fn with_a_scoped_token_on_tls(token_id: &str, client: impl FnOnce(&str, &str, &str, &str)) {
+    const ROOT: &str = "kafka-clients-root-secret";
     let certs = shale_tests::tls::TestCerts::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let env = [
@@ -430,13 +448,13 @@ fn kafkajs_logs_in_with_sasl_over_tls_within_its_token() {
     let grpc = format!("https://{}", start_field(&start, "grpc=").unwrap());
     let ca = certs.ca.display().to_string();
     let out = shale()
-        .args(["tokens", "issue", "orders-js", "--basins", "", "--streams", "orders/", "--ops", "read,append"])
+        .args(["tokens", "issue", token_id, "--basins", "", "--streams", "orders/", "--ops", "read,append"])
         .args(["--server", &grpc, "--ca-file", &ca, "--token", ROOT])
         .output()
         .unwrap();
     assert!(out.status.success(), "issuing the token: {}", String::from_utf8_lossy(&out.stderr));
     let secret = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    run_kafkajs("sasl.mjs", &[&kafka, &ca, ROOT, "orders-js", &secret]);
+    client(&kafka, &ca, ROOT, &secret);
     assert!(terminate(server).success());
 }
 
