@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::cluster::{agents_with_standby, metric, wait_for_lease, wait_until};
-use common::{kafka_script, python, run_kafkajs, run_python, stop_with_test, terminate};
+use common::{kafka_script, python, run_java, run_kafkajs, run_python, stop_with_test, terminate};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: usize = 6;
@@ -173,15 +173,16 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
     }
 }
 
-/// KafkaJS unchanged against three agents: partitions led by different agents, its group's
+/// KafkaJS and Kafka's Java client unchanged against three agents: partitions led by different agents, its group's
 /// and its transactions' coordinators wherever the rendezvous puts them. The steps are
 /// `tests/kafkajs/kafkajs.mjs`'s, as against `shale serve`. Then a topic of six partitions
 /// as consoles size it: each partition in exactly one agent's log directory, its leader's,
 /// and its producer listed by its leader (over the metadata RPC, as the agents run); and
 /// librdkafka's consumers under the consumer group protocol, their group coordinated by
-/// one of the agents (`tests/kafka/consumer_protocol.py`).
+/// one of the agents (`tests/kafka/consumer_protocol.py`). Then Kafka's Java client, the
+/// steps of `tests/kafka/java/JavaClients.java` as against `shale serve`.
 #[tokio::test]
-async fn kafkajs_runs_unchanged_against_three_agents() {
+async fn kafka_clients_run_unchanged_against_three_agents() {
     let (_cluster, leader, standby, _standby_http, agents) = agents_with_standby(3).await;
     let bootstrap = every_agent_listed(&agents).await;
     run_kafkajs("kafkajs.mjs", &[&bootstrap]);
@@ -193,6 +194,7 @@ async fn kafkajs_runs_unchanged_against_three_agents() {
     assert_eq!(described, PARTITIONS);
     let consumer_protocol = run_python(&[&kafka_script("consumer_protocol.py"), &bootstrap]);
     assert!(consumer_protocol.contains("every step passed"), "{consumer_protocol}");
+    run_java("JavaClients.java", &[&bootstrap]);
     for agent in agents {
         terminate(agent.child);
     }
