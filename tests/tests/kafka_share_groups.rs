@@ -134,3 +134,41 @@ async fn share_groups_hand_each_record_to_one_member_and_keep_their_start() {
     assert_eq!(fetch(&mut conn, "m1", 3, id).await.error_code, ResponseError::ShareSessionNotFound.code());
     assert_eq!(heartbeat(&mut conn, "m1", -1, None).await.member_epoch, -1);
 }
+
+/// A member that vanishes without closing its share session: once the session has been
+/// idle for the consumer session timeout (1 s here), another member's request evicts it
+/// and the records it held are handed out again, their delivery not counted; the vanished
+/// member's next request finds no session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_share_session_is_evicted_and_its_records_handed_out_again() {
+    let server = TestServer::start_with(|config| {
+        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
+        config.kafka.consumer_heartbeat_interval = Duration::from_millis(200);
+        config.kafka.consumer_session_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    let joined = heartbeat(&mut conn, "gone", 0, Some(&["jobs"])).await;
+    let id = joined.assignment.expect("assigned").topic_partitions[0].topic_id;
+    assert!(acquired(&fetch(&mut conn, "gone", 0, id).await).is_empty());
+    assert_eq!(conn.produce("jobs", 0, &["job".to_string()]).await.unwrap(), (0, 0));
+    assert_eq!(acquired(&fetch(&mut conn, "gone", 1, id).await), vec![(0, 0, 1)]);
+
+    // "gone" sends nothing more; "next" asks until the record is handed to it.
+    let began = tokio::time::Instant::now();
+    assert!(acquired(&fetch(&mut conn, "next", 0, id).await).is_empty(), "held by the other member");
+    let mut epoch = 1;
+    let handed = loop {
+        assert!(began.elapsed() < Duration::from_secs(20), "the idle session was never evicted");
+        let got = acquired(&fetch(&mut conn, "next", epoch, id).await);
+        epoch += 1;
+        if !got.is_empty() {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(handed, vec![(0, 0, 1)], "given back uncounted, as a closed session's records");
+    assert!(began.elapsed() >= Duration::from_secs(1), "not before the session was idle for its timeout");
+    assert_eq!(fetch(&mut conn, "gone", 2, id).await.error_code, ResponseError::ShareSessionNotFound.code());
+}

@@ -22,6 +22,7 @@ use super::partition::{AckRefusal, SharePartition};
 use super::sessions::{SessionPartition, FINAL_EPOCH};
 use crate::brokers::Brokers;
 use crate::config::ShareReset;
+use crate::groups::consumer_session_ms;
 use crate::offsets::offset;
 use crate::records::{encode_batch, is_shown};
 use crate::topics::{self, stream_of};
@@ -203,7 +204,17 @@ async fn begin(
         }
     }
     let key = (group.to_string(), member.to_string());
-    let session = kafka.shares.sessions().advance(key, epoch, added.clone(), forget).map_err(|error| {
+    let now = kafka.shares.now();
+    let (session, evicted) = {
+        let mut sessions = kafka.shares.sessions();
+        let evicted = sessions.evict_idle(now, consumer_session_ms(kafka));
+        (sessions.advance(key, epoch, added.clone(), forget, now), evicted)
+    };
+    for ((idle_group, idle_member), partitions) in evicted {
+        tracing::info!(group = %idle_group, member = %idle_member, "idle share session evicted");
+        give_back(kafka, &idle_group, &idle_member, &partitions).await;
+    }
+    let session = session.map_err(|error| {
         (error, format!("Share session of member {member} in group {group}: {}", error_name(error)))
     })?;
     for part in &added {
@@ -215,18 +226,24 @@ async fn begin(
         answers.insert((part.topic_id, part.partition), answer);
     }
     if epoch == FINAL_EPOCH {
-        for part in &session {
-            let stream = stream_of(&part.topic, part.partition);
-            let slot = kafka.shares.partition(group, &stream);
-            let mut state = slot.lock().await;
-            if let Some(state) = state.as_mut() {
-                if state.release_member(member) {
-                    persist(kafka, group, &stream, state.start()).await;
-                }
+        give_back(kafka, group, member, &session).await;
+    }
+    Ok((session, answers))
+}
+
+/// Gives back, uncounted, the records `member` holds on `partitions`: its share session
+/// closed or was evicted.
+async fn give_back(kafka: &Kafka, group: &str, member: &str, partitions: &[SessionPartition]) {
+    for part in partitions {
+        let stream = stream_of(&part.topic, part.partition);
+        let slot = kafka.shares.partition(group, &stream);
+        let mut state = slot.lock().await;
+        if let Some(state) = state.as_mut() {
+            if state.release_member(member) {
+                persist(kafka, group, &stream, state.start()).await;
             }
         }
     }
-    Ok((session, answers))
 }
 
 /// The name of the topic with id `id` (ids are derived from names, so a name once found

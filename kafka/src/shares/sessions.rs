@@ -1,6 +1,8 @@
 //! Share sessions: the partitions a member fetches from this broker, so each fetch
 //! names only those it adds or forgets. A member opens one with epoch 0 (replacing any it
-//! had), numbers its later requests 1, 2, ... and closes it with -1.
+//! had), numbers its later requests 1, 2, ... and closes it with -1. A session no request
+//! has used for a while is evicted (its member vanished without closing it): the member's
+//! next request is then SHARE_SESSION_NOT_FOUND, and it opens another.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -17,12 +19,19 @@ pub struct SessionPartition {
 struct Session {
     next_epoch: i32,
     partitions: BTreeSet<SessionPartition>,
+    /// When a request last used it, in the clock's milliseconds.
+    used_ms: u64,
 }
+
+/// A session's key: its group and member.
+pub type SessionKey = (String, String);
 
 /// Sessions by group and member.
 #[derive(Default)]
 pub struct Sessions {
-    open: HashMap<(String, String), Session>,
+    open: HashMap<SessionKey, Session>,
+    /// When idle sessions were last looked for.
+    swept_ms: u64,
 }
 
 /// The epoch that closes a session.
@@ -35,13 +44,14 @@ impl Sessions {
     /// epoch INVALID_SHARE_SESSION_EPOCH, and it is closed (the member opens another).
     pub fn advance(
         &mut self,
-        key: (String, String),
+        key: SessionKey,
         epoch: i32,
         add: Vec<SessionPartition>,
         forget: &[(uuid::Uuid, i32)],
+        now_ms: u64,
     ) -> Result<Vec<SessionPartition>, ResponseError> {
         if epoch == 0 {
-            self.open.insert(key.clone(), Session { next_epoch: 0, partitions: BTreeSet::new() });
+            self.open.insert(key.clone(), Session { next_epoch: 0, partitions: BTreeSet::new(), used_ms: now_ms });
         }
         let Some(session) = self.open.get_mut(&key) else { return Err(ResponseError::ShareSessionNotFound) };
         if epoch == FINAL_EPOCH {
@@ -52,10 +62,29 @@ impl Sessions {
             self.open.remove(&key);
             return Err(ResponseError::InvalidShareSessionEpoch);
         }
+        session.used_ms = now_ms;
         session.next_epoch = session.next_epoch.checked_add(1).unwrap_or(1);
         session.partitions.retain(|p| !forget.contains(&(p.topic_id, p.partition)));
         session.partitions.extend(add);
         Ok(session.partitions.iter().cloned().collect())
+    }
+
+    /// Removes the sessions no request has used for more than `idle_ms`, and returns
+    /// them with their partitions. Looks at most once per quarter of `idle_ms`.
+    pub fn evict_idle(&mut self, now_ms: u64, idle_ms: u64) -> Vec<(SessionKey, Vec<SessionPartition>)> {
+        if now_ms < self.swept_ms.saturating_add(idle_ms / 4) {
+            return Vec::new();
+        }
+        self.swept_ms = now_ms;
+        let idle: Vec<SessionKey> = self
+            .open
+            .iter()
+            .filter(|(_, session)| now_ms.saturating_sub(session.used_ms) > idle_ms)
+            .map(|(key, _)| key.clone())
+            .collect();
+        idle.into_iter()
+            .filter_map(|key| self.open.remove(&key).map(|s| (key, s.partitions.into_iter().collect())))
+            .collect()
     }
 }
 
@@ -71,17 +100,33 @@ mod tests {
     fn a_session_opens_moves_on_by_one_and_closes() {
         let mut sessions = Sessions::default();
         let key = || ("g".to_string(), "m".to_string());
-        assert_eq!(sessions.advance(key(), 1, vec![], &[]), Err(ResponseError::ShareSessionNotFound));
-        assert_eq!(sessions.advance(key(), 0, vec![part("t", 0), part("t", 1)], &[]).unwrap().len(), 2);
+        assert_eq!(sessions.advance(key(), 1, vec![], &[], 0), Err(ResponseError::ShareSessionNotFound));
+        assert_eq!(sessions.advance(key(), 0, vec![part("t", 0), part("t", 1)], &[], 0).unwrap().len(), 2);
         let forget = [(crate::topics::topic_id("t"), 0)];
-        let mut now = sessions.advance(key(), 1, vec![part("u", 0)], &forget).unwrap();
+        let mut now = sessions.advance(key(), 1, vec![part("u", 0)], &forget, 0).unwrap();
         now.sort_by(|a, b| a.topic.cmp(&b.topic));
         assert_eq!(now, vec![part("t", 1), part("u", 0)]);
-        assert_eq!(sessions.advance(key(), 3, vec![], &[]), Err(ResponseError::InvalidShareSessionEpoch));
+        assert_eq!(sessions.advance(key(), 3, vec![], &[], 0), Err(ResponseError::InvalidShareSessionEpoch));
         // The mismatch closed it.
-        assert_eq!(sessions.advance(key(), 2, vec![], &[]), Err(ResponseError::ShareSessionNotFound));
-        sessions.advance(key(), 0, vec![part("t", 0)], &[]).unwrap();
-        assert_eq!(sessions.advance(key(), FINAL_EPOCH, vec![], &[]).unwrap(), vec![part("t", 0)]);
-        assert_eq!(sessions.advance(key(), FINAL_EPOCH, vec![], &[]), Err(ResponseError::ShareSessionNotFound));
+        assert_eq!(sessions.advance(key(), 2, vec![], &[], 0), Err(ResponseError::ShareSessionNotFound));
+        sessions.advance(key(), 0, vec![part("t", 0)], &[], 0).unwrap();
+        assert_eq!(sessions.advance(key(), FINAL_EPOCH, vec![], &[], 0).unwrap(), vec![part("t", 0)]);
+        assert_eq!(sessions.advance(key(), FINAL_EPOCH, vec![], &[], 0), Err(ResponseError::ShareSessionNotFound));
+    }
+
+    #[test]
+    fn an_idle_session_is_evicted_and_a_used_one_kept() {
+        let mut sessions = Sessions::default();
+        let member = |m: &str| ("g".to_string(), m.to_string());
+        sessions.advance(member("gone"), 0, vec![part("t", 0)], &[], 1_000).unwrap();
+        sessions.advance(member("busy"), 0, vec![part("t", 1)], &[], 1_000).unwrap();
+        sessions.advance(member("busy"), 1, vec![], &[], 30_000).unwrap();
+        assert!(sessions.evict_idle(40_000, 45_000).is_empty(), "nothing idle for 45 s yet");
+        // Looked for at most once per quarter of the idle time: after 40 s, at 51.25 s.
+        assert!(sessions.evict_idle(50_000, 45_000).is_empty());
+        let evicted = sessions.evict_idle(52_000, 45_000);
+        assert_eq!(evicted, vec![(member("gone"), vec![part("t", 0)])]);
+        assert_eq!(sessions.advance(member("gone"), 1, vec![], &[], 52_000), Err(ResponseError::ShareSessionNotFound));
+        assert_eq!(sessions.advance(member("busy"), 2, vec![], &[], 52_000).unwrap(), vec![part("t", 1)]);
     }
 }
