@@ -154,15 +154,7 @@ pub fn run_kafkajs(script: &str, args: &[&str]) {
 /// `args`, Apache Kafka's Java client on its class path, and returns what it printed;
 /// fails the test, with its output, unless it printed that every step passed.
 pub fn run_java(source: &str, args: &[&str]) -> String {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let libs = root.join(".java-kafka/libs");
-    assert!(
-        libs.join("kafka-clients-4.3.0.jar").exists(),
-        "run scripts/java-kafka.sh to fetch Kafka's Java client (scripts/test.sh does)"
-    );
-    let source = format!("{}/tests/kafka/java/{source}", env!("CARGO_MANIFEST_DIR"));
-    let class_path = format!("{}/*", libs.display());
-    let out = Command::new("java").args(["-cp", &class_path, &source]).args(args).output().unwrap();
+    let out = java_command(source).args(args).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success() && stdout.contains("every step passed"),
@@ -170,6 +162,21 @@ pub fn run_java(source: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// `java` running `tests/kafka/java/<source>` with Kafka's Java client on its class path;
+/// its arguments are the caller's to add.
+pub fn java_command(source: &str) -> Command {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let libs = root.join(".java-kafka/libs");
+    assert!(
+        libs.join("kafka-clients-4.3.0.jar").exists(),
+        "run scripts/java-kafka.sh to fetch Kafka's Java client (scripts/test.sh does)"
+    );
+    let source = format!("{}/tests/kafka/java/{source}", env!("CARGO_MANIFEST_DIR"));
+    let mut command = Command::new("java");
+    command.args(["-cp", &format!("{}/*", libs.display()), &source]);
+    command
 }
 
 /// The virtualenv's Python, with moto, grpcio-tools, grpcio-status and prometheus-client.
