@@ -9,7 +9,8 @@
 //           finds the connectors in its config topic and their places in its offset
 //           topic and consumer group: the new lines arrive after the old, none twice.
 //
-// Connect's REST server is not started: its Jetty security module is not among the jars
+// Connect's REST resources are not served (the Jetty server only listens, for the URL a
+// worker advertises to its group): their Jetty security module is not among the jars
 // `scripts/java-kafka.sh` can fetch, so the connectors are created through the herder,
 // the object the REST resources call.
 //
@@ -112,41 +113,42 @@ public class ConnectPipeline {
         System.out.println("every step passed");
     }
 
-    /** What `ConnectDistributed` starts, but for the REST resources. */
+    /** What `ConnectDistributed` starts, but for the REST resources: a worker and its
+     * herder, started. */
     static class Worker extends ConnectDistributed {
-    DistributedHerder start(String bootstrap, boolean exactlyOnce) {
-        Map<String, String> props = new HashMap<>();
-        props.put("bootstrap.servers", bootstrap);
-        props.put("group.id", "shale-connect");
-        props.put("key.converter", "org.apache.kafka.connect.storage.StringConverter");
-        props.put("value.converter", "org.apache.kafka.connect.storage.StringConverter");
-        props.put("config.storage.topic", INTERNAL[0]);
-        props.put("offset.storage.topic", INTERNAL[1]);
-        props.put("status.storage.topic", INTERNAL[2]);
-        for (String store : new String[] {"config", "offset", "status"}) {
-            props.put(store + ".storage.replication.factor", "1");
+        DistributedHerder start(String bootstrap, boolean exactlyOnce) {
+            Map<String, String> props = new HashMap<>();
+            props.put("bootstrap.servers", bootstrap);
+            props.put("group.id", "shale-connect");
+            props.put("key.converter", "org.apache.kafka.connect.storage.StringConverter");
+            props.put("value.converter", "org.apache.kafka.connect.storage.StringConverter");
+            props.put("config.storage.topic", INTERNAL[0]);
+            props.put("offset.storage.topic", INTERNAL[1]);
+            props.put("status.storage.topic", INTERNAL[2]);
+            for (String store : new String[] {"config", "offset", "status"}) {
+                props.put(store + ".storage.replication.factor", "1");
+            }
+            props.put("offset.flush.interval.ms", "1000");
+            props.put("listeners", "http://127.0.0.1:0");
+            props.put("plugin.discovery", "service_load");
+            if (exactlyOnce) {
+                props.put("exactly.once.source.support", "enabled");
+            }
+            Plugins plugins = new Plugins(props);
+            try (LoaderSwap swap = plugins.withClassLoader(plugins.delegatingLoader())) {
+                DistributedConfig config = createConfig(props);
+                RestClient restClient = new RestClient(config);
+                var rest = new ConnectRestServer(config.rebalanceTimeout(), restClient, props);
+                rest.initializeServer();
+                URI url = rest.advertisedUrl();
+                var policy = plugins.newPlugin(config.getString(WorkerConfig.CONNECTOR_CLIENT_POLICY_CLASS_CONFIG),
+                        config, ConnectorClientConfigOverridePolicy.class);
+                DistributedHerder herder =
+                        createHerder(config, url.getHost() + ":" + url.getPort(), plugins, policy, rest, restClient);
+                herder.start();
+                return herder;
+            }
         }
-        props.put("offset.flush.interval.ms", "1000");
-        props.put("listeners", "http://127.0.0.1:0");
-        props.put("plugin.discovery", "service_load");
-        if (exactlyOnce) {
-            props.put("exactly.once.source.support", "enabled");
-        }
-        Plugins plugins = new Plugins(props);
-        try (LoaderSwap swap = plugins.withClassLoader(plugins.delegatingLoader())) {
-            DistributedConfig config = createConfig(props);
-            RestClient restClient = new RestClient(config);
-            var rest = new ConnectRestServer(config.rebalanceTimeout(), restClient, props);
-            rest.initializeServer();
-            URI url = rest.advertisedUrl();
-            var policy = plugins.newPlugin(config.getString(WorkerConfig.CONNECTOR_CLIENT_POLICY_CLASS_CONFIG),
-                    config, ConnectorClientConfigOverridePolicy.class);
-            DistributedHerder herder =
-                    createHerder(config, url.getHost() + ":" + url.getPort(), plugins, policy, rest, restClient);
-            herder.start();
-            return herder;
-        }
-    }
     }
 
     static void createConnectors(DistributedHerder herder, Path in, Path out) throws Exception {
