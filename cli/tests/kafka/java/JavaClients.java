@@ -67,6 +67,7 @@ public class JavaClients {
             readAsConsumerProtocolGroup(admin);
             transactions();
             consumeTransformProduce(admin);
+            inspect(admin);
             groupOffsets(admin);
             deleteRecordsAndAddPartitions(admin);
             shareConsumer(admin);
@@ -341,6 +342,28 @@ public class JavaClients {
         }
         return admin.listOffsets(ask).all().get().entrySet().stream()
                 .collect(Collectors.toMap(Map.Entry::getKey, e -> e.getValue().offset()));
+    }
+
+    /** What consoles and operators ask of a cluster: log directories, a partition's
+     * producers, transactions, the offset of the newest timestamp. */
+    static void inspect(Admin admin) throws Exception {
+        int broker = admin.describeCluster().nodes().get().iterator().next().id();
+        var dirs = admin.describeLogDirs(List.of(broker)).allDescriptions().get().get(broker);
+        var held = dirs.values().stream().flatMap(d -> d.replicaInfos().keySet().stream())
+                .filter(tp -> tp.topic().equals(ORDERS)).count();
+        check(held == PARTITIONS, "the log directories hold every partition: " + held);
+        var tp = new TopicPartition(ORDERS, 0);
+        var producers = admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers();
+        check(!producers.isEmpty(), "the idempotent producers of partition 0 are listed");
+        var listed = admin.listTransactions().all().get().stream().map(t -> t.transactionalId()).toList();
+        check(listed.containsAll(List.of("java-tx-1", "java-eos-1")), "transactions listed: " + listed);
+        var described = admin.describeTransactions(List.of("java-eos-1")).all().get().get("java-eos-1");
+        check(described.state() == org.apache.kafka.clients.admin.TransactionState.COMPLETE_COMMIT,
+                "the pipeline's last transaction committed: " + described);
+        var newest = admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).all().get().get(tp);
+        var latest = admin.listOffsets(Map.of(tp, OffsetSpec.latest())).all().get().get(tp);
+        check(newest.offset() >= 0 && newest.offset() < latest.offset(), "the newest timestamp's offset: " + newest);
+        step("log directories, producers, transactions and the newest timestamp's offset described");
     }
 
     static void groupOffsets(Admin admin) throws Exception {
