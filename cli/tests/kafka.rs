@@ -16,22 +16,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::{
-    java_command, kafka_script, python, quix_python, run_java, run_kafkajs, run_python, run_python_of, shale,
-    spawn_started, start_field, terminate,
+    java_command, kafka_script, python, quix_python, run_java, run_kafkajs, run_python, run_python_of, serve_kafka,
+    shale, spawn_started, start_field, terminate,
 };
 
 /// The Kafka basin `shale serve` creates by default.
 const BASIN: &str = "kafka-topics";
-
-/// `shale serve` in `dir` with Kafka on `kafka` (a port, or 0 for any): the process,
-/// its HTTP base URL and its Kafka bootstrap address.
-fn serve_kafka(dir: &std::path::Path, kafka: u16) -> (std::process::Child, String, String) {
-    let listen = format!("127.0.0.1:{kafka}");
-    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", &listen];
-    let (child, start, _logs) = spawn_started(dir, &args, &[]);
-    let http = format!("http://{}", start_field(&start, "http=").unwrap());
-    (child, http, start_field(&start, "kafka=").unwrap())
-}
 
 /// Runs `tests/kafka/<script>` against a fresh `shale serve --kafka` with its bootstrap
 /// address (then, `with_http`, the HTTP base and the basin) and checks that every step
@@ -82,37 +72,6 @@ fn java_kafka_clients_produce_consume_transact_and_administer_unchanged() {
     let (server, _http, kafka) = serve_kafka(dir.path(), 0);
     run_java("JavaClients.java", &[&kafka]);
     assert!(terminate(server).success());
-}
-
-/// A Kafka Connect worker in distributed mode (Kafka's connect-runtime 4.3, unchanged but
-/// for its REST server, whose Jetty security module cannot be fetched here): it creates its
-/// compacted config, offset and status topics and joins its group; a file source and a
-/// file sink connector copy 500 lines through a topic in order; then, after the server
-/// restarts and 500 more lines are appended, a new worker finds the connectors in its
-/// config topic and their places in its offset topic and group, and copies only the new
-/// lines. The steps are in `tests/kafka/java/ConnectPipeline.java`.
-#[test]
-fn kafka_connect_copies_a_file_through_a_topic_and_resumes_after_a_restart() {
-    connect_pipeline_through_a_restart("at-least-once");
-}
-
-/// [`kafka_connect_copies_a_file_through_a_topic_and_resumes_after_a_restart`] with
-/// exactly-once source support: the config topic written by a transactional producer, the
-/// source task's records and offsets in transactions of its own id, zombie tasks fenced.
-#[test]
-fn kafka_connect_with_exactly_once_sources_resumes_after_a_restart() {
-    connect_pipeline_through_a_restart("exactly-once");
-}
-
-fn connect_pipeline_through_a_restart(delivery: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let files = tempfile::tempdir().unwrap();
-    let files_dir = files.path().to_str().unwrap();
-    for phase in ["first", "again"] {
-        let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-        run_java("ConnectPipeline.java", &[&kafka, files_dir, phase, delivery]);
-        assert!(terminate(server).success());
-    }
 }
 
 /// KafkaJS, a third implementation of the protocol (JavaScript): administration,

@@ -98,6 +98,16 @@ pub fn terminate(mut child: Child) -> std::process::ExitStatus {
     child.wait().unwrap()
 }
 
+/// `shale serve` in `dir` with Kafka on `kafka` (a port, or 0 for any): the process,
+/// its HTTP base URL and its Kafka bootstrap address.
+pub fn serve_kafka(dir: &std::path::Path, kafka: u16) -> (Child, String, String) {
+    let listen = format!("127.0.0.1:{kafka}");
+    let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--kafka", &listen];
+    let (child, start, _logs) = spawn_started(dir, &args, &[]);
+    let http = format!("http://{}", start_field(&start, "http=").unwrap());
+    (child, http, start_field(&start, "kafka=").unwrap())
+}
+
 /// `shale` running a client command `args` against `server`, its output piped.
 pub fn spawn_client(args: &[&str], server: &str) -> Child {
     shale().args(args).env("SHALE_SERVER", server).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()

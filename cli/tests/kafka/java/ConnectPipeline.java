@@ -19,8 +19,13 @@
 // offsets go in transactions of its own transactional id, and the leader fences the ids
 // of the tasks it starts.
 //
+// `debezium PG_PORT` instead runs Debezium's PostgreSQL connector in the worker against
+// the PostgreSQL server on that loopback port: a table's snapshot, then an insert, an
+// update and a delete, arrive in the table's topic in commit order.
+//
 //   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/ConnectPipeline.java \
 //       HOST:PORT DIR first|again at-least-once|exactly-once
+//   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/ConnectPipeline.java HOST:PORT debezium PG_PORT
 
 import java.net.URI;
 import java.nio.file.Files;
@@ -64,6 +69,10 @@ public class ConnectPipeline {
 
     static void run(String[] args) throws Exception {
         String bootstrap = args[0];
+        if (args[1].equals("debezium")) {
+            debezium(bootstrap, Integer.parseInt(args[2]));
+            return;
+        }
         Path dir = Path.of(args[1]);
         boolean first = args[2].equals("first");
         boolean exactlyOnce = args[3].equals("exactly-once");
@@ -158,24 +167,112 @@ public class ConnectPipeline {
         var sink = Map.of("name", "lines-out",
                 "connector.class", "org.apache.kafka.connect.file.FileStreamSinkConnector",
                 "tasks.max", "1", "file", out.toString(), "topics", TOPIC);
-        for (var connector : List.of(Map.entry("lines-in", source), Map.entry("lines-out", sink))) {
-            long end = System.currentTimeMillis() + DEADLINE_MS;
-            while (true) {
-                // Until the worker has joined its group and read its config topic, a
-                // create is refused as not coming from the leader: asked again.
-                var created = new FutureCallback<org.apache.kafka.connect.runtime.Herder.Created<
-                        org.apache.kafka.connect.runtime.rest.entities.ConnectorInfo>>();
-                herder.putConnectorConfig(connector.getKey(), connector.getValue(), false, created);
-                try {
-                    check(created.get(30, TimeUnit.SECONDS).created(), connector.getKey() + " created");
-                    break;
-                } catch (java.util.concurrent.ExecutionException e) {
-                    boolean refused = e.getCause() instanceof org.apache.kafka.connect.runtime.rest.errors.BadRequestException;
-                    check(!refused && System.currentTimeMillis() < end, "creating " + connector.getKey() + ": " + e.getCause());
-                    Thread.sleep(200);
-                }
+        createConnector(herder, "lines-in", source);
+        createConnector(herder, "lines-out", sink);
+    }
+
+    static void createConnector(DistributedHerder herder, String name, Map<String, String> config) throws Exception {
+        long end = System.currentTimeMillis() + DEADLINE_MS;
+        while (true) {
+            // Until the worker has joined its group and read its config topic, a create
+            // is refused as not coming from the leader: asked again.
+            var created = new FutureCallback<org.apache.kafka.connect.runtime.Herder.Created<
+                    org.apache.kafka.connect.runtime.rest.entities.ConnectorInfo>>();
+            herder.putConnectorConfig(name, config, false, created);
+            try {
+                check(created.get(30, TimeUnit.SECONDS).created(), name + " created");
+                return;
+            } catch (java.util.concurrent.ExecutionException e) {
+                boolean refused = e.getCause() instanceof org.apache.kafka.connect.runtime.rest.errors.BadRequestException;
+                check(!refused && System.currentTimeMillis() < end, "creating " + name + ": " + e.getCause());
+                Thread.sleep(200);
             }
         }
+    }
+
+    /** Debezium's PostgreSQL connector (change data capture over logical replication) in
+     * the worker: a table's snapshot, then its inserts, update and delete, arrive in the
+     * topic Connect creates for it, in the order they were committed. */
+    static void debezium(String bootstrap, int pgPort) throws Exception {
+        String jdbc = "jdbc:postgresql://127.0.0.1:" + pgPort + "/postgres";
+        try (var db = java.sql.DriverManager.getConnection(jdbc, "postgres", "");
+                var sql = db.createStatement()) {
+            sql.execute("CREATE TABLE orders (id integer PRIMARY KEY, item text NOT NULL)");
+            sql.execute("INSERT INTO orders VALUES (1, 'anvil'), (2, 'rope'), (3, 'rocket')");
+        }
+        DistributedHerder herder = new Worker().start(bootstrap, false);
+        try {
+            var config = new HashMap<String, String>();
+            config.put("name", "pg-orders");
+            config.put("connector.class", "io.debezium.connector.postgresql.PostgresConnector");
+            config.put("database.hostname", "127.0.0.1");
+            config.put("database.port", Integer.toString(pgPort));
+            config.put("database.user", "postgres");
+            config.put("database.password", "");
+            config.put("database.dbname", "postgres");
+            config.put("topic.prefix", "pg");
+            config.put("plugin.name", "pgoutput");
+            config.put("slot.name", "shale");
+            config.put("table.include.list", "public.orders");
+            config.put("topic.creation.default.replication.factor", "1");
+            config.put("topic.creation.default.partitions", "1");
+            config.put("key.converter", "org.apache.kafka.connect.json.JsonConverter");
+            config.put("key.converter.schemas.enable", "false");
+            config.put("value.converter", "org.apache.kafka.connect.json.JsonConverter");
+            config.put("value.converter.schemas.enable", "false");
+            createConnector(herder, "pg-orders", config);
+            step("Debezium's PostgreSQL connector created");
+
+            var props = new java.util.Properties();
+            props.put("bootstrap.servers", bootstrap);
+            props.put("key.deserializer", org.apache.kafka.common.serialization.StringDeserializer.class.getName());
+            props.put("value.deserializer", org.apache.kafka.common.serialization.StringDeserializer.class.getName());
+            props.put("auto.offset.reset", "earliest");
+            props.put("group.id", "cdc-reader");
+            try (var consumer = new org.apache.kafka.clients.consumer.KafkaConsumer<String, String>(props)) {
+                consumer.subscribe(List.of("pg.public.orders"));
+                var snapshot = readChanges(consumer, 3);
+                check(snapshot.equals(List.of("r 1 anvil", "r 2 rope", "r 3 rocket")), "the snapshot: " + snapshot);
+                step("the table's snapshot read from its topic");
+                try (var db = java.sql.DriverManager.getConnection(jdbc, "postgres", "");
+                        var sql = db.createStatement()) {
+                    sql.execute("INSERT INTO orders VALUES (4, 'magnet')");
+                    sql.execute("UPDATE orders SET item = 'giant rocket' WHERE id = 3");
+                    sql.execute("DELETE FROM orders WHERE id = 2");
+                }
+                var changes = readChanges(consumer, 4);
+                check(changes.equals(List.of("c 4 magnet", "u 3 giant rocket", "d 2", "tombstone 2")),
+                        "the changes, in commit order: " + changes);
+                step("an insert, an update and a delete (and its tombstone) streamed in commit order");
+            }
+        } finally {
+            herder.stop();
+        }
+        System.out.println("every step passed");
+    }
+
+    /** The next `count` change events: `op id item` (the row after), `d id` for a delete,
+     * or `tombstone id`. */
+    static List<String> readChanges(org.apache.kafka.clients.consumer.KafkaConsumer<String, String> consumer, int count)
+            throws Exception {
+        var mapper = new com.fasterxml.jackson.databind.ObjectMapper();
+        var changes = new ArrayList<String>();
+        long end = System.currentTimeMillis() + DEADLINE_MS;
+        while (changes.size() < count) {
+            check(System.currentTimeMillis() < end, "only these changes arrived: " + changes);
+            for (var record : consumer.poll(java.time.Duration.ofMillis(200))) {
+                String id = mapper.readTree(record.key()).get("id").asText();
+                if (record.value() == null) {
+                    changes.add("tombstone " + id);
+                    continue;
+                }
+                var event = mapper.readTree(record.value());
+                String op = event.get("op").asText();
+                // A delete's row before holds only the key (the table's default replica identity).
+                changes.add(op.equals("d") ? "d " + id : op + " " + id + " " + event.get("after").get("item").asText());
+            }
+        }
+        return changes;
     }
 
     static void awaitConnectors(DistributedHerder herder) throws Exception {
