@@ -48,14 +48,18 @@ fn connect_pipeline_through_a_restart(delivery: &str) {
 
 /// Debezium's PostgreSQL connector (logical replication with `pgoutput`) in a Connect
 /// worker: a table's snapshot, then an insert, an update and a delete with its tombstone,
-/// read from the topic Connect creates for the table, in commit order.
+/// read from the topic Connect creates for the table, in commit order; then, with the
+/// worker stopped, rows changed and the server restarted, a new worker resumes the
+/// replication stream and a reader of the same group gets those changes and nothing else.
 #[test]
-fn debezium_streams_a_postgres_table_into_a_topic() {
+fn debezium_streams_a_postgres_table_into_a_topic_and_resumes_after_a_restart() {
     let postgres = Postgres::start();
     let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
-    run_java("ConnectPipeline.java", &[&kafka, "debezium", &postgres.port.to_string()]);
-    assert!(terminate(server).success());
+    for phase in ["first", "again"] {
+        let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+        run_java("ConnectPipeline.java", &[&kafka, "debezium", &postgres.port.to_string(), phase]);
+        assert!(terminate(server).success());
+    }
     postgres.stop();
 }
 

@@ -19,13 +19,14 @@
 // offsets go in transactions of its own transactional id, and the leader fences the ids
 // of the tasks it starts.
 //
-// `debezium PG_PORT` instead runs Debezium's PostgreSQL connector in the worker against
-// the PostgreSQL server on that loopback port: a table's snapshot, then an insert, an
-// update and a delete, arrive in the table's topic in commit order.
+// `debezium PG_PORT first|again` instead runs Debezium's PostgreSQL connector in the
+// worker against the PostgreSQL server on that loopback port: a table's snapshot, then
+// an insert, an update and a delete, arrive in the table's topic in commit order; again
+// (the server restarted, rows changed meanwhile), a new worker streams only those.
 //
 //   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/ConnectPipeline.java \
 //       HOST:PORT DIR first|again at-least-once|exactly-once
-//   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/ConnectPipeline.java HOST:PORT debezium PG_PORT
+//   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/ConnectPipeline.java HOST:PORT debezium PG_PORT first|again
 
 import java.net.URI;
 import java.nio.file.Files;
@@ -70,7 +71,7 @@ public class ConnectPipeline {
     static void run(String[] args) throws Exception {
         String bootstrap = args[0];
         if (args[1].equals("debezium")) {
-            debezium(bootstrap, Integer.parseInt(args[2]));
+            debezium(bootstrap, Integer.parseInt(args[2]), args[3].equals("first"));
             return;
         }
         Path dir = Path.of(args[1]);
@@ -100,7 +101,7 @@ public class ConnectPipeline {
                 createConnectors(herder, in, out);
                 step("a worker joined its group; a file source and a file sink created");
             } else {
-                awaitConnectors(herder);
+                awaitConnectors(herder, List.of("lines-in", "lines-out"));
                 step("a new worker found both connectors in its config topic");
             }
             awaitLines(out, expected);
@@ -191,64 +192,84 @@ public class ConnectPipeline {
     }
 
     /** Debezium's PostgreSQL connector (change data capture over logical replication) in
-     * the worker: a table's snapshot, then its inserts, update and delete, arrive in the
-     * topic Connect creates for it, in the order they were committed. */
-    static void debezium(String bootstrap, int pgPort) throws Exception {
+     * the worker. First: a table's snapshot, then its insert, update and delete, arrive in
+     * the topic Connect creates for it, in the order they were committed. Again (the worker
+     * stopped, rows changed meanwhile, the server restarted): a new worker finds the
+     * connector and its place in the replication stream, and a reader of the same group
+     * gets the changes made while it was down, and nothing else. */
+    static void debezium(String bootstrap, int pgPort, boolean first) throws Exception {
         String jdbc = "jdbc:postgresql://127.0.0.1:" + pgPort + "/postgres";
-        try (var db = java.sql.DriverManager.getConnection(jdbc, "postgres", "");
-                var sql = db.createStatement()) {
-            sql.execute("CREATE TABLE orders (id integer PRIMARY KEY, item text NOT NULL)");
-            sql.execute("INSERT INTO orders VALUES (1, 'anvil'), (2, 'rope'), (3, 'rocket')");
+        if (first) {
+            execute(jdbc, "CREATE TABLE orders (id integer PRIMARY KEY, item text NOT NULL)",
+                    "INSERT INTO orders VALUES (1, 'anvil'), (2, 'rope'), (3, 'rocket')");
+        } else {
+            execute(jdbc, "INSERT INTO orders VALUES (5, 'sprocket')", "UPDATE orders SET item = 'magnets' WHERE id = 4");
         }
         DistributedHerder herder = new Worker().start(bootstrap, false);
-        try {
-            var config = new HashMap<String, String>();
-            config.put("name", "pg-orders");
-            config.put("connector.class", "io.debezium.connector.postgresql.PostgresConnector");
-            config.put("database.hostname", "127.0.0.1");
-            config.put("database.port", Integer.toString(pgPort));
-            config.put("database.user", "postgres");
-            config.put("database.password", "");
-            config.put("database.dbname", "postgres");
-            config.put("topic.prefix", "pg");
-            config.put("plugin.name", "pgoutput");
-            config.put("slot.name", "shale");
-            config.put("table.include.list", "public.orders");
-            config.put("topic.creation.default.replication.factor", "1");
-            config.put("topic.creation.default.partitions", "1");
-            config.put("key.converter", "org.apache.kafka.connect.json.JsonConverter");
-            config.put("key.converter.schemas.enable", "false");
-            config.put("value.converter", "org.apache.kafka.connect.json.JsonConverter");
-            config.put("value.converter.schemas.enable", "false");
-            createConnector(herder, "pg-orders", config);
-            step("Debezium's PostgreSQL connector created");
-
-            var props = new java.util.Properties();
-            props.put("bootstrap.servers", bootstrap);
-            props.put("key.deserializer", org.apache.kafka.common.serialization.StringDeserializer.class.getName());
-            props.put("value.deserializer", org.apache.kafka.common.serialization.StringDeserializer.class.getName());
-            props.put("auto.offset.reset", "earliest");
-            props.put("group.id", "cdc-reader");
-            try (var consumer = new org.apache.kafka.clients.consumer.KafkaConsumer<String, String>(props)) {
+        var props = new java.util.Properties();
+        props.put("bootstrap.servers", bootstrap);
+        props.put("key.deserializer", org.apache.kafka.common.serialization.StringDeserializer.class.getName());
+        props.put("value.deserializer", org.apache.kafka.common.serialization.StringDeserializer.class.getName());
+        props.put("auto.offset.reset", "earliest");
+        props.put("group.id", "cdc-reader");
+        try (var consumer = new org.apache.kafka.clients.consumer.KafkaConsumer<String, String>(props)) {
+            if (first) {
+                createConnector(herder, "pg-orders", debeziumConfig(pgPort));
+                step("Debezium's PostgreSQL connector created");
                 consumer.subscribe(List.of("pg.public.orders"));
                 var snapshot = readChanges(consumer, 3);
                 check(snapshot.equals(List.of("r 1 anvil", "r 2 rope", "r 3 rocket")), "the snapshot: " + snapshot);
                 step("the table's snapshot read from its topic");
-                try (var db = java.sql.DriverManager.getConnection(jdbc, "postgres", "");
-                        var sql = db.createStatement()) {
-                    sql.execute("INSERT INTO orders VALUES (4, 'magnet')");
-                    sql.execute("UPDATE orders SET item = 'giant rocket' WHERE id = 3");
-                    sql.execute("DELETE FROM orders WHERE id = 2");
-                }
+                execute(jdbc, "INSERT INTO orders VALUES (4, 'magnet')",
+                        "UPDATE orders SET item = 'giant rocket' WHERE id = 3", "DELETE FROM orders WHERE id = 2");
                 var changes = readChanges(consumer, 4);
                 check(changes.equals(List.of("c 4 magnet", "u 3 giant rocket", "d 2", "tombstone 2")),
                         "the changes, in commit order: " + changes);
                 step("an insert, an update and a delete (and its tombstone) streamed in commit order");
+            } else {
+                awaitConnectors(herder, List.of("pg-orders"));
+                consumer.subscribe(List.of("pg.public.orders"));
+                var changes = readChanges(consumer, 2);
+                check(changes.equals(List.of("c 5 sprocket", "u 4 magnets")),
+                        "only the changes made while the worker was down: " + changes);
+                step("a new worker resumed the replication stream where the last stopped");
             }
+            consumer.commitSync();
         } finally {
             herder.stop();
         }
         System.out.println("every step passed");
+    }
+
+    static Map<String, String> debeziumConfig(int pgPort) {
+        var config = new HashMap<String, String>();
+        config.put("name", "pg-orders");
+        config.put("connector.class", "io.debezium.connector.postgresql.PostgresConnector");
+        config.put("database.hostname", "127.0.0.1");
+        config.put("database.port", Integer.toString(pgPort));
+        config.put("database.user", "postgres");
+        config.put("database.password", "");
+        config.put("database.dbname", "postgres");
+        config.put("topic.prefix", "pg");
+        config.put("plugin.name", "pgoutput");
+        config.put("slot.name", "shale");
+        config.put("table.include.list", "public.orders");
+        config.put("topic.creation.default.replication.factor", "1");
+        config.put("topic.creation.default.partitions", "1");
+        config.put("key.converter", "org.apache.kafka.connect.json.JsonConverter");
+        config.put("key.converter.schemas.enable", "false");
+        config.put("value.converter", "org.apache.kafka.connect.json.JsonConverter");
+        config.put("value.converter.schemas.enable", "false");
+        return config;
+    }
+
+    static void execute(String jdbc, String... statements) throws Exception {
+        try (var db = java.sql.DriverManager.getConnection(jdbc, "postgres", "");
+                var sql = db.createStatement()) {
+            for (String statement : statements) {
+                sql.execute(statement);
+            }
+        }
     }
 
     /** The next `count` change events: `op id item` (the row after), `d id` for a delete,
@@ -275,19 +296,19 @@ public class ConnectPipeline {
         return changes;
     }
 
-    static void awaitConnectors(DistributedHerder herder) throws Exception {
+    static void awaitConnectors(DistributedHerder herder, List<String> expected) throws Exception {
         long end = System.currentTimeMillis() + DEADLINE_MS;
         while (true) {
             var names = new FutureCallback<java.util.Collection<String>>();
             herder.connectors(names);
             try {
-                if (names.get(30, TimeUnit.SECONDS).containsAll(List.of("lines-in", "lines-out"))) {
+                if (names.get(30, TimeUnit.SECONDS).containsAll(expected)) {
                     return;
                 }
             } catch (java.util.concurrent.ExecutionException e) {
                 // Not joined yet: asked again.
             }
-            check(System.currentTimeMillis() < end, "the connectors were not found in the config topic");
+            check(System.currentTimeMillis() < end, expected + " were not found in the config topic");
             Thread.sleep(200);
         }
     }
