@@ -1,8 +1,8 @@
 //! Real, unmodified Kafka clients against `shale serve --kafka`: Apache Kafka's Java
 //! client, confluent-kafka (librdkafka), kafka-python and KafkaJS (independent
 //! implementations) and kcat, each driven by a program that asserts every step
-//! (`tests/kafka/*.py`, `tests/kafka/java/*.java`, `tests/kafkajs/*.mjs`), and a `kill -9` of the server under idempotent acks=all
-//! producers.
+//! (`tests/kafka/*.py`, `tests/kafka/java/*.java`, `tests/kafkajs/*.mjs`), and a
+//! `kill -9` of the server under idempotent acks=all producers.
 
 #![allow(clippy::unwrap_used)]
 

@@ -2,11 +2,11 @@
 //! (moto): metadata with a standby, three agents, clients given one bootstrap address.
 //! Idempotent acks=all producers (librdkafka's and the Java client's), a classic consumer
 //! group of three and a group of two under the consumer group protocol (KIP-848),
-//! coordinated by the same agent, run while
-//! that agent is killed with -9, then the metadata leader; every acknowledged record is
-//! stored once where its ack said, each group consumes every record, no committed offset
-//! moves backwards, and no member re-reads below an acknowledged commit. KafkaJS and the
-//! Java client run their steps against three agents as against one server.
+//! coordinated by the same agent, run while that agent is killed with -9, then the
+//! metadata leader; every acknowledged record is stored once where its ack said, each
+//! group consumes every record, no committed offset moves backwards, and no member
+//! re-reads below an acknowledged commit. KafkaJS and the Java client run their steps
+//! against three agents as against one server.
 
 #![allow(clippy::unwrap_used)]
 
@@ -174,8 +174,9 @@ fn wait_for_brokers(logs: &Receiver<String>, count: usize, limit: Duration) -> D
     }
 }
 
-/// KafkaJS and Kafka's Java client unchanged against three agents: partitions led by different agents, its group's
-/// and its transactions' coordinators wherever the rendezvous puts them. The steps are
+/// KafkaJS and Kafka's Java client unchanged against three agents: partitions led by
+/// different agents, groups' and transactions' coordinators wherever the rendezvous puts
+/// them. KafkaJS's steps are
 /// `tests/kafkajs/kafkajs.mjs`'s, as against `shale serve`. Then a topic of six partitions
 /// as consoles size it: each partition in exactly one agent's log directory, its leader's,
 /// and its producer listed by its leader (over the metadata RPC, as the agents run); and
@@ -230,7 +231,8 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
             let path = path.display().to_string();
             let args = [bootstrap.as_str(), TOPIC, &name, &rate, &count, &path];
             if n == 0 {
-                spawn_python(&[&[kafka_script("steady_producer.py").as_str()][..], &args[..]].concat())
+                let script = kafka_script("steady_producer.py");
+                spawn_python(&[&[script.as_str()], &args[..]].concat())
             } else {
                 let child = java_command("JavaSteadyProducer.java")
                     .args(args)
