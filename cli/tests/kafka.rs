@@ -200,25 +200,23 @@ fn kill_9_under_idempotent_producers_loses_and_duplicates_nothing() {
     let port = free_port();
     let (mut server, _http, kafka) = serve_kafka(dir.path(), port);
     run_python(&["-c", CREATE_TOPIC, &kafka, "crash", "4"]);
-    // One producer is the Java client's, the other librdkafka's, started once the Java
-    // one (whose JVM starts slower) has its first ack, so the kill finds both mid-stream.
+    // One producer is the Java client's (paced at 1,000 records a second), the other
+    // librdkafka's, started once the Java one (whose JVM starts slower) has its first ack,
+    // so the kill finds both mid-stream. Both send the values `r-0`, `r-1`, ...
     let mut producers = Vec::new();
     for n in 0..2 {
         let acked = dir.path().join(format!("acked-{n}"));
+        let count = COUNT.to_string();
         let mut command = if n == 0 {
-            java_command("JavaCrashProducer.java")
+            let mut java = java_command("JavaSteadyProducer.java");
+            java.args([&kafka, "crash", "r", "1000", &count]);
+            java
         } else {
             let mut python = Command::new(python());
-            python.arg(kafka_script("crash_producer.py"));
+            python.arg(kafka_script("crash_producer.py")).args([&kafka, "crash", &count]);
             python
         };
-        let child = command
-            .args([&kafka, "crash", &COUNT.to_string()])
-            .arg(&acked)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = command.arg(&acked).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let started = Instant::now() + Duration::from_secs(60);
         while n == 0 && lines(&acked).is_empty() {
             assert!(Instant::now() < started, "the Java producer had nothing acked in 60 s");
@@ -241,7 +239,8 @@ fn kill_9_under_idempotent_producers_loses_and_duplicates_nothing() {
     for (n, (child, path)) in producers.into_iter().enumerate() {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "producer {n}: {}", String::from_utf8_lossy(&out.stderr));
-        acked.extend(lines(&path));
+        // A line is the value, or `partition offset value`.
+        acked.extend(lines(&path).iter().filter_map(|line| line.rsplit(' ').next().map(str::to_string)));
     }
     // Both producers wrote the same values; each is expected once per producer.
     let values: Vec<String> =
