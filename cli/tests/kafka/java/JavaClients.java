@@ -347,11 +347,15 @@ public class JavaClients {
     /** What consoles and operators ask of a cluster: log directories, a partition's
      * producers, transactions, the offset of the newest timestamp. */
     static void inspect(Admin admin) throws Exception {
-        int broker = admin.describeCluster().nodes().get().iterator().next().id();
-        var dirs = admin.describeLogDirs(List.of(broker)).allDescriptions().get().get(broker);
-        var held = dirs.values().stream().flatMap(d -> d.replicaInfos().keySet().stream())
-                .filter(tp -> tp.topic().equals(ORDERS)).count();
-        check(held == PARTITIONS, "the log directories hold every partition: " + held);
+        // Each partition is in its leader's log directory alone (agents lead some each).
+        var brokers = admin.describeCluster().nodes().get().stream().map(node -> node.id()).toList();
+        var held = admin.describeLogDirs(brokers).allDescriptions().get().values().stream()
+                .flatMap(dirs -> dirs.values().stream())
+                .flatMap(dir -> dir.replicaInfos().keySet().stream())
+                .filter(tp -> tp.topic().equals(ORDERS))
+                .toList();
+        check(held.size() == PARTITIONS && new HashSet<>(held).size() == PARTITIONS,
+                "the log directories hold every partition once: " + held);
         var tp = new TopicPartition(ORDERS, 0);
         var producers = admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers();
         check(!producers.isEmpty(), "the idempotent producers of partition 0 are listed");
