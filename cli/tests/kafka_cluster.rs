@@ -1,9 +1,8 @@
 //! Kafka clients against a cluster of stateless `shale agent`s on the local S3 server
 //! (moto): metadata with a standby, three agents, clients given one bootstrap address.
-//! Idempotent acks=all producers (librdkafka's and the Java client's), a classic consumer
-//! group of three and a group of two under the consumer group protocol (KIP-848),
-//! coordinated by the same agent, run while that agent is killed with -9, then the
-//! metadata leader; every acknowledged record is stored once where its ack said, each
+//! Idempotent acks=all producers, a classic consumer group of three and a group of two
+//! under the consumer group protocol (KIP-848), coordinated by the same agent, run while
+//! that agent is killed with -9, then the metadata leader; every acknowledged record is stored once where its ack said, each
 //! group consumes every record, no committed offset moves backwards, and no member
 //! re-reads below an acknowledged commit. KafkaJS and the Java client run their steps
 //! against three agents as against one server.
@@ -20,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::cluster::{agents_with_standby, metric, wait_for_lease, wait_until};
-use common::{java_command, kafka_script, python, run_java, run_kafkajs, run_python, stop_with_test, terminate};
+use common::{kafka_script, python, run_java, run_kafkajs, run_python, stop_with_test, terminate};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: usize = 6;
@@ -221,7 +220,6 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
         .find(|name| run_python(&[&kafka_script("coordinator_of.py"), &bootstrap, name]).trim() == coordinator)
         .expect("a group name the same agent coordinates");
     let kip848 = Group::new(&dir, kip848_name, "consumer", 2);
-    // One producer is librdkafka's, the other the Java client's.
     let producers: Vec<Child> = acked_files
         .iter()
         .enumerate()
@@ -229,20 +227,7 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
             let name = format!("p{n}");
             let (rate, count) = (RATE.to_string(), COUNT.to_string());
             let path = path.display().to_string();
-            let args = [bootstrap.as_str(), TOPIC, &name, &rate, &count, &path];
-            if n == 0 {
-                let script = kafka_script("steady_producer.py");
-                spawn_python(&[&[script.as_str()], &args[..]].concat())
-            } else {
-                let child = java_command("JavaSteadyProducer.java")
-                    .args(args)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                stop_with_test(&child);
-                child
-            }
+            spawn_python(&[&kafka_script("steady_producer.py"), &bootstrap, TOPIC, &name, &rate, &count, &path])
         })
         .collect();
     let members: Vec<Child> =

@@ -1,5 +1,5 @@
-// The Java client's idempotent acks=all producer at a steady rate, through agents or a
-// server being killed, as `tests/kafka/steady_producer.py` is librdkafka's: sends COUNT
+// The Java client's idempotent acks=all producer at a steady rate, through a server
+// being killed, as `tests/kafka/steady_producer.py` is librdkafka's: sends COUNT
 // values `NAME-i` (key i % 13, so each key stays on one partition) at RATE per second,
 // writes each acknowledged one to ACKED as `partition offset value`, and exits 0 once
 // all are acked (1 if any send failed).
