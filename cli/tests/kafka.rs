@@ -16,8 +16,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use common::{
-    java_command, kafka_script, python, quix_python, run_java, run_kafkajs, run_python, run_python_of, serve_kafka,
-    shale, spawn_started, start_field, terminate,
+    free_port, java_command, kafka_script, python, quix_python, run_java, run_kafkajs, run_python, run_python_of,
+    serve_kafka, shale, spawn_started, start_field, terminate,
 };
 
 /// The Kafka basin `shale serve` creates by default.
@@ -178,11 +178,6 @@ print("created")
 fn which(tool: &str) -> Option<String> {
     let out = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// A loopback port free now, for a server that must come back on the same address.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn lines(path: &std::path::Path) -> Vec<String> {

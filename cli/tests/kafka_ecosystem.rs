@@ -14,7 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{run_flink, run_java, serve_kafka, terminate};
+use common::{free_port, run_flink, run_java, serve_kafka, terminate};
 
 /// A Kafka Connect worker in distributed mode (Kafka's connect-runtime 4.3, unchanged but
 /// for its REST server, whose Jetty security module cannot be fetched here): it creates its
@@ -104,7 +104,7 @@ impl Postgres {
         as_user(&mut initdb);
         let out = initdb.output().unwrap();
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = free_port();
         let mut postgres = Command::new(bin.join("postgres"));
         postgres.args(["-D", data.to_str().unwrap(), "-k", dir.path().to_str().unwrap(), "-p", &port.to_string()]);
         for setting in [

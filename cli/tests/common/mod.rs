@@ -98,6 +98,12 @@ pub fn terminate(mut child: Child) -> std::process::ExitStatus {
     child.wait().unwrap()
 }
 
+/// A loopback port free now, for a server that must come back on the same address or
+/// that is given its port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// `shale serve` in `dir` with Kafka on `kafka` (a port, or 0 for any): the process,
 /// its HTTP base URL and its Kafka bootstrap address.
 pub fn serve_kafka(dir: &std::path::Path, kafka: u16) -> (Child, String, String) {
