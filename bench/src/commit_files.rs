@@ -20,7 +20,8 @@ use bytes::Bytes;
 use clap::Parser;
 use serde_json::json;
 use shale_storage::object_store::path::Path;
-use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
+use shale_storage::object_store::{ObjectStore, PutMode, PutPayload};
+use shale_storage::PutInPlace;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -93,10 +94,11 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One commit's two files, as `shale serve` writes them: the segment, then the WAL object.
+/// One commit's two files, as `shale serve` writes them: the segment (in place), then the
+/// WAL object.
 async fn commit(store: &dyn ObjectStore, n: u64, segment: &Bytes, wal: &Bytes) -> anyhow::Result<()> {
     let segment_path = Path::from(format!("segments/{n:020}.seg"));
-    store.put(&segment_path, PutPayload::from_bytes(segment.clone())).await?;
+    store.put_opts(&segment_path, PutPayload::from_bytes(segment.clone()), PutInPlace::options()).await?;
     let wal_path = Path::from(format!("metadata/wal/{n:020}.sst"));
     store.put_opts(&wal_path, PutPayload::from_bytes(wal.clone()), PutMode::Create.into()).await?;
     Ok(())

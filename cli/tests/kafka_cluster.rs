@@ -284,7 +284,13 @@ async fn kafka_clients_carry_on_through_a_killed_agent_and_a_metadata_failover()
     .await;
 
     for (n, producer) in producers.into_iter().enumerate() {
-        let out = tokio::task::spawn_blocking(move || producer.wait_with_output().unwrap()).await.unwrap();
+        let out = tokio::time::timeout(
+            Duration::from_secs(120),
+            tokio::task::spawn_blocking(move || producer.wait_with_output().unwrap()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("producer {n} did not finish within 120 s of the failover's checks"))
+        .unwrap();
         assert!(out.status.success(), "producer {n}: {}", String::from_utf8_lossy(&out.stderr));
     }
     std::fs::write(&stop, b"").unwrap();

@@ -11,7 +11,8 @@ use shale_metadata_contract::{
 };
 use shale_proto::{BlockInfo, SegmentBuilder};
 use shale_storage::object_store::path::Path;
-use shale_storage::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use shale_storage::object_store::{ObjectStore, PutPayload};
+use shale_storage::PutInPlace;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -42,7 +43,8 @@ pub(crate) async fn upload(
     metrics.segment_bytes.fetch_add(object.content_length() as u64, Ordering::Relaxed);
     let path = segment_path(segment_id);
     let started = Instant::now();
-    let put = store.put(&Path::from(path.as_str()), object).await;
+    // Nothing reads a segment before the commit that follows this put names it.
+    let put = store.put_opts(&Path::from(path.as_str()), object, PutInPlace::options()).await;
     metrics.upload_latency.observe(started.elapsed());
     put.map_err(|e| {
         tracing::warn!(object = %path, error = %e, "segment upload failed");

@@ -14,7 +14,8 @@
 //!   memory (a reader following what its own gateway just wrote).
 //! - [`SyncedDir`]: fsyncs what the local-filesystem store writes, so acked data survives
 //!   a power loss, and maps the files long range reads ask for (the page cache's bytes,
-//!   not a copy).
+//!   not a copy); a put marked [`PutInPlace`] (an object nothing reads before a later
+//!   write names it) is written there under its own name, without a rename.
 //! - [`Histogram`]: latency histogram rendered as Prometheus text.
 //! - [`describe`]: a failed request's kind, for clients (no paths from the server's disk).
 //! - [`Clock`]: the one place that reads wall-clock time, so tests can control it.
@@ -30,6 +31,7 @@ mod failing;
 mod faulty;
 mod histogram;
 pub mod ids;
+mod in_place;
 mod instrumented;
 mod mapped;
 mod open;
@@ -42,6 +44,7 @@ pub use describe::describe;
 pub use failing::FailingStore;
 pub use faulty::FaultyStore;
 pub use histogram::{render_counters, render_gauges, Histogram, LATENCY_BUCKETS};
+pub use in_place::PutInPlace;
 pub use instrumented::{coalesced_requests, InstrumentedStore, StoreCounters};
 pub use mapped::MAPPED_READ_MIN;
 pub use object_store;

@@ -13,7 +13,8 @@
 //! default 65,530 per process); anything else, and any range a map is refused for (a
 //! larger cache past that limit), is read as before.
 //! Files in a store directory are written once under a temporary name, fsynced and then
-//! renamed or linked into place, never changed in place; a deleted file stays readable
+//! renamed or linked into place, or (a put marked [`crate::PutInPlace`]) written under
+//! their own name before anything names them; never changed once written. A deleted file stays readable
 //! through the mappings that exist. A file truncated by another program while mapped,
 //! or a disk error under a mapped page, ends the process (`SIGBUS`), as a crash does:
 //! what was acked is on disk either way.

@@ -37,6 +37,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::in_place::{self, Written};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -100,6 +101,27 @@ impl SyncedDir {
         Self { inner, small_puts, syncer: Arc::new(syncer), updates: tokio::sync::Mutex::new(()) }
     }
 
+    /// A put marked [`crate::PutInPlace`]: the new file written under its own name; `None` when
+    /// one of that name exists and the put overwrites (then it takes the atomic path).
+    async fn put_in_place(&self, location: &Path, payload: &PutPayload, mode: &PutMode) -> Result<Option<PutResult>> {
+        let (syncer, payload) = (self.syncer.clone(), payload.clone());
+        let file = self.syncer.root.join(location.as_ref());
+        let written = tokio::task::spawn_blocking(move || syncer.write_in_place(&file, &payload))
+            .await
+            .map_err(|e| generic(format!("write task failed: {e}")))?
+            .map_err(|e| generic(format!("write of {} failed: {e}", location.as_ref())))?;
+        match written {
+            Written::Done { e_tag } => {
+                Ok(Some(PutResult { e_tag: Some(e_tag), version: None, extensions: Default::default() }))
+            }
+            Written::Exists if matches!(mode, PutMode::Create) => Err(object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: "a file of that name exists".into(),
+            }),
+            Written::Exists => Ok(None),
+        }
+    }
+
     /// fsync calls made so far.
     pub fn syncs(&self) -> u64 {
         self.syncer.syncs.load(Ordering::Relaxed)
@@ -143,6 +165,32 @@ impl Syncer {
         self.write_out_in_steps(&opened)?;
         opened.sync_all()?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.sync_directories(file)
+    }
+
+    /// Writes a new `file` under its own name (see [`crate::in_place`]), its parent
+    /// directories made first if missing; with fsync on, the file and the entries naming
+    /// it are durable when this returns.
+    fn write_in_place(&self, file: &std::path::Path, payload: &PutPayload) -> std::io::Result<Written> {
+        let written = match in_place::write_new(file, payload, self.enabled) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = file.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                in_place::write_new(file, payload, self.enabled)?
+            }
+            other => other?,
+        };
+        if self.enabled && matches!(written, Written::Done { .. }) {
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            self.sync_directories(file)?;
+        }
+        Ok(written)
+    }
+
+    /// fsyncs the directories naming `file`: its own, and each of its ancestors the first
+    /// time a directory below it is seen.
+    fn sync_directories(&self, file: &std::path::Path) -> std::io::Result<()> {
         let mut dir = file.parent();
         while let Some(current) = dir {
             std::fs::File::open(current)?.sync_all()?;
@@ -209,6 +257,11 @@ impl fmt::Display for SyncedDir {
 impl ObjectStore for SyncedDir {
     async fn put_opts(&self, location: &Path, payload: PutPayload, mut opts: PutOptions) -> Result<PutResult> {
         opts.attributes = Attributes::new();
+        if in_place::wanted(&opts) {
+            if let Some(result) = self.put_in_place(location, &payload, &opts.mode).await? {
+                return Ok(result);
+            }
+        }
         let _update = match &opts.mode {
             PutMode::Update(expected) => {
                 let guard = self.updates.lock().await;
