@@ -172,3 +172,35 @@ async fn an_idle_share_session_is_evicted_and_its_records_handed_out_again() {
     assert!(began.elapsed() >= Duration::from_secs(1), "not before the session was idle for its timeout");
     assert_eq!(fetch(&mut conn, "gone", 2, id).await.error_code, ResponseError::ShareSessionNotFound.code());
 }
+
+/// A share-partition no request has used for the consumer session timeout (1 s here) is
+/// forgotten only when nothing is in flight: a released record waiting to be handed out
+/// again keeps the partition, and its delivery count, through the idle time; a partition
+/// whose records are all done is found again from its stored start offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_share_partition_is_forgotten_only_with_nothing_in_flight() {
+    let server = TestServer::start_with(|config| {
+        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
+        config.kafka.consumer_heartbeat_interval = Duration::from_millis(200);
+        config.kafka.consumer_session_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let idle = Duration::from_millis(1_500);
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    let joined = heartbeat(&mut conn, "a", 0, Some(&["jobs"])).await;
+    let id = joined.assignment.expect("assigned").topic_partitions[0].topic_id;
+    assert!(acquired(&fetch(&mut conn, "a", 0, id).await).is_empty());
+    assert_eq!(conn.produce("jobs", 0, &["j0".to_string(), "j1".to_string()]).await.unwrap(), (0, 0));
+    assert_eq!(acquired(&fetch(&mut conn, "a", 1, id).await), vec![(0, 1, 1)]);
+    assert_eq!(ack_error(&acknowledge(&mut conn, "a", 2, id, (0, 1, vec![1, 2])).await), 0);
+
+    tokio::time::sleep(idle).await;
+    assert_eq!(acquired(&fetch(&mut conn, "b", 0, id).await), vec![(1, 1, 2)], "its second delivery: state kept");
+    assert_eq!(ack_error(&acknowledge(&mut conn, "b", 1, id, (1, 1, vec![1])).await), 0);
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 2));
+    assert_eq!(conn.produce("jobs", 0, &["j2".to_string()]).await.unwrap(), (0, 2));
+
+    tokio::time::sleep(idle).await;
+    assert_eq!(acquired(&fetch(&mut conn, "c", 0, id).await), vec![(2, 2, 1)], "only what came after the start");
+}

@@ -6,7 +6,7 @@
 //!   topics), held by the group's coordinator; `heartbeat` answers ShareGroupHeartbeat;
 //! - `partition`: one share-partition's records in flight, held by the broker that
 //!   leads the partition; `fetch` answers ShareFetch and ShareAcknowledge over share
-//!   sessions (`sessions`).
+//!   sessions (`sessions`); `table` holds the share-partitions and forgets idle ones.
 //!
 //! What is done with survives: a share-partition's start offset (every record before it
 //! accepted, rejected or given up on) is kept as the tracked consumer named after the
@@ -20,6 +20,7 @@ mod group;
 mod heartbeat;
 mod partition;
 mod sessions;
+mod table;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,16 +31,12 @@ use shale_storage::Clock;
 pub use fetch::{acknowledge, fetch};
 pub use heartbeat::heartbeat;
 
-/// A share-partition: `None` until its first fetch finds its start offset.
-type PartitionSlot = Arc<tokio::sync::Mutex<Option<partition::SharePartition>>>;
-
 /// What this broker holds of share groups: the groups it coordinates, the
 /// share-partitions it leads, and its members' share sessions.
 pub struct Shares {
     clock: Arc<dyn Clock>,
     groups: Mutex<HashMap<String, group::ShareGroup>>,
-    /// By group and stream.
-    partitions: Mutex<HashMap<(String, String), PartitionSlot>>,
+    partitions: Mutex<table::PartitionTable>,
     sessions: Mutex<sessions::Sessions>,
     /// Topic names by id, as share requests name topics.
     names: Mutex<HashMap<uuid::Uuid, String>>,
@@ -48,11 +45,12 @@ pub struct Shares {
 }
 
 impl Shares {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    /// Share-partitions unused for `idle_ms` with nothing in flight are forgotten.
+    pub fn new(clock: Arc<dyn Clock>, idle_ms: u64) -> Self {
         Shares {
             clock,
             groups: Mutex::default(),
-            partitions: Mutex::default(),
+            partitions: Mutex::new(table::PartitionTable::new(idle_ms)),
             sessions: Mutex::default(),
             names: Mutex::default(),
             rotation: AtomicUsize::new(0),
@@ -80,8 +78,9 @@ impl Shares {
     }
 
     /// Group `group`'s share-partition on `stream`.
-    fn partition(&self, group: &str, stream: &str) -> PartitionSlot {
+    fn partition(&self, group: &str, stream: &str) -> table::PartitionSlot {
+        let now = self.now();
         let mut partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        partitions.entry((group.to_string(), stream.to_string())).or_default().clone()
+        partitions.get(group, stream, now)
     }
 }

@@ -86,6 +86,12 @@ impl SharePartition {
         self.start
     }
 
+    /// Whether no record is handed out or waiting to be again: the state is then its
+    /// start offset alone (which equals the end).
+    pub fn nothing_in_flight(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// The first offset never handed out.
     pub fn end(&self) -> u64 {
         self.end
