@@ -92,6 +92,11 @@ impl Default for KafkaConfig {
 pub const MAX_PARTITIONS: u32 = 10_000;
 
 impl KafkaConfig {
+    /// `consumer_session_timeout` in milliseconds.
+    pub fn consumer_session_ms(&self) -> u64 {
+        u64::try_from(self.consumer_session_timeout.as_millis()).unwrap_or(u64::MAX)
+    }
+
     pub fn validate(&self) -> Result<(), KafkaError> {
         shale_proto::names::validate_basin(&self.basin).map_err(KafkaError::Config)?;
         if self.default_partitions == 0 || self.default_partitions > MAX_PARTITIONS {

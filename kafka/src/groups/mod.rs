@@ -207,7 +207,7 @@ pub(crate) fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
 
 /// How long a consumer-protocol member may be silent (`[kafka] consumer_session_timeout`).
 pub(crate) fn consumer_session_ms(kafka: &Kafka) -> u64 {
-    u64::try_from(kafka.config.consumer_session_timeout.as_millis()).unwrap_or(u64::MAX)
+    kafka.config.consumer_session_ms()
 }
 
 fn text(s: &StrBytes) -> String {
