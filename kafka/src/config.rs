@@ -54,6 +54,10 @@ pub struct KafkaConfig {
     /// Where a share group starts on a partition it has not read: `latest` (Kafka's
     /// default, `share.auto.offset.reset`) or `earliest`.
     pub share_auto_offset_reset: ShareReset,
+    /// The most share sessions one broker holds at once (Kafka's
+    /// `group.share.max.share.sessions`): a member opening one more is answered
+    /// SHARE_SESSION_LIMIT_REACHED, and retries.
+    pub max_share_sessions: usize,
 }
 
 /// Where a share group starts reading a partition it has no start offset on.
@@ -84,6 +88,7 @@ impl Default for KafkaConfig {
             consumer_heartbeat_interval: Duration::from_secs(5),
             share_record_lock_duration: Duration::from_secs(30),
             share_auto_offset_reset: ShareReset::Latest,
+            max_share_sessions: 2_000,
         }
     }
 }
@@ -119,6 +124,9 @@ impl KafkaConfig {
             || self.share_record_lock_duration > Duration::from_secs(3600)
         {
             return Err(KafkaError::Config("share_record_lock_duration must be 1 s to 1 h".into()));
+        }
+        if self.max_share_sessions == 0 {
+            return Err(KafkaError::Config("max_share_sessions must be at least 1".into()));
         }
         if self.heartbeat_interval.is_zero() || self.agent_ttl < 2 * self.heartbeat_interval {
             return Err(KafkaError::Config(

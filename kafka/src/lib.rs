@@ -148,7 +148,7 @@ pub async fn serve(
     let (brokers, membership) = brokers::join(cluster, &config, (host, port), &service, stopped).await;
     let kafka = Arc::new(Kafka {
         groups: Arc::new(groups::Coordinator::new(clock.clone())),
-        shares: Arc::new(shares::Shares::new(clock.clone(), config.consumer_session_ms())),
+        shares: Arc::new(shares::Shares::new(clock.clone(), &config)),
         producer_ids: Arc::new(producers::ProducerIds::new(clock, brokers.me().id)),
         topic_configs: Arc::new(topic_cache::TopicCache::new()),
         cluster_id: format!("shale-{}", config.basin),

@@ -204,3 +204,24 @@ async fn an_idle_share_partition_is_forgotten_only_with_nothing_in_flight() {
     tokio::time::sleep(idle).await;
     assert_eq!(acquired(&fetch(&mut conn, "c", 0, id).await), vec![(2, 2, 1)], "only what came after the start");
 }
+
+/// A broker holds at most `max_share_sessions` share sessions (1 here): another member's
+/// opening is SHARE_SESSION_LIMIT_REACHED until one closes; the open one carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_share_session_limit_a_new_session_waits_for_one_to_close() {
+    let server = TestServer::start_with(|config| {
+        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
+        config.kafka.max_share_sessions = 1;
+    })
+    .await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    let id =
+        heartbeat(&mut conn, "a", 0, Some(&["jobs"])).await.assignment.expect("assigned").topic_partitions[0].topic_id;
+    assert!(acquired(&fetch(&mut conn, "a", 0, id).await).is_empty());
+    assert_eq!(fetch(&mut conn, "b", 0, id).await.error_code, ResponseError::ShareSessionLimitReached.code());
+    assert_eq!(conn.produce("jobs", 0, &["j0".to_string()]).await.unwrap(), (0, 0));
+    assert_eq!(acquired(&fetch(&mut conn, "a", 1, id).await), vec![(0, 0, 1)], "the open session carries on");
+    assert_eq!(fetch(&mut conn, "a", -1, id).await.error_code, 0, "closed, its record given back");
+    assert_eq!(acquired(&fetch(&mut conn, "b", 0, id).await), vec![(0, 0, 1)]);
+}

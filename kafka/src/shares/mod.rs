@@ -28,6 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use shale_storage::Clock;
 
+use crate::KafkaConfig;
+
 pub use fetch::{acknowledge, fetch};
 pub use heartbeat::heartbeat;
 
@@ -45,13 +47,14 @@ pub struct Shares {
 }
 
 impl Shares {
-    /// Share-partitions unused for `idle_ms` with nothing in flight are forgotten.
-    pub fn new(clock: Arc<dyn Clock>, idle_ms: u64) -> Self {
+    /// Share-partitions unused for the consumer session timeout with nothing in flight
+    /// are forgotten; at most `max_share_sessions` share sessions are open at once.
+    pub fn new(clock: Arc<dyn Clock>, config: &KafkaConfig) -> Self {
         Shares {
             clock,
             groups: Mutex::default(),
-            partitions: Mutex::new(table::PartitionTable::new(idle_ms)),
-            sessions: Mutex::default(),
+            partitions: Mutex::new(table::PartitionTable::new(config.consumer_session_ms())),
+            sessions: Mutex::new(sessions::Sessions::new(config.max_share_sessions)),
             names: Mutex::default(),
             rotation: AtomicUsize::new(0),
         }

@@ -2,7 +2,8 @@
 //! names only those it adds or forgets. A member opens one with epoch 0 (replacing any it
 //! had), numbers its later requests 1, 2, ... and closes it with -1. A session no request
 //! has used for a while is evicted (its member vanished without closing it): the member's
-//! next request is then SHARE_SESSION_NOT_FOUND, and it opens another.
+//! next request is then SHARE_SESSION_NOT_FOUND, and it opens another. A broker holds at
+//! most a set number of sessions: one more is SHARE_SESSION_LIMIT_REACHED.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -27,9 +28,10 @@ struct Session {
 pub type SessionKey = (String, String);
 
 /// Sessions by group and member.
-#[derive(Default)]
 pub struct Sessions {
     open: HashMap<SessionKey, Session>,
+    /// The most open at once.
+    limit: usize,
     /// When idle sessions were last looked for.
     swept_ms: u64,
 }
@@ -38,6 +40,11 @@ pub struct Sessions {
 pub const FINAL_EPOCH: i32 = -1;
 
 impl Sessions {
+    /// No session open; at most `limit` at once.
+    pub fn new(limit: usize) -> Self {
+        Sessions { open: HashMap::new(), limit, swept_ms: 0 }
+    }
+
     /// Moves `key`'s session on by a request at `epoch` adding `add` and forgetting
     /// `forget`; its partitions after. A final request closes it (its partitions are
     /// returned). An unknown session is SHARE_SESSION_NOT_FOUND; a known one at another
@@ -51,6 +58,9 @@ impl Sessions {
         now_ms: u64,
     ) -> Result<Vec<SessionPartition>, ResponseError> {
         if epoch == 0 {
+            if !self.open.contains_key(&key) && self.open.len() >= self.limit {
+                return Err(ResponseError::ShareSessionLimitReached);
+            }
             self.open.insert(key.clone(), Session { next_epoch: 0, partitions: BTreeSet::new(), used_ms: now_ms });
         }
         let Some(session) = self.open.get_mut(&key) else { return Err(ResponseError::ShareSessionNotFound) };
@@ -98,7 +108,7 @@ mod tests {
 
     #[test]
     fn a_session_opens_moves_on_by_one_and_closes() {
-        let mut sessions = Sessions::default();
+        let mut sessions = Sessions::new(10);
         let key = || ("g".to_string(), "m".to_string());
         assert_eq!(sessions.advance(key(), 1, vec![], &[], 0), Err(ResponseError::ShareSessionNotFound));
         assert_eq!(sessions.advance(key(), 0, vec![part("t", 0), part("t", 1)], &[], 0).unwrap().len(), 2);
@@ -116,7 +126,7 @@ mod tests {
 
     #[test]
     fn an_idle_session_is_evicted_and_a_used_one_kept() {
-        let mut sessions = Sessions::default();
+        let mut sessions = Sessions::new(10);
         let member = |m: &str| ("g".to_string(), m.to_string());
         sessions.advance(member("gone"), 0, vec![part("t", 0)], &[], 1_000).unwrap();
         sessions.advance(member("busy"), 0, vec![part("t", 1)], &[], 1_000).unwrap();
@@ -128,5 +138,18 @@ mod tests {
         assert_eq!(evicted, vec![(member("gone"), vec![part("t", 0)])]);
         assert_eq!(sessions.advance(member("gone"), 1, vec![], &[], 52_000), Err(ResponseError::ShareSessionNotFound));
         assert_eq!(sessions.advance(member("busy"), 2, vec![], &[], 52_000).unwrap(), vec![part("t", 1)]);
+    }
+
+    #[test]
+    fn past_the_limit_a_new_session_is_refused_and_an_open_one_reopened() {
+        let mut sessions = Sessions::new(2);
+        let member = |m: &str| ("g".to_string(), m.to_string());
+        sessions.advance(member("a"), 0, vec![part("t", 0)], &[], 0).unwrap();
+        sessions.advance(member("b"), 0, vec![part("t", 0)], &[], 0).unwrap();
+        let refused = sessions.advance(member("c"), 0, vec![part("t", 0)], &[], 0);
+        assert_eq!(refused, Err(ResponseError::ShareSessionLimitReached));
+        assert!(sessions.advance(member("a"), 0, vec![], &[], 0).unwrap().is_empty(), "a member may open its own anew");
+        sessions.advance(member("b"), FINAL_EPOCH, vec![], &[], 0).unwrap();
+        assert_eq!(sessions.advance(member("c"), 0, vec![part("t", 1)], &[], 0).unwrap(), vec![part("t", 1)]);
     }
 }
