@@ -135,18 +135,23 @@ async fn share_groups_hand_each_record_to_one_member_and_keep_their_start() {
     assert_eq!(heartbeat(&mut conn, "m1", -1, None).await.member_epoch, -1);
 }
 
+/// A server whose share sessions and share-partitions are idle after 1 s.
+async fn with_a_one_second_session_timeout() -> TestServer {
+    TestServer::start_with(|config| {
+        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
+        config.kafka.consumer_heartbeat_interval = Duration::from_millis(200);
+        config.kafka.consumer_session_timeout = Duration::from_secs(1);
+    })
+    .await
+}
+
 /// A member that vanishes without closing its share session: once the session has been
 /// idle for the consumer session timeout (1 s here), another member's request evicts it
 /// and the records it held are handed out again, their delivery not counted; the vanished
 /// member's next request finds no session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_share_session_is_evicted_and_its_records_handed_out_again() {
-    let server = TestServer::start_with(|config| {
-        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
-        config.kafka.consumer_heartbeat_interval = Duration::from_millis(200);
-        config.kafka.consumer_session_timeout = Duration::from_secs(1);
-    })
-    .await;
+    let server = with_a_one_second_session_timeout().await;
     let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
     assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
     let joined = heartbeat(&mut conn, "gone", 0, Some(&["jobs"])).await;
@@ -179,12 +184,7 @@ async fn an_idle_share_session_is_evicted_and_its_records_handed_out_again() {
 /// whose records are all done is found again from its stored start offset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_share_partition_is_forgotten_only_with_nothing_in_flight() {
-    let server = TestServer::start_with(|config| {
-        config.kafka.listen = Some("127.0.0.1:0".parse().unwrap());
-        config.kafka.consumer_heartbeat_interval = Duration::from_millis(200);
-        config.kafka.consumer_session_timeout = Duration::from_secs(1);
-    })
-    .await;
+    let server = with_a_one_second_session_timeout().await;
     let idle = Duration::from_millis(1_500);
     let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
     assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
