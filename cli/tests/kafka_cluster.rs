@@ -2,10 +2,10 @@
 //! (moto): metadata with a standby, three agents, clients given one bootstrap address.
 //! Idempotent acks=all producers, a classic consumer group of three and a group of two
 //! under the consumer group protocol (KIP-848), coordinated by the same agent, run while
-//! that agent is killed with -9, then the metadata leader; every acknowledged record is stored once where its ack said, each
-//! group consumes every record, no committed offset moves backwards, and no member
-//! re-reads below an acknowledged commit. KafkaJS and the Java client run their steps
-//! against three agents as against one server.
+//! that agent is killed with -9, then the metadata leader; every acknowledged record is
+//! stored once where its ack said, each group consumes every record, no committed offset
+//! moves backwards, and no member re-reads below an acknowledged commit. KafkaJS and the
+//! Java client run their steps against three agents as against one server.
 
 #![allow(clippy::unwrap_used)]
 

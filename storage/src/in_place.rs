@@ -18,8 +18,6 @@
 use std::io::Write;
 use std::time::SystemTime;
 
-#[cfg(test)]
-use bytes::Bytes;
 use object_store::{PutMode, PutPayload};
 
 /// Marks a put whose object nothing reads until something written after the put
@@ -99,6 +97,7 @@ fn e_tag(metadata: &std::fs::Metadata) -> String {
 mod tests {
     use std::sync::Arc;
 
+    use bytes::Bytes;
     use object_store::local::LocalFileSystem;
     use object_store::path::Path;
     use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};

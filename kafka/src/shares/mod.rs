@@ -87,3 +87,22 @@ impl Shares {
         partitions.get(group, stream, now)
     }
 }
+
+/// When idle sessions or share-partitions were last looked for: at most once per quarter
+/// of the idle bound, so the walk over them does not run at every request.
+#[derive(Default)]
+struct IdleSweep {
+    last_ms: u64,
+}
+
+impl IdleSweep {
+    /// Whether a look at `now_ms` for what has been idle `idle_ms` is due; if so, it is
+    /// taken as made.
+    fn due(&mut self, now_ms: u64, idle_ms: u64) -> bool {
+        if now_ms < self.last_ms.saturating_add(idle_ms / 4) {
+            return false;
+        }
+        self.last_ms = now_ms;
+        true
+    }
+}

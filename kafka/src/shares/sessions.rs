@@ -32,8 +32,7 @@ pub struct Sessions {
     open: HashMap<SessionKey, Session>,
     /// The most open at once.
     limit: usize,
-    /// When idle sessions were last looked for.
-    swept_ms: u64,
+    idle_sweep: super::IdleSweep,
 }
 
 /// The epoch that closes a session.
@@ -42,7 +41,7 @@ pub const FINAL_EPOCH: i32 = -1;
 impl Sessions {
     /// No session open; at most `limit` at once.
     pub fn new(limit: usize) -> Self {
-        Sessions { open: HashMap::new(), limit, swept_ms: 0 }
+        Sessions { open: HashMap::new(), limit, idle_sweep: super::IdleSweep::default() }
     }
 
     /// Moves `key`'s session on by a request at `epoch` adding `add` and forgetting
@@ -82,10 +81,9 @@ impl Sessions {
     /// Removes the sessions no request has used for more than `idle_ms`, and returns
     /// them with their partitions. Looks at most once per quarter of `idle_ms`.
     pub fn evict_idle(&mut self, now_ms: u64, idle_ms: u64) -> Vec<(SessionKey, Vec<SessionPartition>)> {
-        if now_ms < self.swept_ms.saturating_add(idle_ms / 4) {
+        if !self.idle_sweep.due(now_ms, idle_ms) {
             return Vec::new();
         }
-        self.swept_ms = now_ms;
         let idle: Vec<SessionKey> = self
             .open
             .iter()

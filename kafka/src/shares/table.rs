@@ -27,13 +27,12 @@ pub struct PartitionTable {
     entries: HashMap<(String, String), Entry>,
     /// How long one must go unused before it may be forgotten.
     idle_ms: u64,
-    /// When idle ones were last looked for.
-    swept_ms: u64,
+    idle_sweep: super::IdleSweep,
 }
 
 impl PartitionTable {
     pub fn new(idle_ms: u64) -> Self {
-        PartitionTable { entries: HashMap::new(), idle_ms, swept_ms: 0 }
+        PartitionTable { entries: HashMap::new(), idle_ms, idle_sweep: super::IdleSweep::default() }
     }
 
     /// Group `group`'s share-partition on `stream`, asked for at `now_ms`.
@@ -54,11 +53,10 @@ impl PartitionTable {
     }
 
     fn forget_idle(&mut self, now_ms: u64) {
-        if now_ms < self.swept_ms.saturating_add(self.idle_ms / 4) {
+        let idle_ms = self.idle_ms;
+        if !self.idle_sweep.due(now_ms, idle_ms) {
             return;
         }
-        self.swept_ms = now_ms;
-        let idle_ms = self.idle_ms;
         self.entries.retain(|_, entry| !forgettable(entry, now_ms, idle_ms));
     }
 }
