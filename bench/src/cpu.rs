@@ -3,7 +3,8 @@
 //! fast as the path goes, and prints one JSON object: the bytes moved, the rate and the
 //! server's CPU seconds (from `/proc/<pid>/stat`, `--server-pid`) per GiB. Paths:
 //! - `s2s-append`: an S2S append session (S2's Rust SDK), batches of `--batch-records`,
-//!   up to `--in-flight` batches awaiting their acks;
+//!   up to `--in-flight` batches awaiting their acks, each record with an 8-byte header
+//!   as `s2 bench` writes them (so the read paths read records with one);
 //! - `s2s-produce`: S2's SDK producer (what `s2 bench` writes with: records submitted one
 //!   at a time, batched by the SDK with its linger, `--linger-ms`, 5 by default as in the
 //!   SDK), each record with an 8-byte header and a timestamp, paced at `--rate` MiB/s;
@@ -127,8 +128,12 @@ async fn s2s_append(args: &Args) -> anyhow::Result<u64> {
     let bodies: Vec<Bytes> = (0..args.batch_records as u64).map(|i| body(args.record_bytes, i)).collect();
     let batches = total_records(args).div_ceil(args.batch_records as u64);
     let mut tickets = FuturesOrdered::new();
-    for _ in 0..batches {
-        let records = bodies.iter().map(|b| AppendRecord::new(b.clone())).collect::<Result<Vec<_>, _>>()?;
+    for batch in 0..batches {
+        let records = (0..).zip(&bodies).map(|(i, b)| {
+            let hash = (batch * args.batch_records as u64 + i).to_be_bytes().to_vec();
+            AppendRecord::new(b.clone())?.with_headers([Header::new("hash", hash)])
+        });
+        let records = records.collect::<Result<Vec<_>, _>>()?;
         tickets.push_back(session.submit(AppendInput::new(AppendRecordBatch::try_from_iter(records)?)).await?);
         if tickets.len() >= args.in_flight {
             tickets.next().await.context("a ticket")??;

@@ -167,7 +167,12 @@ mod tests {
     /// and come out lossy (never failing) in text and json.
     #[test]
     fn output_lines_match_s2s_cli() {
-        let record = pb::SequencedRecord { seq_num: 1, timestamp: 2, headers: vec![], body: b"\xff".to_vec().into() };
+        let record = pb::SequencedRecord {
+            seq_num: 1,
+            timestamp: 2,
+            headers: Default::default(),
+            body: b"\xff".to_vec().into(),
+        };
         let line = |format: Format| {
             let mut out = Vec::new();
             format.write(&mut out, &record).unwrap();

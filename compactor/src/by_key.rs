@@ -253,7 +253,11 @@ mod tests {
         if value.is_none() {
             headers.push(Header { name: Bytes::from_static(NULL_VALUE_HEADER), value: Bytes::new() });
         }
-        Record { timestamp: Some(timestamp), headers, body: Bytes::from(value.unwrap_or_default().to_string()) }
+        Record {
+            timestamp: Some(timestamp),
+            headers: headers.into(),
+            body: Bytes::from(value.unwrap_or_default().to_string()),
+        }
     }
 
     fn input(first_seq: u64, records: &[Record]) -> (IndexEntry, Bytes) {
@@ -279,7 +283,7 @@ mod tests {
     /// cursor learns when that tombstone falls due.
     #[test]
     fn the_last_record_of_each_key_stays_at_its_offset() {
-        let keyless = Record { timestamp: Some(1), headers: vec![], body: Bytes::from_static(b"s2") };
+        let keyless = Record { timestamp: Some(1), headers: Default::default(), body: Bytes::from_static(b"s2") };
         let inputs = vec![
             input(0, &[keyed("a", Some("a0"), 1), keyed("b", Some("b0"), 1), keyless]),
             input(3, &[keyed("a", Some("a1"), 2), keyed("c", Some("c0"), 2), keyed("b", None, 2)]),

@@ -192,7 +192,7 @@ mod tests {
         let prefer = TimestampPolicy { mode: TimestampingMode::ClientPrefer, uncapped: false };
         let record = |ts: Option<u64>, body: &'static str| Record {
             timestamp: ts,
-            headers: vec![Header { name: Bytes::from_static(b"h"), value: Bytes::from_static(b"v") }],
+            headers: vec![Header { name: Bytes::from_static(b"h"), value: Bytes::from_static(b"v") }].into(),
             body: Bytes::from_static(body.as_bytes()),
         };
         let blocks = [
@@ -239,7 +239,10 @@ mod tests {
     #[test]
     fn a_small_remainder_joins_the_block_before_it() {
         let policy = TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: false };
-        let block = encode_block(100, &[Record { timestamp: None, headers: vec![], body: Bytes::from_static(b"x") }]);
+        let block = encode_block(
+            100,
+            &[Record { timestamp: None, headers: Default::default(), body: Bytes::from_static(b"x") }],
+        );
         let len = u32::try_from(block.len()).unwrap();
         let inputs: Vec<(IndexEntry, Bytes)> =
             (0..4).map(|i| (IndexEntry { len, ..entry(i, 1, len, policy, 0) }, block.clone())).collect();
@@ -254,8 +257,11 @@ mod tests {
     #[test]
     fn dropped_records_leave_gaps_and_kept_ones_keep_their_offsets() {
         let policy = TimestampPolicy { mode: TimestampingMode::Arrival, uncapped: false };
-        let record =
-            |body: &'static str| Record { timestamp: None, headers: vec![], body: Bytes::from_static(body.as_bytes()) };
+        let record = |body: &'static str| Record {
+            timestamp: None,
+            headers: Default::default(),
+            body: Bytes::from_static(body.as_bytes()),
+        };
         let a = encode_block(100, &[record("a0"), record("a1"), record("a2")]);
         let b = encode_block(200, &[record("b0"), record("b1")]);
         let inputs = vec![

@@ -135,7 +135,7 @@ mod tests {
         bad_basin.basin = "NO".into();
         assert!(matches!(encode(bad_basin, 0), Err(GatewayError::InvalidArgument(_))));
         let bad_command = Record {
-            headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
+            headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }].into(),
             body: Bytes::from_static(b"x"),
             timestamp: None,
         };
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn collects_commands_in_order() {
         let fence = Record {
-            headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"fence") }],
+            headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"fence") }].into(),
             body: Bytes::from_static(b"tok"),
             timestamp: Some(5),
         };

@@ -95,7 +95,7 @@ async fn trim(kafka: &Kafka, stream: &str, offset: i64) -> Result<i64, (i16, Str
     };
     let command = Record {
         timestamp: None,
-        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
+        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }].into(),
         body: Bytes::copy_from_slice(&point.to_be_bytes()),
     };
     let input =

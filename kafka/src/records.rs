@@ -94,7 +94,7 @@ fn to_shale(record: &KafkaRecord) -> Result<Record, Refused> {
         headers.push(Header { name, value: value.clone().unwrap_or_default() });
     }
     let timestamp = u64::try_from(record.timestamp).ok();
-    Ok(Record { timestamp, headers, body: record.value.clone().unwrap_or_default() })
+    Ok(Record { timestamp, headers: headers.into(), body: record.value.clone().unwrap_or_default() })
 }
 
 /// Appends `records` to `out` as one uncompressed record batch v2 (Kafka's protocol
@@ -326,12 +326,16 @@ mod tests {
 
     #[test]
     fn a_read_with_gaps_and_commands_encodes_as_one_batch_without_the_commands() {
-        let stored =
-            |seq_num| SequencedRecord { seq_num, timestamp: 5, headers: vec![], body: Bytes::from_static(b"v") };
+        let stored = |seq_num| SequencedRecord {
+            seq_num,
+            timestamp: 5,
+            headers: Default::default(),
+            body: Bytes::from_static(b"v"),
+        };
         let trim = SequencedRecord {
             seq_num: 5,
             timestamp: 5,
-            headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
+            headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }].into(),
             body: Bytes::from_static(&[0; 8]),
         };
         let records = vec![stored(3), stored(4), trim.clone(), stored(6), stored(9)];
@@ -364,7 +368,7 @@ mod tests {
                 if null_value {
                     all.push(Header { name: Bytes::from_static(NULL_VALUE_HEADER), value: Bytes::new() });
                 }
-                SequencedRecord { seq_num: 0, timestamp, headers: all, body: body.into() }
+                SequencedRecord { seq_num: 0, timestamp, headers: all.into(), body: body.into() }
             })
     }
 

@@ -27,7 +27,7 @@ pub mod timestamp;
 pub mod varint;
 
 pub use error_code::ErrorCode;
-pub use record::{Command, Header, Record, SequencedRecord};
+pub use record::{Command, Header, Headers, Record, SequencedRecord};
 pub use segment::{BlockInfo, SegmentBuilder, SegmentError, SegmentFooter};
 pub use timestamp::{TimestampPolicy, TimestampResolver, TimestampingMode};
 

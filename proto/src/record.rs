@@ -1,5 +1,8 @@
 //! Records, their metered size, and S2 command records.
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 /// Most records one append batch may carry (S2's limit).
@@ -21,12 +24,100 @@ pub struct Header {
     pub value: Bytes,
 }
 
+/// A record's headers. Those decoded from a stored block are one shared list: a record
+/// read from a cached block is cloned into every read that returns it, and cloning its
+/// headers is then one reference count, not an allocation and a count per name and value.
+/// Those a request carried keep the list they were decoded into (no copy into a shared
+/// list that nothing shares).
+#[derive(Clone, Debug)]
+pub struct Headers(List);
+
+#[derive(Clone, Debug)]
+enum List {
+    Owned(Vec<Header>),
+    Shared(Arc<[Header]>),
+}
+
+impl Headers {
+    /// Headers shared by every clone, moved out of `headers` in one allocation (none when
+    /// there are none).
+    pub fn shared(headers: std::vec::Drain<'_, Header>) -> Self {
+        if headers.len() == 0 {
+            return Self::default();
+        }
+        Headers(List::Shared(headers.collect()))
+    }
+
+    /// The headers as a list of their own, for a caller that changes them.
+    pub fn to_vec(&self) -> Vec<Header> {
+        self.as_ref().to_vec()
+    }
+}
+
+impl Default for Headers {
+    fn default() -> Self {
+        Headers(List::Owned(Vec::new()))
+    }
+}
+
+impl Deref for Headers {
+    type Target = [Header];
+
+    fn deref(&self) -> &[Header] {
+        match &self.0 {
+            List::Owned(headers) => headers,
+            List::Shared(headers) => headers,
+        }
+    }
+}
+
+impl AsRef<[Header]> for Headers {
+    fn as_ref(&self) -> &[Header] {
+        self
+    }
+}
+
+impl From<Vec<Header>> for Headers {
+    fn from(headers: Vec<Header>) -> Self {
+        Headers(List::Owned(headers))
+    }
+}
+
+impl FromIterator<Header> for Headers {
+    fn from_iter<I: IntoIterator<Item = Header>>(headers: I) -> Self {
+        Headers(List::Owned(headers.into_iter().collect()))
+    }
+}
+
+impl<'a> IntoIterator for &'a Headers {
+    type Item = &'a Header;
+    type IntoIter = std::slice::Iter<'a, Header>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl PartialEq for Headers {
+    fn eq(&self, other: &Headers) -> bool {
+        self.as_ref() == other.as_ref()
+    }
+}
+
+impl Eq for Headers {}
+
+impl PartialEq<Vec<Header>> for Headers {
+    fn eq(&self, other: &Vec<Header>) -> bool {
+        self.as_ref() == other.as_slice()
+    }
+}
+
 /// A record as a client appends it. `timestamp` is the client's, in milliseconds since
 /// the Unix epoch, if it gave one.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Record {
     pub timestamp: Option<u64>,
-    pub headers: Vec<Header>,
+    pub headers: Headers,
     pub body: Bytes,
 }
 
@@ -35,12 +126,10 @@ pub struct Record {
 pub struct SequencedRecord {
     pub seq_num: u64,
     pub timestamp: u64,
-    pub headers: Vec<Header>,
+    pub headers: Headers,
     pub body: Bytes,
 }
 
-/// Metered size as S2 defines it: 8 bytes of overhead, 2 per header, plus every header
-/// name, header value and body byte.
 /// A Kafka record's key: the value of its [`KEY_HEADER`], if it has one.
 pub fn kafka_key(headers: &[Header]) -> Option<&Bytes> {
     headers.iter().find(|h| h.name.as_ref() == KEY_HEADER).map(|h| &h.value)
@@ -51,6 +140,8 @@ pub fn is_tombstone(headers: &[Header]) -> bool {
     headers.iter().any(|h| h.name.as_ref() == NULL_VALUE_HEADER)
 }
 
+/// Metered size as S2 defines it: 8 bytes of overhead, 2 per header, plus every header
+/// name, header value and body byte.
 pub fn metered_bytes(headers: &[Header], body: &[u8]) -> u64 {
     let header_bytes: usize = headers.iter().map(|h| h.name.len() + h.value.len()).sum();
     (8 + 2 * headers.len() + header_bytes + body.len()) as u64
@@ -134,6 +225,31 @@ mod tests {
 
     fn header(name: &'static [u8], value: &'static [u8]) -> Header {
         Header { name: Bytes::from_static(name), value: Bytes::from_static(value) }
+    }
+
+    #[test]
+    fn shared_headers_are_shared_by_clones_and_others_are_kept_as_they_came() {
+        let mut gathered = vec![header(b"a", b"1"), header(b"b", b"2")];
+        let shared = Headers::shared(gathered.drain(..));
+        assert!(gathered.is_empty(), "the headers were moved");
+        let clone = shared.clone();
+        assert_eq!(clone, vec![header(b"a", b"1"), header(b"b", b"2")]);
+        let (List::Shared(first), List::Shared(second)) = (&shared.0, &clone.0) else { panic!("a shared list") };
+        assert!(Arc::ptr_eq(first, second), "a clone shares the list");
+        assert_eq!(Arc::strong_count(first), 2);
+
+        let sent = vec![header(b"c", b"3")];
+        let address = sent.as_ptr();
+        let owned = Headers::from(sent);
+        let List::Owned(list) = &owned.0 else { panic!("a request's list") };
+        assert_eq!(list.as_ptr(), address, "a request's list is kept, not copied");
+        assert_eq!(owned.to_vec(), vec![header(b"c", b"3")]);
+        assert_ne!(owned, shared);
+
+        let none = Headers::shared(Vec::new().drain(..));
+        assert!(matches!(&none.0, List::Owned(list) if list.capacity() == 0));
+        assert_eq!(none, Headers::default());
+        assert!(none.is_empty());
     }
 
     #[test]

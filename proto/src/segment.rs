@@ -17,7 +17,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::record::{Header, Record};
+use crate::record::{Header, Headers, Record};
 use crate::varint;
 
 pub const SEGMENT_MAGIC: &[u8; 8] = b"SHALESEG";
@@ -167,6 +167,8 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
     }
     let mut records = Vec::with_capacity(count as usize);
     let mut positions = Vec::with_capacity(if sparse { count as usize } else { 0 });
+    // Each record's headers are gathered here, then moved into their shared list.
+    let mut headers = Vec::new();
     for _ in 0..count {
         if sparse {
             let position = varint::get_u64(&mut input)
@@ -190,14 +192,13 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
         if header_count > (input.len() / 2) as u64 {
             return Err(malformed("header count exceeds block size"));
         }
-        let mut headers = Vec::with_capacity(header_count as usize);
         for _ in 0..header_count {
             let name = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header name"))?;
             let value = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header value"))?;
             headers.push(Header { name, value });
         }
         let body = take_bytes(block, &mut input).ok_or_else(|| malformed("bad body"))?;
-        records.push(Record { timestamp, headers, body });
+        records.push(Record { timestamp, headers: Headers::shared(headers.drain(..)), body });
     }
     if !input.is_empty() {
         return Err(malformed("trailing bytes after the last record"));
@@ -513,7 +514,7 @@ mod tests {
 
     #[test]
     fn a_sparse_block_whose_positions_do_not_increase_is_refused() {
-        let record = Record { timestamp: None, headers: Vec::new(), body: Bytes::from_static(b"v") };
+        let record = Record { timestamp: None, headers: Default::default(), body: Bytes::from_static(b"v") };
         let block = encode_sparse_block(0, &[record.clone(), record], &[3, 3]);
         assert!(matches!(decode_block("o", &block), Err(SegmentError::Malformed { .. })));
     }

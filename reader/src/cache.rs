@@ -369,7 +369,8 @@ mod tests {
         let mut builder = SegmentBuilder::new();
         let mut entries = Vec::new();
         for seq in 0..blocks {
-            let record = Record { timestamp: None, headers: vec![], body: Bytes::from(format!("record {seq}")) };
+            let record =
+                Record { timestamp: None, headers: Default::default(), body: Bytes::from(format!("record {seq}")) };
             let info = builder.push_block(Bytes::from_static(b"b/s"), 1, encode_block(100, &[record]));
             entries.push(IndexEntry {
                 segment_id,

@@ -251,7 +251,7 @@ mod tests {
             record: shale_proto::record::SequencedRecord {
                 seq_num: seq,
                 timestamp: seq,
-                headers: vec![],
+                headers: Default::default(),
                 body: seq.to_string().into(),
             },
         })

@@ -23,7 +23,8 @@ fn duckdb_reads_every_record_once_with_its_fields() {
                 _ => vec![Header { name: Bytes::from("k"), value: Bytes::from(format!("v{seq_num}")) }],
             };
             let body = Bytes::from(format!("s{stream}-r{seq_num}"));
-            let record = SequencedRecord { seq_num, timestamp: 1_700_000_000_000 + seq_num * 10, headers, body };
+            let record =
+                SequencedRecord { seq_num, timestamp: 1_700_000_000_000 + seq_num * 10, headers: headers.into(), body };
             rows.push(TableRow { stream: format!("stream-{stream:02}"), created_at_ms: 0, record });
         }
     }

@@ -201,7 +201,7 @@ async fn suite_conditions_and_atomic_groups(backend: Backend) {
     assert_eq!(node.gateway.append(right_seq).await.unwrap().end.seq_num, 3);
 
     let fence = Record {
-        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"fence") }],
+        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"fence") }].into(),
         body: Bytes::from_static(b"token-1"),
         timestamp: None,
     };
@@ -305,7 +305,7 @@ async fn suite_reads_by_time_tail_offset_and_limits(backend: Backend) {
 
     // Trim moves reads forward.
     let trim = Record {
-        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
+        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }].into(),
         body: Bytes::copy_from_slice(&10u64.to_be_bytes()),
         timestamp: None,
     };

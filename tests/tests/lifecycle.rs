@@ -39,7 +39,7 @@ fn three_records(basin: &str, stream: &str, append: u64) -> AppendInput {
 
 fn trim_to(stream: &str, seq: u64) -> AppendInput {
     let command = Record {
-        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }],
+        headers: vec![Header { name: Bytes::new(), value: Bytes::from_static(b"trim") }].into(),
         body: Bytes::copy_from_slice(&seq.to_be_bytes()),
         ..Default::default()
     };

@@ -43,7 +43,8 @@ async fn append_round(node: &Node, seq: u64) {
             1 => vec![Header { name: Bytes::from("k"), value: Bytes::from(format!("v{seq}")) }],
             _ => vec![],
         };
-        let record = Record { headers, body: Bytes::from(format!("s{s}-r{seq}")), ..Default::default() };
+        let record =
+            Record { headers: headers.into(), body: Bytes::from(format!("s{s}-r{seq}")), ..Default::default() };
         let input = AppendInput {
             basin: BASIN.into(),
             stream: format!("s{s:02}"),

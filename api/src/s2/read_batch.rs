@@ -130,8 +130,9 @@ mod tests {
 
     fn record() -> impl Strategy<Value = SequencedRecord> {
         let header = (bytes(), bytes()).prop_map(|(name, value)| Header { name, value });
-        (prop_oneof![Just(0u64), any::<u64>()], any::<u64>(), prop::collection::vec(header, 0..3), bytes())
-            .prop_map(|(seq_num, timestamp, headers, body)| SequencedRecord { seq_num, timestamp, headers, body })
+        (prop_oneof![Just(0u64), any::<u64>()], any::<u64>(), prop::collection::vec(header, 0..3), bytes()).prop_map(
+            |(seq_num, timestamp, headers, body)| SequencedRecord { seq_num, timestamp, headers: headers.into(), body },
+        )
     }
 
     proptest! {
