@@ -142,10 +142,15 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let (compactor, compaction) = start_compactor(&config, api.clone(), &store);
     let gc_stats = metadata.gc_stats();
     let agents = metadata.clone();
+    let kafka_metrics = Arc::new(shale_kafka::KafkaMetrics::default());
+    let kafka_shown = kafka_listener.is_some().then(|| kafka_metrics.clone());
     let background: MetricsHook = Arc::new(move |out: &mut String| {
         gc_stats.render(out);
         agents.render_members(out);
         compaction.render(out);
+        if let Some(kafka) = &kafka_shown {
+            kafka.render(out);
+        }
     });
     let state = AppState::new(
         Role::AllInOne,
@@ -162,7 +167,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<Running> {
     let timeouts = tokio::spawn(run_transaction_timeouts(metadata.clone()));
     let mut running = client_api(&config, state.clone(), listeners)?;
     apply_init_file(&config, &state.service()).await?;
-    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Alone).await?;
+    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Alone, kafka_metrics).await?;
     running.metadata = Some(metadata);
     running.background.extend([gc, timeouts]);
     running.background.extend(compactor);
@@ -353,16 +358,27 @@ pub async fn serve_role(config: ServeConfig, role: Role, metadata_addrs: Vec<Str
         }
         Role::AllInOne => anyhow::bail!("use `serve` for all roles in one process"),
     };
-    let state =
-        AppState::new(role, metadata, gateway.clone(), reader, store.counters.clone(), None, Arc::new(SystemClock))
-            .with_auth(config.auth.root_token(), config.auth.revocation_bound)
-            .with_table_store(store.store.clone(), store.url.clone());
+    let kafka_metrics = Arc::new(shale_kafka::KafkaMetrics::default());
+    let kafka_shown = kafka_metrics.clone();
+    let background: Option<MetricsHook> =
+        kafka_listener.is_some().then(|| Arc::new(move |out: &mut String| kafka_shown.render(out)) as MetricsHook);
+    let state = AppState::new(
+        role,
+        metadata,
+        gateway.clone(),
+        reader,
+        store.counters.clone(),
+        background,
+        Arc::new(SystemClock),
+    )
+    .with_auth(config.auth.root_token(), config.auth.revocation_bound)
+    .with_table_store(store.store.clone(), store.url.clone());
     let mut running = client_api(&config, state.clone(), listeners)?;
     running.lock = lock;
     if gateway.is_some() {
         apply_init_file(&config, &state.service()).await?;
     }
-    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Agents).await?;
+    running.serve_kafka(&config, kafka_listener, state.service(), shale_kafka::Cluster::Agents, kafka_metrics).await?;
     let block_cache_bytes = matches!(role, Role::Reader | Role::Agent).then_some(config.reader.block_cache_bytes);
     let kafka = running.kafka_shown();
     tracing::info!(role = role.name(), http = %running.http_addr, grpc = %running.grpc_addr, %kafka, store = %store.url,
@@ -515,6 +531,7 @@ impl Running {
         listener: Option<TcpListener>,
         service: shale_api::Service,
         cluster: shale_kafka::Cluster,
+        metrics: Arc<shale_kafka::KafkaMetrics>,
     ) -> anyhow::Result<()> {
         let Some(listener) = listener else { return Ok(()) };
         let addr = listener.local_addr()?;
@@ -529,7 +546,7 @@ impl Running {
             let stopped = async {
                 let _ = stopped.await;
             };
-            if let Err(e) = shale_kafka::serve(listener, service, kafka, cluster, tls, stopped).await {
+            if let Err(e) = shale_kafka::serve(listener, service, kafka, cluster, tls, metrics, stopped).await {
                 tracing::error!(error = %e, "kafka listener failed");
             }
         });

@@ -139,12 +139,14 @@ fn kafka_python_produces_consumes_and_administers_unchanged() {
 }
 
 /// kcat (librdkafka 2.0, from Debian): keyed records in, the same records out, and the
-/// metadata listing.
+/// metadata listing; then the listener's counters on `/metrics`: the requests by API, the
+/// connections (none open once the clients are gone), and a request with an unknown API
+/// key counted as such, its connection as one closed by an error.
 #[test]
 fn kcat_produces_and_consumes() {
     let kcat = which("kcat").expect("kcat missing: apt-get install kcat (.ci/run installs it)");
     let dir = tempfile::tempdir().unwrap();
-    let (server, _http, kafka) = serve_kafka(dir.path(), 0);
+    let (server, http, kafka) = serve_kafka(dir.path(), 0);
     let create = run_python(&["-c", CREATE_TOPIC, &kafka, "kcat-topic", "2"]);
     assert!(create.contains("created"), "{create}");
     let mut produce = Command::new(&kcat)
@@ -163,7 +165,43 @@ fn kcat_produces_and_consumes() {
     let listing = Command::new(&kcat).args(["-b", &kafka, "-L", "-t", "kcat-topic"]).output().unwrap();
     let listing = String::from_utf8_lossy(&listing.stdout);
     assert!(listing.contains("topic \"kcat-topic\" with 2 partitions"), "{listing}");
+
+    for api in ["ApiVersions", "Metadata", "CreateTopics", "Produce", "Fetch", "ListOffsets"] {
+        let count = series(&metrics(&http), &format!("shale_kafka_requests_total{{api=\"{api}\"}}"));
+        assert!(count >= 1, "{api}: {count}");
+    }
+    assert!(series(&metrics(&http), "shale_kafka_connections_total") >= 4);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while series(&metrics(&http), "shale_kafka_connections") != 0 {
+        assert!(Instant::now() < deadline, "connections still counted open after their clients left");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let failed = series(&metrics(&http), "shale_kafka_connections_failed_total");
+    // A request frame for API key 9999: size, key, version, correlation id, no client id.
+    let mut socket = std::net::TcpStream::connect(&kafka).unwrap();
+    socket.write_all(&[0, 0, 0, 10, 0x27, 0x0f, 0, 0, 0, 0, 0, 7, 0xff, 0xff]).unwrap();
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut socket, &mut rest).unwrap();
+    assert!(rest.is_empty(), "an unknown API key is not answered: the connection closes");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while series(&metrics(&http), "shale_kafka_connections_failed_total") != failed + 1 {
+        assert!(Instant::now() < deadline, "the closed connection was not counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(series(&metrics(&http), "shale_kafka_requests_total{api=\"unknown\"}"), 1);
     assert!(terminate(server).success());
+}
+
+/// The server's `/metrics` text.
+fn metrics(http: &str) -> String {
+    let out = Command::new("curl").args(["-sf", &format!("{http}/metrics")]).output().unwrap();
+    assert!(out.status.success(), "GET /metrics failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The value of the series named exactly `name` (labels included); 0 when it is absent.
+fn series(metrics: &str, name: &str) -> u64 {
+    metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0)
 }
 
 const CREATE_TOPIC: &str = r#"

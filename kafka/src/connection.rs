@@ -25,6 +25,7 @@ use crate::{
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
     if let Err(e) = serve(&kafka, socket).await {
+        kafka.metrics.failed();
         tracing::info!(%peer, error = %e, "kafka connection closed");
     }
 }
@@ -87,8 +88,10 @@ async fn log_in(
     let mut out = BytesMut::new();
     while let Some(frame) = frame::read_frame(input, buf, kafka.config.max_request_bytes).await? {
         let Decoded::Request(request) = frame::decode_header(frame)? else {
+            kafka.metrics.unknown_request();
             return Err(KafkaError::Refused("an unknown api key before logging in".into()));
         };
+        kafka.metrics.request(request.api_key);
         let (api_key, version) = (request.api_key, request.header.request_api_version);
         let reply = Reply { api_key, version, correlation_id: request.header.correlation_id };
         if api_key == ApiKey::ApiVersions {
@@ -151,6 +154,7 @@ async fn read_requests<'a>(
         let request = match frame::decode_header(frame)? {
             Decoded::Request(request) => request,
             Decoded::UnknownApi { api_key, correlation_id } => {
+                kafka.metrics.unknown_request();
                 // Kafka closes the connection on an unknown API key; a client probing with
                 // ApiVersions never sends one.
                 return Err(KafkaError::Malformed(format!(
@@ -158,6 +162,7 @@ async fn read_requests<'a>(
                 )));
             }
         };
+        kafka.metrics.request(request.api_key);
         let served = versions::served(request.api_key, request.header.request_api_version);
         let reply = Reply {
             api_key: request.api_key,

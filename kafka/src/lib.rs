@@ -53,6 +53,7 @@ mod frame;
 mod groups;
 mod in_flight;
 mod log_dirs;
+mod metrics;
 mod offsets;
 mod produce;
 mod producers;
@@ -73,6 +74,7 @@ pub use tokio_rustls::TlsAcceptor;
 
 pub use config::KafkaConfig;
 pub use error::KafkaError;
+pub use metrics::KafkaMetrics;
 /// Entry points for the fuzz targets: each parser of client bytes.
 pub mod fuzz {
     pub use crate::frame::decode_request;
@@ -106,6 +108,7 @@ pub(crate) struct Kafka {
     pub sasl: bool,
     /// Bytes every connection's fetches read ahead, together.
     pub read_ahead: Arc<fetch_budget::AheadBudget>,
+    pub metrics: Arc<KafkaMetrics>,
 }
 
 impl Kafka {
@@ -127,13 +130,14 @@ pub enum Cluster {
 
 /// Serves Kafka's protocol on `listener` until `shutdown` resolves: creates the basin
 /// Kafka clients see when it is missing, joins the cluster when it is one, then accepts
-/// connections.
+/// connections, counting them and their requests in `metrics`.
 pub async fn serve(
     listener: TcpListener,
     service: Service,
     config: KafkaConfig,
     cluster: Cluster,
     tls: Option<TlsAcceptor>,
+    metrics: Arc<KafkaMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), KafkaError> {
     config.validate()?;
@@ -155,6 +159,7 @@ pub async fn serve(
         brokers,
         sasl: service.authenticator().is_on(),
         read_ahead: Arc::default(),
+        metrics,
         discovery: service.clone(),
         service,
         config,
@@ -168,8 +173,11 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     let (kafka, tls) = (kafka.clone(), tls.clone());
+                    let open = kafka.metrics.opened();
                     connections.spawn(async move {
+                        let _counted_until_closed = open;
                         if let Err(e) = socket.set_nodelay(true) {
+                            kafka.metrics.failed();
                             tracing::info!(%peer, error = %e, "kafka connection closed");
                             return;
                         }
@@ -177,7 +185,10 @@ pub async fn serve(
                             None => connection::run(kafka, socket, peer).await,
                             Some(tls) => match tls.accept(socket).await {
                                 Ok(socket) => connection::run(kafka, socket, peer).await,
-                                Err(e) => tracing::info!(%peer, error = %e, "kafka tls handshake failed"),
+                                Err(e) => {
+                                    kafka.metrics.failed();
+                                    tracing::info!(%peer, error = %e, "kafka tls handshake failed");
+                                }
                             },
                         }
                     });
