@@ -196,6 +196,16 @@ async fn kafka_clients_run_unchanged_against_three_agents() {
     let consumer_protocol = run_python(&[&kafka_script("consumer_protocol.py"), &bootstrap]);
     assert!(consumer_protocol.contains("every step passed"), "{consumer_protocol}");
     run_java("JavaClients.java", &[&bootstrap]);
+    // Each agent counts the requests it read on its `/metrics`: every client connection
+    // opens with ApiVersions, and one producer per partition produced to its leader.
+    let client = reqwest::Client::new();
+    let mut produces = 0;
+    for agent in &agents {
+        let requests = |api: &str| format!("shale_kafka_requests_total{{api=\"{api}\"}}");
+        assert!(metric(&client, &agent.http, &requests("ApiVersions")).await.unwrap_or(0) >= 1, "{}", agent.http);
+        produces += metric(&client, &agent.http, &requests("Produce")).await.unwrap_or(0);
+    }
+    assert!(produces >= PARTITIONS as u64, "{produces} Produce requests");
     for agent in agents {
         terminate(agent.child);
     }
