@@ -164,6 +164,7 @@ pub async fn serve(
         service,
         config,
     });
+    kafka.metrics.watch(kafka.groups.clone(), kafka.shares.clone());
     tracing::info!(listen = %local, basin = %kafka.config.basin, node_id = kafka.brokers.me().id, ?cluster, "kafka listener started");
     let mut shutdown = std::pin::pin!(shutdown);
     let mut connections = tokio::task::JoinSet::new();

@@ -1,18 +1,19 @@
-//! The Kafka listener's counters on `/metrics`: connections open and accepted, those
-//! closed by an error (a malformed request, a refused login, a broken socket), and the
-//! requests read, by API (one series per API the listener serves: bounded cardinality).
+//! The Kafka listener's series on `/metrics`: connections open and accepted, those
+//! closed by an error (a malformed request, a refused login, a broken socket), the
+//! requests read, by API (one series per API the listener serves: bounded cardinality),
+//! and the groups, share sessions and share-partitions it holds in memory.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::messages::ApiKey;
 
 use crate::versions::SERVED;
+use crate::{groups, shares};
 
 /// What one Kafka listener counts. Shared by its connections; rendered by the process's
 /// `/metrics`.
-#[derive(Debug)]
 pub struct KafkaMetrics {
     connections_open: AtomicU64,
     connections_accepted: AtomicU64,
@@ -21,6 +22,8 @@ pub struct KafkaMetrics {
     requests: Vec<AtomicU64>,
     /// Requests for an API the listener does not serve.
     requests_unknown: AtomicU64,
+    /// The listener's group coordinator and share groups, once it serves.
+    held: OnceLock<(Arc<groups::Coordinator>, Arc<shares::Shares>)>,
 }
 
 impl Default for KafkaMetrics {
@@ -31,6 +34,7 @@ impl Default for KafkaMetrics {
             connections_failed: AtomicU64::new(0),
             requests: SERVED.iter().map(|_| AtomicU64::new(0)).collect(),
             requests_unknown: AtomicU64::new(0),
+            held: OnceLock::new(),
         }
     }
 }
@@ -55,6 +59,11 @@ impl KafkaMetrics {
     /// Counts a connection closed by an error.
     pub(crate) fn failed(&self) {
         self.connections_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Shows what `groups` and `shares` hold from now on.
+    pub(crate) fn watch(&self, groups: Arc<groups::Coordinator>, shares: Arc<shares::Shares>) {
+        let _ = self.held.set((groups, shares));
     }
 
     /// Counts one request read.
@@ -93,6 +102,21 @@ impl KafkaMetrics {
             let _ = writeln!(out, "{name}{{api=\"{api:?}\"}} {}", count.load(Ordering::Relaxed));
         }
         let _ = writeln!(out, "{name}{{api=\"unknown\"}} {}", self.requests_unknown.load(Ordering::Relaxed));
+        if let Some((groups, shares)) = self.held.get() {
+            let (classic, consumer) = groups.sizes();
+            let (share, sessions, partitions) = shares.sizes();
+            let name = "shale_kafka_groups";
+            let _ = writeln!(out, "# HELP {name} Kafka groups held in memory, by protocol\n# TYPE {name} gauge");
+            for (protocol, count) in [("classic", classic), ("consumer", consumer), ("share", share)] {
+                let _ = writeln!(out, "{name}{{protocol=\"{protocol}\"}} {count}");
+            }
+            for (name, help, count) in [
+                ("shale_kafka_share_sessions", "Share sessions open", sessions),
+                ("shale_kafka_share_partitions", "Share-partitions held in memory", partitions),
+            ] {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {count}");
+            }
+        }
     }
 }
 
@@ -128,5 +152,23 @@ mod tests {
         assert_eq!(series(&metrics, "shale_kafka_requests_total{api=\"Metadata\"}"), "1");
         assert_eq!(series(&metrics, "shale_kafka_requests_total{api=\"Fetch\"}"), "0");
         assert_eq!(series(&metrics, "shale_kafka_requests_total{api=\"unknown\"}"), "1");
+    }
+
+    #[test]
+    fn shows_what_the_listener_holds_once_it_serves() {
+        let metrics = KafkaMetrics::default();
+        assert_eq!(series(&metrics, "shale_kafka_share_sessions"), "", "nothing before the listener serves");
+        let clock: Arc<dyn shale_storage::Clock> = Arc::new(shale_storage::ManualClock::new(0));
+        let shares = shares::Shares::new(clock.clone(), &crate::KafkaConfig::default());
+        metrics.watch(Arc::new(groups::Coordinator::new(clock)), Arc::new(shares));
+        for name in [
+            "shale_kafka_groups{protocol=\"classic\"}",
+            "shale_kafka_groups{protocol=\"consumer\"}",
+            "shale_kafka_groups{protocol=\"share\"}",
+            "shale_kafka_share_sessions",
+            "shale_kafka_share_partitions",
+        ] {
+            assert_eq!(series(&metrics, name), "0", "{name}");
+        }
     }
 }

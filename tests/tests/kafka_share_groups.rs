@@ -1,7 +1,8 @@
 //! Share groups (KIP-932) over a real socket, where librdkafka's share consumer does not
 //! go: what a heartbeat is refused for, a share session's epochs, records held by one
 //! member refused to another's fetch and acknowledgement, a released record handed to
-//! another member with its delivery count raised, and the stored start offset.
+//! another member with its delivery count raised, the stored start offset, and what
+//! `/metrics` shows of them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -224,4 +225,29 @@ async fn past_the_share_session_limit_a_new_session_waits_for_one_to_close() {
     assert_eq!(acquired(&fetch(&mut conn, "a", 1, id).await), vec![(0, 0, 1)], "the open session carries on");
     assert_eq!(fetch(&mut conn, "a", -1, id).await.error_code, 0, "closed, its record given back");
     assert_eq!(acquired(&fetch(&mut conn, "b", 0, id).await), vec![(0, 0, 1)]);
+}
+
+/// The listener's `/metrics` show what it holds: the share group, the member's open share
+/// session and the share-partition it fetched from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_the_share_group_its_session_and_its_partition() {
+    let server = TestServer::start_with_kafka().await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    let gauge = |metrics: &str, name: &str| -> Option<u64> {
+        metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let scrape = || async { server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await };
+    let before = scrape().await.unwrap();
+    assert_eq!(gauge(&before, "shale_kafka_share_sessions"), Some(0));
+    assert_eq!(gauge(&before, "shale_kafka_groups{protocol=\"share\"}"), Some(0));
+
+    let joined = heartbeat(&mut conn, "m", 0, Some(&["jobs"])).await;
+    let id = joined.assignment.expect("assigned").topic_partitions[0].topic_id;
+    assert!(acquired(&fetch(&mut conn, "m", 0, id).await).is_empty());
+    let after = scrape().await.unwrap();
+    assert_eq!(gauge(&after, "shale_kafka_groups{protocol=\"share\"}"), Some(1));
+    assert_eq!(gauge(&after, "shale_kafka_share_sessions"), Some(1));
+    assert_eq!(gauge(&after, "shale_kafka_share_partitions"), Some(1));
+    assert!(gauge(&after, "shale_kafka_requests_total{api=\"ShareFetch\"}") >= Some(1));
 }

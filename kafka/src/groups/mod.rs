@@ -82,6 +82,11 @@ impl Coordinator {
         self.groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The classic groups and the consumer-protocol groups held in memory.
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.lock().len(), self.consumer_lock().len())
+    }
+
     fn consumer_lock(&self) -> MutexGuard<'_, HashMap<String, consumer_group::ConsumerGroup>> {
         self.consumer_groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

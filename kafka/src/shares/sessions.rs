@@ -44,6 +44,11 @@ impl Sessions {
         Sessions { open: HashMap::new(), limit, idle_sweep: super::IdleSweep::default() }
     }
 
+    /// How many are open (idle ones not yet evicted included).
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
     /// Moves `key`'s session on by a request at `epoch` adding `add` and forgetting
     /// `forget`; its partitions after. A final request closes it (its partitions are
     /// returned). An unknown session is SHARE_SESSION_NOT_FOUND; a known one at another

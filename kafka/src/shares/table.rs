@@ -35,6 +35,11 @@ impl PartitionTable {
         PartitionTable { entries: HashMap::new(), idle_ms, idle_sweep: super::IdleSweep::default() }
     }
 
+    /// How many share-partitions are held in memory (idle ones not yet forgotten included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Group `group`'s share-partition on `stream`, asked for at `now_ms`.
     pub fn get(&mut self, group: &str, stream: &str, now_ms: u64) -> PartitionSlot {
         self.forget_idle(now_ms);
@@ -44,12 +49,6 @@ impl PartitionTable {
             .or_insert_with(|| Entry { slot: PartitionSlot::default(), used_ms: now_ms });
         entry.used_ms = now_ms;
         entry.slot.clone()
-    }
-
-    /// Share-partitions held.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.entries.len()
     }
 
     fn forget_idle(&mut self, now_ms: u64) {
