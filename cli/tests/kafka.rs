@@ -179,6 +179,7 @@ fn kcat_produces_and_consumes() {
     let failed = series(&metrics(&http), "shale_kafka_connections_failed_total");
     // A request frame for API key 9999: size, key, version, correlation id, no client id.
     let mut socket = std::net::TcpStream::connect(&kafka).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     socket.write_all(&[0, 0, 0, 10, 0x27, 0x0f, 0, 0, 0, 0, 0, 7, 0xff, 0xff]).unwrap();
     let mut rest = Vec::new();
     std::io::Read::read_to_end(&mut socket, &mut rest).unwrap();
