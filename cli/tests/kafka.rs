@@ -202,7 +202,7 @@ fn metrics(http: &str) -> String {
 
 /// The value of the series named exactly `name` (labels included); 0 when it is absent.
 fn series(metrics: &str, name: &str) -> u64 {
-    metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0)
+    shale_tests::series(metrics, name).unwrap_or(0)
 }
 
 const CREATE_TOPIC: &str = r#"

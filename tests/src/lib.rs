@@ -39,6 +39,12 @@ pub fn read_request(basin: &str, stream: &str, start: shale_reader::ReadStart) -
     }
 }
 
+/// The value of the `/metrics` series named exactly `name` (labels included) in `metrics`,
+/// Prometheus' text format; `None` when it is absent.
+pub fn series(metrics: &str, name: &str) -> Option<u64> {
+    metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 /// Runs each `suite(backend)` function as three tests, in modules `memory`, `file` and
 /// `s3`: the conformance pattern, written once for every test file that uses it.
 #[macro_export]

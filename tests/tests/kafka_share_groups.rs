@@ -234,10 +234,8 @@ async fn metrics_show_the_share_group_its_session_and_its_partition() {
     let server = TestServer::start_with_kafka().await;
     let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
     assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
-    let gauge = |metrics: &str, name: &str| -> Option<u64> {
-        metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-    };
-    let scrape = || async { server.client.get(format!("{}/metrics", server.base)).send().await.unwrap().text().await };
+    let gauge = shale_tests::series;
+    let scrape = || async { server.client.get(server.url("/metrics")).send().await.unwrap().text().await };
     let before = scrape().await.unwrap();
     assert_eq!(gauge(&before, "shale_kafka_share_sessions"), Some(0));
     assert_eq!(gauge(&before, "shale_kafka_groups{protocol=\"share\"}"), Some(0));

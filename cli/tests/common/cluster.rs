@@ -239,5 +239,5 @@ pub async fn wait_for_lease(client: &reqwest::Client, base: &str, which: &str) {
 /// One counter or gauge from a process's `/metrics`; `None` when absent or unreachable.
 pub async fn metric(client: &reqwest::Client, base: &str, name: &str) -> Option<u64> {
     let metrics = client.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
-    metrics.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.trim().parse().ok())
+    shale_tests::series(&metrics, name)
 }

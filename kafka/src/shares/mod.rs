@@ -80,17 +80,19 @@ impl Shares {
         self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn partitions(&self) -> MutexGuard<'_, table::PartitionTable> {
+        self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The share groups, share sessions and share-partitions held in memory.
     pub fn sizes(&self) -> (usize, usize, usize) {
-        let partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len();
-        (self.groups().len(), self.sessions().len(), partitions)
+        (self.groups().len(), self.sessions().len(), self.partitions().len())
     }
 
     /// Group `group`'s share-partition on `stream`.
     fn partition(&self, group: &str, stream: &str) -> table::PartitionSlot {
         let now = self.now();
-        let mut partitions = self.partitions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        partitions.get(group, stream, now)
+        self.partitions().get(group, stream, now)
     }
 }
 

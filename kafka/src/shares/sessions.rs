@@ -109,10 +109,15 @@ mod tests {
         SessionPartition { topic_id: crate::topics::topic_id(topic), topic: topic.into(), partition }
     }
 
+    /// Member `m`'s session in group `g`.
+    fn member(m: &str) -> SessionKey {
+        ("g".to_string(), m.to_string())
+    }
+
     #[test]
     fn a_session_opens_moves_on_by_one_and_closes() {
         let mut sessions = Sessions::new(10);
-        let key = || ("g".to_string(), "m".to_string());
+        let key = || member("m");
         assert_eq!(sessions.advance(key(), 1, vec![], &[], 0), Err(ResponseError::ShareSessionNotFound));
         assert_eq!(sessions.advance(key(), 0, vec![part("t", 0), part("t", 1)], &[], 0).unwrap().len(), 2);
         let forget = [(crate::topics::topic_id("t"), 0)];
@@ -130,7 +135,6 @@ mod tests {
     #[test]
     fn an_idle_session_is_evicted_and_a_used_one_kept() {
         let mut sessions = Sessions::new(10);
-        let member = |m: &str| ("g".to_string(), m.to_string());
         sessions.advance(member("gone"), 0, vec![part("t", 0)], &[], 1_000).unwrap();
         sessions.advance(member("busy"), 0, vec![part("t", 1)], &[], 1_000).unwrap();
         sessions.advance(member("busy"), 1, vec![], &[], 30_000).unwrap();
@@ -146,7 +150,6 @@ mod tests {
     #[test]
     fn past_the_limit_a_new_session_is_refused_and_an_open_one_reopened() {
         let mut sessions = Sessions::new(2);
-        let member = |m: &str| ("g".to_string(), m.to_string());
         sessions.advance(member("a"), 0, vec![part("t", 0)], &[], 0).unwrap();
         sessions.advance(member("b"), 0, vec![part("t", 0)], &[], 0).unwrap();
         let refused = sessions.advance(member("c"), 0, vec![part("t", 0)], &[], 0);
