@@ -269,8 +269,7 @@ async fn run_and_check(toml: &str, victim: Victim) -> u64 {
     let mut faults = 0;
     for base in cluster.gateways.iter().chain(&cluster.readers).map(|(_, url)| url).chain([&leader_http]) {
         let metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-        let line = metrics.lines().find_map(|l| l.strip_prefix("shale_store_faults_injected_total "));
-        faults += line.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        faults += shale_tests::series::<u64>(&metrics, "shale_store_faults_injected_total").unwrap_or(0);
     }
     println!(
         "checked {ops} operations on {STREAMS} streams: {acked} appends acked, {refused} refused, {unknown} unknown; \

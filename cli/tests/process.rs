@@ -134,8 +134,7 @@ async fn a_long_block_on_a_local_directory_is_read_through_a_mapping_of_its_file
 async fn the_runtime_leaves_a_core_to_file_writes_on_a_directory_unless_the_environment_says() {
     let workers = |base: String| async move {
         let text = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
-        let line = text.lines().find(|l| l.starts_with("shale_runtime_workers ")).unwrap_or_else(|| panic!("{text}"));
-        line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap()
+        shale_tests::series::<usize>(&text, "shale_runtime_workers").unwrap_or_else(|| panic!("{text}"))
     };
     let cores = std::thread::available_parallelism().unwrap().get();
     let dir = tempfile::tempdir().unwrap();

@@ -40,8 +40,9 @@ pub fn read_request(basin: &str, stream: &str, start: shale_reader::ReadStart) -
 }
 
 /// The value of the `/metrics` series named exactly `name` (labels included) in `metrics`,
-/// Prometheus' text format; `None` when it is absent.
-pub fn series(metrics: &str, name: &str) -> Option<u64> {
+/// Prometheus' text format, parsed as `T` (a counter as `u64`, a sum of seconds as `f64`);
+/// `None` when it is absent or does not parse.
+pub fn series<T: std::str::FromStr>(metrics: &str, name: &str) -> Option<T> {
     metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 

@@ -15,7 +15,7 @@ use shale_proto::grpc as pb;
 use shale_proto::grpc::access_tokens_client::AccessTokensClient;
 use shale_proto::grpc::basins_client::BasinsClient;
 use shale_proto::grpc::records_client::RecordsClient;
-use shale_tests::TestServer;
+use shale_tests::{series, TestServer};
 use tonic::Code;
 
 const ROOT: &str = "root-secret-for-tests";
@@ -176,8 +176,8 @@ async fn http_json_needs_a_token_and_honours_its_scope() {
     let metrics =
         server.client.get(server.url("/metrics")).bearer_auth(ROOT).send().await.unwrap().text().await.unwrap();
     let count = |reason: &str| -> u64 {
-        let line = format!("shale_auth_failures_total{{reason=\"{reason}\"}} ");
-        metrics.lines().find_map(|l| l.strip_prefix(line.as_str())).unwrap().parse().unwrap()
+        let name = format!("shale_auth_failures_total{{reason=\"{reason}\"}}");
+        series(&metrics, &name).unwrap_or_else(|| panic!("{name} missing"))
     };
     assert!(
         count("missing") >= 2 && count("unknown") >= 2 && count("expired") >= 1 && count("denied") >= 4,

@@ -16,7 +16,7 @@ use shale_proto::grpc as pb;
 use shale_proto::Record;
 use shale_reader::{Reader, ReaderConfig};
 use shale_storage::{Clock, ManualClock, StoreCounters, SystemClock};
-use shale_tests::{Backend, TestServer};
+use shale_tests::{series, Backend, TestServer};
 
 const BASIN: &str = "consumer-basin";
 
@@ -168,14 +168,11 @@ async fn consumers_over_http_and_grpc() {
 
     // /metrics: the count, the summed lag, and per-consumer series for the top one only.
     let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    let value = |series: &str| -> f64 {
-        let line = metrics.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {metrics}"));
-        line.rsplit(' ').next().unwrap().parse().unwrap()
-    };
-    assert_eq!(value("shale_consumers "), 2.0);
-    assert_eq!(value("shale_consumer_lag_records_sum "), 3.0);
-    assert_eq!(value(r#"shale_consumer_lag_records{basin="consumer-basin",stream="s",consumer="grpc"}"#), 2.0);
-    assert_eq!(value(r#"shale_consumer_lag_bytes{basin="consumer-basin",stream="s",consumer="grpc"}"#), 19.0);
+    let value = |name: &str| -> u64 { series(&metrics, name).unwrap_or_else(|| panic!("{name} in {metrics}")) };
+    assert_eq!(value("shale_consumers"), 2);
+    assert_eq!(value("shale_consumer_lag_records_sum"), 3);
+    assert_eq!(value(r#"shale_consumer_lag_records{basin="consumer-basin",stream="s",consumer="grpc"}"#), 2);
+    assert_eq!(value(r#"shale_consumer_lag_bytes{basin="consumer-basin",stream="s",consumer="grpc"}"#), 19);
     assert!(!metrics.contains(r#"consumer="my app""#), "only the top consumer has its own series");
     server.stop().await;
 }

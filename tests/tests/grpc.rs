@@ -8,7 +8,7 @@ use shale_proto::grpc as pb;
 use shale_proto::grpc::basins_client::BasinsClient;
 use shale_proto::grpc::records_client::RecordsClient;
 use shale_proto::grpc::streams_client::StreamsClient;
-use shale_tests::TestServer;
+use shale_tests::{series, TestServer};
 use tokio_stream::StreamExt;
 use tonic::Code;
 
@@ -269,10 +269,7 @@ async fn requests_over_both_transports_get_ids_and_are_counted() {
     assert_eq!(refused.unwrap_err().code(), Code::NotFound);
 
     let metrics = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    let value = |name: &str| -> u64 {
-        let line = metrics.lines().find_map(|l| l.strip_prefix(&format!("{name} ")));
-        line.unwrap_or_else(|| panic!("{name} missing")).parse().unwrap()
-    };
+    let value = |name: &str| -> u64 { series(&metrics, name).unwrap_or_else(|| panic!("{name} missing")) };
     // setup's two gRPC creates, two listings and a check-tail succeeded (this scrape
     // is counted once answered).
     assert_eq!(value("shale_api_requests_ok_total"), 5, "{metrics}");

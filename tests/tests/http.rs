@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{json, Value};
-use shale_tests::{SseReader, TestServer};
+use shale_tests::{series, SseReader, TestServer};
 
 const BASIN: &str = "http-basin";
 
@@ -430,21 +430,15 @@ async fn health_ready_and_metrics() {
     assert_eq!(server.client.get(server.url("/health")).send().await.unwrap().status(), 200);
     assert_eq!(server.client.get(server.url("/ready")).send().await.unwrap().status(), 200);
     let metrics = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    let value = |name: &str| -> f64 {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("{name} missing from /metrics"))
-            .parse()
-            .unwrap()
-    };
-    assert_eq!(value("shale_appends_acked_total"), 1.0);
-    assert_eq!(value("shale_segments_written_total"), 1.0);
-    assert!(value("shale_object_puts_total") >= 1.0);
-    assert_eq!(value("shale_cache_block_misses_total"), 1.0);
-    assert_eq!(value("shale_segment_commit_seconds_count"), 1.0);
-    assert_eq!(value("shale_segment_upload_seconds_count"), 1.0);
-    assert_eq!(value("shale_append_seconds_count"), 1.0);
+    let value =
+        |name: &str| -> u64 { series(&metrics, name).unwrap_or_else(|| panic!("{name} missing from /metrics")) };
+    assert_eq!(value("shale_appends_acked_total"), 1);
+    assert_eq!(value("shale_segments_written_total"), 1);
+    assert!(value("shale_object_puts_total") >= 1);
+    assert_eq!(value("shale_cache_block_misses_total"), 1);
+    assert_eq!(value("shale_segment_commit_seconds_count"), 1);
+    assert_eq!(value("shale_segment_upload_seconds_count"), 1);
+    assert_eq!(value("shale_append_seconds_count"), 1);
     server.stop().await;
 }
 
@@ -771,8 +765,7 @@ async fn silent_clients_are_dropped_and_connections_are_capped() {
 /// `shale_object_gets_total` from the server's `/metrics`.
 async fn store_gets(server: &TestServer) -> u64 {
     let text = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    let line = text.lines().find(|l| l.starts_with("shale_object_gets_total ")).expect("the GET counter");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    series(&text, "shale_object_gets_total").expect("the GET counter")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

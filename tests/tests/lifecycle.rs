@@ -16,7 +16,7 @@ use shale_proto::segment::object_path;
 use shale_proto::{Header, Record};
 use shale_reader::ReadStart;
 use shale_storage::{Clock, ManualClock, SystemClock};
-use shale_tests::{Backend, Node};
+use shale_tests::{series, Backend, Node};
 
 const BASIN: &str = "life-basin";
 const DOOMED_BASIN: &str = "gone-basin";
@@ -224,10 +224,9 @@ async fn an_idle_server_on_a_directory_deletes_what_is_garbage() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        let deleted = metrics.lines().find_map(|l| l.strip_prefix("shale_reclaim_segments_deleted_total "));
-        match deleted.map(str::trim) {
-            Some("20") => break,
-            Some("0") | None => {}
+        match series::<u64>(&metrics, "shale_reclaim_segments_deleted_total") {
+            Some(20) => break,
+            Some(0) | None => {}
             other => panic!("{other:?} segments deleted, expected 20"),
         }
         assert!(tokio::time::Instant::now() < deadline, "the deletions were never counted: {metrics}");

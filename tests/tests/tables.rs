@@ -23,7 +23,7 @@ use shale_storage::object_store::{ObjectStore, ObjectStoreExt};
 use shale_storage::{Clock, InstrumentedStore, ManualClock};
 use shale_tables::{StoreLocation, TableHistory, Tierer};
 use shale_tests::tables::{read_table, table_row};
-use shale_tests::{Backend, Node, TestStore};
+use shale_tests::{series, Backend, Node, TestStore};
 
 const BASIN: &str = "table-basin";
 const STREAMS: usize = 50;
@@ -534,13 +534,9 @@ async fn serve_reads_expired_records_from_the_table() {
     assert_eq!(read_bodies().await, expected, "every expired record, read from the table");
     // The passes' time by step is on /metrics.
     let metrics = client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    let value = |series: &str| -> f64 {
-        let line =
-            metrics.lines().find_map(|l| l.strip_prefix(series)).unwrap_or_else(|| panic!("{series}: {metrics}"));
-        line.trim().parse().unwrap()
-    };
-    assert!(value("shale_tiering_basin_passes_total ") >= 1.0, "{metrics}");
-    assert!(value("shale_tiering_step_seconds_total{step=\"gather\"} ") > 0.0, "{metrics}");
+    let value = |name: &str| -> f64 { series(&metrics, name).unwrap_or_else(|| panic!("{name}: {metrics}")) };
+    assert!(value("shale_tiering_basin_passes_total") >= 1.0, "{metrics}");
+    assert!(value("shale_tiering_step_seconds_total{step=\"gather\"}") > 0.0, "{metrics}");
     server.stop().await;
 }
 
