@@ -1,6 +1,6 @@
 //! Records, their metered size, and S2 command records.
 
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -24,28 +24,42 @@ pub struct Header {
     pub value: Bytes,
 }
 
-/// A record's headers. Those decoded from a stored block are one shared list: a record
-/// read from a cached block is cloned into every read that returns it, and cloning its
-/// headers is then one reference count, not an allocation and a count per name and value.
-/// Those a request carried keep the list they were decoded into (no copy into a shared
-/// list that nothing shares).
+/// A record's headers. Those decoded from a stored block are a range of one list holding
+/// the whole block's headers, allocated once for the block: a record read from a cached
+/// block is cloned into every read that returns it, and cloning its headers is then one
+/// reference count, not an allocation and a count per name and value. Those a request
+/// carried keep the list they were decoded into (no copy into a shared list that nothing
+/// shares).
 #[derive(Clone, Debug)]
 pub struct Headers(List);
+
+// Every record in a cached block holds one: no larger than the `Vec` it replaces.
+const _: () = assert!(std::mem::size_of::<Headers>() == std::mem::size_of::<Vec<Header>>());
 
 #[derive(Clone, Debug)]
 enum List {
     Owned(Vec<Header>),
-    Shared(Arc<[Header]>),
+    /// `all[start..end]` of a list many records share (an `Arc<Vec>`, not an `Arc<[_]>`:
+    /// a thin pointer keeps `Headers` as small as a `Vec`, and the list is not copied).
+    Shared {
+        all: Arc<Vec<Header>>,
+        start: u32,
+        end: u32,
+    },
 }
 
 impl Headers {
-    /// Headers shared by every clone, moved out of `headers` in one allocation (none when
-    /// there are none).
-    pub fn shared(headers: std::vec::Drain<'_, Header>) -> Self {
-        if headers.len() == 0 {
-            return Self::default();
-        }
-        Headers(List::Shared(headers.collect()))
+    /// Moves `all` into one shared list (one allocation, none when it is empty) and gives
+    /// each of `spans`, in order, as one record's headers: spans lie within `all`.
+    pub fn share(all: Vec<Header>, spans: impl IntoIterator<Item = Range<u32>>) -> impl Iterator<Item = Headers> {
+        let all = (!all.is_empty()).then(|| Arc::new(all));
+        spans.into_iter().map(move |span| match &all {
+            Some(all) if !span.is_empty() => {
+                debug_assert!(span.start < span.end && span.end as usize <= all.len(), "a span outside the list");
+                Headers(List::Shared { all: Arc::clone(all), start: span.start, end: span.end })
+            }
+            _ => Headers::default(),
+        })
     }
 }
 
@@ -61,7 +75,7 @@ impl Deref for Headers {
     fn deref(&self) -> &[Header] {
         match &self.0 {
             List::Owned(headers) => headers,
-            List::Shared(headers) => headers,
+            List::Shared { all, start, end } => &all[*start as usize..*end as usize],
         }
     }
 }
@@ -222,16 +236,23 @@ mod tests {
         Header { name: Bytes::from_static(name), value: Bytes::from_static(value) }
     }
 
+    /// The shared list a record's headers are a range of.
+    fn shared_list(headers: &Headers) -> &Arc<Vec<Header>> {
+        let List::Shared { all, .. } = &headers.0 else { panic!("a shared list") };
+        all
+    }
+
     #[test]
     fn shared_headers_are_shared_by_clones_and_others_are_kept_as_they_came() {
-        let mut gathered = vec![header(b"a", b"1"), header(b"b", b"2")];
-        let shared = Headers::shared(gathered.drain(..));
-        assert!(gathered.is_empty(), "the headers were moved");
-        let clone = shared.clone();
-        assert_eq!(clone, vec![header(b"a", b"1"), header(b"b", b"2")]);
-        let (List::Shared(first), List::Shared(second)) = (&shared.0, &clone.0) else { panic!("a shared list") };
-        assert!(Arc::ptr_eq(first, second), "a clone shares the list");
-        assert_eq!(Arc::strong_count(first), 2);
+        let all = vec![header(b"a", b"1"), header(b"b", b"2"), header(b"c", b"3")];
+        let records: Vec<Headers> = Headers::share(all, [0..2, 2..2, 2..3]).collect();
+        assert_eq!(records[0], vec![header(b"a", b"1"), header(b"b", b"2")]);
+        assert!(matches!(&records[1].0, List::Owned(list) if list.capacity() == 0), "no headers, no list");
+        assert_eq!(records[2], vec![header(b"c", b"3")]);
+        assert!(Arc::ptr_eq(shared_list(&records[0]), shared_list(&records[2])), "one list for every record");
+        let shared = records[0].clone();
+        assert!(Arc::ptr_eq(shared_list(&shared), shared_list(&records[0])), "a clone shares the list");
+        assert_eq!(Arc::strong_count(shared_list(&shared)), 3);
 
         let sent = vec![header(b"c", b"3")];
         let address = sent.as_ptr();
@@ -241,10 +262,10 @@ mod tests {
         assert_eq!(owned, vec![header(b"c", b"3")]);
         assert_ne!(owned, shared);
 
-        let none = Headers::shared(Vec::new().drain(..));
-        assert!(matches!(&none.0, List::Owned(list) if list.capacity() == 0));
-        assert_eq!(none, Headers::default());
-        assert!(none.is_empty());
+        let none: Vec<Headers> = Headers::share(Vec::new(), [0..0, 0..0]).collect();
+        assert!(none.iter().all(|headers| matches!(&headers.0, List::Owned(list) if list.capacity() == 0)));
+        assert_eq!(none[0], Headers::default());
+        assert!(none[0].is_empty());
     }
 
     #[test]

@@ -167,8 +167,9 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
     }
     let mut records = Vec::with_capacity(count as usize);
     let mut positions = Vec::with_capacity(if sparse { count as usize } else { 0 });
-    // Each record's headers are gathered here, then moved into their shared list.
+    // The block's headers, each record's a span of them: one list for the whole block.
     let mut headers = Vec::new();
+    let mut spans = Vec::with_capacity(count as usize);
     for _ in 0..count {
         if sparse {
             let position = varint::get_u64(&mut input)
@@ -192,16 +193,23 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
         if header_count > (input.len() / 2) as u64 {
             return Err(malformed("header count exceeds block size"));
         }
+        let start = headers.len();
         for _ in 0..header_count {
             let name = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header name"))?;
             let value = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header value"))?;
             headers.push(Header { name, value });
         }
+        // A block's headers take at least two bytes each, so their count fits in u32.
+        let span = u32::try_from(start).ok().zip(u32::try_from(headers.len()).ok());
+        spans.push(span.map(|(start, end)| start..end).ok_or_else(|| malformed("too many headers"))?);
         let body = take_bytes(block, &mut input).ok_or_else(|| malformed("bad body"))?;
-        records.push(Record { timestamp, headers: Headers::shared(headers.drain(..)), body });
+        records.push(Record { timestamp, headers: Headers::default(), body });
     }
     if !input.is_empty() {
         return Err(malformed("trailing bytes after the last record"));
+    }
+    for (record, shared) in records.iter_mut().zip(Headers::share(headers, spans)) {
+        record.headers = shared;
     }
     Ok(DecodedBlock { arrival, records, positions })
 }
