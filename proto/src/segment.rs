@@ -170,7 +170,7 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
     // The block's headers, each record's a span of them: one list for the whole block.
     let mut headers = Vec::new();
     let mut spans = Vec::with_capacity(count as usize);
-    for _ in 0..count {
+    for index in 0..count {
         if sparse {
             let position = varint::get_u64(&mut input)
                 .and_then(|p| u32::try_from(p).ok())
@@ -194,6 +194,14 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
             return Err(malformed("header count exceeds block size"));
         }
         let start = headers.len();
+        if headers.capacity() == 0 && header_count > 0 {
+            // Sized once, as if every record left had as many (a block's records are
+            // usually alike: a Kafka key each, or none), where growing by doubling would
+            // leave up to half the list unused for as long as the block is cached; never
+            // more than the block's bytes can hold (two a header at least).
+            let alike = (count - index).saturating_mul(header_count);
+            headers.reserve_exact(alike.min((input.len() / 2) as u64) as usize);
+        }
         for _ in 0..header_count {
             let name = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header name"))?;
             let value = take_bytes(block, &mut input).ok_or_else(|| malformed("bad header value"))?;
@@ -208,6 +216,7 @@ pub fn decode_block(object: &str, block: &Bytes) -> Result<DecodedBlock, Segment
     if !input.is_empty() {
         return Err(malformed("trailing bytes after the last record"));
     }
+    headers.shrink_to_fit();
     for (record, shared) in records.iter_mut().zip(Headers::share(headers, spans)) {
         record.headers = shared;
     }
@@ -518,6 +527,38 @@ mod tests {
             corrupt[cut] ^= 1 << bit;
             prop_assert!(decode_block("o", &Bytes::from(corrupt)).is_err());
         }
+    }
+
+    /// A block with a valid checksum whose counts claim as many records, and as many
+    /// headers for the first, as its bytes allow: refused, with the header list sized by
+    /// the block's bytes, not by the product of the counts (terabytes here).
+    #[test]
+    fn a_block_claiming_more_headers_than_its_bytes_hold_is_refused() {
+        let mut body = BytesMut::new();
+        body.put_u8(CODEC_NONE);
+        varint::put_u64(&mut body, 300_000);
+        varint::put_u64(&mut body, 0);
+        body.put_u8(0);
+        varint::put_u64(&mut body, 500_000);
+        body.resize(1 << 20, 1);
+        let crc = crc32c::crc32c(&body);
+        body.put_u32_le(crc);
+        assert!(matches!(decode_block("o", &body.freeze()), Err(SegmentError::Malformed { .. })));
+    }
+
+    #[test]
+    fn records_with_and_without_headers_in_one_block_keep_their_own() {
+        let header = |name: &'static [u8]| Header { name: Bytes::from_static(name), value: Bytes::from_static(b"v") };
+        let record = |headers: Vec<Header>| Record { timestamp: None, headers: headers.into(), body: Bytes::new() };
+        let records = vec![
+            record(vec![]),
+            record(vec![header(b"a")]),
+            record(vec![header(b"b"), header(b"c"), header(b"d")]),
+            record(vec![]),
+            record(vec![header(b"e")]),
+        ];
+        let decoded = decode_block("o", &encode_block(0, &records)).expect("valid block");
+        assert_eq!(decoded.records, records);
     }
 
     #[test]
