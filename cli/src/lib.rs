@@ -1,6 +1,7 @@
 //! The `shale` binary's library: command-line parsing, configuration, the server
 //! commands (`serve`: metadata, gateway and reader in one process behind the HTTP and
-//! gRPC APIs; `metadata`, `gateway`, `reader`, `compactor`: one role each) and the client commands
+//! gRPC APIs; `metadata`, `gateway`, `reader`, `compactor`: one role each; `running`: what
+//! a started server holds and how it stops) and the client commands
 //! (`basins`, `streams`, `append` (as an idempotent producer, in `append`), `read` and
 //! `tail` (in `read`), `check-tail`, `tables`) that talk gRPC to a server, with the record line
 //! formats in `format`.
@@ -11,6 +12,7 @@ mod config;
 mod dir_lock;
 mod format;
 mod read;
+mod running;
 pub mod runtime;
 mod serve;
 mod tokens;
@@ -22,7 +24,8 @@ use clap::{Parser, Subcommand};
 use shale_api::Role;
 
 pub use config::{DefaultPorts, ServeConfig};
-pub use serve::{serve, serve_compactor, serve_metadata, serve_role, Running};
+pub use running::Running;
+pub use serve::{serve, serve_compactor, serve_metadata, serve_role};
 
 #[derive(Debug, Parser)]
 #[command(name = "shale", version, about = "A diskless, object-store-native log of streams")]
@@ -260,7 +263,7 @@ async fn run_server(config: ServeConfig, server: Server) -> anyhow::Result<()> {
         Server::Compactor(metadata) => serve_compactor(config, metadata).await?,
     };
     let halted = tokio::select! {
-        _ = serve::wait_for_signal() => None,
+        _ = running::wait_for_signal() => None,
         reason = running.halted() => Some(reason),
     };
     if let Some(reason) = halted {

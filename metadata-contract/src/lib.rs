@@ -4,6 +4,7 @@
 //! - `api`: [`MetadataApi`], the trait every caller uses, in process or remote;
 //! - `catalog`: [`CatalogCall`] and [`CatalogReply`], every basin and stream management
 //!   operation as one call (one variant per operation, generic transport);
+//! - `compaction`: the plans compactors ask for and the replacements they hand back;
 //! - `commit`: what a commit call carries ([`CommitRequest`] of units and appends) and
 //!   answers ([`UnitOutcome`], [`CommitTicket`]), and the gateway [`PipelinePosition`];
 //! - `model`: basin and stream records and configs, index entries, positions, acks;
@@ -18,6 +19,7 @@
 mod api;
 mod catalog;
 mod commit;
+mod compaction;
 mod error;
 pub mod leader_record;
 mod model;
@@ -31,14 +33,14 @@ pub mod wire_catalog;
 
 pub use api::MetadataApi;
 pub use catalog::{
-    AccessTokenRecord, AgentList, AgentRecord, CatalogCall, CatalogReply, CompactionPlan, CompactionRun,
-    ConsumerPosition, KeyCompactionTarget, KeyCursor, ListPage, Lookup, Replacement, Retry, StreamSummary,
-    MAX_AGENT_TTL_MS,
+    AccessTokenRecord, AgentList, AgentRecord, CatalogCall, CatalogReply, ConsumerPosition, ListPage, Lookup, Retry,
+    StreamSummary, MAX_AGENT_TTL_MS,
 };
 pub use commit::{
     CommitAppend, CommitRequest, CommitTicket, CommitUnit, PipelinePosition, ProducerStamp, ProducerSummary,
     UnitOutcome,
 };
+pub use compaction::{CompactionPlan, CompactionRun, KeyCompactionTarget, KeyCursor, Replacement};
 pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};
 pub use model::{
