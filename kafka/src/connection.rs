@@ -256,7 +256,14 @@ async fn answer(
             let client_id = request.header.client_id.as_deref().unwrap_or_default();
             ResponseKind::ConsumerGroupHeartbeat(groups::consumer_heartbeat(kafka, r, version, client_id).await)
         }
-        RequestKind::ShareGroupHeartbeat(r) => ResponseKind::ShareGroupHeartbeat(shares::heartbeat(kafka, r).await),
+        RequestKind::ShareGroupHeartbeat(r) => {
+            let client_id = request.header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::ShareGroupHeartbeat(shares::heartbeat(kafka, r, client_id).await)
+        }
+        RequestKind::ShareGroupDescribe(r) => ResponseKind::ShareGroupDescribe(shares::describe(kafka, r)),
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            ResponseKind::DescribeShareGroupOffsets(shares::describe_offsets(kafka, r).await)
+        }
         RequestKind::ShareFetch(r) => {
             let client_id = request.header.client_id.as_deref().unwrap_or_default();
             ResponseKind::ShareFetch(shares::fetch(kafka, r, client_id).await)

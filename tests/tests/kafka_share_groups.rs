@@ -1,8 +1,8 @@
 //! Share groups (KIP-932) over a real socket, where librdkafka's share consumer does not
 //! go: what a heartbeat is refused for, a share session's epochs, records held by one
 //! member refused to another's fetch and acknowledgement, a released record handed to
-//! another member with its delivery count raised, the stored start offset, and what
-//! `/metrics` shows of them.
+//! another member with its delivery count raised, the stored start offset, what admin
+//! calls describe, list and delete, and what `/metrics` shows of them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,8 +12,11 @@ use kafka_protocol::messages::share_acknowledge_request::{self, AcknowledgeParti
 use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::share_fetch_response::AcquiredRecords;
 use kafka_protocol::messages::{
-    ApiKey, GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+    describe_share_group_offsets_request, describe_share_group_offsets_response, ApiKey, DeleteGroupsRequest,
+    DeleteGroupsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
+    ListGroupsRequest, ListGroupsResponse, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -248,4 +251,107 @@ async fn metrics_show_the_share_group_its_session_and_its_partition() {
     assert_eq!(gauge(&after, "shale_kafka_share_sessions"), Some(1));
     assert_eq!(gauge(&after, "shale_kafka_share_partitions"), Some(1));
     assert!(gauge(&after, "shale_kafka_requests_total{api=\"ShareFetch\"}") >= Some(1));
+}
+
+/// What admin clients see of a share group: ShareGroupDescribe (state, epochs, members
+/// and what each holds), DescribeShareGroupOffsets (the stored start offset), ListGroups
+/// filtered to share groups, and DeleteGroups refused while members remain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_calls_describe_list_and_delete_a_share_group() {
+    let server = TestServer::start_with_kafka().await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    let id = heartbeat(&mut conn, "m1", 0, Some(&["jobs"])).await.assignment.unwrap().topic_partitions[0].topic_id;
+    assert_eq!(heartbeat(&mut conn, "m2", 0, Some(&["jobs"])).await.member_epoch, 1);
+    assert!(acquired(&fetch(&mut conn, "m1", 0, id).await).is_empty(), "the group starts at the tail");
+    let values: Vec<String> = (0..4).map(|i| format!("job-{i}")).collect();
+    assert_eq!(conn.produce("jobs", 0, &values).await.unwrap(), (0, 0));
+    assert_eq!(acquired(&fetch(&mut conn, "m1", 1, id).await), vec![(0, 3, 1)]);
+    assert_eq!(ack_error(&acknowledge(&mut conn, "m1", 2, id, (0, 1, vec![1, 1])).await), 0);
+
+    let described = describe(&mut conn, &[GROUP, "nobody"]).await;
+    let group = &described.groups[0];
+    assert_eq!((group.error_code, &*group.group_state, &*group.assignor_name), (0, "Stable", "simple"));
+    assert_eq!((group.group_epoch, group.assignment_epoch), (2, 2), "two joins");
+    let members: Vec<(&str, i32, &str)> =
+        group.members.iter().map(|m| (&*m.member_id, m.member_epoch, &*m.client_id)).collect();
+    assert_eq!(members, vec![("m1", 1, "shale-tests"), ("m2", 1, "shale-tests")]);
+    let holds = &group.members[1].assignment.topic_partitions[0];
+    assert_eq!((&*holds.topic_name.0, holds.topic_id, &holds.partitions), ("jobs", id, &vec![0]));
+    assert_eq!(described.groups[1].error_code, ResponseError::GroupIdNotFound.code());
+
+    // Offsets 0 and 1 done with: the start offset is 2, for all topics or the one named.
+    for topics in [None, Some(vec![("jobs", vec![0])])] {
+        let answer = share_offsets(&mut conn, GROUP, topics).await;
+        assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
+        let partitions: Vec<(&str, i32, i64)> = answer
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (&*t.topic_name.0, p.partition_index, p.start_offset)))
+            .collect();
+        assert_eq!(partitions, vec![("jobs", 0, 2)]);
+    }
+    let unknown = share_offsets(&mut conn, "nobody", None).await;
+    assert_eq!(unknown.error_code, ResponseError::GroupIdNotFound.code());
+
+    assert_eq!(list_groups(&mut conn, &["share"]).await, vec![(GROUP.to_string(), "Stable".to_string())]);
+    assert!(list_groups(&mut conn, &["classic", "consumer"]).await.is_empty(), "a share group is of no other type");
+    assert_eq!(delete_group(&mut conn).await, ResponseError::NonEmptyGroup.code(), "members remain");
+
+    // Both leave: the group stays, Empty, with its offsets, until it is deleted.
+    assert_eq!(heartbeat(&mut conn, "m1", -1, None).await.member_epoch, -1);
+    assert_eq!(heartbeat(&mut conn, "m2", -1, None).await.member_epoch, -1);
+    let empty = &describe(&mut conn, &[GROUP]).await.groups[0];
+    assert_eq!((empty.error_code, &*empty.group_state, empty.group_epoch), (0, "Empty", 4));
+    assert!(empty.members.is_empty());
+    assert_eq!(list_groups(&mut conn, &["share"]).await, vec![(GROUP.to_string(), "Empty".to_string())]);
+    assert_eq!(delete_group(&mut conn).await, 0);
+    assert_eq!(describe(&mut conn, &[GROUP]).await.groups[0].error_code, ResponseError::GroupIdNotFound.code());
+    assert_eq!(share_offsets(&mut conn, GROUP, None).await.error_code, ResponseError::GroupIdNotFound.code());
+    assert!(list_groups(&mut conn, &[]).await.is_empty(), "deleted with its offsets");
+}
+
+async fn describe(conn: &mut KafkaConn, groups: &[&str]) -> ShareGroupDescribeResponse {
+    let request =
+        ShareGroupDescribeRequest::default().with_group_ids(groups.iter().map(|g| GroupId(text(g))).collect());
+    conn.call(ApiKey::ShareGroupDescribe, 1, &request).await.unwrap()
+}
+
+/// Group `group`'s start offsets, of every topic (`None`) or of the partitions named.
+async fn share_offsets(
+    conn: &mut KafkaConn,
+    group: &str,
+    topics: Option<Vec<(&str, Vec<i32>)>>,
+) -> describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup {
+    let topics = topics.map(|topics| {
+        topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(text(name)))
+                    .with_partitions(partitions)
+            })
+            .collect()
+    });
+    let asked = describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+        .with_group_id(GroupId(text(group)))
+        .with_topics(topics);
+    let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![asked]);
+    let response: DescribeShareGroupOffsetsResponse =
+        conn.call(ApiKey::DescribeShareGroupOffsets, 0, &request).await.unwrap();
+    response.groups.into_iter().next().unwrap()
+}
+
+/// `(group, state)` of the groups ListGroups lists of `types` (all with none).
+async fn list_groups(conn: &mut KafkaConn, types: &[&str]) -> Vec<(String, String)> {
+    let request = ListGroupsRequest::default().with_types_filter(types.iter().map(|t| text(t)).collect());
+    let response: ListGroupsResponse = conn.call(ApiKey::ListGroups, 5, &request).await.unwrap();
+    assert_eq!(response.error_code, 0);
+    response.groups.into_iter().map(|g| (g.group_id.0.to_string(), g.group_state.to_string())).collect()
+}
+
+async fn delete_group(conn: &mut KafkaConn) -> i16 {
+    let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(GROUP))]);
+    let response: DeleteGroupsResponse = conn.call(ApiKey::DeleteGroups, 2, &request).await.unwrap();
+    response.results[0].error_code
 }

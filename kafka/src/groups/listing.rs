@@ -18,6 +18,9 @@ use super::state::Phase;
 use super::{consumer_describe, consumer_session_ms, may_use_groups, not_coordinator, offsets, CONSUMER};
 use crate::Kafka;
 
+/// The protocol type and group type of share groups.
+const SHARE: &str = "share";
+
 /// DescribeGroups: the groups this coordinator has in memory as they are; a group it does
 /// not (its members gone before a restart, or it never had any: offsets committed
 /// without membership) is `Empty` when it has committed offsets, as Kafka keeps such a
@@ -118,6 +121,8 @@ pub async fn list(kafka: &Kafka, request: ListGroupsRequest) -> ListGroupsRespon
     let groups = kafka.groups.lock();
     all.extend(groups.iter().map(|(id, g)| (id.clone(), g.protocol_type.clone(), g.phase.name(), "classic")));
     drop(groups);
+    let shares = kafka.shares.listed(consumer_session_ms(kafka));
+    all.extend(shares.into_iter().map(|(id, state)| (id, SHARE.to_string(), state, SHARE)));
     let offsets_only: Vec<String> =
         stored.into_iter().filter(|id| !all.iter().any(|(known, ..)| known == id)).collect();
     all.extend(offsets_only.into_iter().map(|id| (id, CONSUMER.to_string(), Phase::Empty.name(), "classic")));

@@ -41,6 +41,7 @@ pub use consumer_describe::describe as describe_consumer_groups;
 pub use consumer_heartbeat::heartbeat as consumer_heartbeat;
 pub use listing::{describe, list};
 pub use offsets::{commit_offsets, delete, delete_offsets, fetch_offsets};
+pub(crate) use offsets::{has_offsets, partition_streams, stored_offsets};
 use state::{Group, Joined, Member, Phase, Refusal};
 
 use crate::Kafka;
@@ -114,6 +115,12 @@ impl Coordinator {
             self.notify();
         }
         !group.members.is_empty()
+    }
+
+    /// Whether a classic group `id`, or a consumer-protocol group `id` with members
+    /// within `session_ms`, is held here.
+    pub(crate) fn holds(&self, id: &str, session_ms: u64) -> bool {
+        self.lock().contains_key(id) || self.with_live_consumer_group(id, session_ms, |g| g.is_some())
     }
 
     /// `f` of the consumer-protocol group `id` as [`Self::live_consumer_groups`] would
@@ -203,7 +210,8 @@ pub(crate) fn not_coordinator(kafka: &Kafka, group: &str) -> Option<i16> {
         None => ResponseError::CoordinatorNotAvailable,
     };
     let classic = kafka.groups.lock().remove(group).is_some();
-    if classic | kafka.groups.consumer_lock().remove(group).is_some() {
+    let share = kafka.shares.forget_group(group);
+    if classic | share | kafka.groups.consumer_lock().remove(group).is_some() {
         tracing::info!(group, "kafka group moved to another coordinator");
         kafka.groups.notify();
     }

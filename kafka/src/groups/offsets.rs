@@ -73,7 +73,7 @@ async fn committed(kafka: &Kafka, stream: &str, group: &str) -> Result<i64, Serv
 }
 
 /// The stream of every partition of every topic.
-pub(super) async fn partition_streams(kafka: &Kafka) -> Result<Vec<String>, ServiceError> {
+pub(crate) async fn partition_streams(kafka: &Kafka) -> Result<Vec<String>, ServiceError> {
     let all = topics::all_topics(kafka).await?;
     Ok(all.iter().flat_map(|(topic, &n)| (0..n as i32).map(move |partition| stream_of(topic, partition))).collect())
 }
@@ -88,7 +88,7 @@ pub(super) async fn groups_with_offsets(kafka: &Kafka) -> Result<BTreeSet<String
 }
 
 /// Whether `group` has a committed offset on one of `streams`.
-pub(super) async fn has_offsets(kafka: &Kafka, streams: &[String], group: &str) -> Result<bool, ServiceError> {
+pub(crate) async fn has_offsets(kafka: &Kafka, streams: &[String], group: &str) -> Result<bool, ServiceError> {
     for stream in streams {
         if kafka.service.consumer_position(&kafka.config.basin, stream, group).await?.is_some() {
             return Ok(true);
@@ -98,7 +98,7 @@ pub(super) async fn has_offsets(kafka: &Kafka, streams: &[String], group: &str) 
 }
 
 /// `(topic, partitions)` asked for, every topic when `None`.
-async fn asked(
+async fn asked_partitions(
     kafka: &Kafka,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> Result<Vec<(TopicName, Vec<i32>)>, ServiceError> {
@@ -109,8 +109,8 @@ async fn asked(
     Ok(all.into_iter().map(|(name, n)| (TopicName(StrBytes::from_string(name)), (0..n as i32).collect())).collect())
 }
 
-/// Each asked partition's committed offset and error code.
-async fn lookup(
+/// Each asked partition's committed offset (-1: none) and error code.
+async fn committed_offsets(
     kafka: &Kafka,
     group: &str,
     asked: Vec<(TopicName, Vec<i32>)>,
@@ -139,21 +139,16 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
     if !super::may_use_groups(kafka) {
         return OffsetFetchResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
-    // Asked for every topic, Kafka answers the partitions the group has offsets on; the
-    // others are left out, not answered -1.
-    let every_topic = request.topics.is_none();
     let topics = request.topics.map(|topics| topics.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-    let asked = match asked(kafka, topics).await {
-        Ok(asked) => asked,
+    let stored = match stored_offsets(kafka, &group, topics).await {
+        Ok(stored) => stored,
         Err(e) => return OffsetFetchResponse::default().with_error_code(code(&e)),
     };
-    let topics = lookup(kafka, &group, asked)
-        .await
+    let topics = stored
         .into_iter()
         .map(|(name, partitions)| {
             let partitions: Vec<_> = partitions
                 .into_iter()
-                .filter(|&(_, offset, error)| !(every_topic && offset < 0 && error == 0))
                 .map(|(index, offset, error)| {
                     OffsetFetchResponsePartition::default()
                         .with_partition_index(index)
@@ -165,9 +160,28 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
                 .collect();
             OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
         })
-        .filter(|topic| !(every_topic && topic.partitions.is_empty()))
         .collect();
     OffsetFetchResponse::default().with_topics(topics)
+}
+
+/// A group's offsets stored on each partition of `topics`, as `(partition, offset (-1:
+/// none), error code)`: asked for every topic (`None`), only the partitions that have
+/// one, as Kafka answers (the others are left out, not answered -1).
+pub(crate) async fn stored_offsets(
+    kafka: &Kafka,
+    group: &str,
+    topics: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> Result<Vec<(TopicName, Vec<(i32, i64, i16)>)>, ServiceError> {
+    let every_topic = topics.is_none();
+    let asked = asked_partitions(kafka, topics).await?;
+    let mut found = committed_offsets(kafka, group, asked).await;
+    if every_topic {
+        for (_, partitions) in &mut found {
+            partitions.retain(|&(_, offset, error)| offset >= 0 || error != 0);
+        }
+        found.retain(|(_, partitions)| !partitions.is_empty());
+    }
+    Ok(found)
 }
 
 /// DeleteGroups: a group with members is NON_EMPTY_GROUP; otherwise its committed
@@ -199,6 +213,8 @@ async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
         Some(_) => true,
         None => false,
     };
+    let share = kafka.shares.delete_group(group, super::consumer_session_ms(kafka));
+    let known = known | share.map_err(|()| ResponseError::NonEmptyGroup.code())?;
     let mut removed = false;
     for stream in partition_streams(kafka).await.map_err(|e| code(&e))? {
         let deleted = kafka.service.delete_consumer(&kafka.config.basin, &stream, group).await;

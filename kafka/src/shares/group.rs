@@ -1,18 +1,22 @@
 //! A share group's members (KIP-932): who is in it, what each subscribes to and the
 //! epoch of what it was last given. Every member is given every partition of the topics
 //! it subscribes to: the records of a partition are shared out by the share-partition's
-//! locks ([`super::partition`]), not by the assignment.
+//! locks ([`super::partition`]), not by the assignment. The group outlives its members
+//! (`Empty`, as Kafka keeps it) until it is deleted or moves to another coordinator.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Partitions by topic name.
 pub type Assignment = BTreeMap<String, Vec<i32>>;
 
+/// A member as ShareGroupDescribe shows it.
 #[derive(Debug)]
-struct Member {
-    epoch: i32,
-    topics: BTreeSet<String>,
-    assigned: Assignment,
+pub struct Member {
+    pub epoch: i32,
+    pub topics: BTreeSet<String>,
+    pub assigned: Assignment,
+    pub client_id: String,
+    pub rack_id: Option<String>,
     seen_ms: u64,
 }
 
@@ -22,6 +26,8 @@ pub struct Beat<'a> {
     pub epoch: i32,
     /// `None`: unchanged since the member's last heartbeat.
     pub topics: Option<BTreeSet<String>>,
+    pub client_id: &'a str,
+    pub rack_id: Option<&'a str>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -35,6 +41,9 @@ pub enum Refusal {
 #[derive(Default, Debug)]
 pub struct ShareGroup {
     members: BTreeMap<String, Member>,
+    /// Moves on whenever a member joins or leaves or an assignment changes (Kafka's
+    /// group epoch; assignments follow at once, so it is the assignment epoch too).
+    epoch: i32,
 }
 
 impl ShareGroup {
@@ -42,9 +51,13 @@ impl ShareGroup {
         self.members.is_empty()
     }
 
-    #[cfg(test)]
-    pub fn member_count(&self) -> usize {
-        self.members.len()
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
+    /// The members by id.
+    pub fn members(&self) -> &BTreeMap<String, Member> {
+        &self.members
     }
 
     /// The topics `beat`'s member subscribes to after it: those it names, else those
@@ -58,7 +71,11 @@ impl ShareGroup {
 
     /// Removes the members not heard from within `session_ms` of `now_ms`.
     pub fn expire(&mut self, now_ms: u64, session_ms: u64) {
+        let before = self.members.len();
         self.members.retain(|_, m| m.seen_ms.saturating_add(session_ms) > now_ms);
+        if self.members.len() != before {
+            self.epoch += 1;
+        }
     }
 
     /// Applies a heartbeat: a join (epoch 0), a leave (-1) or a member's beat, whose
@@ -73,12 +90,21 @@ impl ShareGroup {
     ) -> Result<(i32, Assignment), Refusal> {
         let member = match beat.epoch {
             -1 => {
-                self.members.remove(beat.member_id);
+                if self.members.remove(beat.member_id).is_some() {
+                    self.epoch += 1;
+                }
                 return Ok((-1, Assignment::new()));
             }
             0 => {
                 let topics = beat.topics.ok_or(Refusal::NoSubscription)?;
-                let joined = Member { epoch: 0, topics, assigned: Assignment::new(), seen_ms: now_ms };
+                let joined = Member {
+                    epoch: 0,
+                    topics,
+                    assigned: Assignment::new(),
+                    client_id: beat.client_id.to_string(),
+                    rack_id: beat.rack_id.map(str::to_string),
+                    seen_ms: now_ms,
+                };
                 self.members.entry(beat.member_id.to_string()).insert_entry(joined).into_mut()
             }
             epoch => {
@@ -105,6 +131,7 @@ impl ShareGroup {
         if assignment != member.assigned || member.epoch == 0 {
             member.assigned = assignment;
             member.epoch += 1;
+            self.epoch += 1;
         }
         Ok((member.epoch, member.assigned.clone()))
     }
@@ -119,6 +146,8 @@ mod tests {
             member_id: Box::leak(id.to_string().into_boxed_str()),
             epoch,
             topics: topics.map(|t| t.iter().map(|s| s.to_string()).collect()),
+            client_id: "client",
+            rack_id: None,
         }
     }
 
@@ -143,6 +172,8 @@ mod tests {
         assert_eq!(group.heartbeat(beat("a", 5, None), &more, 3), Err(Refusal::FencedEpoch));
         assert_eq!(group.heartbeat(beat("c", 1, None), &more, 3), Err(Refusal::UnknownMember));
         assert_eq!(group.heartbeat(beat("c", 0, None), &more, 3), Err(Refusal::NoSubscription));
+        // Two joins and one assignment changed; refusals and unchanged beats move nothing.
+        assert_eq!(group.epoch(), 3);
     }
 
     #[test]
@@ -151,11 +182,16 @@ mod tests {
         let mut group = ShareGroup::default();
         group.heartbeat(beat("a", 0, Some(&["t"])), &counts, 0).unwrap();
         group.heartbeat(beat("b", 0, Some(&["t"])), &counts, 100).unwrap();
+        assert_eq!(group.epoch(), 2);
         assert_eq!(group.heartbeat(beat("a", -1, None), &counts, 200).unwrap().0, -1);
-        assert_eq!(group.member_count(), 1);
+        assert_eq!(group.members().len(), 1);
+        assert_eq!(group.epoch(), 3, "a leave moves the group on");
+        assert_eq!(group.heartbeat(beat("a", -1, None), &counts, 201).unwrap().0, -1);
+        assert_eq!(group.epoch(), 3, "leaving again changes nothing");
         group.expire(45_099, 45_000);
-        assert_eq!(group.member_count(), 1);
+        assert_eq!((group.members().len(), group.epoch()), (1, 3));
         group.expire(45_100, 45_000);
         assert!(group.is_empty());
+        assert_eq!(group.epoch(), 4, "an expiry moves the group on");
     }
 }

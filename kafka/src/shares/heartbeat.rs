@@ -20,7 +20,7 @@ fn refuse(error: ResponseError, why: impl Into<String>) -> Response {
     Response::default().with_error_code(error.code()).with_error_message(Some(StrBytes::from_string(why.into())))
 }
 
-pub async fn heartbeat(kafka: &Kafka, request: ShareGroupHeartbeatRequest) -> Response {
+pub async fn heartbeat(kafka: &Kafka, request: ShareGroupHeartbeatRequest, client_id: &str) -> Response {
     let group_id = request.group_id.0.to_string();
     let member_id = request.member_id.to_string();
     if group_id.is_empty() || member_id.is_empty() {
@@ -34,7 +34,13 @@ pub async fn heartbeat(kafka: &Kafka, request: ShareGroupHeartbeatRequest) -> Re
     if let Some(topic) = subscribed.iter().flatten().find(|t| !topics::visible(kafka, t)) {
         return refuse(ResponseError::TopicAuthorizationFailed, format!("Topic {topic} is not authorized."));
     }
-    let beat = Beat { member_id: &member_id, epoch: request.member_epoch, topics: subscribed };
+    let beat = Beat {
+        member_id: &member_id,
+        epoch: request.member_epoch,
+        topics: subscribed,
+        client_id,
+        rack_id: request.rack_id.as_deref(),
+    };
     let topics = kafka
         .shares
         .groups()
@@ -56,13 +62,19 @@ pub async fn heartbeat(kafka: &Kafka, request: ShareGroupHeartbeatRequest) -> Re
     let now = kafka.shares.now();
     let outcome = {
         let mut groups = kafka.shares.groups();
-        let group = groups.entry(group_id.clone()).or_default();
-        group.expire(now, consumer_session_ms(kafka));
-        let outcome = group.heartbeat(beat, &counts, now);
-        if group.is_empty() {
-            groups.remove(&group_id);
+        // Only a join that names its topics makes a group: a refused or stray heartbeat
+        // leaves nothing behind.
+        let joining = beat.epoch == 0 && beat.topics.is_some();
+        let group = if joining { Some(groups.entry(group_id.clone()).or_default()) } else { groups.get_mut(&group_id) };
+        match group {
+            Some(group) => {
+                group.expire(now, consumer_session_ms(kafka));
+                group.heartbeat(beat, &counts, now)
+            }
+            None if beat.epoch == -1 => Ok((-1, Default::default())),
+            None if beat.epoch == 0 => Err(Refusal::NoSubscription),
+            None => Err(Refusal::UnknownMember),
         }
-        outcome
     };
     match outcome {
         Ok((epoch, assigned)) => {

@@ -3,7 +3,8 @@
 //! at a time, locked to it until it acknowledges it or the lock runs out.
 //!
 //! - `group`: a share group's members and their assignments (every partition of their
-//!   topics), held by the group's coordinator; `heartbeat` answers ShareGroupHeartbeat;
+//!   topics), held by the group's coordinator; `heartbeat` answers ShareGroupHeartbeat,
+//!   `describe` ShareGroupDescribe and DescribeShareGroupOffsets;
 //! - `partition`: one share-partition's records in flight, held by the broker that
 //!   leads the partition; `fetch` answers ShareFetch and ShareAcknowledge over share
 //!   sessions (`sessions`); `table` holds the share-partitions and forgets idle ones.
@@ -15,6 +16,7 @@
 //! out again, from the start offset, what was in flight (at least once, as a lock that
 //! runs out would).
 
+mod describe;
 mod fetch;
 mod group;
 mod heartbeat;
@@ -30,6 +32,7 @@ use shale_storage::Clock;
 
 use crate::KafkaConfig;
 
+pub use describe::{describe, describe_offsets};
 pub use fetch::{acknowledge, fetch};
 pub use heartbeat::heartbeat;
 
@@ -87,6 +90,39 @@ impl Shares {
     /// The share groups, share sessions and share-partitions held in memory.
     pub fn sizes(&self) -> (usize, usize, usize) {
         (self.groups().len(), self.sessions().len(), self.partitions().len())
+    }
+
+    /// The share groups held, each with its state name (members past `session_ms`
+    /// dropped first), as ListGroups lists them.
+    pub(crate) fn listed(&self, session_ms: u64) -> Vec<(String, &'static str)> {
+        let now = self.now();
+        let mut groups = self.groups();
+        groups
+            .iter_mut()
+            .map(|(id, group)| {
+                group.expire(now, session_ms);
+                (id.clone(), describe::state_name(group))
+            })
+            .collect()
+    }
+
+    /// Drops share group `group` when it has no members left within `session_ms`
+    /// (DeleteGroups): `Ok(true)` when there was one, `Err(())` when it has members.
+    pub(crate) fn delete_group(&self, group: &str, session_ms: u64) -> Result<bool, ()> {
+        let now = self.now();
+        let mut groups = self.groups();
+        let Some(held) = groups.get_mut(group) else { return Ok(false) };
+        held.expire(now, session_ms);
+        if !held.is_empty() {
+            return Err(());
+        }
+        groups.remove(group);
+        Ok(true)
+    }
+
+    /// Forgets share group `group` (another broker coordinates it now): whether it was held.
+    pub(crate) fn forget_group(&self, group: &str) -> bool {
+        self.groups().remove(group).is_some()
     }
 
     /// Group `group`'s share-partition on `stream`.

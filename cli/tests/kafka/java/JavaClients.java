@@ -2,7 +2,8 @@
 // step asserted: administration, idempotent produce under each compression, a classic
 // group and a consumer-protocol group, offsets for times, transactions read committed, a
 // consume-transform-produce loop with its offsets in the transaction, fencing, group
-// offsets altered and deleted, records deleted, partitions added, a share consumer.
+// offsets altered and deleted, records deleted, partitions added, a share consumer and
+// its group as the admin client describes and lists it.
 // Run by cli/tests/kafka.rs with the jars of `scripts/java-kafka.sh` on the class path:
 //   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/JavaClients.java HOST:PORT
 
@@ -22,6 +23,8 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -37,6 +40,7 @@ import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
@@ -451,8 +455,28 @@ public class JavaClients {
                 }
                 consumer.commitSync();
             }
+            step("a share consumer received each record once and a released one again");
+            shareGroupAdmin(admin, new TopicPartition(topic, 0));
         }
-        step("a share consumer received each record once and a released one again");
+    }
+
+    /** The share group "java-share", its one member still in it, as the admin client
+     * describes, lists and reads it: every record of `partition` done with. */
+    static void shareGroupAdmin(Admin admin, TopicPartition partition) throws Exception {
+        var group = admin.describeShareGroups(List.of("java-share")).describedGroups().get("java-share").get();
+        check(group.groupState() == GroupState.STABLE, "a share group with a member is stable: " + group);
+        check(group.members().size() == 1, "one member: " + group.members());
+        var holds = group.members().iterator().next().assignment().topicPartitions();
+        check(holds.equals(Set.of(partition)), "the member holds the partition: " + holds);
+        long end = admin.listOffsets(Map.of(partition, OffsetSpec.latest())).all().get().get(partition).offset();
+        var offsets = admin.listShareGroupOffsets(Map.of("java-share", new ListShareGroupOffsetsSpec()))
+                .partitionsToOffsetInfo("java-share").get();
+        check(offsets.get(partition) != null && offsets.get(partition).startOffset() == end,
+                "every record done with: the start offset is the end, " + end + ": " + offsets);
+        var listed = admin.listGroups(ListGroupsOptions.forShareGroups()).all().get();
+        check(listed.stream().anyMatch(g -> g.groupId().equals("java-share")
+                && g.type().equals(java.util.Optional.of(GroupType.SHARE))), "listed as a share group: " + listed);
+        step("the share group described, its start offset read and the group listed as a share group");
     }
 
     static void check(boolean condition, String what) {
