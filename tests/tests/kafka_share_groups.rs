@@ -12,11 +12,13 @@ use kafka_protocol::messages::share_acknowledge_request::{self, AcknowledgeParti
 use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::share_fetch_response::AcquiredRecords;
 use kafka_protocol::messages::{
-    describe_share_group_offsets_request, describe_share_group_offsets_response, ApiKey, DeleteGroupsRequest,
-    DeleteGroupsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
-    ListGroupsRequest, ListGroupsResponse, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    describe_share_group_offsets_request, describe_share_group_offsets_response, join_group_request,
+    offset_delete_request, txn_offset_commit_request, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey,
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+    GroupId, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, ProducerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
     ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName,
+    ShareGroupHeartbeatResponse, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -354,4 +356,81 @@ async fn delete_group(conn: &mut KafkaConn) -> i16 {
     let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(GROUP))]);
     let response: DeleteGroupsResponse = conn.call(ApiKey::DeleteGroups, 2, &request).await.unwrap();
     response.results[0].error_code
+}
+
+/// A group's name is a share group's or another kind's, never both: their positions
+/// would be one another's. While the share group is held, a classic join, a commit
+/// outside the group (plain or in a transaction) and an offset delete are refused; a share join to a classic group's
+/// name is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_group_and_another_kind_of_group_never_share_a_name() {
+    let server = TestServer::start_with_kafka().await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    let id = heartbeat(&mut conn, "m1", 0, Some(&["jobs"])).await.assignment.unwrap().topic_partitions[0].topic_id;
+    assert!(acquired(&fetch(&mut conn, "m1", 0, id).await).is_empty());
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 0), "the start offset stored");
+
+    let not_found = ResponseError::GroupIdNotFound.code();
+    assert_eq!(join_classic(&mut conn, GROUP).await, not_found);
+    assert_eq!(conn.commit(GROUP, "jobs", 0, 7).await.unwrap(), not_found);
+    let delete = OffsetDeleteRequest::default().with_group_id(GroupId(text(GROUP))).with_topics(vec![
+        offset_delete_request::OffsetDeleteRequestTopic::default()
+            .with_name(TopicName(text("jobs")))
+            .with_partitions(vec![offset_delete_request::OffsetDeleteRequestPartition::default()]),
+    ]);
+    let deleted: OffsetDeleteResponse = conn.call(ApiKey::OffsetDelete, 0, &delete).await.unwrap();
+    assert_eq!(deleted.error_code, not_found);
+    assert_eq!(commit_in_transaction(&mut conn, GROUP).await, not_found);
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 0), "the start offset untouched");
+
+    // A classic group's name is not a share group's.
+    assert_eq!(join_classic(&mut conn, "classic").await, 0, "the classic group takes the member");
+    let refused = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(text("classic")))
+        .with_member_id(text("s1"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(text("jobs"))]));
+    let refused: ShareGroupHeartbeatResponse = conn.call(ApiKey::ShareGroupHeartbeat, 1, &refused).await.unwrap();
+    assert_eq!(refused.error_code, not_found, "{:?}", refused.error_message);
+}
+
+/// Offset 7 of `jobs` 0 committed for `group` in a new transaction, outside any group
+/// membership (TxnOffsetCommit version 3 without a member): the partition's error code.
+async fn commit_in_transaction(conn: &mut KafkaConn, group: &str) -> i16 {
+    let (error, producer_id, epoch) = conn.init_transactional("share-tx").await.unwrap();
+    assert_eq!(error, 0);
+    let add = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(text("share-tx")))
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(text(group)));
+    let added: AddOffsetsToTxnResponse = conn.call(ApiKey::AddOffsetsToTxn, 3, &add).await.unwrap();
+    assert_eq!(added.error_code, 0);
+    let partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default().with_committed_offset(7);
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(text("share-tx")))
+        .with_group_id(GroupId(text(group)))
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(text("jobs")))
+            .with_partitions(vec![partition])]);
+    let response: TxnOffsetCommitResponse = conn.call(ApiKey::TxnOffsetCommit, 3, &request).await.unwrap();
+    response.topics[0].partitions[0].error_code
+}
+
+/// A classic JoinGroup (version 4, no member id yet) to `group`: its error code (0 when
+/// the group takes the member, which is given its id in the answer).
+async fn join_classic(conn: &mut KafkaConn, group: &str) -> i16 {
+    let protocol = join_group_request::JoinGroupRequestProtocol::default().with_name(text("range"));
+    let request = JoinGroupRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(text("consumer"))
+        .with_protocols(vec![protocol]);
+    let response: JoinGroupResponse = conn.call(ApiKey::JoinGroup, 4, &request).await.unwrap();
+    response.error_code
 }

@@ -139,7 +139,7 @@ fn checked(
             }
         },
     };
-    if kafka.groups.has_classic_members(group_id) {
+    if kafka.groups.has_classic_members(group_id) || kafka.shares.holds(group_id) {
         return refused(ResponseError::GroupIdNotFound, format!("Group {group_id} is not a consumer group."));
     }
     Ok(Checked { member_id, assignor, regex })

@@ -241,8 +241,11 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
     if !(MIN_SESSION_TIMEOUT_MS..=MAX_SESSION_TIMEOUT_MS).contains(&request.session_timeout_ms) {
         return refuse(ResponseError::InvalidSessionTimeout);
     }
-    if coordinator.with_live_consumer_group(&group_id, consumer_session_ms(kafka), |g| g.is_some()) {
-        // A group under the consumer protocol with members (an empty one is dropped).
+    if coordinator.with_live_consumer_group(&group_id, consumer_session_ms(kafka), |g| g.is_some())
+        || kafka.shares.holds(&group_id)
+    {
+        // A group under the consumer protocol with members (an empty one is dropped), or
+        // a share group.
         return refuse(ResponseError::GroupIdNotFound);
     }
     let rebalance_timeout = if version >= 1 && request.rebalance_timeout_ms > 0 {
@@ -489,6 +492,10 @@ pub fn may_commit(
     if let Some(error) = not_coordinator(kafka, group_id) {
         return Err(error);
     }
+    if kafka.shares.holds(group_id) {
+        // Its stored positions are a share group's start offsets.
+        return Err(ResponseError::GroupIdNotFound.code());
+    }
     // Under the consumer protocol the generation is the member's epoch; an older one is
     // stale (the member commits again once a heartbeat gives it the new one).
     let consumer_protocol = kafka.groups.with_live_consumer_group(group_id, consumer_session_ms(kafka), |group| {
@@ -521,8 +528,14 @@ pub fn may_commit_in_transaction(
     instance: Option<&str>,
     generation: i32,
 ) -> Result<(), i16> {
-    if member_id.is_empty() {
-        return not_coordinator(kafka, group_id).map_or(Ok(()), Err);
+    if !member_id.is_empty() {
+        return may_commit(kafka, group_id, member_id, instance, generation);
     }
-    may_commit(kafka, group_id, member_id, instance, generation)
+    if let Some(error) = not_coordinator(kafka, group_id) {
+        return Err(error);
+    }
+    if kafka.shares.holds(group_id) {
+        return Err(ResponseError::GroupIdNotFound.code());
+    }
+    Ok(())
 }

@@ -238,6 +238,10 @@ pub async fn delete_offsets(kafka: &Kafka, request: OffsetDeleteRequest) -> Offs
     if let Some(error) = super::not_coordinator(kafka, &group) {
         return OffsetDeleteResponse::default().with_error_code(error);
     }
+    if kafka.shares.holds(&group) {
+        // A share group's start offsets go with the group (DeleteGroups).
+        return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code());
+    }
     let session_ms = super::consumer_session_ms(kafka);
     let consumer_protocol =
         kafka.groups.with_live_consumer_group(&group, session_ms, |g| g.map(|g| g.subscribed_topics()));

@@ -34,6 +34,9 @@ pub async fn heartbeat(kafka: &Kafka, request: ShareGroupHeartbeatRequest, clien
     if let Some(topic) = subscribed.iter().flatten().find(|t| !topics::visible(kafka, t)) {
         return refuse(ResponseError::TopicAuthorizationFailed, format!("Topic {topic} is not authorized."));
     }
+    if request.member_epoch == 0 && kafka.groups.holds(&group_id, consumer_session_ms(kafka)) {
+        return refuse(ResponseError::GroupIdNotFound, format!("Group {group_id} is not a share group."));
+    }
     let beat = Beat {
         member_id: &member_id,
         epoch: request.member_epoch,

@@ -120,6 +120,13 @@ impl Shares {
         Ok(true)
     }
 
+    /// Whether share group `group` is held here (with members or without): no classic or
+    /// consumer-protocol group, nor a commit outside a group, may then use its name, whose
+    /// stored positions are its start offsets.
+    pub(crate) fn holds(&self, group: &str) -> bool {
+        self.groups().contains_key(group)
+    }
+
     /// Forgets share group `group` (another broker coordinates it now): whether it was held.
     pub(crate) fn forget_group(&self, group: &str) -> bool {
         self.groups().remove(group).is_some()
