@@ -12,7 +12,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::JoinGroup, 0, 7),
     (ApiKey::Heartbeat, 0, 4),

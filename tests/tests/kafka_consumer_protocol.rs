@@ -2,7 +2,8 @@
 //! what a heartbeat is refused for (an empty member id at version 1, an unknown assignor,
 //! a regular expression that does not compile, an unknown member, a wrong epoch, a group of the other
 //! protocol), the assignment by topic id a join gets and the topic found by that id in
-//! Metadata, commits checked against the member's epoch, and leaving.
+//! Metadata, commits and offset reads (OffsetFetch 8-9) checked against the member's
+//! epoch, and leaving.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,10 +13,11 @@ use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse, GroupId, JoinGroupRequest, JoinGroupResponse, MetadataRequest, MetadataResponse,
-    OffsetCommitRequest, OffsetCommitResponse, TopicName,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -54,6 +56,36 @@ async fn commit(conn: &mut KafkaConn, member: &str, epoch: i32) -> i16 {
         .with_topics(vec![topic]);
     let response: OffsetCommitResponse = conn.call(ApiKey::OffsetCommit, 8, &request).await.unwrap();
     response.topics[0].partitions[0].error_code
+}
+
+/// OffsetFetch (version 9) of each of `groups`, named with the member asking and its epoch:
+/// each group's error and its `(topic, partition, offset)`s, every topic asked.
+async fn fetch_offsets(
+    conn: &mut KafkaConn,
+    groups: &[(&str, Option<&str>, i32)],
+) -> Vec<(i16, Vec<(String, i32, i64)>)> {
+    let groups = groups
+        .iter()
+        .map(|&(group, member, epoch)| {
+            OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(text(group)))
+                .with_member_id(member.map(text))
+                .with_member_epoch(epoch)
+                .with_topics(None)
+        })
+        .collect();
+    let request = OffsetFetchRequest::default().with_groups(groups);
+    let response: OffsetFetchResponse = conn.call(ApiKey::OffsetFetch, 9, &request).await.unwrap();
+    response
+        .groups
+        .into_iter()
+        .map(|g| {
+            let offsets = g.topics.iter().flat_map(|t| {
+                t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset))
+            });
+            (g.error_code, offsets.collect())
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,6 +145,17 @@ async fn the_consumer_protocol_assigns_by_topic_id_checks_epochs_and_refuses_bad
     assert_eq!(commit(&mut conn, "m1", joined.member_epoch).await, 0);
     assert_eq!(commit(&mut conn, "m1", joined.member_epoch - 1).await, ResponseError::StaleMemberEpoch.code());
     assert_eq!(commit(&mut conn, "m2", joined.member_epoch).await, ResponseError::UnknownMemberId.code());
+
+    // OffsetFetch 9 names the member asking: at its epoch it reads, at an older one or as
+    // a stranger it is refused; naming no member (an admin client) always reads. Several
+    // groups in one request (8 on) are each answered on their own.
+    let epoch = joined.member_epoch;
+    let read = fetch_offsets(&mut conn, &[(GROUP, Some("m1"), epoch), ("other", None, -1), (GROUP, None, -1)]).await;
+    let committed = vec![("orders".to_string(), 0, 1)];
+    assert_eq!(read, vec![(0, committed.clone()), (0, Vec::new()), (0, committed.clone())]);
+    let stale = fetch_offsets(&mut conn, &[(GROUP, Some("m1"), epoch - 1), (GROUP, Some("m2"), epoch)]).await;
+    let refused = |error: ResponseError| (error.code(), Vec::new());
+    assert_eq!(stale, vec![refused(ResponseError::StaleMemberEpoch), refused(ResponseError::UnknownMemberId)]);
 
     // A classic join is refused while the group has consumer-protocol members.
     let classic = JoinGroupRequest::default()

@@ -17,6 +17,7 @@ mod consumer_describe;
 mod consumer_group;
 mod consumer_heartbeat;
 mod listing;
+mod offset_fetch;
 mod offsets;
 mod state;
 
@@ -40,8 +41,10 @@ use tokio::sync::watch;
 pub use consumer_describe::describe as describe_consumer_groups;
 pub use consumer_heartbeat::heartbeat as consumer_heartbeat;
 pub use listing::{describe, list};
-pub use offsets::{commit_offsets, delete, delete_offsets, fetch_offsets};
-pub(crate) use offsets::{has_offsets, partition_streams, stored_offsets};
+pub use offset_fetch::fetch_offsets;
+pub(crate) use offset_fetch::stored_offsets;
+pub use offsets::{commit_offsets, delete, delete_offsets};
+pub(crate) use offsets::{has_offsets, partition_streams};
 use state::{Group, Joined, Member, Phase, Refusal};
 
 use crate::Kafka;

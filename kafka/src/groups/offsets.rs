@@ -1,22 +1,19 @@
-//! OffsetCommit and OffsetFetch over tracked consumers: group `G`'s committed offset on
-//! partition `P` of topic `T` is the position of consumer `G` on stream `T/P`; a negative
-//! committed offset removes it (OffsetFetch then answers -1, read by every client as no
-//! committed offset, as the negative value Kafka keeps is). Commit metadata strings are not
-//! kept (OffsetFetch answers an empty one). DeleteGroups removes a group's consumer from
-//! every partition of every topic, OffsetDelete from the partitions it names. OffsetFetch
-//! for every topic answers only the partitions the group has offsets on, as Kafka does.
+//! OffsetCommit over tracked consumers: group `G`'s committed offset on partition `P` of
+//! topic `T` is the position of consumer `G` on stream `T/P`; a negative committed offset
+//! removes it (OffsetFetch then answers -1, read by every client as no committed offset,
+//! as the negative value Kafka keeps is). Commit metadata strings are not kept.
+//! DeleteGroups removes a group's consumer from every partition of every topic,
+//! OffsetDelete from the partitions it names. OffsetFetch is `offset_fetch`.
 
 use std::collections::BTreeSet;
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
-use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
-    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    OffsetDeleteResponse,
 };
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use shale_service::ServiceError;
 
@@ -66,12 +63,6 @@ async fn store(kafka: &Kafka, stream: &str, group: &str, offset: i64) -> Result<
     }
 }
 
-/// Group `group`'s committed offset on `stream`: -1 when it has none.
-async fn committed(kafka: &Kafka, stream: &str, group: &str) -> Result<i64, ServiceError> {
-    let position = kafka.service.consumer_position(&kafka.config.basin, stream, group).await?;
-    Ok(position.map_or(-1, |position| i64::try_from(position.seq_num).unwrap_or(i64::MAX)))
-}
-
 /// The stream of every partition of every topic.
 pub(crate) async fn partition_streams(kafka: &Kafka) -> Result<Vec<String>, ServiceError> {
     let all = topics::all_topics(kafka).await?;
@@ -95,93 +86,6 @@ pub(crate) async fn has_offsets(kafka: &Kafka, streams: &[String], group: &str) 
         }
     }
     Ok(false)
-}
-
-/// `(topic, partitions)` asked for, every topic when `None`.
-async fn asked_partitions(
-    kafka: &Kafka,
-    topics: Option<Vec<(TopicName, Vec<i32>)>>,
-) -> Result<Vec<(TopicName, Vec<i32>)>, ServiceError> {
-    if let Some(topics) = topics {
-        return Ok(topics);
-    }
-    let all = topics::all_topics(kafka).await?;
-    Ok(all.into_iter().map(|(name, n)| (TopicName(StrBytes::from_string(name)), (0..n as i32).collect())).collect())
-}
-
-/// Each asked partition's committed offset (-1: none) and error code.
-async fn committed_offsets(
-    kafka: &Kafka,
-    group: &str,
-    asked: Vec<(TopicName, Vec<i32>)>,
-) -> Vec<(TopicName, Vec<(i32, i64, i16)>)> {
-    let mut answers = Vec::new();
-    for (name, partitions) in asked {
-        let topic = name.0.to_string();
-        let mut found = Vec::new();
-        for partition in partitions {
-            found.push(match committed(kafka, &stream_of(&topic, partition), group).await {
-                Ok(offset) => (partition, offset, 0),
-                Err(e) => (partition, -1, code(&e)),
-            });
-        }
-        answers.push((name, found));
-    }
-    answers
-}
-
-pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
-    if version >= 8 {
-        // Batched groups (v8+) are not listed in ApiVersions.
-        return OffsetFetchResponse::default().with_error_code(ResponseError::UnsupportedVersion.code());
-    }
-    let group = request.group_id.0.to_string();
-    if !super::may_use_groups(kafka) {
-        return OffsetFetchResponse::default().with_error_code(ResponseError::GroupAuthorizationFailed.code());
-    }
-    let topics = request.topics.map(|topics| topics.into_iter().map(|t| (t.name, t.partition_indexes)).collect());
-    let stored = match stored_offsets(kafka, &group, topics).await {
-        Ok(stored) => stored,
-        Err(e) => return OffsetFetchResponse::default().with_error_code(code(&e)),
-    };
-    let topics = stored
-        .into_iter()
-        .map(|(name, partitions)| {
-            let partitions: Vec<_> = partitions
-                .into_iter()
-                .map(|(index, offset, error)| {
-                    OffsetFetchResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_committed_offset(offset)
-                        .with_committed_leader_epoch(-1)
-                        .with_metadata(Some(StrBytes::default()))
-                        .with_error_code(error)
-                })
-                .collect();
-            OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
-        })
-        .collect();
-    OffsetFetchResponse::default().with_topics(topics)
-}
-
-/// A group's offsets stored on each partition of `topics`, as `(partition, offset (-1:
-/// none), error code)`: asked for every topic (`None`), only the partitions that have
-/// one, as Kafka answers (the others are left out, not answered -1).
-pub(crate) async fn stored_offsets(
-    kafka: &Kafka,
-    group: &str,
-    topics: Option<Vec<(TopicName, Vec<i32>)>>,
-) -> Result<Vec<(TopicName, Vec<(i32, i64, i16)>)>, ServiceError> {
-    let every_topic = topics.is_none();
-    let asked = asked_partitions(kafka, topics).await?;
-    let mut found = committed_offsets(kafka, group, asked).await;
-    if every_topic {
-        for (_, partitions) in &mut found {
-            partitions.retain(|&(_, offset, error)| offset >= 0 || error != 0);
-        }
-        found.retain(|(_, partitions)| !partitions.is_empty());
-    }
-    Ok(found)
 }
 
 /// DeleteGroups: a group with members is NON_EMPTY_GROUP; otherwise its committed
