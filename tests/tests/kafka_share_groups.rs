@@ -14,11 +14,12 @@ use kafka_protocol::messages::share_fetch_response::AcquiredRecords;
 use kafka_protocol::messages::{
     describe_share_group_offsets_request, describe_share_group_offsets_response, join_group_request,
     offset_delete_request, txn_offset_commit_request, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey,
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
-    GroupId, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
-    OffsetDeleteResponse, ProducerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
-    ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId, JoinGroupRequest, JoinGroupResponse,
+    ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse, ProducerId,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -281,6 +282,9 @@ async fn admin_calls_describe_list_and_delete_a_share_group() {
     let holds = &group.members[1].assignment.topic_partitions[0];
     assert_eq!((&*holds.topic_name.0, holds.topic_id, &holds.partitions), ("jobs", id, &vec![0]));
     assert_eq!(described.groups[1].error_code, ResponseError::GroupIdNotFound.code());
+    let classic_terms = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(GROUP))]);
+    let classic_terms: DescribeGroupsResponse = conn.call(ApiKey::DescribeGroups, 5, &classic_terms).await.unwrap();
+    assert_eq!(classic_terms.groups[0].error_code, ResponseError::GroupIdNotFound.code(), "not a classic group");
 
     // Offsets 0 and 1 done with: the start offset is 2, for all topics or the one named.
     for topics in [None, Some(vec![("jobs", vec![0])])] {

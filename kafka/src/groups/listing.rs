@@ -21,7 +21,8 @@ use crate::Kafka;
 /// The protocol type and group type of share groups.
 const SHARE: &str = "share";
 
-/// DescribeGroups: the groups this coordinator has in memory as they are; a group it does
+/// DescribeGroups: the groups this coordinator has in memory as they are (a share group
+/// is GROUP_ID_NOT_FOUND: ShareGroupDescribe describes it); a group it does
 /// not (its members gone before a restart, or it never had any: offsets committed
 /// without membership) is `Empty` when it has committed offsets, as Kafka keeps such a
 /// group, and `Dead` when it has none.
@@ -34,9 +35,8 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
         .iter()
         .zip(&moved)
         .filter(|(id, moved)| {
-            let classic = kafka.groups.lock().contains_key(&*id.0);
-            let consumer = kafka.groups.with_live_consumer_group(&id.0, consumer_session_ms(kafka), |g| g.is_some());
-            moved.is_none() && !classic && !consumer
+            let held = kafka.groups.holds(&id.0, consumer_session_ms(kafka)) || kafka.shares.holds(&id.0);
+            moved.is_none() && !held
         })
         .map(|(id, _)| id.0.to_string())
         .collect();
@@ -61,6 +61,13 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
         .map(|(id, moved)| {
             if let Some(error) = moved {
                 return DescribedGroup::default().with_group_id(id).with_error_code(error);
+            }
+            if kafka.shares.holds(&id.0) {
+                // Kafka describes share groups with ShareGroupDescribe only.
+                return DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_group_state(StrBytes::from_static_str("Dead"))
+                    .with_error_code(ResponseError::GroupIdNotFound.code());
             }
             if let Some(group) = consumer_groups.get(&*id.0) {
                 return consumer_describe::classic_description(DescribedGroup::default().with_group_id(id), group);
