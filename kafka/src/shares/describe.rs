@@ -42,7 +42,11 @@ pub fn describe(kafka: &Kafka, request: ShareGroupDescribeRequest) -> ShareGroup
                     group.expire(now, consumer_session_ms(kafka));
                     described(answer, group)
                 }
-                None => not_found(answer, &id.0),
+                None => {
+                    drop(groups);
+                    let other_kind = kafka.groups.holds(&id.0, consumer_session_ms(kafka));
+                    not_found(answer, &id.0, other_kind)
+                }
             }
         })
         .collect();
@@ -58,11 +62,14 @@ pub(crate) fn state_name(group: &ShareGroup) -> &'static str {
     }
 }
 
-fn not_found(answer: DescribedGroup, id: &str) -> DescribedGroup {
+/// GROUP_ID_NOT_FOUND, saying whether the name is another kind of group's, as Kafka does.
+fn not_found(answer: DescribedGroup, id: &str, other_kind: bool) -> DescribedGroup {
+    let message =
+        if other_kind { format!("Group {id} is not a share group.") } else { format!("Group {id} not found.") };
     answer
         .with_group_state(StrBytes::from_static_str("Dead"))
         .with_error_code(ResponseError::GroupIdNotFound.code())
-        .with_error_message(Some(StrBytes::from_string(format!("Group {id} is not a share group."))))
+        .with_error_message(Some(StrBytes::from_string(message)))
 }
 
 fn described(answer: DescribedGroup, group: &ShareGroup) -> DescribedGroup {
@@ -141,7 +148,7 @@ async fn offsets_of(
         return Err((error, None));
     }
     let code = |e: shale_service::ServiceError| (crate::error::code(&e), Some(e.to_string()));
-    if !kafka.shares.groups().contains_key(group) {
+    if !kafka.shares.holds(group) {
         let other_kind = kafka.groups.holds(group, consumer_session_ms(kafka));
         let streams = crate::groups::partition_streams(kafka).await.map_err(code)?;
         if other_kind || !crate::groups::has_offsets(kafka, &streams, group).await.map_err(code)? {
