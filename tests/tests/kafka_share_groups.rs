@@ -14,12 +14,12 @@ use kafka_protocol::messages::share_fetch_response::AcquiredRecords;
 use kafka_protocol::messages::{
     describe_share_group_offsets_request, describe_share_group_offsets_response, join_group_request,
     offset_delete_request, txn_offset_commit_request, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey,
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId, JoinGroupRequest, JoinGroupResponse,
-    ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse, ProducerId,
-    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
-    TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+    GroupId, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, ProducerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -363,8 +363,9 @@ async fn delete_group(conn: &mut KafkaConn) -> i16 {
 }
 
 /// A group's name is a share group's or another kind's, never both: their positions
-/// would be one another's. While the share group is held, a classic join, a commit
-/// outside the group (plain or in a transaction) and an offset delete are refused; a share join to a classic group's
+/// would be one another's. While the share group is held, a classic join, a
+/// consumer-protocol join, a commit outside the group (plain or in a transaction) and an
+/// offset delete are refused; a share join to a classic group's
 /// name is refused too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_share_group_and_another_kind_of_group_never_share_a_name() {
@@ -377,6 +378,16 @@ async fn a_share_group_and_another_kind_of_group_never_share_a_name() {
 
     let not_found = ResponseError::GroupIdNotFound.code();
     assert_eq!(join_classic(&mut conn, GROUP).await, not_found);
+    let consumer_join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(text(GROUP)))
+        .with_member_id(text("c1"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(text("jobs"))]))
+        .with_topic_partitions(Some(Vec::new()));
+    let consumer_join: ConsumerGroupHeartbeatResponse =
+        conn.call(ApiKey::ConsumerGroupHeartbeat, 1, &consumer_join).await.unwrap();
+    assert_eq!(consumer_join.error_code, not_found, "{:?}", consumer_join.error_message);
     assert_eq!(conn.commit(GROUP, "jobs", 0, 7).await.unwrap(), not_found);
     let delete = OffsetDeleteRequest::default().with_group_id(GroupId(text(GROUP))).with_topics(vec![
         offset_delete_request::OffsetDeleteRequestTopic::default()
