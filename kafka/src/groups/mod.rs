@@ -492,13 +492,7 @@ pub fn may_commit(
     instance: Option<&str>,
     generation: i32,
 ) -> Result<(), i16> {
-    if let Some(error) = not_coordinator(kafka, group_id) {
-        return Err(error);
-    }
-    if kafka.shares.holds(group_id) {
-        // Its stored positions are a share group's start offsets.
-        return Err(ResponseError::GroupIdNotFound.code());
-    }
+    offsets_changeable(kafka, group_id)?;
     // Under the consumer protocol the generation is the member's epoch; an older one is
     // stale (the member commits again once a heartbeat gives it the new one).
     let consumer_protocol = kafka.groups.with_live_consumer_group(group_id, consumer_session_ms(kafka), |group| {
@@ -531,13 +525,20 @@ pub fn may_commit_in_transaction(
     instance: Option<&str>,
     generation: i32,
 ) -> Result<(), i16> {
-    if !member_id.is_empty() {
-        return may_commit(kafka, group_id, member_id, instance, generation);
+    if member_id.is_empty() {
+        return offsets_changeable(kafka, group_id);
     }
-    if let Some(error) = not_coordinator(kafka, group_id) {
+    may_commit(kafka, group_id, member_id, instance, generation)
+}
+
+/// Whether `group`'s stored offsets may be changed here before any member is checked:
+/// this broker coordinates the group ([`not_coordinator`]), and the name is not a held
+/// share group's, whose stored positions are its start offsets (GROUP_ID_NOT_FOUND).
+pub(crate) fn offsets_changeable(kafka: &Kafka, group: &str) -> Result<(), i16> {
+    if let Some(error) = not_coordinator(kafka, group) {
         return Err(error);
     }
-    if kafka.shares.holds(group_id) {
+    if kafka.shares.holds(group) {
         return Err(ResponseError::GroupIdNotFound.code());
     }
     Ok(())

@@ -139,12 +139,9 @@ async fn delete_group(kafka: &Kafka, group: &str) -> Result<(), i16> {
 /// nor an offset on the named partitions is GROUP_ID_NOT_FOUND.
 pub async fn delete_offsets(kafka: &Kafka, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group = request.group_id.0.to_string();
-    if let Some(error) = super::not_coordinator(kafka, &group) {
+    // A share group's start offsets go with the group (DeleteGroups).
+    if let Err(error) = super::offsets_changeable(kafka, &group) {
         return OffsetDeleteResponse::default().with_error_code(error);
-    }
-    if kafka.shares.holds(&group) {
-        // A share group's start offsets go with the group (DeleteGroups).
-        return OffsetDeleteResponse::default().with_error_code(ResponseError::GroupIdNotFound.code());
     }
     let session_ms = super::consumer_session_ms(kafka);
     let consumer_protocol =
