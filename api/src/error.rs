@@ -20,6 +20,9 @@ pub enum ApiError {
     Service(#[from] ServiceError),
     #[error("no such endpoint: {0}")]
     NoRoute(String),
+    /// An S2 endpoint or option Shale does not serve: S2's 501 `not_implemented`.
+    #[error("{0} not implemented")]
+    NotImplemented(String),
     /// Refused by the HTTP stack before any handler ran (unknown method, body too large,
     /// a path that is not UTF-8): its own status, S2's JSON body.
     #[error("{message}")]
@@ -60,6 +63,7 @@ impl ApiError {
         match self {
             ApiError::Service(e) => e.code(),
             ApiError::NoRoute(_) | ApiError::Rejected { status: 404, .. } => ErrorCode::NotFound,
+            ApiError::NotImplemented(_) => ErrorCode::NotImplemented,
             ApiError::Rejected { status: 400..=499, .. } => ErrorCode::InvalidArgument,
             ApiError::Rejected { .. } => ErrorCode::Internal,
         }
@@ -116,7 +120,7 @@ fn condition(error: &MetadataError) -> Option<(&'static str, serde_json::Value)>
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if status.is_server_error() {
+        if status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED {
             tracing::warn!(status = status.as_u16(), error = %self, "request failed");
         }
         (status, Json(self.body())).into_response()

@@ -45,6 +45,8 @@ pub enum ErrorCode {
     PermissionDenied,
     /// No access token has the id.
     AccessTokenNotFound,
+    /// An S2 endpoint or option Shale does not serve (S2's own `not_implemented`).
+    NotImplemented,
 }
 
 impl ErrorCode {
@@ -70,6 +72,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => "authn",
             ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::AccessTokenNotFound => "access_token_not_found",
+            ErrorCode::NotImplemented => "not_implemented",
         }
     }
 
@@ -89,6 +92,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => 401,
             ErrorCode::PermissionDenied => 403,
             ErrorCode::AccessTokenNotFound => 404,
+            ErrorCode::NotImplemented => 501,
         }
     }
 
@@ -109,6 +113,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => 16,
             ErrorCode::PermissionDenied => 7,
             ErrorCode::AccessTokenNotFound => 5,
+            ErrorCode::NotImplemented => 12,
         }
     }
 }

@@ -110,6 +110,18 @@ impl Service {
     /// bytes ever appended to it, which bound them. Needs `read` on the stream.
     pub async fn live_bytes(&self, basin: &str, stream: &str) -> Result<u64, ServiceError> {
         let stream = self.allow_consumers(basin, stream)?;
+        self.live_bytes_of(basin, stream).await
+    }
+
+    /// S2's `storage` stream metric: the same bytes as [`Service::live_bytes`], under
+    /// the `stream-metrics` operation instead of `read`.
+    pub async fn stream_storage(&self, basin: &str, stream: &str) -> Result<u64, ServiceError> {
+        valid_stream(basin, stream)?;
+        let stream = self.allow_stream(Operation::StreamMetrics, basin, stream)?.into_owned();
+        self.live_bytes_of(basin, stream).await
+    }
+
+    async fn live_bytes_of(&self, basin: &str, stream: String) -> Result<u64, ServiceError> {
         let record = self.metadata.stream(basin, &stream).await?.record;
         if record.trim_point == 0 {
             // Nothing trimmed: every byte appended is there, and nothing needs reading.

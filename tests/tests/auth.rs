@@ -416,3 +416,37 @@ async fn without_a_root_token_access_control_is_off() {
     assert_eq!(server.client.get(server.url("/metrics")).send().await.unwrap().status(), 200);
     server.stop().await;
 }
+
+/// S2's stream metrics need the `stream-metrics` operation on the stream (in the stream
+/// read group), not `read`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_storage_needs_the_stream_metrics_operation() {
+    let server = server().await;
+    seed(&server).await;
+    let storage = "/v1/metrics/team-a-x/s?set=storage";
+    let only_read = issue_ok(&server, json!({
+        "id": "read-only-op", "scope": { "basins": { "prefix": "team-a-" }, "streams": { "prefix": "" }, "ops": ["read"] }
+    }))
+    .await;
+    let (status, body) = call(&server, Some(&only_read), reqwest::Method::GET, storage, None, None).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("permission_denied")), "{body}");
+    assert!(body["message"].as_str().unwrap().contains("`stream-metrics`"), "{body}");
+
+    let metrics_only = issue_ok(&server, json!({
+        "id": "metrics-op", "scope": { "basins": { "prefix": "team-a-" }, "streams": { "prefix": "" }, "ops": ["stream-metrics"] }
+    }))
+    .await;
+    let group_reader = issue_ok(&server, read_only_team_a()).await;
+    for token in [&metrics_only, &group_reader] {
+        let (status, body) = call(&server, Some(token), reqwest::Method::GET, storage, None, None).await;
+        assert_eq!(status, 200, "{body}");
+        let point = &body["values"][0]["gauge"]["values"][0];
+        assert_eq!(point[1], json!(22.0), "two records of 3 bytes, 8 more each: {body}");
+        let (status, _) =
+            call(&server, Some(token), reqwest::Method::GET, "/v1/metrics/team-b-x/s?set=storage", None, None).await;
+        assert_eq!(status, 403, "another team's basin");
+        let (status, _) = call(&server, Some(token), reqwest::Method::GET, READ_FROM_0, Some("team-a-x"), None).await;
+        assert_eq!(status, if *token == metrics_only { 403 } else { 200 }, "metrics do not grant reads");
+    }
+    server.stop().await;
+}

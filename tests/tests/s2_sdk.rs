@@ -1,6 +1,7 @@
 //! S2's official Rust SDK (`s2-sdk`, unmodified from crates.io) against `shale serve`:
 //! management calls, unary protobuf append and read, an append session, a read session
-//! following the tail, check tail, conditions, fencing and trim.
+//! following the tail, check tail, conditions, fencing and trim; a stream's storage
+//! metric, and S2's other metrics refused as s2-lite refuses them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -8,10 +9,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use s2_sdk::append_session::AppendSessionConfig;
+use s2_sdk::error::RequestError;
 use s2_sdk::error::{AppendConditionFailed, AppendError};
 use s2_sdk::types::{
-    AppendInput, AppendRecord, AppendRecordBatch, CommandRecord, CreateBasinInput, CreateStreamInput, ReadFrom,
-    ReadInput, ReadLimits, ReadSessionConfig, ReadStart, ReadStop, S2Config, S2Endpoints,
+    AccountMetricSet, AppendInput, AppendRecord, AppendRecordBatch, BasinMetricSet, CommandRecord, CreateBasinInput,
+    CreateStreamInput, GetAccountMetricsInput, GetBasinMetricsInput, GetStreamMetricsInput, Header, MeteredBytes,
+    Metric, ReadFrom, ReadInput, ReadLimits, ReadSessionConfig, ReadStart, ReadStop, S2Config, S2Endpoints,
+    StreamMetricSet, TimeRange,
 };
 use s2_sdk::S2;
 use shale_tests::TestServer;
@@ -116,5 +120,67 @@ async fn s2_sdk_runs_its_normal_flows_against_shale() {
     assert_eq!(after_trim.records.first().map(|r| r.seq_num), Some(100));
 
     s2.delete_basin(s2_sdk::types::DeleteBasinInput::new(basin_name)).await.unwrap();
+    server.stop().await;
+}
+
+/// The points of the one gauge a stream's `storage` answers.
+fn storage_points(metrics: Vec<Metric>) -> Vec<(u32, f64)> {
+    match metrics.as_slice() {
+        [Metric::Gauge(gauge)] => {
+            assert_eq!(gauge.name, "storage");
+            gauge.values.clone()
+        }
+        other => panic!("expected one gauge, got {other:?}"),
+    }
+}
+
+fn unix_now() -> u32 {
+    u32::try_from(shale_storage::Clock::now_ms(&shale_storage::SystemClock) / 1000).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_sdk_reads_a_streams_storage_and_is_refused_other_metrics() {
+    let server = TestServer::start().await;
+    let s2 = client(&server);
+    let basin_name: s2_sdk::types::BasinName = "sdk-metrics".parse().unwrap();
+    s2.create_basin(CreateBasinInput::new(basin_name.clone())).await.unwrap();
+    let basin = s2.basin(basin_name.clone());
+    // A name with a slash: the SDK sends it percent-encoded in the path.
+    let name: s2_sdk::types::StreamName = "logs/app".parse().unwrap();
+    basin.create_stream(CreateStreamInput::new(name.clone())).await.unwrap();
+    let stream = basin.stream(name.clone());
+    let with_header = AppendRecord::new("three").unwrap().with_headers([Header::new("k", "value")]).unwrap();
+    let records = [AppendRecord::new("one").unwrap(), AppendRecord::new("two").unwrap(), with_header];
+    stream.append(AppendInput::new(AppendRecordBatch::try_from_iter(records).unwrap())).await.unwrap();
+    stream
+        .append(AppendInput::new(AppendRecordBatch::try_from_iter([CommandRecord::trim(1).into()]).unwrap()))
+        .await
+        .unwrap();
+
+    // What a reader from the trim point gets, metered as the SDK meters it.
+    let read = stream.read(from_seq(0)).await.unwrap();
+    assert_eq!(read.records.first().map(|r| r.seq_num), Some(1));
+    let live: usize = read.records.iter().map(MeteredBytes::metered_bytes).sum();
+
+    let now = unix_now();
+    let storage = |range| GetStreamMetricsInput::new(basin_name.clone(), name.clone(), StreamMetricSet::Storage(range));
+    let points = storage_points(s2.get_stream_metrics(storage(TimeRange::new(now - 3600, now + 3600))).await.unwrap());
+    assert_eq!(points.len(), 1, "{points:?}");
+    assert_eq!(points[0].1, live as f64, "the stream's bytes from its trim point");
+    assert!(points[0].0.abs_diff(now) <= 5, "the point is now: {points:?}");
+    let past = storage_points(s2.get_stream_metrics(storage(TimeRange::new(now - 7200, now - 3600))).await.unwrap());
+    assert!(past.is_empty(), "no history is kept: {past:?}");
+
+    let refused = |result: Result<Vec<Metric>, RequestError>| match result {
+        Err(RequestError::Server(e)) => (e.status.as_u16(), e.code),
+        other => panic!("expected a server error, got {other:?}"),
+    };
+    let range = TimeRange::new(now - 3600, now);
+    let basin_storage = GetBasinMetricsInput::new(basin_name.clone(), BasinMetricSet::Storage(range));
+    assert_eq!(refused(s2.get_basin_metrics(basin_storage).await), (501, "not_implemented".to_string()));
+    let active = GetAccountMetricsInput::new(AccountMetricSet::ActiveBasins(range));
+    assert_eq!(refused(s2.get_account_metrics(active).await), (501, "not_implemented".to_string()));
+    let missing = GetStreamMetricsInput::new(basin_name, "nope".parse().unwrap(), StreamMetricSet::Storage(range));
+    assert_eq!(refused(s2.get_stream_metrics(missing).await).0, 404);
     server.stop().await;
 }

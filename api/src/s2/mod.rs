@@ -3,7 +3,8 @@
 //! [`shale_service::Service`], and renders.
 //!
 //! - `basins`, `streams`, `access_tokens`, `records` (append, read, check tail), `consumers`
-//!   (tracked consumers, a Shale extension): the endpoints;
+//!   (tracked consumers, a Shale extension), `metrics` (a stream's storage; S2's other
+//!   metrics and locations answer `not_implemented`): the endpoints;
 //! - `sse`: reads as server-sent events; `s2s`: S2's session framing and protobuf
 //!   messages; `read_batch`: S2's `ReadBatch` encoded straight from records; `batch_json`:
 //!   the same as JSON text; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
@@ -14,6 +15,7 @@ mod batch_json;
 pub(crate) mod config;
 mod consumers;
 pub mod fuzz;
+mod metrics;
 mod query;
 mod read_batch;
 mod read_params;
@@ -45,6 +47,11 @@ pub fn router(http: Http) -> Router {
         .route("/v1/access-tokens", get(access_tokens::list).post(access_tokens::issue))
         .route("/v1/access-tokens/{id}", axum::routing::delete(access_tokens::revoke))
         .route("/v1/streams/{*stream}", any(records::dispatch))
+        .route("/v1/metrics", get(metrics::account))
+        .route("/v1/metrics/{basin}", get(metrics::basin))
+        .route("/v1/metrics/{basin}/{*stream}", get(metrics::stream))
+        .route("/v1/locations", get(metrics::locations))
+        .route("/v1/locations/default", get(metrics::locations).put(metrics::locations))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
