@@ -20,6 +20,10 @@ pub enum ApiError {
     Service(#[from] ServiceError),
     #[error("no such endpoint: {0}")]
     NoRoute(String),
+    /// A part of the request that could not be read (`code` one of S2's `bad_query`,
+    /// `bad_json`, `bad_header`, `bad_proto`): built by the constructors below.
+    #[error("{message}")]
+    Unreadable { code: ErrorCode, message: String },
     /// An S2 endpoint or option Shale does not serve: S2's 501 `not_implemented`.
     #[error("{0} not implemented")]
     NotImplemented(String),
@@ -52,6 +56,26 @@ impl ApiError {
         ApiError::Service(ServiceError::bad(message))
     }
 
+    /// A query string that could not be read.
+    pub fn bad_query(message: impl Into<String>) -> Self {
+        ApiError::Unreadable { code: ErrorCode::BadQuery, message: message.into() }
+    }
+
+    /// A JSON body that could not be read.
+    pub fn bad_json(message: impl Into<String>) -> Self {
+        ApiError::Unreadable { code: ErrorCode::BadJson, message: message.into() }
+    }
+
+    /// A header that is missing or could not be read.
+    pub fn bad_header(message: impl Into<String>) -> Self {
+        ApiError::Unreadable { code: ErrorCode::BadHeader, message: message.into() }
+    }
+
+    /// A protobuf body that could not be decoded.
+    pub fn bad_proto(message: impl Into<String>) -> Self {
+        ApiError::Unreadable { code: ErrorCode::BadProto, message: message.into() }
+    }
+
     pub fn http_status(&self) -> u16 {
         match self {
             ApiError::Rejected { status, .. } => *status,
@@ -64,6 +88,7 @@ impl ApiError {
             ApiError::Service(e) => e.code(),
             ApiError::NoRoute(_) | ApiError::Rejected { status: 404, .. } => ErrorCode::NotFound,
             ApiError::NotImplemented(_) => ErrorCode::NotImplemented,
+            ApiError::Unreadable { code, .. } => *code,
             ApiError::Rejected { status: 400..=499, .. } => ErrorCode::InvalidArgument,
             ApiError::Rejected { .. } => ErrorCode::Internal,
         }

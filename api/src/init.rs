@@ -163,7 +163,7 @@ pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport
                         service.reconfigure_basin(&name, patch).await.map_err(failed)?;
                         report.reconfigured += 1;
                     }
-                    Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
+                    Err(e) if e.code().is_not_found() => {
                         service.create_basin(&name, patch.apply(BasinConfig::default()), None).await.map_err(failed)?;
                         report.created += 1;
                     }
@@ -178,7 +178,7 @@ pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport
                         service.reconfigure_stream(&basin, &name, patch).await.map_err(failed)?;
                         report.reconfigured += 1;
                     }
-                    Err(e) if e.code() == shale_proto::ErrorCode::NotFound => {
+                    Err(e) if e.code().is_not_found() => {
                         let config = patch.apply(StreamConfig::default());
                         service.create_stream(&basin, &name, config, None).await.map_err(failed)?;
                         report.created += 1;

@@ -318,7 +318,7 @@ fn roles_refuse_to_start_without_a_store() {
 }
 
 /// SIGTERM with live reads open: each ends at once with S2's error (an SSE `error` event
-/// with `shutting_down`; gRPC `UNAVAILABLE`, on which `shale read` exits 6 naming the
+/// with `server_draining`; gRPC `UNAVAILABLE`, on which `shale read` exits 6 naming the
 /// shutdown), and the server exits 0 without waiting out its drain bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_live_reads_with_their_error_and_stops_without_waiting() {
@@ -356,7 +356,7 @@ async fn sigterm_ends_live_reads_with_their_error_and_stops_without_waiting() {
         events
     });
     let events = rest.await.expect("the SSE read ends");
-    assert!(events.contains("event: error") && events.contains("shutting_down"), "{events}");
+    assert!(events.contains("event: error") && events.contains("server_draining"), "{events}");
 
     let output = tokio::task::spawn_blocking(move || follower.wait_with_output().unwrap()).await.unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

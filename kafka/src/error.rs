@@ -46,10 +46,13 @@ pub fn code_of(error: &ServiceError) -> ResponseError {
         };
     }
     match error.code() {
-        ErrorCode::InvalidArgument => ResponseError::InvalidRequest,
-        ErrorCode::NotFound => ResponseError::UnknownTopicOrPartition,
+        ErrorCode::InvalidArgument
+        | ErrorCode::BadQuery
+        | ErrorCode::BadJson
+        | ErrorCode::BadHeader
+        | ErrorCode::BadProto => ResponseError::InvalidRequest,
+        code if code.is_not_found() => ResponseError::UnknownTopicOrPartition,
         ErrorCode::AlreadyExists => ResponseError::TopicAlreadyExists,
-        ErrorCode::Deleting => ResponseError::UnknownTopicOrPartition,
         ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch => ResponseError::InvalidRecord,
         ErrorCode::ProducerSeqMismatch => ResponseError::OutOfOrderSequenceNumber,
         ErrorCode::RangeNotSatisfiable => ResponseError::OffsetOutOfRange,

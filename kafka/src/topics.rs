@@ -272,7 +272,7 @@ async fn delete_topic(kafka: &Kafka, topic: &str) -> Result<bool, ServiceError> 
         let stream = stream_of(topic, partition as i32);
         async move {
             match kafka.service.delete_stream(&kafka.config.basin, &stream).await {
-                Err(e) if e.code() != shale_proto::ErrorCode::NotFound => Err(e),
+                Err(e) if !e.code().is_not_found() => Err(e),
                 _ => Ok(()),
             }
         }

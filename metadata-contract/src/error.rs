@@ -62,7 +62,8 @@ impl MetadataError {
     /// The one place metadata errors meet the transport code set.
     pub fn code(&self) -> ErrorCode {
         match self {
-            MetadataError::BasinNotFound(_) | MetadataError::StreamNotFound { .. } => ErrorCode::NotFound,
+            MetadataError::BasinNotFound(_) => ErrorCode::BasinNotFound,
+            MetadataError::StreamNotFound { .. } => ErrorCode::StreamNotFound,
             MetadataError::BasinExists(_)
             | MetadataError::StreamExists { .. }
             | MetadataError::AccessTokenExists(_) => ErrorCode::AlreadyExists,

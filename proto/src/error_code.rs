@@ -1,17 +1,29 @@
 //! The one code set all Shale errors map to, and its transport mapping. Handlers never
-//! pick status codes themselves: they ask the error for its [`ErrorCode`].
+//! pick status codes themselves: they ask the error for its [`ErrorCode`]. The strings
+//! are S2's error codes where S2 has one for the case (S2's SDKs decide retries from the
+//! code and status together), Shale's own otherwise.
 
 /// What went wrong, as a client should act on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
-    /// The request is malformed or breaks a limit.
+    /// The request breaks a rule or a limit (it was read whole).
     InvalidArgument,
-    /// The basin or stream does not exist.
+    /// The query string could not be read: an unknown parameter, a value of the wrong type.
+    BadQuery,
+    /// The JSON body could not be read.
+    BadJson,
+    /// A header is missing or could not be read.
+    BadHeader,
+    /// The protobuf body could not be decoded.
+    BadProto,
+    /// The basin does not exist.
+    BasinNotFound,
+    /// The stream does not exist.
+    StreamNotFound,
+    /// Something else named does not exist: a tracked consumer, an endpoint.
     NotFound,
-    /// The basin or stream already exists.
+    /// The basin, stream or access token already exists.
     AlreadyExists,
-    /// The basin or stream is being deleted.
-    Deleting,
     /// `match_seq_num` did not equal the stream's tail.
     SeqNumMismatch,
     /// `fencing_token` did not equal the stream's token.
@@ -50,23 +62,62 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, for checks that walk them all.
+    pub const ALL: [ErrorCode; 25] = [
+        ErrorCode::InvalidArgument,
+        ErrorCode::BadQuery,
+        ErrorCode::BadJson,
+        ErrorCode::BadHeader,
+        ErrorCode::BadProto,
+        ErrorCode::BasinNotFound,
+        ErrorCode::StreamNotFound,
+        ErrorCode::NotFound,
+        ErrorCode::AlreadyExists,
+        ErrorCode::SeqNumMismatch,
+        ErrorCode::FencingTokenMismatch,
+        ErrorCode::ProducerSeqMismatch,
+        ErrorCode::RangeNotSatisfiable,
+        ErrorCode::Overloaded,
+        ErrorCode::Unavailable,
+        ErrorCode::Indefinite,
+        ErrorCode::Fenced,
+        ErrorCode::RequestTimeout,
+        ErrorCode::ShuttingDown,
+        ErrorCode::Internal,
+        ErrorCode::WrongRole,
+        ErrorCode::Unauthenticated,
+        ErrorCode::PermissionDenied,
+        ErrorCode::AccessTokenNotFound,
+        ErrorCode::NotImplemented,
+    ];
+
+    /// Whether what was named does not exist (a basin, a stream or anything else).
+    pub fn is_not_found(self) -> bool {
+        matches!(self, ErrorCode::BasinNotFound | ErrorCode::StreamNotFound | ErrorCode::NotFound)
+    }
+
     /// The stable string clients see in `{"code": ...}`.
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidArgument => "invalid",
+            ErrorCode::BadQuery => "bad_query",
+            ErrorCode::BadJson => "bad_json",
+            ErrorCode::BadHeader => "bad_header",
+            ErrorCode::BadProto => "bad_proto",
+            ErrorCode::BasinNotFound => "basin_not_found",
+            ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::NotFound => "not_found",
-            ErrorCode::AlreadyExists => "already_exists",
-            ErrorCode::Deleting => "deletion_pending",
+            ErrorCode::AlreadyExists => "resource_already_exists",
             ErrorCode::SeqNumMismatch => "seq_num_mismatch",
             ErrorCode::FencingTokenMismatch => "fencing_token_mismatch",
             ErrorCode::ProducerSeqMismatch => "producer_seq_mismatch",
             ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
-            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::Overloaded => "rate_limited",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Indefinite => "indefinite",
             ErrorCode::Fenced => "fenced",
             ErrorCode::RequestTimeout => "request_timeout",
-            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::ShuttingDown => "server_draining",
             ErrorCode::Internal => "internal",
             ErrorCode::WrongRole => "wrong_role",
             ErrorCode::Unauthenticated => "authn",
@@ -78,9 +129,13 @@ impl ErrorCode {
 
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorCode::InvalidArgument => 400,
-            ErrorCode::NotFound => 404,
-            ErrorCode::AlreadyExists | ErrorCode::Deleting => 409,
+            ErrorCode::InvalidArgument
+            | ErrorCode::BadQuery
+            | ErrorCode::BadJson
+            | ErrorCode::BadHeader
+            | ErrorCode::BadProto => 400,
+            ErrorCode::BasinNotFound | ErrorCode::StreamNotFound | ErrorCode::NotFound => 404,
+            ErrorCode::AlreadyExists => 409,
             ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch | ErrorCode::ProducerSeqMismatch => 412,
             ErrorCode::RangeNotSatisfiable => 416,
             ErrorCode::Overloaded => 429,
@@ -99,10 +154,13 @@ impl ErrorCode {
     /// The gRPC status code number (`tonic::Code as i32`).
     pub fn grpc_code(self) -> i32 {
         match self {
-            ErrorCode::InvalidArgument => 3,
-            ErrorCode::NotFound => 5,
+            ErrorCode::InvalidArgument
+            | ErrorCode::BadQuery
+            | ErrorCode::BadJson
+            | ErrorCode::BadHeader
+            | ErrorCode::BadProto => 3,
+            ErrorCode::BasinNotFound | ErrorCode::StreamNotFound | ErrorCode::NotFound => 5,
             ErrorCode::AlreadyExists => 6,
-            ErrorCode::Deleting => 9,
             ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch | ErrorCode::ProducerSeqMismatch => 9,
             ErrorCode::RangeNotSatisfiable => 11,
             ErrorCode::Overloaded => 8,

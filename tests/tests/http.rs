@@ -81,7 +81,7 @@ async fn basins_and_streams_lifecycle() {
     setup(&server, &["apple", "apricot", "banana"]).await;
 
     let (status, body) = call(&server, "POST", "/v1/basins", Some(json!({ "basin": BASIN }))).await;
-    assert_eq!((status, body["code"].as_str()), (409, Some("already_exists")));
+    assert_eq!((status, body["code"].as_str()), (409, Some("resource_already_exists")));
     let (status, _) = call(&server, "PUT", "/v1/basins/another-basin", None).await;
     assert_eq!(status, 201);
     let (status, _) = call(&server, "PUT", "/v1/basins/another-basin", None).await;
@@ -119,7 +119,7 @@ async fn basins_and_streams_lifecycle() {
     let (status, _) = call(&server, "DELETE", "/v1/streams/banana", None).await;
     assert_eq!(status, 202);
     let (status, body) = call(&server, "GET", "/v1/streams/banana", None).await;
-    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    assert_eq!((status, body["code"].as_str()), (404, Some("stream_not_found")));
     let (status, _) = call(&server, "DELETE", "/v1/basins/another-basin", None).await;
     assert_eq!(status, 202);
     server.stop().await;
@@ -225,70 +225,76 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     append(&server, "s", &["keep"]).await;
     let big = "x".repeat(1024 * 1024);
     let thousand_and_one: Vec<Value> = (0..1001).map(|_| json!({ "body": "x" })).collect();
-    /// (name, path, s2-basin header, body, expected status)
-    type Case<'a> = (&'a str, &'a str, Option<&'a str>, Option<String>, u16);
+    /// (name, path, s2-basin header, body, expected status and code)
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, Option<String>, (u16, &'a str));
     let cases: Vec<Case> = vec![
-        ("malformed json", "/v1/streams/s/records", Some(BASIN), Some("{\"records\": [".into()), 400),
+        ("malformed json", "/v1/streams/s/records", Some(BASIN), Some("{\"records\": [".into()), (400, "bad_json")),
         (
             "unknown field",
             "/v1/streams/s/records",
             Some(BASIN),
             Some(json!({ "records": [{ "body": "x", "bogus": 1 }] }).to_string()),
-            400,
+            (400, "bad_json"),
         ),
-        ("empty batch", "/v1/streams/s/records", Some(BASIN), Some(json!({ "records": [] }).to_string()), 400),
+        (
+            "empty batch",
+            "/v1/streams/s/records",
+            Some(BASIN),
+            Some(json!({ "records": [] }).to_string()),
+            (400, "invalid"),
+        ),
         (
             "1001 records",
             "/v1/streams/s/records",
             Some(BASIN),
             Some(json!({ "records": thousand_and_one }).to_string()),
-            400,
+            (400, "invalid"),
         ),
         (
             "over 1 MiB",
             "/v1/streams/s/records",
             Some(BASIN),
             Some(json!({ "records": [{ "body": big }] }).to_string()),
-            400,
+            (400, "invalid"),
         ),
         (
             "bad command",
             "/v1/streams/s/records",
             Some(BASIN),
             Some(json!({ "records": [{ "headers": [["", "trim"]], "body": "x" }] }).to_string()),
-            400,
+            (400, "invalid"),
         ),
         (
             "long fencing token",
             "/v1/streams/s/records",
             Some(BASIN),
             Some(json!({ "records": [{ "body": "x" }], "fencing_token": "t".repeat(37) }).to_string()),
-            400,
+            (400, "invalid"),
         ),
         (
             "missing basin header",
             "/v1/streams/s/records",
             None,
             Some(json!({ "records": [{ "body": "x" }] }).to_string()),
-            400,
+            (400, "bad_header"),
         ),
         (
             "invalid basin header",
             "/v1/streams/s/records",
             Some("Bad_Basin"),
             Some(json!({ "records": [{ "body": "x" }] }).to_string()),
-            400,
+            (400, "bad_header"),
         ),
         (
             "unknown stream",
             "/v1/streams/nope/records",
             Some(BASIN),
             Some(json!({ "records": [{ "body": "x" }] }).to_string()),
-            404,
+            (404, "stream_not_found"),
         ),
-        ("invalid basin name", "/v1/basins", None, Some(json!({ "basin": "NO" }).to_string()), 400),
+        ("invalid basin name", "/v1/basins", None, Some(json!({ "basin": "NO" }).to_string()), (400, "invalid")),
     ];
-    for (name, path, basin, body, expected) in cases {
+    for (name, path, basin, body, (expected, code)) in cases {
         let mut request = server.client.post(server.url(path)).header("content-type", "application/json");
         if let Some(basin) = basin {
             request = request.header("s2-basin", basin);
@@ -296,7 +302,8 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
         let response = request.body(body.unwrap_or_default()).send().await.unwrap();
         assert_eq!(response.status().as_u16(), expected, "{name}");
         let body: Value = response.json().await.unwrap_or_else(|e| panic!("{name}: body is not JSON: {e}"));
-        assert!(body["code"].is_string() && body["message"].is_string(), "{name}: {body}");
+        assert_eq!(body["code"], code, "{name}: {body}");
+        assert!(body["message"].is_string(), "{name}: {body}");
     }
     let b64_case = server
         .client
@@ -309,9 +316,19 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
         .unwrap();
     assert_eq!(b64_case.status(), 400, "bad base64");
 
-    for query in ["seq_num=abc", "count=-1", "bogus=1", "seq_num=1&timestamp=2", "wait=61", "clamp=maybe"] {
+    // A query that cannot be read is S2's `bad_query`; one read whole that breaks a rule,
+    // `invalid`.
+    let queries = [
+        ("seq_num=abc", "bad_query"),
+        ("count=-1", "bad_query"),
+        ("bogus=1", "bad_query"),
+        ("seq_num=1&timestamp=2", "invalid"),
+        ("wait=61", "invalid"),
+        ("clamp=maybe", "bad_query"),
+    ];
+    for (query, code) in queries {
         let (status, body) = call(&server, "GET", &format!("/v1/streams/s/records?{query}"), None).await;
-        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!((status, body["code"].as_str()), (400, Some(code)), "{query}: {body}");
         assert!(body["message"].is_string(), "{query}: {body}");
     }
     let (status, body) = call(&server, "GET", "/v1/nothing-here", None).await;
@@ -572,7 +589,7 @@ async fn basin_default_stream_configs_are_validated() {
     // An array where S2 has an object is refused, not read as an empty config.
     let (status, error) =
         call(&server, "POST", "/v1/basins", Some(json!({ "basin": "array-config", "config": [] }))).await;
-    assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{error}");
+    assert_eq!((status, error["code"].as_str()), (400, Some("bad_json")), "{error}");
     assert!(error["message"].as_str().unwrap().contains("`config`"), "{error}");
 
     setup(&server, &[]).await;
@@ -587,7 +604,7 @@ async fn basin_default_stream_configs_are_validated() {
     assert_eq!((status, &config["default_stream_config"]["storage_class"]), (200, &json!("express")));
     let stream = json!({ "stream": "array-config", "config": { "timestamping": [] } });
     let (status, error) = call(&server, "POST", "/v1/streams", Some(stream)).await;
-    assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{error}");
+    assert_eq!((status, error["code"].as_str()), (400, Some("bad_json")), "{error}");
     assert!(error["message"].as_str().unwrap().contains("`config.timestamping`"), "{error}");
     let (status, _) = call(&server, "GET", "/v1/streams/array-config", None).await;
     assert_eq!(status, 404);
@@ -601,23 +618,31 @@ async fn basin_default_stream_configs_are_validated() {
 async fn unknown_config_fields_are_refused_everywhere() {
     let server = TestServer::start().await;
     setup(&server, &["s"]).await;
+    // An unknown field is a body S2 cannot read (`bad_json`); a cipher is a value Shale
+    // refuses (`invalid`).
     let refused = [
-        ("POST", "/v1/streams".to_string(), json!({ "stream": "n1", "config": { "bogus": 1 } })),
-        ("POST", "/v1/streams".to_string(), json!({ "stream": "n2", "config": { "timestamping": { "bogus": 1 } } })),
-        ("PUT", "/v1/streams/n3".to_string(), json!({ "config": { "delete_on_empty": { "bogus": 1 } } })),
-        ("PATCH", "/v1/streams/s".to_string(), json!({ "bogus": 1 })),
-        ("POST", "/v1/basins".to_string(), json!({ "basin": "new-basin-1", "config": { "bogus": true } })),
+        ("POST", "/v1/streams".to_string(), json!({ "stream": "n1", "config": { "bogus": 1 } }), "bad_json"),
+        (
+            "POST",
+            "/v1/streams".to_string(),
+            json!({ "stream": "n2", "config": { "timestamping": { "bogus": 1 } } }),
+            "bad_json",
+        ),
+        ("PUT", "/v1/streams/n3".to_string(), json!({ "config": { "delete_on_empty": { "bogus": 1 } } }), "bad_json"),
+        ("PATCH", "/v1/streams/s".to_string(), json!({ "bogus": 1 }), "bad_json"),
+        ("POST", "/v1/basins".to_string(), json!({ "basin": "new-basin-1", "config": { "bogus": true } }), "bad_json"),
         (
             "POST",
             "/v1/basins".to_string(),
             json!({ "basin": "new-basin-2", "config": { "stream_cipher": "aegis-256" } }),
+            "invalid",
         ),
-        ("PATCH", format!("/v1/basins/{BASIN}"), json!({ "default_stream_config": { "bogus": 1 } })),
-        ("PATCH", format!("/v1/basins/{BASIN}"), json!({ "stream_cipher": "aegis-256" })),
+        ("PATCH", format!("/v1/basins/{BASIN}"), json!({ "default_stream_config": { "bogus": 1 } }), "bad_json"),
+        ("PATCH", format!("/v1/basins/{BASIN}"), json!({ "stream_cipher": "aegis-256" }), "invalid"),
     ];
-    for (method, path, body) in refused {
+    for (method, path, body, code) in refused {
         let (status, error) = call(&server, method, &path, Some(body.clone())).await;
-        assert_eq!((status, error["code"].as_str()), (400, Some("invalid")), "{method} {path} {body}: {error}");
+        assert_eq!((status, error["code"].as_str()), (400, Some(code)), "{method} {path} {body}: {error}");
     }
     for missing in
         ["/v1/streams/n1", "/v1/streams/n2", "/v1/streams/n3", "/v1/basins/new-basin-1", "/v1/basins/new-basin-2"]

@@ -184,3 +184,55 @@ async fn s2_sdk_reads_a_streams_storage_and_is_refused_other_metrics() {
     assert_eq!(refused(s2.get_stream_metrics(missing).await).0, 404);
     server.stop().await;
 }
+
+/// Where Shale answers with one of S2's codes, it does so with S2's status, so that S2's
+/// SDKs, which decide retries from the two together, treat it as S2's. The one difference
+/// on purpose: `invalid` is a 400 here, S2's 422.
+#[test]
+fn s2s_codes_come_with_s2s_statuses() {
+    let mut own = Vec::new();
+    for code in shale_proto::ErrorCode::ALL {
+        let Ok(theirs) = code.as_str().parse::<s2_sdk::error::ErrorCode>() else {
+            own.push(code.as_str());
+            continue;
+        };
+        let expected = if code.as_str() == "invalid" { 400 } else { theirs.status().as_u16() };
+        assert_eq!(code.http_status(), expected, "{}", code.as_str());
+    }
+    // The cases S2 has no code for (its 412 and 416 answers carry no code at all).
+    let expected_own = [
+        "not_found",
+        "seq_num_mismatch",
+        "fencing_token_mismatch",
+        "producer_seq_mismatch",
+        "range_not_satisfiable",
+        "indefinite",
+        "fenced",
+        "internal",
+        "wrong_role",
+    ];
+    assert_eq!(own, expected_own);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_sdk_knows_the_codes_of_missing_and_existing_resources() {
+    use s2_sdk::error::ErrorCode;
+    let server = TestServer::start().await;
+    let s2 = client(&server);
+    let known = |result: Result<_, RequestError>| match result {
+        Err(RequestError::Server(e)) => (e.known_code(), e.is_retryable()),
+        Ok(_) => panic!("expected an error"),
+        Err(other) => panic!("expected a server error, got {other:?}"),
+    };
+    let name: s2_sdk::types::BasinName = "sdk-codes".parse().unwrap();
+    s2.create_basin(CreateBasinInput::new(name.clone())).await.unwrap();
+    let again = s2.create_basin(CreateBasinInput::new(name.clone())).await.map(|_| ());
+    assert_eq!(known(again), (Some(ErrorCode::ResourceAlreadyExists), false));
+    let missing_basin: s2_sdk::types::BasinName = "sdk-nothing".parse().unwrap();
+    let config = s2.get_basin_config(missing_basin).await.map(|_| ());
+    assert_eq!(known(config), (Some(ErrorCode::BasinNotFound), false));
+    let basin = s2.basin(name);
+    let config = basin.get_stream_config("nope".parse().unwrap()).await.map(|_| ());
+    assert_eq!(known(config), (Some(ErrorCode::StreamNotFound), false));
+    server.stop().await;
+}

@@ -30,13 +30,13 @@ struct MetricRequest {
 impl MetricRequest {
     fn parse(raw: Option<&str>, sets: &[&str]) -> Result<Self, ApiError> {
         let query = Query::parse(raw, &["set", "start", "end", "interval"])?;
-        let set = query.string("set").ok_or_else(|| ApiError::bad("query parameter `set` is required"))?;
+        let set = query.string("set").ok_or_else(|| ApiError::bad_query("query parameter `set` is required"))?;
         if !sets.contains(&set) {
-            return Err(ApiError::bad(format!("unknown metric set `{set}`; one of: {}", sets.join(", "))));
+            return Err(ApiError::bad_query(format!("unknown metric set `{set}`; one of: {}", sets.join(", "))));
         }
         if let Some(interval) = query.string("interval") {
             if !["minute", "hour", "day"].contains(&interval) {
-                return Err(ApiError::bad(format!("unknown interval `{interval}`; one of: minute, hour, day")));
+                return Err(ApiError::bad_query(format!("unknown interval `{interval}`; one of: minute, hour, day")));
             }
         }
         let (start, end) = (query.number::<u32>("start")?, query.number::<u32>("end")?);

@@ -18,10 +18,10 @@ impl Query {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let key = percent_decode(key, true)?;
             if !allowed.contains(&key.as_str()) {
-                return Err(ApiError::bad(format!("unknown query parameter `{key}`")));
+                return Err(ApiError::bad_query(format!("unknown query parameter `{key}`")));
             }
             if params.insert(key.clone(), percent_decode(value, true)?).is_some() {
-                return Err(ApiError::bad(format!("query parameter `{key}` given twice")));
+                return Err(ApiError::bad_query(format!("query parameter `{key}` given twice")));
             }
         }
         Ok(Self { params })
@@ -35,7 +35,8 @@ impl Query {
         self.params
             .get(key)
             .map(|v| {
-                v.parse().map_err(|_| ApiError::bad(format!("query parameter `{key}`: `{v}` is not a valid number")))
+                v.parse()
+                    .map_err(|_| ApiError::bad_query(format!("query parameter `{key}`: `{v}` is not a valid number")))
             })
             .transpose()
     }
@@ -46,7 +47,7 @@ impl Query {
             .map(|v| match v.as_str() {
                 "true" | "" => Ok(true),
                 "false" => Ok(false),
-                other => Err(ApiError::bad(format!("query parameter `{key}`: `{other}` is not true or false"))),
+                other => Err(ApiError::bad_query(format!("query parameter `{key}`: `{other}` is not true or false"))),
             })
             .transpose()
     }

@@ -185,7 +185,7 @@ async fn append(
 ) -> Result<Response, ApiError> {
     let input = if content_type(headers).is_some_and(|t| t.starts_with(PROTOBUF)) {
         let message = shale_proto::s2::AppendInput::decode(body.clone())
-            .map_err(|e| ApiError::bad(format!("invalid protobuf AppendInput: {e}")))?;
+            .map_err(|e| ApiError::bad_proto(format!("invalid protobuf AppendInput: {e}")))?;
         s2s::append_input(&basin, &stream, message)?
     } else {
         let format = Format::from_headers(headers)?;

@@ -25,7 +25,7 @@ pub async fn read_session(service: &Service, params: ReadParams, headers: &Heade
     let format = params.format;
     let mut request = params.session();
     if let Some(last) = headers.get("last-event-id") {
-        let last = last.to_str().map_err(|_| ApiError::bad("Last-Event-ID is not ASCII"))?;
+        let last = last.to_str().map_err(|_| ApiError::bad_header("Last-Event-ID is not ASCII"))?;
         let parts: Vec<u64> =
             last.split(',').map(str::parse).collect::<Result<_, _>>().map_err(|_| bad_event_id(last))?;
         let [next_seq, records, bytes] = parts[..] else { return Err(bad_event_id(last)) };
@@ -39,7 +39,7 @@ pub async fn read_session(service: &Service, params: ReadParams, headers: &Heade
 }
 
 fn bad_event_id(id: &str) -> ApiError {
-    ApiError::bad(format!("Last-Event-ID `{id}` is not `<seq_num>,<count>,<bytes>`"))
+    ApiError::bad_header(format!("Last-Event-ID `{id}` is not `<seq_num>,<count>,<bytes>`"))
 }
 
 /// Events rendered ahead of the client while it receives earlier ones, as S2S sessions do.

@@ -28,8 +28,8 @@ impl Format {
         match value.to_str() {
             Ok("raw") | Ok("json") => Ok(Format::Raw),
             Ok("base64") => Ok(Format::Base64),
-            Ok(other) => Err(ApiError::bad(format!("s2-format must be raw or base64, got `{other}`"))),
-            Err(_) => Err(ApiError::bad("s2-format must be raw or base64, got a value that is not ASCII")),
+            Ok(other) => Err(ApiError::bad_header(format!("s2-format must be raw or base64, got `{other}`"))),
+            Err(_) => Err(ApiError::bad_header("s2-format must be raw or base64, got a value that is not ASCII")),
         }
     }
 
@@ -49,19 +49,19 @@ impl Format {
 pub fn basin_header(headers: &HeaderMap) -> Result<String, ApiError> {
     let basin = headers
         .get("s2-basin")
-        .ok_or_else(|| ApiError::bad("missing s2-basin header naming the basin"))?
+        .ok_or_else(|| ApiError::bad_header("missing s2-basin header naming the basin"))?
         .to_str()
-        .map_err(|_| ApiError::bad("s2-basin header is not ASCII"))?;
-    names::validate_basin(basin).map_err(ApiError::bad)?;
+        .map_err(|_| ApiError::bad_header("s2-basin header is not ASCII"))?;
+    names::validate_basin(basin).map_err(ApiError::bad_header)?;
     Ok(basin.to_string())
 }
 
 /// The `s2-request-token` header (at most 36 bytes) that makes a create idempotent.
 pub fn request_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let Some(value) = headers.get("s2-request-token") else { return Ok(None) };
-    let token = value.to_str().map_err(|_| ApiError::bad("s2-request-token is not ASCII"))?;
+    let token = value.to_str().map_err(|_| ApiError::bad_header("s2-request-token is not ASCII"))?;
     if token.len() > 36 {
-        return Err(ApiError::bad("s2-request-token is longer than 36 bytes"));
+        return Err(ApiError::bad_header("s2-request-token is longer than 36 bytes"));
     }
     Ok(Some(token))
 }
@@ -69,7 +69,7 @@ pub fn request_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
 /// Parses a JSON body; an empty body reads as `null`.
 pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) { b"null" } else { body };
-    serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_json(format!("invalid JSON body: {e}")))
 }
 
 /// A basin or stream management body: S2's shapes there are objects all the way down,
@@ -78,9 +78,9 @@ pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
 pub fn config_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     let value: serde_json::Value = json_body(body)?;
     if let Some(path) = first_array(&value, "") {
-        return Err(ApiError::bad(format!("invalid JSON body: expected an object, not an array, at `{path}`")));
+        return Err(ApiError::bad_json(format!("invalid JSON body: expected an object, not an array, at `{path}`")));
     }
-    serde_json::from_value(value).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+    serde_json::from_value(value).map_err(|e| ApiError::bad_json(format!("invalid JSON body: {e}")))
 }
 
 fn first_array(value: &serde_json::Value, path: &str) -> Option<String> {
