@@ -89,6 +89,7 @@ async fn basins_and_streams_lifecycle() {
     let (status, list) = call(&server, "GET", "/v1/basins?prefix=another&limit=10", None).await;
     assert_eq!(status, 200);
     assert_eq!(list["basins"][0]["name"], "another-basin");
+    assert_eq!(list["basins"][0].get("location"), Some(&Value::Null), "S2's BasinInfo fields: {list}");
 
     let (status, config) =
         call(&server, "PATCH", &format!("/v1/basins/{BASIN}"), Some(json!({ "create_stream_on_append": true }))).await;
@@ -99,6 +100,7 @@ async fn basins_and_streams_lifecycle() {
     let (status, page) = call(&server, "GET", "/v1/streams?prefix=ap&limit=1", None).await;
     assert_eq!(status, 200);
     assert_eq!(page["streams"][0]["name"], "apple");
+    assert_eq!(page["streams"][0].get("cipher"), Some(&Value::Null), "S2's StreamInfo fields: {page}");
     assert_eq!(page["has_more"], true);
     let (_, page) = call(&server, "GET", "/v1/streams?prefix=ap&start_after=apple", None).await;
     assert_eq!(page["streams"].as_array().unwrap().len(), 1);

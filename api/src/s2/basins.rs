@@ -15,7 +15,15 @@ use super::wire::{config_body, request_token, rfc3339};
 use crate::{ApiError, Caller};
 
 fn basin_info(record: &BasinRecord) -> serde_json::Value {
-    json!({ "name": record.name, "created_at": rfc3339(record.created_at_ms), "deleted_at": null, "scope": null, "state": "active" })
+    json!({
+        "name": record.name,
+        "created_at": rfc3339(record.created_at_ms),
+        "deleted_at": null,
+        // S2's current field, and `scope`, which it replaced, for clients that predate it.
+        "location": null,
+        "scope": null,
+        "state": "active",
+    })
 }
 
 fn created(created: bool) -> StatusCode {

@@ -15,21 +15,21 @@ use super::wire::{basin_header, config_body, request_token, rfc3339};
 use crate::{ApiError, Caller};
 use shale_service::Service;
 
+/// S2's `StreamInfo` (no cipher: Shale does not encrypt).
+fn stream_json(name: &str, created_at_ms: u64) -> serde_json::Value {
+    json!({ "name": name, "created_at": rfc3339(created_at_ms), "deleted_at": null, "cipher": null })
+}
+
 fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    let body = json!({ "name": name, "created_at": rfc3339(created_at_ms), "deleted_at": null });
-    (status, Json(body)).into_response()
+    (status, Json(stream_json(name, created_at_ms))).into_response()
 }
 
 pub async fn list(Caller(service): Caller, headers: HeaderMap, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let basin = basin_header(&headers)?;
     let query = Query::parse(raw.as_deref(), &["prefix", "start_after", "limit"])?.list_query()?;
     let page = service.list_streams(&basin, &query).await?;
-    let streams: Vec<_> = page
-        .items
-        .iter()
-        .map(|s| json!({ "name": s.name, "created_at": rfc3339(s.created_at_ms), "deleted_at": null }))
-        .collect();
+    let streams: Vec<_> = page.items.iter().map(|s| stream_json(&s.name, s.created_at_ms)).collect();
     Ok(Json(json!({ "streams": streams, "has_more": page.has_more })).into_response())
 }
 
