@@ -362,6 +362,10 @@ async fn read_limits_are_clamped_per_call_and_bound_whole_sessions() {
     assert_eq!((records, done), (1200, true), "a session reads its whole count");
     let (records, _) = sse_to_the_end(&server, "/v1/streams/s/records?seq_num=0&count=5000&wait=0").await;
     assert_eq!(records, 1500, "and ends at the tail when it asks for more than there is (wait=0)");
+    for bound in ["count=5000", "bytes=100000000", "until=18446744073709551615"] {
+        let (records, done) = sse_to_the_end(&server, &format!("/v1/streams/s/records?seq_num=0&{bound}")).await;
+        assert_eq!((records, done), (1500, true), "{bound}: a bounded session's wait is 0 unless given, as in S2");
+    }
     server.stop().await;
 }
 

@@ -15,8 +15,9 @@ use crate::ApiError;
 pub struct ReadParams {
     pub request: ReadRequest,
     pub format: Format,
-    /// `wait` as given: on a session (SSE or S2S) it bounds how long to follow once
-    /// caught up; absent, the session follows forever.
+    /// On a session (SSE or S2S), how long to follow once caught up: `wait` as given, else,
+    /// as S2 defines it, 0 when the read is bounded (`count`, `bytes` or `until`) and no
+    /// bound (follow forever) when it is not.
     pub session_wait: Option<Duration>,
 }
 
@@ -44,15 +45,19 @@ pub fn read_params(
     if given.next().is_some() {
         return Err(ApiError::bad("give at most one of seq_num, timestamp and tail_offset"));
     }
-    let session_wait = query.number::<u64>("wait")?.map(Duration::from_secs);
+    let wait = query.number::<u64>("wait")?.map(Duration::from_secs);
+    let limits = ReadLimits { count: query.number("count")?, bytes: query.number("bytes")? };
+    let until = query.number("until")?;
+    let bounded = limits.count.is_some() || limits.bytes.is_some() || until.is_some();
+    let session_wait = wait.or(bounded.then_some(Duration::ZERO));
     let request = ReadRequest {
         basin,
         stream,
         start,
-        limits: ReadLimits { count: query.number("count")?, bytes: query.number("bytes")? },
-        until: query.number("until")?,
+        limits,
+        until,
         clamp: query.boolean("clamp")?.unwrap_or(false),
-        wait: session_wait.unwrap_or_default(),
+        wait: wait.unwrap_or_default(),
     };
     Ok(ReadParams { request, format: Format::from_headers(headers)?, session_wait })
 }
