@@ -117,6 +117,14 @@ async fn basins_and_streams_lifecycle() {
     let (_, config) = call(&server, "GET", "/v1/streams/apple", None).await;
     assert_eq!(config["timestamping"]["mode"], "arrival");
     assert_eq!(config["retention_policy"]["age"], 3600);
+    // A stream that set nothing shows what applies to it, as S2 shows a stream's config.
+    let (_, config) = call(&server, "GET", "/v1/streams/apricot", None).await;
+    let effective = json!({
+        "retention_policy": { "infinite": {} },
+        "timestamping": { "mode": "client-prefer", "uncapped": false },
+        "delete_on_empty": { "min_age_secs": 0 },
+    });
+    assert_eq!(config, effective);
 
     let (status, _) = call(&server, "DELETE", "/v1/streams/banana", None).await;
     assert_eq!(status, 202);

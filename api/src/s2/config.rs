@@ -165,6 +165,19 @@ impl StreamConfigJson {
         }
     }
 
+    /// The config a stream runs with, as S2 shows a stream's config: every setting the
+    /// stream leaves unset at the value that applies (records kept until trimmed, the
+    /// client's timestamps preferred and capped at arrival, no deletion when empty). A
+    /// storage class is shown only when one was set: Shale has one.
+    pub fn effective(config: &StreamConfig) -> Self {
+        let mut json = Self::from_config(config);
+        json.retention_policy.get_or_insert(RetentionPolicyJson::Infinite {});
+        let policy = config.timestamp_policy();
+        json.timestamping = Some(TimestampingJson { mode: Some(policy.mode), uncapped: Some(policy.uncapped) });
+        json.delete_on_empty.get_or_insert(DeleteOnEmptyJson { min_age_secs: 0 });
+        json
+    }
+
     pub fn from_config(config: &StreamConfig) -> Self {
         Self {
             storage_class: config.storage_class.clone(),

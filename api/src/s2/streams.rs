@@ -66,14 +66,14 @@ pub async fn ensure(service: &Service, basin: &str, stream: &str, body: &Bytes) 
 
 pub async fn get_config(service: &Service, basin: &str, stream: &str) -> Result<Response, ApiError> {
     let config = service.stream_config(basin, stream).await?;
-    Ok(Json(StreamConfigJson::from_config(&config)).into_response())
+    Ok(Json(StreamConfigJson::effective(&config)).into_response())
 }
 
 pub async fn reconfigure(service: &Service, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     // S2's `StreamReconfiguration`: merged into the current config at metadata.
     let patch = config_body::<Option<StreamConfigJson>>(body)?.unwrap_or_default().into_patch();
     let config = service.reconfigure_stream(basin, stream, patch).await?;
-    Ok(Json(StreamConfigJson::from_config(&config)).into_response())
+    Ok(Json(StreamConfigJson::effective(&config)).into_response())
 }
 
 pub async fn delete(service: &Service, basin: &str, stream: &str) -> Result<Response, ApiError> {
