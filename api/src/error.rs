@@ -25,7 +25,7 @@ pub enum ApiError {
     #[error("{message}")]
     Unreadable { code: ErrorCode, message: String },
     /// An S2 endpoint or option Shale does not serve: S2's 501 `not_implemented`.
-    #[error("{0} not implemented")]
+    #[error("{0}")]
     NotImplemented(String),
     /// Refused by the HTTP stack before any handler ran (unknown method, body too large,
     /// a path that is not UTF-8): its own status, S2's JSON body.

@@ -53,18 +53,14 @@ impl MetricRequest {
     }
 }
 
-fn not_served(what: String) -> ApiError {
-    ApiError::NotImplemented(what)
-}
-
 pub async fn account(RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let request = MetricRequest::parse(raw.as_deref(), ACCOUNT_SETS)?;
-    Err(not_served(format!("account metric set `{}` is", request.set)))
+    Err(ApiError::NotImplemented(format!("account metric set `{}` is not implemented", request.set)))
 }
 
 pub async fn basin(Path(_basin): Path<String>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let request = MetricRequest::parse(raw.as_deref(), BASIN_SETS)?;
-    Err(not_served(format!("basin metric set `{}` is", request.set)))
+    Err(ApiError::NotImplemented(format!("basin metric set `{}` is not implemented", request.set)))
 }
 
 pub async fn stream(
@@ -81,7 +77,7 @@ pub async fn stream(
 }
 
 pub async fn locations() -> ApiError {
-    not_served("locations are".to_string())
+    ApiError::NotImplemented("locations are not implemented".to_string())
 }
 
 #[cfg(test)]
