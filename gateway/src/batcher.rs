@@ -134,7 +134,9 @@ impl Gateway {
         }
         let metrics = self.shared.metrics.clone();
         Ok(PendingAppend(Box::pin(async move {
-            let result = answer.await.map_err(|_| GatewayError::ShuttingDown)?;
+            // Refused at submission is `ShuttingDown` (nothing applied); an answer lost
+            // after the unit entered the pipeline says nothing of its commit.
+            let result = answer.await.map_err(|_| GatewayError::Unanswered)?;
             metrics.append_latency.observe(submitted_at.elapsed());
             match &result {
                 Ok(_) => metrics.appends_acked.fetch_add(1, Ordering::Relaxed),

@@ -16,6 +16,10 @@ pub enum GatewayError {
     Metadata(#[from] MetadataError),
     #[error("gateway is shutting down")]
     ShuttingDown,
+    /// The append's answer was lost inside the gateway (its pipeline stopped without
+    /// answering): its commit may or may not have happened.
+    #[error("the gateway stopped before the append's commit was answered; it may or may not have been applied")]
+    Unanswered,
 }
 
 impl GatewayError {
@@ -27,6 +31,7 @@ impl GatewayError {
             GatewayError::Upload { .. } | GatewayError::EarlierAppendFailed { .. } => ErrorCode::Unavailable,
             GatewayError::Metadata(e) => e.code(),
             GatewayError::ShuttingDown => ErrorCode::ShuttingDown,
+            GatewayError::Unanswered => ErrorCode::Indefinite,
         }
     }
 }
@@ -48,6 +53,20 @@ impl Clone for GatewayError {
             }
             GatewayError::Metadata(e) => GatewayError::Metadata(e.clone()),
             GatewayError::ShuttingDown => GatewayError::ShuttingDown,
+            GatewayError::Unanswered => GatewayError::Unanswered,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// S2's SDKs retry `server_draining` as an error with no effect; only a refusal at
+    /// submission may say so, never an answer lost after the append entered the pipeline.
+    #[test]
+    fn only_a_refused_submission_says_the_gateway_is_draining() {
+        assert_eq!(GatewayError::ShuttingDown.code().as_str(), "server_draining");
+        assert_eq!(GatewayError::Unanswered.code(), ErrorCode::Indefinite);
     }
 }
