@@ -625,7 +625,7 @@ async fn basin_default_stream_configs_are_validated() {
     server.stop().await;
 }
 
-/// Unknown fields anywhere in a config are refused, as S2 does, and S2's `stream_cipher`
+/// Unknown fields anywhere in a config are refused (S2 ignores them), and S2's `stream_cipher`
 /// is accepted only as `null` (Shale does not encrypt): a refused call creates or
 /// changes nothing.
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! S2's JSON shapes for basin and stream configs and their reconfigurations, mapped to
 //! the service's types here and nowhere else: metadata stores its own format, so a
 //! change in S2's JSON is a change in this file, never a data migration. Unknown fields
-//! are refused, as S2 does.
+//! are refused (S2 ignores them): a setting Shale does not know is never taken as
+//! applied.
 
 use serde::{Deserialize, Serialize};
 use shale_metadata_contract::{

@@ -1,4 +1,6 @@
-//! Strict query parsing: unknown parameters and unparsable values are errors, as in S2.
+//! Strict query parsing: unknown parameters and unparsable values are errors. S2 ignores
+//! a parameter it does not know; Shale refuses it, so that a read option it does not
+//! serve is never answered as if it had been applied (docs/s2-compatibility.md).
 
 use std::collections::HashMap;
 use std::str::FromStr;
