@@ -20,10 +20,6 @@ pub enum ApiError {
     Service(#[from] ServiceError),
     #[error("no such endpoint: {0}")]
     NoRoute(String),
-    /// A part of the request that could not be read (`code` one of S2's `bad_query`,
-    /// `bad_json`, `bad_header`, `bad_proto`): built by the constructors below.
-    #[error("{message}")]
-    Unreadable { code: ErrorCode, message: String },
     /// An S2 endpoint or option Shale does not serve: S2's 501 `not_implemented`.
     #[error("{0}")]
     NotImplemented(String),
@@ -58,22 +54,22 @@ impl ApiError {
 
     /// A query string that could not be read.
     pub fn bad_query(message: impl Into<String>) -> Self {
-        ApiError::Unreadable { code: ErrorCode::BadQuery, message: message.into() }
+        ApiError::Service(ServiceError::unreadable(ErrorCode::BadQuery, message))
     }
 
     /// A JSON body that could not be read.
     pub fn bad_json(message: impl Into<String>) -> Self {
-        ApiError::Unreadable { code: ErrorCode::BadJson, message: message.into() }
+        ApiError::Service(ServiceError::unreadable(ErrorCode::BadJson, message))
     }
 
     /// A header that is missing or could not be read.
     pub fn bad_header(message: impl Into<String>) -> Self {
-        ApiError::Unreadable { code: ErrorCode::BadHeader, message: message.into() }
+        ApiError::Service(ServiceError::unreadable(ErrorCode::BadHeader, message))
     }
 
     /// A protobuf body that could not be decoded.
     pub fn bad_proto(message: impl Into<String>) -> Self {
-        ApiError::Unreadable { code: ErrorCode::BadProto, message: message.into() }
+        ApiError::Service(ServiceError::unreadable(ErrorCode::BadProto, message))
     }
 
     pub fn http_status(&self) -> u16 {
@@ -88,7 +84,6 @@ impl ApiError {
             ApiError::Service(e) => e.code(),
             ApiError::NoRoute(_) | ApiError::Rejected { status: 404, .. } => ErrorCode::NotFound,
             ApiError::NotImplemented(_) => ErrorCode::NotImplemented,
-            ApiError::Unreadable { code, .. } => *code,
             ApiError::Rejected { status: 400..=499, .. } => ErrorCode::InvalidArgument,
             ApiError::Rejected { .. } => ErrorCode::Internal,
         }

@@ -50,7 +50,8 @@ pub fn code_of(error: &ServiceError) -> ResponseError {
         | ErrorCode::BadQuery
         | ErrorCode::BadJson
         | ErrorCode::BadHeader
-        | ErrorCode::BadProto => ResponseError::InvalidRequest,
+        | ErrorCode::BadProto
+        | ErrorCode::BadFrame => ResponseError::InvalidRequest,
         code if code.is_not_found() => ResponseError::UnknownTopicOrPartition,
         ErrorCode::AlreadyExists => ResponseError::TopicAlreadyExists,
         ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch => ResponseError::InvalidRecord,

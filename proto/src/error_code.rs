@@ -16,6 +16,8 @@ pub enum ErrorCode {
     BadHeader,
     /// The protobuf body could not be decoded.
     BadProto,
+    /// An S2S session frame could not be read.
+    BadFrame,
     /// The basin does not exist.
     BasinNotFound,
     /// The stream does not exist.
@@ -63,12 +65,13 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for checks that walk them all.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidArgument,
         ErrorCode::BadQuery,
         ErrorCode::BadJson,
         ErrorCode::BadHeader,
         ErrorCode::BadProto,
+        ErrorCode::BadFrame,
         ErrorCode::BasinNotFound,
         ErrorCode::StreamNotFound,
         ErrorCode::NotFound,
@@ -104,6 +107,7 @@ impl ErrorCode {
             ErrorCode::BadJson => "bad_json",
             ErrorCode::BadHeader => "bad_header",
             ErrorCode::BadProto => "bad_proto",
+            ErrorCode::BadFrame => "bad_frame",
             ErrorCode::BasinNotFound => "basin_not_found",
             ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::NotFound => "not_found",
@@ -133,7 +137,8 @@ impl ErrorCode {
             | ErrorCode::BadQuery
             | ErrorCode::BadJson
             | ErrorCode::BadHeader
-            | ErrorCode::BadProto => 400,
+            | ErrorCode::BadProto
+            | ErrorCode::BadFrame => 400,
             ErrorCode::BasinNotFound | ErrorCode::StreamNotFound | ErrorCode::NotFound => 404,
             ErrorCode::AlreadyExists => 409,
             ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch | ErrorCode::ProducerSeqMismatch => 412,
@@ -158,7 +163,8 @@ impl ErrorCode {
             | ErrorCode::BadQuery
             | ErrorCode::BadJson
             | ErrorCode::BadHeader
-            | ErrorCode::BadProto => 3,
+            | ErrorCode::BadProto
+            | ErrorCode::BadFrame => 3,
             ErrorCode::BasinNotFound | ErrorCode::StreamNotFound | ErrorCode::NotFound => 5,
             ErrorCode::AlreadyExists => 6,
             ErrorCode::SeqNumMismatch | ErrorCode::FencingTokenMismatch | ErrorCode::ProducerSeqMismatch => 9,

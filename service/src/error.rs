@@ -12,6 +12,10 @@ use shale_reader::ReaderError;
 pub enum ServiceError {
     #[error("{0}")]
     BadRequest(String),
+    /// A part of the request that could not be read: `code` is one of S2's `bad_query`,
+    /// `bad_json`, `bad_header`, `bad_proto`, `bad_frame`.
+    #[error("{message}")]
+    Unreadable { code: ErrorCode, message: String },
     #[error(transparent)]
     Gateway(#[from] GatewayError),
     #[error(transparent)]
@@ -46,10 +50,16 @@ impl ServiceError {
         ServiceError::BadRequest(message.into())
     }
 
+    /// A part of the request that could not be read, under S2's code for that part.
+    pub fn unreadable(code: ErrorCode, message: impl Into<String>) -> Self {
+        ServiceError::Unreadable { code, message: message.into() }
+    }
+
     /// The code every transport maps from.
     pub fn code(&self) -> ErrorCode {
         match self {
             ServiceError::BadRequest(_) => ErrorCode::InvalidArgument,
+            ServiceError::Unreadable { code, .. } => *code,
             ServiceError::ConsumerNotFound(_) => ErrorCode::NotFound,
             ServiceError::Gateway(e) => e.code(),
             ServiceError::Reader(e) => e.code(),

@@ -17,7 +17,7 @@ use prost::Message;
 use shale_gateway::AppendInput;
 use shale_metadata_contract::{AppendAck, Position};
 use shale_proto::s2 as pb;
-use shale_proto::SequencedRecord;
+use shale_proto::{ErrorCode, SequencedRecord};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -92,7 +92,7 @@ fn frame_len(head: &[u8]) -> Result<Option<usize>, ServiceError> {
     let [a, b, c, ..] = *head else { return Ok(None) };
     let len = (usize::from(a) << 16) | (usize::from(b) << 8) | usize::from(c);
     if len == 0 || len > MAX_FRAME_BYTES {
-        return Err(ServiceError::bad(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
+        return Err(bad_frame(format!("s2s frame length {len} is outside 1..={MAX_FRAME_BYTES}")));
     }
     Ok(Some(len))
 }
@@ -104,7 +104,7 @@ fn finish_frame(mut frame: Bytes) -> Result<Frame, ServiceError> {
         0 => frame,
         1 => decompress(zstd::stream::read::Decoder::new(&frame[..]).map_err(bad_compression)?)?,
         2 => decompress(flate2::read::GzDecoder::new(&frame[..]))?,
-        _ => return Err(ServiceError::bad("s2s frame uses an unknown compression")),
+        _ => return Err(bad_frame("s2s frame uses an unknown compression")),
     };
     Ok(if flag & FLAG_TERMINAL != 0 { Frame::Terminal(body) } else { Frame::Regular(body) })
 }
@@ -160,15 +160,19 @@ impl FrameCutter {
     }
 }
 
+fn bad_frame(message: impl Into<String>) -> ServiceError {
+    ServiceError::unreadable(ErrorCode::BadFrame, message)
+}
+
 fn bad_compression(e: std::io::Error) -> ServiceError {
-    ServiceError::bad(format!("s2s frame does not decompress: {e}"))
+    bad_frame(format!("s2s frame does not decompress: {e}"))
 }
 
 fn decompress(reader: impl Read) -> Result<Bytes, ServiceError> {
     let mut out = Vec::new();
     reader.take(MAX_FRAME_BYTES as u64 + 1).read_to_end(&mut out).map_err(bad_compression)?;
     if out.len() > MAX_FRAME_BYTES {
-        return Err(ServiceError::bad("s2s frame decompresses past 2 MiB"));
+        return Err(bad_frame("s2s frame decompresses past 2 MiB"));
     }
     Ok(Bytes::from(out))
 }
@@ -186,7 +190,8 @@ fn messages<M: Message + Default + Send + 'static>(
         loop {
             match frames.next() {
                 Ok(Some(Frame::Regular(body))) => {
-                    let message = M::decode(body).map_err(|e| ServiceError::bad(format!("bad s2s message: {e}")));
+                    let message = M::decode(body)
+                        .map_err(|e| ServiceError::unreadable(ErrorCode::BadProto, format!("bad s2s message: {e}")));
                     return Some((message, (data, frames, false)));
                 }
                 Ok(Some(Frame::Terminal(_))) => return None,
@@ -199,9 +204,7 @@ fn messages<M: Message + Default + Send + 'static>(
                     return Some((Err(ServiceError::bad(format!("reading session body: {e}"))), (data, frames, true)))
                 }
                 None if frames.is_empty() => return None,
-                None => {
-                    return Some((Err(ServiceError::bad("session body ended inside a frame")), (data, frames, true)))
-                }
+                None => return Some((Err(bad_frame("session body ended inside a frame")), (data, frames, true))),
             }
         }
     }))
@@ -309,10 +312,11 @@ mod tests {
         let Some(Frame::Terminal(body)) = decode_frame(&mut buf).expect("valid") else { panic!("terminal") };
         assert_eq!(u16::from_be_bytes([body[0], body[1]]), 400);
         assert!(std::str::from_utf8(&body[2..]).expect("json").contains("nope"));
+        let code = |result: Result<Option<Frame>, ServiceError>| result.err().map(|e| e.code());
         let mut bad = BytesMut::from(&frame(0b0110_0000, b"x")[..]);
-        assert!(decode_frame(&mut bad).is_err(), "unknown compression is an error");
+        assert_eq!(code(decode_frame(&mut bad)), Some(ErrorCode::BadFrame), "unknown compression is S2's bad_frame");
         let mut empty = BytesMut::from(&[0u8, 0, 0][..]);
-        assert!(decode_frame(&mut empty).is_err(), "zero length is an error");
+        assert_eq!(code(decode_frame(&mut empty)), Some(ErrorCode::BadFrame), "so is a zero length");
     }
 
     /// Every frame the cutter gives for `chunks`, until it needs more; the error, if any.
@@ -373,8 +377,12 @@ mod tests {
     #[test]
     fn a_bad_length_is_an_error_in_any_chunking() {
         let bad = [0u8, 0, 0, 9];
-        assert!(cut(&[Bytes::copy_from_slice(&bad)]).1.is_some());
-        assert!(cut(&[Bytes::copy_from_slice(&bad[..1]), Bytes::copy_from_slice(&bad[1..])]).1.is_some());
+        for chunks in [
+            vec![Bytes::copy_from_slice(&bad)],
+            vec![Bytes::copy_from_slice(&bad[..1]), Bytes::copy_from_slice(&bad[1..])],
+        ] {
+            assert_eq!(cut(&chunks).1.map(|e| e.code()), Some(ErrorCode::BadFrame));
+        }
         let (frames, error, drained) = cut(&[Bytes::copy_from_slice(&frame(0, b"ab")[..3])]);
         assert!(frames.is_empty() && error.is_none() && !drained, "a frame cut short waits");
     }
