@@ -138,11 +138,7 @@ async fn run(
         }
         let outcome = match halt.check() {
             Ok(()) => db.flush().await.map_err(|e| failed_flush(&halt, e)),
-            // Applied here after the instance halted: never durable, and not to be resent
-            // elsewhere either (`stopped` and `fenced` would be), because a call before it
-            // may have failed as `indefinite`: resending this one could commit it after
-            // that one, out of order.
-            Err(_) => Err(MetadataError::Unavailable("metadata halted after a failed write; not committed".into())),
+            Err(error) => Err(halted(&halt, error)),
         };
         match outcome {
             Ok(()) => {
@@ -170,6 +166,19 @@ async fn run(
     }
 }
 
+/// The answer to calls applied after the instance halted, never durable. Fenced with no
+/// failed write before: `fenced`, as every other call of a fenced instance, to be sent to
+/// the newer one (no call here was left `indefinite`: each flush was durable or fenced).
+/// After a failed write: `unavailable` and not to be resent elsewhere (`stopped` and
+/// `fenced` would be), because a call before it may have failed as `indefinite`:
+/// resending this one could commit it after that one, out of order.
+fn halted(halt: &Halt, error: MetadataError) -> MetadataError {
+    if matches!(error, MetadataError::Fenced) && !halt.is_stopped() {
+        return MetadataError::Fenced;
+    }
+    MetadataError::Unavailable("metadata halted after a failed write; not committed".into())
+}
+
 /// A flush that failed: fenced, or the instance halts (its memory holds writes that
 /// may never be durable).
 fn failed_flush(halt: &Halt, error: slatedb::Error) -> MetadataError {
@@ -179,4 +188,27 @@ fn failed_flush(halt: &Halt, error: slatedb::Error) -> MetadataError {
     }
     halt.stop(&error.to_string());
     MetadataError::Indefinite(format!("durable write failed: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_after_a_fence_are_fenced_and_after_a_failed_write_unavailable() {
+        let fenced = Halt::default();
+        fenced.fence();
+        let answer = halted(&fenced, fenced.check().expect_err("halted"));
+        assert!(matches!(answer, MetadataError::Fenced), "{answer:?}");
+
+        let failed_then_fenced = Halt::default();
+        failed_then_fenced.stop("the WAL write failed");
+        failed_then_fenced.fence();
+        let answer = halted(&failed_then_fenced, failed_then_fenced.check().expect_err("halted"));
+        assert!(matches!(answer, MetadataError::Unavailable(_)), "an earlier call may be indefinite: {answer:?}");
+
+        let failed = Halt::default();
+        failed.stop("the WAL write failed");
+        assert!(matches!(halted(&failed, failed.check().expect_err("halted")), MetadataError::Unavailable(_)));
+    }
 }

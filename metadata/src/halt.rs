@@ -46,6 +46,12 @@ impl Halt {
         self.fenced.load(Ordering::SeqCst)
     }
 
+    /// Whether a durable write failed (or the instance was closed): calls before may
+    /// have been answered `indefinite`.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
     pub fn is_halted(&self) -> bool {
         self.check().is_err()
     }
