@@ -597,7 +597,8 @@ async fn the_init_file_creates_and_reconciles_basins_and_streams_at_every_start(
     std::fs::write(&file, spec(7200, ", {\"name\": \"refunds\"}")).unwrap();
     let (child, base, _grpc) = spawn(dir.path(), &args, &[]);
     assert_eq!(stream_config(base.clone(), "orders").await["retention_policy"], json!({ "age": 7200 }));
-    assert_eq!(stream_config(base.clone(), "refunds").await["retention_policy"], Value::Null, "created, S2's defaults");
+    let created = stream_config(base.clone(), "refunds").await;
+    assert_eq!(created["retention_policy"], json!({ "infinite": {} }), "created with the defaults: kept until trimmed");
     assert_eq!(stream_config(base.clone(), "manual").await["retention_policy"], json!({ "age": 60 }), "untouched");
     assert_eq!(read_stream_bodies(&client, &base, "init-basin", "orders").await, ["kept"]);
     assert!(terminate(child).success());
