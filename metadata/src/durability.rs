@@ -138,7 +138,7 @@ async fn run(
         }
         let outcome = match halt.check() {
             Ok(()) => db.flush().await.map_err(|e| failed_flush(&halt, e)),
-            Err(error) => Err(halted(&halt, error)),
+            Err(_) => Err(halted(&halt)),
         };
         match outcome {
             Ok(()) => {
@@ -172,8 +172,8 @@ async fn run(
 /// After a failed write: `unavailable` and not to be resent elsewhere (`stopped` and
 /// `fenced` would be), because a call before it may have failed as `indefinite`:
 /// resending this one could commit it after that one, out of order.
-fn halted(halt: &Halt, error: MetadataError) -> MetadataError {
-    if matches!(error, MetadataError::Fenced) && !halt.is_stopped() {
+fn halted(halt: &Halt) -> MetadataError {
+    if halt.is_fenced() && !halt.is_stopped() {
         return MetadataError::Fenced;
     }
     MetadataError::Unavailable("metadata halted after a failed write; not committed".into())
@@ -198,17 +198,17 @@ mod tests {
     fn calls_after_a_fence_are_fenced_and_after_a_failed_write_unavailable() {
         let fenced = Halt::default();
         fenced.fence();
-        let answer = halted(&fenced, fenced.check().expect_err("halted"));
+        let answer = halted(&fenced);
         assert!(matches!(answer, MetadataError::Fenced), "{answer:?}");
 
         let failed_then_fenced = Halt::default();
         failed_then_fenced.stop("the WAL write failed");
         failed_then_fenced.fence();
-        let answer = halted(&failed_then_fenced, failed_then_fenced.check().expect_err("halted"));
+        let answer = halted(&failed_then_fenced);
         assert!(matches!(answer, MetadataError::Unavailable(_)), "an earlier call may be indefinite: {answer:?}");
 
         let failed = Halt::default();
         failed.stop("the WAL write failed");
-        assert!(matches!(halted(&failed, failed.check().expect_err("halted")), MetadataError::Unavailable(_)));
+        assert!(matches!(halted(&failed), MetadataError::Unavailable(_)));
     }
 }

@@ -1,7 +1,8 @@
 //! S2's official Rust SDK (`s2-sdk`, unmodified from crates.io) against `shale serve`:
 //! management calls, unary protobuf append and read, an append session, a read session
 //! following the tail, check tail, conditions, fencing and trim; a stream's storage
-//! metric, and S2's other metrics refused as s2-lite refuses them.
+//! metric, and S2's other metrics refused as s2-lite refuses them; S2's error codes with
+//! S2's statuses, as the SDK reads them.
 
 #![allow(clippy::unwrap_used)]
 
