@@ -11,10 +11,13 @@
 # 3. The same paths with the server under callgrind (CALLGRIND_MIB each): instructions
 #    per GiB, which repeat from run to run where CPU seconds do not; the counters are
 #    zeroed before each path and dumped after it (`callgrind_control`); user-space
-#    instructions only (the kernel's work is not counted). Where the time goes: perf,
-#    as in docs/benchmarks.md.
+#    instructions only (the kernel's work is not counted); then a compaction pass and a
+#    tiering pass in process, each counted from the bench's own marks around the pass.
+#    Where the time goes: perf, as in docs/benchmarks.md.
 # Part 2 also runs compaction and tiering in process (`shale-lifecycle-bench`,
-# `shale-tiering-bench`, of target/release's build): CPU seconds per GiB of their passes.
+# `shale-tiering-bench`): CPU seconds per GiB of their passes. These link the crates of the
+# build they were built with, so each build's own copies are used where its directory has
+# them (else target/release's).
 # s2-lite binds 0.0.0.0, so the run happens inside a fresh network namespace
 # (`unshare --net`, root needed) where only loopback exists.
 #   cargo build --release -p shale -p shale-bench
@@ -159,6 +162,30 @@ kafka_paths() {
     --partitions 1 --idempotence false --seconds "$1"
 }
 paths="s2s-append json-append s2s-read sse-read grpc-read"
+# bench_bin BUILD NAME: the build's own copy of an in-process bench (compaction and tiering
+# link the build's crates), else this tree's.
+bench_bin() {
+  if [ -x "${1#*:}/$2" ]; then echo "${1#*:}/$2"; else echo "$B/$2"; fi
+}
+# callgrind_phase BUILD BENCH PHASE MIB_PATTERN ARGS...: BENCH under callgrind, the
+# instructions of the phase it marks (it zeroes the counters before the phase and dumps
+# them after, named PHASE: `bench/src/callgrind.rs`) per GiB of the MiB its output's line
+# matching MIB_PATTERN names.
+callgrind_phase() {
+  local build="$1" bench="$2" phase="$3" pattern="$4" out mib dump
+  shift 4
+  rm -f "$work"/phase.out*
+  out="$(valgrind --tool=callgrind --callgrind-out-file="$work/phase.out" --dump-instr=no \
+    "$(bench_bin "$build" "$bench")" "$@" 2>/dev/null)"
+  mib="$(sed -nE "s/$pattern/\1/p" <<<"$out" | head -1)"
+  dump="$(grep -l "^desc: Trigger: Client Request: $phase" "$work"/phase.out.* 2>/dev/null | head -1 || true)"
+  if [ -z "$dump" ]; then
+    echo "== ${build%%:*} $phase: no profile (the bench ended before the phase did)"
+    return
+  fi
+  awk -v build="${build%%:*}" -v phase="$phase" -v mib="$mib" '/^totals:/ { ir = $2 } END {
+    printf "== %s %s: %.1f MiB, %.3g instructions, %.3g per GiB\n", build, phase, mib, ir, ir / (mib / 1024) }' "$dump"
+}
 
 if [ "$MIB" = 0 ]; then
   echo "# 2. and 3. skipped (MIB=0)"
@@ -174,8 +201,11 @@ for round in $(seq "$ROUNDS"); do
     stop "$server"
   done
 done
-$B/shale-lifecycle-bench --streams 64 --mib "$MIB" | grep -E '^compaction'
-$B/shale-tiering-bench --mib "$MIB" | grep -E '^(tiering|CPU)'
+for build in $BUILDS; do
+  echo "== ${build%%:*}: compaction and tiering in process"
+  "$(bench_bin "$build" shale-lifecycle-bench)" --streams 64 --mib "$MIB" | grep -E '^compaction'
+  "$(bench_bin "$build" shale-tiering-bench)" --mib "$MIB" | grep -E '^(tiering|CPU)'
+done
 
 if [ "$CALLGRIND_MIB" = 0 ] || ! command -v valgrind >/dev/null; then
   echo "# 3. skipped (CALLGRIND_MIB=0 or no valgrind)"
@@ -198,5 +228,8 @@ print(d["mib"] if "mib" in d else d["produce"]["records"] * d["record_bytes"] / 
     rm -f "$work"/cg.out.*
   done
   stop "$server"
+  callgrind_phase "$build" shale-lifecycle-bench compaction '^compaction: ([0-9.]+) MiB read.*' \
+    --streams 64 --mib "$CALLGRIND_MIB"
+  callgrind_phase "$build" shale-tiering-bench tiering '^tiering: .*\(([0-9.]+) MiB in .*' --mib "$CALLGRIND_MIB"
 done
 INNER

@@ -8,6 +8,7 @@
 # next to `shale serve` at the same latency. Everything listens on 127.0.0.1 only.
 #   cargo build --release -p shale -p shale-bench && bash localstack/s3-local.sh install
 #   bench/scale.sh [SECONDS] [DELAYS] [PARTS]   e.g. bench/scale.sh 10 "0ms 30ms" "writes reads"
+# SHALE=path/to/shale runs another build's servers (an A/B, with this tree's load client).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-10}"
@@ -20,7 +21,7 @@ metric() { curl -sf "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
 start_moto 19200 "$work/moto.log"
 export AWS_ENDPOINT_URL=http://127.0.0.1:19200 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test \
   AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true SHALE_LOG=warn
-shale=target/release/shale
+shale="${SHALE:-target/release/shale}"
 bench=target/release/shale-bench
 meta=http://127.0.0.1:19290
 

@@ -26,6 +26,7 @@ use shale_proto::Record;
 use shale_reader::{ReadLimits, ReadRequest, ReadStart, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 use shale_storage::object_store::ObjectStore;
+mod callgrind;
 mod proc_stat;
 use proc_stat::own_cpu_seconds;
 use shale_storage::{open_store_with, Clock, DelayedStore, InstrumentedStore, ManualClock, StoreCounters, SystemClock};
@@ -178,6 +179,7 @@ async fn main() -> anyhow::Result<()> {
     let compactor = Compactor::new(CompactorConfig::default(), metadata.clone(), store.clone(), clock.clone());
     let (puts_before, gets_before) = requests(&counters);
     let (started, cpu_before) = (Instant::now(), own_cpu_seconds());
+    callgrind::zero();
     let (mut compacted_objects, mut compacted_bytes) = (0, 0);
     let mut waited = false;
     loop {
@@ -194,6 +196,7 @@ async fn main() -> anyhow::Result<()> {
         compacted_objects += report.objects_written;
         compacted_bytes += report.bytes_written;
     }
+    callgrind::dump(c"compaction");
     let (compact_secs, compact_cpu) = (started.elapsed().as_secs_f64(), own_cpu_seconds() - cpu_before);
     let (puts_after, gets_after) = requests(&counters);
     let read = compactor.stats().bytes_read.load(Ordering::Relaxed);

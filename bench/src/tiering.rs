@@ -29,6 +29,7 @@ use shale_proto::Record;
 use shale_reader::{History, HistoryRead, Reader, ReaderConfig};
 use shale_storage::object_store::path::Path;
 
+mod callgrind;
 mod proc_stat;
 use proc_stat::own_cpu_seconds;
 use shale_storage::object_store::ObjectStore;
@@ -149,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
     let tierer = Tierer::new(metadata.clone(), reader, store.clone(), location, clock, Box::new(|_| true));
     let (puts, gets) = (counters.puts(), counters.gets());
     let (started, cpu_before) = (Instant::now(), own_cpu_seconds());
+    callgrind::zero();
     let (mut tiered, mut passes) = (0, 0);
     while tiered < records {
         let rows = tierer.run_pass().await?;
@@ -156,6 +158,7 @@ async fn main() -> anyhow::Result<()> {
         tiered += rows;
         passes += 1;
     }
+    callgrind::dump(c"tiering");
     let (elapsed, cpu) = (started.elapsed(), own_cpu_seconds() - cpu_before);
     let (puts, gets) = (counters.puts() - puts, counters.gets() - gets);
     let table: Vec<_> = store.list(Some(&Path::from(format!("tables/{BASIN}/data")))).try_collect().await?;
@@ -164,8 +167,9 @@ async fn main() -> anyhow::Result<()> {
 
     println!("store delay {:?}, {} streams, {records} records of {RECORD_BYTES} B", args.delay, args.streams);
     println!(
-        "tiering: {:.1} MiB/s ({:.1} s, {passes} passes, {} files)",
+        "tiering: {:.1} MiB/s ({:.1} MiB in {:.1} s, {passes} passes, {} files)",
         mib(metered) / elapsed.as_secs_f64(),
+        mib(metered),
         elapsed.as_secs_f64(),
         table.len()
     );
