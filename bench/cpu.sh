@@ -175,8 +175,10 @@ callgrind_phase() {
   local build="$1" bench="$2" phase="$3" pattern="$4" out mib dump
   shift 4
   rm -f "$work"/phase.out*
-  out="$(valgrind --tool=callgrind --callgrind-out-file="$work/phase.out" --dump-instr=no \
-    "$(bench_bin "$build" "$bench")" "$@" 2>/dev/null)"
+  # At most 30 minutes: a build whose gateway spins under valgrind (the filing build of
+  # #39's section in docs/benchmarks.md) never reaches its pass.
+  out="$(timeout 1800 valgrind --tool=callgrind --callgrind-out-file="$work/phase.out" --dump-instr=no \
+    "$(bench_bin "$build" "$bench")" "$@" 2>/dev/null || true)"
   mib="$(sed -nE "s/$pattern/\1/p" <<<"$out" | head -1)"
   dump="$(grep -l "^desc: Trigger: Client Request: $phase" "$work"/phase.out.* 2>/dev/null | head -1 || true)"
   if [ -z "$dump" ]; then
