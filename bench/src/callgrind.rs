@@ -56,14 +56,12 @@ pub fn dump(name: &std::ffi::CStr) {
 mod tests {
     use super::*;
 
-    /// Outside valgrind a request changes nothing and answers its default (0); a wrong
-    /// sequence would fault or clobber a register the caller relies on.
+    /// Outside valgrind a request runs through and answers its default (0): a malformed
+    /// sequence (an instruction that does not assemble to a no-op) would fault here.
     #[test]
-    fn outside_valgrind_a_request_is_a_no_op() {
-        let before = std::hint::black_box(0x1234_5678_u64);
-        assert_eq!(client_request(ZERO_STATS, before), 0);
+    fn outside_valgrind_a_request_answers_its_default() {
+        assert_eq!(client_request(ZERO_STATS, 0), 0);
         assert_eq!(client_request(DUMP_STATS_AT, c"phase".as_ptr() as u64), 0);
-        assert_eq!(std::hint::black_box(before), 0x1234_5678);
         zero();
         dump(c"phase");
     }
