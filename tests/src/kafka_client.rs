@@ -18,9 +18,9 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, CreateTopicsRequest, CreateTopicsResponse,
     DeleteRecordsRequest, DeleteRecordsResponse, EndTxnRequest, EndTxnResponse, FetchRequest, FetchResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest, InitProducerIdResponse,
-    ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader, TopicName,
-    TransactionalId,
+    JoinGroupRequest, JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId,
+    RequestHeader, ResponseHeader, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -141,6 +141,21 @@ impl KafkaConn {
             return Err(format!("{api:?} answered as {} (asked {correlation_id})", response_header.correlation_id));
         }
         Resp::decode(&mut frame, version).map_err(|e| e.to_string())
+    }
+
+    /// A JoinGroup at `version` as clients send it: when the answer is MEMBER_ID_REQUIRED
+    /// (KIP-394), again with the member id it gives. The last answer.
+    pub async fn join_group(
+        &mut self,
+        version: i16,
+        request: &JoinGroupRequest,
+    ) -> Result<JoinGroupResponse, Unanswered> {
+        let answer: JoinGroupResponse = self.call(ApiKey::JoinGroup, version, request).await?;
+        if answer.error_code != kafka_protocol::ResponseError::MemberIdRequired.code() {
+            return Ok(answer);
+        }
+        let again = request.clone().with_member_id(answer.member_id);
+        self.call(ApiKey::JoinGroup, version, &again).await
     }
 
     pub async fn create_topic(&mut self, topic: &str, partitions: i32) -> Result<i16, Unanswered> {

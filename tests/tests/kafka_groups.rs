@@ -1,8 +1,10 @@
 //! Consumer groups' offsets over a real socket, as clients and admin tools use them: a
 //! negative committed offset (a client resetting a partition) clears the group's offset,
 //! an OffsetFetch for every topic answers only the partitions a group has offsets on,
-//! OffsetDelete keeps the offsets on topics a group's members subscribe to, and a group
-//! known only by its committed offsets is listed and described as `Empty`.
+//! OffsetDelete keeps the offsets on topics a group's members subscribe to, a group
+//! known only by its committed offsets is listed and described as `Empty`, and a member
+//! that joins without an id from JoinGroup version 4 is given one to join with
+//! (MEMBER_ID_REQUIRED), leaving no member behind until it does.
 
 #![allow(clippy::unwrap_used)]
 
@@ -128,7 +130,7 @@ async fn offset_delete_removes_a_groups_offsets_except_on_the_topics_its_members
         .with_protocols(vec![JoinGroupRequestProtocol::default()
             .with_name(StrBytes::from_static_str("range"))
             .with_metadata(subscription.freeze())]);
-    let joined: JoinGroupResponse = conn.call(ApiKey::JoinGroup, 5, &join).await.unwrap();
+    let joined = conn.join_group(5, &join).await.unwrap();
     assert_eq!(joined.error_code, 0);
     let response: OffsetDeleteResponse = conn.call(ApiKey::OffsetDelete, 0, &delete("busy", "read", 0)).await.unwrap();
     let subscribed = ResponseError::GroupSubscribedToTopic.code();
@@ -168,5 +170,60 @@ async fn groups_known_only_by_their_offsets_are_listed_and_described_empty() {
         .map(|g| (g.error_code, g.group_state.to_string(), g.protocol_type.to_string(), g.members.len()))
         .collect();
     assert_eq!(states, vec![(0, "Empty".into(), "consumer".into(), 0), (0, "Dead".into(), String::new(), 0)]);
+    server.stop().await;
+}
+
+/// A consumer's JoinGroup to `name` with no member id yet (and `instance` as its static
+/// instance id, if any).
+fn join_request(name: &'static str, instance: Option<&'static str>) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(group(name))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_group_instance_id(instance.map(StrBytes::from_static_str))
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("range"))])
+}
+
+/// The members `name` has, as DescribeGroups lists them.
+async fn members(conn: &mut KafkaConn, name: &'static str) -> Vec<String> {
+    let describe = DescribeGroupsRequest::default().with_groups(vec![group(name)]);
+    let described: DescribeGroupsResponse = conn.call(ApiKey::DescribeGroups, 5, &describe).await.unwrap();
+    described.groups[0].members.iter().map(|m| m.member_id.to_string()).collect()
+}
+
+#[tokio::test]
+async fn a_join_without_a_member_id_is_given_one_to_join_with_from_version_4() {
+    let (server, mut conn) = server_with(&[], 0).await;
+    // Version 4: the id comes with MEMBER_ID_REQUIRED, and nothing joins yet, however often
+    // the first join is sent (a client whose answer was lost sends it again).
+    let request = join_request("kip-394", None);
+    let mut given = Vec::new();
+    for _ in 0..2 {
+        let answer: JoinGroupResponse = conn.call(ApiKey::JoinGroup, 4, &request).await.unwrap();
+        assert_eq!((answer.error_code, answer.generation_id), (ResponseError::MemberIdRequired.code(), -1));
+        assert!(!answer.member_id.is_empty(), "the answer gives the id to join with");
+        given.push(answer.member_id.to_string());
+    }
+    assert_ne!(given[0], given[1], "each join without an id is given an id of its own");
+    assert!(members(&mut conn, "kip-394").await.is_empty(), "no member until one joins with its id");
+    // Joining with the id it was given, the member is in the group under that id.
+    let joined: JoinGroupResponse = conn
+        .call(ApiKey::JoinGroup, 4, &request.clone().with_member_id(StrBytes::from_string(given[1].clone())))
+        .await
+        .unwrap();
+    assert_eq!((joined.error_code, joined.member_id.to_string()), (0, given[1].clone()));
+    assert!(joined.generation_id >= 1);
+    assert_eq!(members(&mut conn, "kip-394").await, vec![given[1].clone()]);
+
+    // Before version 4, and for a static member at any version, the first join takes the
+    // member at once, as Kafka does.
+    let old: JoinGroupResponse = conn.call(ApiKey::JoinGroup, 3, &join_request("old", None)).await.unwrap();
+    assert_eq!(old.error_code, 0);
+    assert_eq!(members(&mut conn, "old").await, vec![old.member_id.to_string()]);
+    let static_member: JoinGroupResponse =
+        conn.call(ApiKey::JoinGroup, 5, &join_request("static", Some("instance-1"))).await.unwrap();
+    assert_eq!(static_member.error_code, 0);
+    assert_eq!(members(&mut conn, "static").await, vec![static_member.member_id.to_string()]);
     server.stop().await;
 }

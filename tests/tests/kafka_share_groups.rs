@@ -16,10 +16,10 @@ use kafka_protocol::messages::{
     offset_delete_request, txn_offset_commit_request, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey,
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
     DescribeGroupsRequest, DescribeGroupsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
-    GroupId, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
-    OffsetDeleteResponse, ProducerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
-    ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    GroupId, JoinGroupRequest, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    ProducerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -436,8 +436,8 @@ async fn commit_in_transaction(conn: &mut KafkaConn, group: &str) -> i16 {
     response.topics[0].partitions[0].error_code
 }
 
-/// A classic JoinGroup (version 4, no member id yet) to `group`: its error code (0 when
-/// the group takes the member, which is given its id in the answer).
+/// A classic JoinGroup (version 4, no member id yet, then the id it is given) to `group`:
+/// its error code (0 when the group takes the member).
 async fn join_classic(conn: &mut KafkaConn, group: &str) -> i16 {
     let protocol = join_group_request::JoinGroupRequestProtocol::default().with_name(text("range"));
     let request = JoinGroupRequest::default()
@@ -446,6 +446,5 @@ async fn join_classic(conn: &mut KafkaConn, group: &str) -> i16 {
         .with_rebalance_timeout_ms(10_000)
         .with_protocol_type(text("consumer"))
         .with_protocols(vec![protocol]);
-    let response: JoinGroupResponse = conn.call(ApiKey::JoinGroup, 4, &request).await.unwrap();
-    response.error_code
+    conn.join_group(4, &request).await.unwrap().error_code
 }

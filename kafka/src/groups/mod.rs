@@ -285,6 +285,12 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
         } else if group.protocol_type != protocol_type {
             return refuse(ResponseError::InconsistentGroupProtocol);
         }
+        // From version 4 a dynamic member that names no id is given one and asked to join
+        // again with it (KIP-394), as Kafka does: a join whose answer is lost and resent
+        // leaves no member behind to hold partitions until its session runs out.
+        if version >= 4 && !named_id && instance.is_none() {
+            return member_id_required(member_id);
+        }
         // A static member's known id must be the one holding its instance; without an id
         // it is a new incarnation, which takes the old one's place.
         let checked = if named_id { group.check_instance(&member_id, instance.as_deref()) } else { Ok(()) };
@@ -317,6 +323,14 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
         };
         coordinator.wait(&mut receiver, deadline).await;
     }
+}
+
+/// MEMBER_ID_REQUIRED with the id the member is to join with.
+fn member_id_required(member_id: String) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        .with_error_code(ResponseError::MemberIdRequired.code())
+        .with_generation_id(-1)
+        .with_member_id(StrBytes::from_string(member_id))
 }
 
 /// The answer to a static member that took its old id's place in a stable group: the
