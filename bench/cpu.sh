@@ -167,6 +167,13 @@ paths="s2s-append json-append s2s-read sse-read grpc-read"
 bench_bin() {
   if [ -x "${1#*:}/$2" ]; then echo "${1#*:}/$2"; else echo "$B/$2"; fi
 }
+# instructions_line BUILD NAME MIB DUMP: the instructions a callgrind profile counts (its
+# last `totals`; a profile dumped after its counters were zeroed counts from the zeroing)
+# and per GiB of MIB.
+instructions_line() {
+  awk -v build="${1%%:*}" -v name="$2" -v mib="$3" '/^(summary|totals):/ { ir = $2 } END {
+    printf "== %s %s: %.1f MiB, %.3g instructions, %.3g per GiB\n", build, name, mib, ir, ir / (mib / 1024) }' "$4"
+}
 # callgrind_phase BUILD BENCH PHASE MIB_PATTERN ARGS...: BENCH under callgrind, the
 # instructions of the phase it marks (it zeroes the counters before the phase and dumps
 # them after, named PHASE: `bench/src/callgrind.rs`) per GiB of the MiB its output's line
@@ -185,8 +192,7 @@ callgrind_phase() {
     echo "== ${build%%:*} $phase: no profile (the bench ended before the phase did)"
     return
   fi
-  awk -v build="${build%%:*}" -v phase="$phase" -v mib="$mib" '/^totals:/ { ir = $2 } END {
-    printf "== %s %s: %.1f MiB, %.3g instructions, %.3g per GiB\n", build, phase, mib, ir, ir / (mib / 1024) }' "$dump"
+  instructions_line "$build" "$phase" "$mib" "$dump"
 }
 
 if [ "$MIB" = 0 ]; then
@@ -225,8 +231,7 @@ for build in $BUILDS; do
     # and fetched.
     mib="$(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
 print(d["mib"] if "mib" in d else d["produce"]["records"] * d["record_bytes"] / 1048576)' "$work/path.json")"
-    awk -v build="${build%%:*}" -v path="$path" -v mib="$mib" '/^(summary|totals):/ { ir = $2 } END {
-      printf "== %s %s: %.1f MiB, %.3g instructions, %.3g per GiB\n", build, path, mib, ir, ir / (mib / 1024) }' "$dump"
+    instructions_line "$build" "$path" "$mib" "$dump"
     rm -f "$work"/cg.out.*
   done
   stop "$server"
