@@ -193,7 +193,7 @@ async fn members(conn: &mut KafkaConn, name: &'static str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_join_without_a_member_id_is_given_one_to_join_with_from_version_4() {
+async fn a_join_without_a_member_id_is_given_one_to_join_with_from_version_4_and_no_other() {
     let (server, mut conn) = server_with(&[], 0).await;
     // Version 4: the id comes with MEMBER_ID_REQUIRED, and nothing joins yet, however often
     // the first join is sent (a client whose answer was lost sends it again).
@@ -207,6 +207,13 @@ async fn a_join_without_a_member_id_is_given_one_to_join_with_from_version_4() {
     }
     assert_ne!(given[0], given[1], "each join without an id is given an id of its own");
     assert!(members(&mut conn, "kip-394").await.is_empty(), "no member until one joins with its id");
+    // An id the group did not give is refused, at any version, and joins nothing.
+    for version in [3, 4] {
+        let made_up = request.clone().with_member_id(StrBytes::from_static_str("made-up"));
+        let answer: JoinGroupResponse = conn.call(ApiKey::JoinGroup, version, &made_up).await.unwrap();
+        assert_eq!(answer.error_code, ResponseError::UnknownMemberId.code(), "version {version}");
+    }
+    assert!(members(&mut conn, "kip-394").await.is_empty());
     // Joining with the id it was given, the member is in the group under that id.
     let joined: JoinGroupResponse = conn
         .call(ApiKey::JoinGroup, 4, &request.clone().with_member_id(StrBytes::from_string(given[1].clone())))

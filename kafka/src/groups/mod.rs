@@ -289,11 +289,13 @@ pub async fn join(kafka: &Kafka, request: JoinGroupRequest, version: i16, client
         // again with it (KIP-394), as Kafka does: a join whose answer is lost and resent
         // leaves no member behind to hold partitions until its session runs out.
         if version >= 4 && !named_id && instance.is_none() {
+            group.give_id(member_id.clone(), now.saturating_add(request.session_timeout_ms as u64));
             return member_id_required(member_id);
         }
-        // A static member's known id must be the one holding its instance; without an id
-        // it is a new incarnation, which takes the old one's place.
-        let checked = if named_id { group.check_instance(&member_id, instance.as_deref()) } else { Ok(()) };
+        // A named id must be one the group knows (a static member's, the one holding its
+        // instance); without an id a static member is a new incarnation, which takes the
+        // old one's place.
+        let checked = if named_id { group.check_named_join(&member_id, instance.as_deref()) } else { Ok(()) };
         match checked.and_then(|()| group.join(&member_id, member, now)) {
             Err(refusal) => return JoinGroupResponse::default().with_error_code(code(refusal)).with_generation_id(-1),
             Ok(Joined::Replaced { leader_before }) => {

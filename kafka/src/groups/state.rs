@@ -3,7 +3,8 @@
 //! rest), the leader's SyncGroup hands out assignments, heartbeats keep members alive
 //! and tell them when to rejoin. A static member (one with a `group.instance.id`) that
 //! rejoins under a new member id takes its old id's place and assignment, without a
-//! round while the group is stable, and the old id is fenced. Pure state: time comes in as
+//! round while the group is stable, and the old id is fenced. A join names only ids the
+//! group knows: its members' and those it gave out for a second join (KIP-394). Pure state: time comes in as
 //! milliseconds, and the waiting lives in `mod.rs`.
 
 use std::collections::BTreeMap;
@@ -62,6 +63,9 @@ pub struct Group {
     pub protocol: Option<String>,
     pub leader: Option<String>,
     pub members: BTreeMap<String, Member>,
+    /// Ids given to new members that are yet to join with them (KIP-394's pending
+    /// members), each until its session timeout runs out.
+    pending: BTreeMap<String, u64>,
     /// When the current round gives up on members that have not rejoined.
     pub round_deadline_ms: u64,
 }
@@ -98,6 +102,7 @@ impl Group {
             protocol: None,
             leader: None,
             members: BTreeMap::new(),
+            pending: BTreeMap::new(),
             round_deadline_ms: 0,
         }
     }
@@ -123,6 +128,28 @@ impl Group {
         match instance.and_then(|instance| self.instance_holder(instance)) {
             Some(holder) if holder != member_id => Err(Refusal::FencedInstance),
             _ => Ok(()),
+        }
+    }
+
+    /// Holds `member_id`, given to a new member that is to join with it, until
+    /// `expires_ms` (KIP-394's pending member).
+    pub fn give_id(&mut self, member_id: String, expires_ms: u64) {
+        self.pending.insert(member_id, expires_ms);
+    }
+
+    /// Refuses a join that names `member_id` (and static `instance`, if any) unless the
+    /// group knows the id, as Kafka does: a dynamic member's id is one of its members' or
+    /// one it gave out and is still waiting for; a static member's is its instance's
+    /// holder (another holder fences it).
+    pub fn check_named_join(&self, member_id: &str, instance: Option<&str>) -> Result<(), Refusal> {
+        match instance {
+            Some(instance) => match self.instance_holder(instance) {
+                Some(holder) if holder != member_id => Err(Refusal::FencedInstance),
+                Some(_) => Ok(()),
+                None => Err(Refusal::UnknownMember),
+            },
+            None if self.members.contains_key(member_id) || self.pending.contains_key(member_id) => Ok(()),
+            None => Err(Refusal::UnknownMember),
         }
     }
 
@@ -167,6 +194,7 @@ impl Group {
         }
         let entry = self.members.entry(member_id.to_string()).or_insert_with(|| member.clone());
         *entry = Member { joined: true, last_seen_ms: now_ms, assignment: Bytes::new(), ..member };
+        self.pending.remove(member_id);
         self.try_complete(now_ms);
         Ok(Joined::InRound)
     }
@@ -310,8 +338,10 @@ impl Group {
             .fold(self.round_deadline_ms, u64::min)
     }
 
-    /// Drops members whose session expired; `true` if any was dropped.
+    /// Drops members whose session expired, and ids given out that were not joined
+    /// with in time; `true` if a member was dropped.
     pub fn expire(&mut self, now_ms: u64) -> bool {
+        self.pending.retain(|_, expires_ms| now_ms < *expires_ms);
         let before = self.members.len();
         // Members waiting in a join of the current round do not heartbeat.
         let preparing = self.phase == Phase::PreparingRebalance;
@@ -457,6 +487,28 @@ mod tests {
         assert_eq!(group.check("b", None, 2), Err(Refusal::UnknownMember));
         assert_eq!(group.resolve("", Some("ib")), Ok("b2".to_string()));
         assert_eq!(group.resolve("", Some("nobody")), Err(Refusal::UnknownMember));
+    }
+
+    #[test]
+    fn a_join_names_only_ids_the_group_knows() {
+        let mut group = stable_static_pair();
+        // Dynamic: an id the group never gave is refused; one it gave is taken until the
+        // session timeout it was given for runs out, and once joined it is a member's.
+        assert_eq!(group.check_named_join("made-up", None), Err(Refusal::UnknownMember));
+        group.give_id("given".into(), 1_000);
+        group.give_id("late".into(), 1_000);
+        assert_eq!(group.check_named_join("given", None), Ok(()));
+        group.join("given", member(&["range"]), 500).unwrap();
+        assert!(!group.pending.contains_key("given"), "joined, it is no longer waited for");
+        assert_eq!(group.check_named_join("given", None), Ok(()), "a member's own id");
+        assert!(!group.expire(999));
+        assert_eq!(group.check_named_join("late", None), Ok(()));
+        group.expire(1_000);
+        assert_eq!(group.check_named_join("late", None), Err(Refusal::UnknownMember), "not joined with in time");
+        // Static: the id must hold the instance; an instance no one holds is unknown.
+        assert_eq!(group.check_named_join("b", Some("ib")), Ok(()));
+        assert_eq!(group.check_named_join("a", Some("ib")), Err(Refusal::FencedInstance));
+        assert_eq!(group.check_named_join("b", Some("nobody")), Err(Refusal::UnknownMember));
     }
 
     #[test]
