@@ -20,9 +20,8 @@ pub struct TooLarge {
 }
 
 /// The records of a batch compressed with `compression`, decompressed, at most `limit`
-/// bytes. Its signature is what the codec's `decode_with_custom_compression` calls.
-pub fn decompress(compressed: &mut Bytes, compression: Compression, limit: usize) -> anyhow::Result<Bytes> {
-    let input = compressed.split_to(compressed.len());
+/// bytes (uncompressed ones as they are).
+pub fn decompress(input: Bytes, compression: Compression, limit: usize) -> anyhow::Result<Bytes> {
     match compression {
         Compression::None => Ok(input),
         Compression::Gzip => read_bounded(flate2::read::GzDecoder::new(input.reader()), limit),
@@ -112,9 +111,9 @@ mod tests {
     fn every_codec_decompresses_within_the_bound_and_stops_past_it() {
         let plain = vec![7u8; 100_000];
         for (codec, compressed) in each_codec(&plain) {
-            let out = decompress(&mut compressed.clone(), codec, plain.len()).unwrap();
+            let out = decompress(compressed.clone(), codec, plain.len()).unwrap();
             assert_eq!(out.as_ref(), plain.as_slice(), "{codec:?}");
-            let error = decompress(&mut compressed.clone(), codec, plain.len() - 1).unwrap_err();
+            let error = decompress(compressed.clone(), codec, plain.len() - 1).unwrap_err();
             assert!(error.downcast_ref::<TooLarge>().is_some(), "{codec:?}: {error}");
         }
     }
@@ -124,7 +123,7 @@ mod tests {
     fn a_snappy_block_claiming_gigabytes_is_refused_before_allocating() {
         let mut claim = vec![0xff, 0xff, 0xff, 0xff, 0x0f];
         claim.extend_from_slice(&[0; 8]);
-        let error = decompress(&mut Bytes::from(claim), Compression::Snappy, MAX_DECOMPRESSED_BYTES).unwrap_err();
+        let error = decompress(Bytes::from(claim), Compression::Snappy, MAX_DECOMPRESSED_BYTES).unwrap_err();
         assert!(error.downcast_ref::<TooLarge>().is_some(), "{error}");
     }
 
@@ -132,7 +131,7 @@ mod tests {
     fn garbage_is_an_error_not_a_panic() {
         for codec in [Compression::Gzip, Compression::Zstd, Compression::Lz4, Compression::Snappy] {
             let garbage = Bytes::from_static(b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x05abc");
-            assert!(decompress(&mut garbage.clone(), codec, 1 << 20).is_err(), "{codec:?}");
+            assert!(decompress(garbage.clone(), codec, 1 << 20).is_err(), "{codec:?}");
         }
     }
 }

@@ -189,7 +189,7 @@ fn decode_partition(kafka: &Kafka, batch: Batch<'_>) -> Result<AppendInput, (Res
         let message = format!("a batch of {} bytes is over max.message.bytes ({MAX_MESSAGE_BYTES})", bytes.len());
         return Err((ResponseError::MessageTooLarge, message));
     }
-    let produced = decode_produced(bytes.clone()).map_err(|refused| match refused {
+    let produced = decode_produced(bytes.clone(), KAFKA_BATCH_LIMITS.records).map_err(|refused| match refused {
         Refused::Corrupt(why) => (ResponseError::CorruptMessage, why),
         Refused::Invalid(why) => (ResponseError::InvalidRecord, why),
         Refused::TooLarge(why) => (ResponseError::MessageTooLarge, why),

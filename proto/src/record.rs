@@ -16,6 +16,10 @@ pub const MAX_FENCING_TOKEN_BYTES: usize = 36;
 pub const KEY_HEADER: &[u8] = b"kafka.key";
 /// The reserved header marking a record whose value is null (a Kafka tombstone).
 pub const NULL_VALUE_HEADER: &[u8] = b"kafka.null-value";
+/// The reserved header listing which of a Kafka record's headers have a null value (each
+/// stored empty): their positions among its headers, from 0, in decimal, comma-separated
+/// (`0,3`). Absent when none is null.
+pub const NULL_HEADERS_HEADER: &[u8] = b"kafka.null-headers";
 
 /// One header: a name/value pair of bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -247,6 +247,26 @@ def interop_with_s2():
     assert ["kafka.key", "k"] in record["headers"] and ["x", "y"] in record["headers"], record
 
 
+def headers_keep_their_order_repeats_and_nulls():
+    """Kafka's headers are a list: a name may repeat and a value may be null. Both come
+    back as produced, compressed or not, and S2's API shows a null value as an empty one
+    with its position in `kafka.null-headers`."""
+    create("headers", 1)
+    headers = [("a", b"1"), ("n", None), ("a", b"2"), ("e", b"")]
+    for codec in ["none", "zstd"]:
+        p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "compression.type": codec})
+        p.produce("headers", value=codec.encode(), headers=headers)
+        assert p.flush(30) == 0
+    c = consumer("headers")
+    c.assign([TopicPartition("headers", 0, 0)])
+    got = drain(c, 2)
+    assert [(m.value(), m.headers()) for m in got] == [(b"none", headers), (b"zstd", headers)], [m.headers() for m in got]
+    c.close()
+    read = http("GET", stream_path("headers", 0) + "/records?seq_num=0&count=1")
+    [record] = read["records"]
+    assert record["headers"] == [["a", "1"], ["n", ""], ["a", "2"], ["e", ""], ["kafka.null-headers", "1"]], record
+
+
 def lag_through_the_consumer_api():
     p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
     for i in range(5):
@@ -309,6 +329,7 @@ two_members_split_and_rebalance()
 assign_seek_watermarks_and_times()
 create_partitions_and_delete_records()
 interop_with_s2()
+headers_keep_their_order_repeats_and_nulls()
 lag_through_the_consumer_api()
 delete_a_group()
 broker_settings()
