@@ -79,13 +79,13 @@ pub use metrics::KafkaMetrics;
 pub mod fuzz {
     pub use crate::frame::decode_request;
 
-    /// The most records a produced batch may hold, as produce allows.
-    const MAX_RECORDS: usize = crate::produce::KAFKA_BATCH_LIMITS.records;
+    /// What a produced batch may hold, as produce allows.
+    const LIMITS: &shale_gateway::BatchLimits = &crate::produce::KAFKA_BATCH_LIMITS;
 
     /// A partition's produced bytes through [`crate::records::decode_produced`]: whether
     /// they decoded.
     pub fn decode_produced(data: &[u8]) -> bool {
-        crate::records::decode_produced(bytes::Bytes::copy_from_slice(data), MAX_RECORDS).is_ok()
+        crate::records::decode_produced(bytes::Bytes::copy_from_slice(data), LIMITS).is_ok()
     }
 
     /// The same with the batch's CRC made right first (where the bytes reach past it),
@@ -97,7 +97,7 @@ pub mod fuzz {
             let crc = crc32c::crc32c(&sealed[ATTRIBUTES..]);
             sealed[CRC..ATTRIBUTES].copy_from_slice(&crc.to_be_bytes());
         }
-        crate::records::decode_produced(sealed.into(), MAX_RECORDS).is_ok()
+        crate::records::decode_produced(sealed.into(), LIMITS).is_ok()
     }
 }
 

@@ -189,21 +189,11 @@ fn decode_partition(kafka: &Kafka, batch: Batch<'_>) -> Result<AppendInput, (Res
         let message = format!("a batch of {} bytes is over max.message.bytes ({MAX_MESSAGE_BYTES})", bytes.len());
         return Err((ResponseError::MessageTooLarge, message));
     }
-    let produced = decode_produced(bytes.clone(), KAFKA_BATCH_LIMITS.records).map_err(|refused| match refused {
+    let produced = decode_produced(bytes.clone(), &KAFKA_BATCH_LIMITS).map_err(|refused| match refused {
         Refused::Corrupt(why) => (ResponseError::CorruptMessage, why),
         Refused::Invalid(why) => (ResponseError::InvalidRecord, why),
         Refused::TooLarge(why) => (ResponseError::MessageTooLarge, why),
     })?;
-    let metered: u64 = produced.records.iter().map(shale_proto::Record::metered_bytes).sum();
-    if metered > KAFKA_BATCH_LIMITS.metered_bytes || produced.records.len() > KAFKA_BATCH_LIMITS.records {
-        let message = format!(
-            "a batch of {} records and {metered} bytes decompressed is over the limit of {} records and {} bytes",
-            produced.records.len(),
-            KAFKA_BATCH_LIMITS.records,
-            KAFKA_BATCH_LIMITS.metered_bytes
-        );
-        return Err((ResponseError::MessageTooLarge, message));
-    }
     let transaction = match (produced.transactional, transactional_id, produced.producer) {
         (false, _, _) => None,
         (true, Some(id), Some((producer_id, epoch, _))) => {

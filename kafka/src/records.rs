@@ -21,6 +21,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{Compression, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use shale_proto::{varint, Header, Headers, Record, SequencedRecord};
 
+use shale_gateway::BatchLimits;
+
 use crate::decompress::{decompress, TooLarge, MAX_DECOMPRESSED_BYTES};
 
 use shale_proto::record::{KEY_HEADER, NULL_HEADERS_HEADER, NULL_VALUE_HEADER};
@@ -69,10 +71,11 @@ pub(crate) mod batch {
 const MIN_RECORD_BYTES: usize = 7;
 
 /// Decodes a partition's produced bytes: exactly one record batch v2, as Kafka requires
-/// from produce v3 on, of at most `max_records` records (refused before any is decoded).
-/// The CRC is checked and the batch decompressed, within [`MAX_DECOMPRESSED_BYTES`].
-/// Uncompressed records are slices of `bytes`, not copies.
-pub fn decode_produced(bytes: Bytes, max_records: usize) -> Result<ProducedBatch, Refused> {
+/// from produce v3 on, within `limits` (its record count is checked before any record is
+/// decoded, and its metered bytes as they are, so a batch over them costs no more memory
+/// than one within them). The CRC is checked and the batch decompressed, within
+/// [`MAX_DECOMPRESSED_BYTES`]. Uncompressed records are slices of `bytes`, not copies.
+pub fn decode_produced(bytes: Bytes, limits: &BatchLimits) -> Result<ProducedBatch, Refused> {
     let corrupt = |why: &str| Refused::Corrupt(why.to_string());
     if bytes.len() <= batch::MAGIC {
         return Err(corrupt("the record batch is truncated"));
@@ -111,8 +114,8 @@ pub fn decode_produced(bytes: Bytes, max_records: usize) -> Result<ProducedBatch
     if count == 0 {
         return Err(Refused::Invalid("the record batch is empty".into()));
     }
-    if count > max_records {
-        return Err(Refused::TooLarge(format!("a batch of {count} records is over the limit of {max_records}")));
+    if count > limits.records {
+        return Err(Refused::TooLarge(format!("a batch of {count} records is over the limit of {}", limits.records)));
     }
     let base_timestamp = i64::from_be_bytes(be_array(&bytes, batch::BASE_TIMESTAMP));
     let producer_id = i64::from_be_bytes(be_array(&bytes, batch::PRODUCER_ID));
@@ -128,7 +131,7 @@ pub fn decode_produced(bytes: Bytes, max_records: usize) -> Result<ProducedBatch
             None => Refused::Corrupt(format!("the records do not decompress: {e}")),
         })?;
     Ok(ProducedBatch {
-        records: decode_records(records, count, base_timestamp)?,
+        records: decode_records(records, count, base_timestamp, limits.metered_bytes)?,
         producer: (producer_id >= 0).then_some((producer_id, epoch, base_sequence)),
         transactional: attributes & batch::TRANSACTIONAL != 0,
     })
@@ -144,9 +147,10 @@ fn be_i32(bytes: &[u8], at: usize) -> i32 {
     i32::from_be_bytes(be_array(bytes, at))
 }
 
-/// The `count` records of a batch, exactly filling `data`, as Shale records.
-fn decode_records(data: Bytes, count: usize, base_timestamp: i64) -> Result<Vec<Record>, Refused> {
-    let mut reader = Reader { data: &data, at: 0 };
+/// The `count` records of a batch, exactly filling `data`, as Shale records of at most
+/// `metered_bytes` in all.
+fn decode_records(data: Bytes, count: usize, base_timestamp: i64, metered_bytes: u64) -> Result<Vec<Record>, Refused> {
+    let mut reader = Reader { data: &data, at: 0, metered_left: metered_bytes, metered_limit: metered_bytes };
     let mut records = Vec::with_capacity(count.min(data.len() / MIN_RECORD_BYTES));
     let mut headers = Vec::new();
     let mut spans = Vec::with_capacity(records.capacity());
@@ -166,15 +170,33 @@ fn decode_records(data: Bytes, count: usize, base_timestamp: i64) -> Result<Vec<
     Ok(records)
 }
 
-/// Reads records from a batch's (decompressed) records, as slices of them.
+/// Reads records from a batch's (decompressed) records, as slices of them, charging
+/// each its metered bytes.
 struct Reader<'a> {
     data: &'a Bytes,
     at: usize,
+    metered_left: u64,
+    metered_limit: u64,
 }
 
 impl Reader<'_> {
     fn truncated() -> Refused {
         Refused::Corrupt("a record is truncated".into())
+    }
+
+    /// Takes `bytes` of S2's metering (see [`shale_proto::record::metered_bytes`]) from
+    /// what the batch may still take.
+    fn charge(&mut self, bytes: usize) -> Result<(), Refused> {
+        self.metered_left = self.metered_left.checked_sub(bytes as u64).ok_or_else(|| {
+            Refused::TooLarge(format!("the batch's records are over {} bytes, metered as S2 does", self.metered_limit))
+        })?;
+        Ok(())
+    }
+
+    fn push(&mut self, headers: &mut Vec<Header>, header: Header) -> Result<(), Refused> {
+        self.charge(2 + header.name.len() + header.value.len())?;
+        headers.push(header);
+        Ok(())
     }
 
     fn varint(&mut self) -> Result<i64, Refused> {
@@ -208,11 +230,12 @@ impl Reader<'_> {
         self.varint()?; // offset delta: the partition assigns offsets
         let key = self.nullable()?;
         let value = self.nullable()?;
+        self.charge(8 + value.as_ref().map_or(0, Bytes::len))?;
         if let Some(key) = key {
-            headers.push(Header { name: Bytes::from_static(KEY_HEADER), value: key });
+            self.push(headers, Header { name: Bytes::from_static(KEY_HEADER), value: key })?;
         }
         if value.is_none() {
-            headers.push(Header { name: Bytes::from_static(NULL_VALUE_HEADER), value: Bytes::new() });
+            self.push(headers, Header { name: Bytes::from_static(NULL_VALUE_HEADER), value: Bytes::new() })?;
         }
         let count = self.varint()?;
         let count = usize::try_from(count).map_err(|_| Refused::Corrupt(format!("a header count of {count}")))?;
@@ -228,10 +251,10 @@ impl Reader<'_> {
                 let separator = if null_positions.is_empty() { "" } else { "," };
                 let _ = write!(null_positions, "{separator}{position}");
             }
-            headers.push(Header { name, value: value.unwrap_or_default() });
+            self.push(headers, Header { name, value: value.unwrap_or_default() })?;
         }
         if !null_positions.is_empty() {
-            headers.push(Header { name: Bytes::from_static(NULL_HEADERS_HEADER), value: null_positions.into() });
+            self.push(headers, Header { name: Bytes::from_static(NULL_HEADERS_HEADER), value: null_positions.into() })?;
         }
         if self.at != end {
             return Err(Refused::Corrupt("a record's length does not match its fields".into()));
@@ -402,11 +425,11 @@ mod tests {
 
     use super::*;
 
-    /// The most records the tests' batches may hold.
-    const MAX_RECORDS: usize = 100;
+    /// The most records the tests' batches may hold, and their metered bytes.
+    const LIMITS: BatchLimits = BatchLimits { records: 100, metered_bytes: 1 << 20 };
 
     fn decode(bytes: Bytes) -> Result<ProducedBatch, Refused> {
-        decode_produced(bytes, MAX_RECORDS)
+        decode_produced(bytes, &LIMITS)
     }
 
     fn produced(key: Option<&'static [u8]>, value: Option<&'static [u8]>, compression: Compression) -> Bytes {
@@ -545,7 +568,7 @@ mod tests {
             assert!(matches!(decode(with_count(count)), Err(Refused::Corrupt(_))), "count {count}");
         }
         assert!(matches!(decode(with_count(0)), Err(Refused::Invalid(_))), "an empty batch");
-        let over = i32::try_from(MAX_RECORDS + 1).unwrap();
+        let over = i32::try_from(LIMITS.records + 1).unwrap();
         assert!(matches!(decode(with_count(over)), Err(Refused::TooLarge(_))), "refused by its count");
         // One byte more inside the batch; the first record's length one short or long.
         let mut longer = batch.clone();
@@ -561,6 +584,31 @@ mod tests {
         for len in 0..batch.len() {
             assert!(decode(Bytes::copy_from_slice(&batch[..len])).is_err(), "cut at {len}");
         }
+    }
+
+    #[test]
+    fn a_batch_metered_over_its_limit_is_too_large_and_one_at_it_is_not() {
+        let stored = |seq_num| SequencedRecord {
+            seq_num,
+            timestamp: 5,
+            headers: vec![
+                Header { name: Bytes::from_static(KEY_HEADER), value: Bytes::from_static(b"key") },
+                Header { name: Bytes::from_static(b"h"), value: Bytes::from_static(b"v") },
+            ]
+            .into(),
+            body: Bytes::from_static(b"value"),
+        };
+        let mut out = BytesMut::new();
+        encode_batch(&[stored(0), stored(1)], &mut out);
+        let batch = out.freeze();
+        let metered: u64 = decode(batch.clone()).unwrap().records.iter().map(Record::metered_bytes).sum();
+        assert_eq!(metered, 2 * (8 + 2 * 2 + (9 + 3) + (1 + 1) + 5), "S2's metering of each record");
+        let at = BatchLimits { records: 2, metered_bytes: metered };
+        assert_eq!(decode_produced(batch.clone(), &at).unwrap().records.len(), 2);
+        let under = BatchLimits { metered_bytes: metered - 1, ..at };
+        assert!(matches!(decode_produced(batch.clone(), &under), Err(Refused::TooLarge(_))));
+        let fewer = BatchLimits { records: 1, ..at };
+        assert!(matches!(decode_produced(batch, &fewer), Err(Refused::TooLarge(_))));
     }
 
     /// A Kafka record as it is stored: the reserved headers first, its headers in order

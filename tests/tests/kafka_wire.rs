@@ -193,6 +193,13 @@ async fn bad_batches_and_topics_get_their_error_codes_and_apply_nothing() {
         produce(&mut socket, "wire", batch(&[big], Compression::None)).await.0,
         ResponseError::MessageTooLarge.code()
     );
+    // A small batch whose records, decompressed, are metered over the 8 MiB one append
+    // takes.
+    let over: &'static [u8] = Box::leak(vec![0u8; 9 << 20].into_boxed_slice());
+    assert_eq!(
+        produce(&mut socket, "wire", batch(&[over], Compression::Zstd)).await.0,
+        ResponseError::MessageTooLarge.code()
+    );
     // A small zstd batch that decompresses past the bound (a decompression bomb).
     let bomb: &'static [u8] = Box::leak(vec![0u8; 65 << 20].into_boxed_slice());
     let bomb = batch(&[bomb], Compression::Zstd);
