@@ -134,6 +134,8 @@ public class JavaClients {
                 for (int i = 0; i < PER_COMPRESSION; i++, n++) {
                     var record = new ProducerRecord<>(ORDERS, "k" + n, compression + "-" + n);
                     record.headers().add("n", Integer.toString(n).getBytes());
+                    // Kafka's headers are a list: a key may repeat, a value may be null.
+                    record.headers().add("tag", "a".getBytes()).add("none", null).add("tag", "b".getBytes());
                     pending.add(producer.send(record));
                 }
                 for (var future : pending) {
@@ -190,6 +192,9 @@ public class JavaClients {
                 int n = Integer.parseInt(record.key().substring(1));
                 Header header = record.headers().lastHeader("n");
                 check(header != null && new String(header.value()).equals(Integer.toString(n)), "header n of " + n);
+                var keys = new ArrayList<String>();
+                record.headers().forEach(h -> keys.add(h.key() + "=" + (h.value() == null ? "null" : new String(h.value()))));
+                check(keys.equals(List.of("n=" + n, "tag=a", "none=null", "tag=b")), "headers of " + n + ": " + keys);
                 check(record.value().endsWith("-" + n), "value of " + n + ": " + record.value());
                 check(seen.add(record.key()), "no duplicate " + record.key());
                 var tp = new TopicPartition(record.topic(), record.partition());
@@ -207,7 +212,7 @@ public class JavaClients {
             check(group.members().iterator().next().assignment().topicPartitions().size() == PARTITIONS,
                     "the member holds every partition");
         }
-        step("a classic group read every record once, keys, values and headers intact, and committed");
+        step("a classic group read every record once, keys, values and headers (repeated keys, null values) intact, and committed");
     }
 
     static void offsetsForTimes(Map<TopicPartition, List<RecordMetadata>> sent) {
