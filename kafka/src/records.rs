@@ -199,6 +199,11 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// Where `len` bytes from the cursor end, if the data holds them.
+    fn end_of(&self, len: usize) -> Result<usize, Refused> {
+        self.at.checked_add(len).filter(|end| *end <= self.data.len()).ok_or_else(Self::truncated)
+    }
+
     fn varint(&mut self) -> Result<i64, Refused> {
         let mut rest = self.data.get(self.at..).ok_or_else(Self::truncated)?;
         let value = varint::get_u64(&mut rest).ok_or_else(Self::truncated)?;
@@ -212,7 +217,7 @@ impl Reader<'_> {
             -1 => Ok(None),
             len => {
                 let len = usize::try_from(len).map_err(|_| Refused::Corrupt(format!("a length of {len}")))?;
-                let end = self.at.checked_add(len).filter(|end| *end <= self.data.len()).ok_or_else(Self::truncated)?;
+                let end = self.end_of(len)?;
                 let bytes = self.data.slice(self.at..end);
                 self.at = end;
                 Ok(Some(bytes))
@@ -224,7 +229,7 @@ impl Reader<'_> {
     /// (the reserved ones first, then the record's, then the positions of null values).
     fn record(&mut self, base_timestamp: i64, headers: &mut Vec<Header>) -> Result<(Option<u64>, Bytes), Refused> {
         let len = usize::try_from(self.varint()?).map_err(|_| Refused::Corrupt("a negative record length".into()))?;
-        let end = self.at.checked_add(len).filter(|end| *end <= self.data.len()).ok_or_else(Self::truncated)?;
+        let end = self.end_of(len)?;
         self.at = self.at.checked_add(1).filter(|at| *at <= end).ok_or_else(Self::truncated)?; // attributes
         let timestamp_delta = self.varint()?;
         self.varint()?; // offset delta: the partition assigns offsets

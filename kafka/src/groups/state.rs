@@ -4,8 +4,8 @@
 //! and tell them when to rejoin. A static member (one with a `group.instance.id`) that
 //! rejoins under a new member id takes its old id's place and assignment, without a
 //! round while the group is stable, and the old id is fenced. A join names only ids the
-//! group knows: its members' and those it gave out for a second join (KIP-394). Pure state: time comes in as
-//! milliseconds, and the waiting lives in `mod.rs`.
+//! group knows: its members' and those it gave out for a second join (KIP-394). Pure
+//! state: time comes in as milliseconds, and the waiting lives in `mod.rs`.
 
 use std::collections::BTreeMap;
 
@@ -142,14 +142,15 @@ impl Group {
     /// one it gave out and is still waiting for; a static member's is its instance's
     /// holder (another holder fences it).
     pub fn check_named_join(&self, member_id: &str, instance: Option<&str>) -> Result<(), Refusal> {
-        match instance {
-            Some(instance) => match self.instance_holder(instance) {
-                Some(holder) if holder != member_id => Err(Refusal::FencedInstance),
-                Some(_) => Ok(()),
-                None => Err(Refusal::UnknownMember),
-            },
-            None if self.members.contains_key(member_id) || self.pending.contains_key(member_id) => Ok(()),
-            None => Err(Refusal::UnknownMember),
+        self.check_instance(member_id, instance)?;
+        let known = match instance {
+            Some(instance) => self.instance_holder(instance).is_some(),
+            None => self.members.contains_key(member_id) || self.pending.contains_key(member_id),
+        };
+        if known {
+            Ok(())
+        } else {
+            Err(Refusal::UnknownMember)
         }
     }
 
