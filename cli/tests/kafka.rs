@@ -64,7 +64,8 @@ fn confluent_kafka_consumers_share_partitions_under_the_consumer_protocol() {
 /// transactions (aborted records never shown, a fenced producer refused), a
 /// consume-transform-produce loop with its offsets in each transaction, group offsets
 /// altered and deleted, records deleted, partitions added, and `KafkaShareConsumer` with
-/// its group described, its start offset read and the group listed by the admin client. The
+/// its group described, its start offset read, reset (the records after it handed out
+/// again) and deleted, and the group listed by the admin client. The
 /// steps are in `tests/kafka/java/JavaClients.java`; it needs `scripts/java-kafka.sh`
 /// (`scripts/test.sh` runs it).
 #[test]

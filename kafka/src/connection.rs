@@ -264,6 +264,12 @@ async fn answer(
         RequestKind::DescribeShareGroupOffsets(r) => {
             ResponseKind::DescribeShareGroupOffsets(shares::describe_offsets(kafka, r).await)
         }
+        RequestKind::AlterShareGroupOffsets(r) => {
+            ResponseKind::AlterShareGroupOffsets(shares::alter_offsets(kafka, r).await)
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            ResponseKind::DeleteShareGroupOffsets(shares::delete_offsets(kafka, r).await)
+        }
         RequestKind::ShareFetch(r) => {
             let client_id = request.header.client_id.as_deref().unwrap_or_default();
             ResponseKind::ShareFetch(shares::fetch(kafka, r, client_id).await)

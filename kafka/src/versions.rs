@@ -48,6 +48,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareAcknowledge, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::DescribeShareGroupOffsets, 0, 0),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
     (ApiKey::SaslHandshake, 1, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
 ];

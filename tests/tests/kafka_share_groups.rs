@@ -2,7 +2,7 @@
 //! go: what a heartbeat is refused for, a share session's epochs, records held by one
 //! member refused to another's fetch and acknowledgement, a released record handed to
 //! another member with its delivery count raised, the stored start offset, what admin
-//! calls describe, list and delete, and what `/metrics` shows of them.
+//! calls describe, list, delete and reset, and what `/metrics` shows of them.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,14 +12,16 @@ use kafka_protocol::messages::share_acknowledge_request::{self, AcknowledgeParti
 use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::share_fetch_response::AcquiredRecords;
 use kafka_protocol::messages::{
-    describe_share_group_offsets_request, describe_share_group_offsets_response, join_group_request,
-    offset_delete_request, txn_offset_commit_request, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey,
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
-    DescribeGroupsRequest, DescribeGroupsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
-    GroupId, JoinGroupRequest, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
-    ProducerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
-    TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    alter_share_group_offsets_request, delete_share_group_offsets_request, describe_share_group_offsets_request,
+    describe_share_group_offsets_response, join_group_request, offset_delete_request, txn_offset_commit_request,
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
+    ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
+    DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId, JoinGroupRequest, ListGroupsRequest,
+    ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse, ProducerId, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName, TransactionalId,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -315,6 +317,131 @@ async fn admin_calls_describe_list_and_delete_a_share_group() {
     assert_eq!(describe(&mut conn, &[GROUP]).await.groups[0].error_code, ResponseError::GroupIdNotFound.code());
     assert_eq!(share_offsets(&mut conn, GROUP, None).await.error_code, ResponseError::GroupIdNotFound.code());
     assert!(list_groups(&mut conn, &[]).await.is_empty(), "deleted with its offsets");
+}
+
+/// AlterShareGroupOffsets and DeleteShareGroupOffsets, as `kafka-share-groups.sh
+/// --reset-offsets` and `--delete-offsets` send them: refused while the group has
+/// members, for a group that is not a share group and for a name with no group; per
+/// partition, an unknown topic or partition and an offset past the end refused, a
+/// negative one removing the start. The new start holds at the next session of the
+/// broker that leads the partition, which held the old one in memory with records in
+/// flight; a deleted start begins again at the latest offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_share_groups_start_offsets_are_altered_and_deleted() {
+    let server = TestServer::start_with_kafka().await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("jobs", 1).await.unwrap(), 0);
+    let old: Vec<String> = (0..4).map(|i| format!("old-{i}")).collect();
+    assert_eq!(conn.produce("jobs", 0, &old).await.unwrap(), (0, 0));
+    let id = heartbeat(&mut conn, "m1", 0, Some(&["jobs"])).await.assignment.unwrap().topic_partitions[0].topic_id;
+    assert!(acquired(&fetch(&mut conn, "m1", 0, id).await).is_empty(), "the group starts at the tail, 4");
+    let new: Vec<String> = (0..4).map(|i| format!("new-{i}")).collect();
+    assert_eq!(conn.produce("jobs", 0, &new).await.unwrap(), (0, 4));
+    assert_eq!(acquired(&fetch(&mut conn, "m1", 1, id).await), vec![(4, 7, 1)]);
+    assert_eq!(ack_error(&acknowledge(&mut conn, "m1", 2, id, (4, 5, vec![1, 1])).await), 0);
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 6), "6 and 7 still held by m1");
+
+    let (not_found, non_empty) = (ResponseError::GroupIdNotFound.code(), ResponseError::NonEmptyGroup.code());
+    assert_eq!(alter(&mut conn, GROUP, &[("jobs", 0, 1)]).await.error_code, non_empty, "m1 is a member");
+    assert_eq!(delete_starts(&mut conn, GROUP, &["jobs"]).await.error_code, non_empty);
+    assert_eq!(alter(&mut conn, "nobody", &[("jobs", 0, 1)]).await.error_code, not_found);
+    assert_eq!(join_classic(&mut conn, "classic").await, 0);
+    assert_eq!(alter(&mut conn, "classic", &[("jobs", 0, 1)]).await.error_code, not_found, "not a share group");
+    assert_eq!(delete_starts(&mut conn, "classic", &["jobs"]).await.error_code, not_found);
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 6), "nothing refused was applied");
+
+    // m1 leaves without closing its share session: its records stay locked to it here.
+    assert_eq!(heartbeat(&mut conn, "m1", -1, None).await.member_epoch, -1);
+    let altered = alter(&mut conn, GROUP, &[("jobs", 0, 2), ("jobs", 3, 0), ("missing", 0, 0)]).await;
+    assert_eq!(altered.error_code, 0, "{:?}", altered.error_message);
+    let outcomes: Vec<(&str, uuid::Uuid, i32, i16)> = altered
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (&*t.topic_name.0, t.topic_id, p.partition_index, p.error_code)))
+        .collect();
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(
+        outcomes,
+        vec![("jobs", id, 0, 0), ("jobs", id, 3, unknown), ("missing", uuid::Uuid::nil(), 0, unknown)]
+    );
+    let past_end = alter(&mut conn, GROUP, &[("jobs", 0, 9)]).await;
+    assert_eq!(past_end.responses[0].partitions[0].error_code, ResponseError::InvalidRequest.code(), "8 is the end");
+    assert_eq!(start_offsets(&mut conn).await, vec![("jobs".to_string(), 0, 2)]);
+
+    // A new member's first session starts from 2, each record delivered afresh: m1's
+    // locks and counts went with the old start.
+    assert_eq!(heartbeat(&mut conn, "m2", 0, Some(&["jobs"])).await.member_epoch, 1);
+    assert_eq!(acquired(&fetch(&mut conn, "m2", 0, id).await), vec![(2, 7, 1)]);
+    let stale = acknowledge(&mut conn, "m1", 3, id, (6, 7, vec![1, 1])).await;
+    assert_eq!(ack_error(&stale), ResponseError::InvalidRecordState.code(), "m1 holds nothing now");
+    assert_eq!(ack_error(&acknowledge(&mut conn, "m2", 1, id, (2, 7, vec![1; 6])).await), 0);
+    assert_eq!(conn.committed(GROUP, "jobs", 0).await.unwrap(), (0, 8));
+    assert_eq!(heartbeat(&mut conn, "m2", -1, None).await.member_epoch, -1);
+
+    // Deleted: nothing listed; the next session starts at the latest offset.
+    let deleted = delete_starts(&mut conn, GROUP, &["jobs", "missing"]).await;
+    assert_eq!(deleted.error_code, 0, "{:?}", deleted.error_message);
+    let outcomes: Vec<(&str, i16)> = deleted.responses.iter().map(|t| (&*t.topic_name.0, t.error_code)).collect();
+    assert_eq!(outcomes, vec![("jobs", 0), ("missing", unknown)]);
+    assert!(start_offsets(&mut conn).await.is_empty());
+    let again = delete_starts(&mut conn, GROUP, &["jobs"]).await;
+    assert_eq!(again.responses[0].error_code, unknown, "no offset information to delete");
+    let more: Vec<String> = (0..2).map(|i| format!("more-{i}")).collect();
+    assert_eq!(conn.produce("jobs", 0, &more).await.unwrap(), (0, 8));
+    assert_eq!(heartbeat(&mut conn, "m3", 0, Some(&["jobs"])).await.member_epoch, 1);
+    assert!(acquired(&fetch(&mut conn, "m3", 0, id).await).is_empty(), "started at the latest offset, 10");
+    assert_eq!(conn.produce("jobs", 0, &["last".to_string()]).await.unwrap(), (0, 10));
+    assert_eq!(acquired(&fetch(&mut conn, "m3", 1, id).await), vec![(10, 10, 1)]);
+
+    // A negative start removes it, as a deletion does for one partition.
+    assert_eq!(heartbeat(&mut conn, "m3", -1, None).await.member_epoch, -1);
+    assert_eq!(start_offsets(&mut conn).await, vec![("jobs".to_string(), 0, 10)]);
+    assert_eq!(alter(&mut conn, GROUP, &[("jobs", 0, -1)]).await.responses[0].partitions[0].error_code, 0);
+    assert!(start_offsets(&mut conn).await.is_empty());
+}
+
+/// AlterShareGroupOffsets of `group`: `(topic, partition, start offset)` each.
+async fn alter(conn: &mut KafkaConn, group: &str, starts: &[(&str, i32, i64)]) -> AlterShareGroupOffsetsResponse {
+    let mut topics: Vec<alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic> = Vec::new();
+    for &(topic, partition, start) in starts {
+        let partition = alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+            .with_partition_index(partition)
+            .with_start_offset(start);
+        match topics.iter_mut().find(|t| &*t.topic_name.0 == topic) {
+            Some(t) => t.partitions.push(partition),
+            None => topics.push(
+                alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(text(topic)))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    let request = AlterShareGroupOffsetsRequest::default().with_group_id(GroupId(text(group))).with_topics(topics);
+    conn.call(ApiKey::AlterShareGroupOffsets, 0, &request).await.unwrap()
+}
+
+/// DeleteShareGroupOffsets of `group` on `topics`.
+async fn delete_starts(conn: &mut KafkaConn, group: &str, topics: &[&str]) -> DeleteShareGroupOffsetsResponse {
+    let topics = topics
+        .iter()
+        .map(|t| {
+            delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(text(t)))
+        })
+        .collect();
+    let request = DeleteShareGroupOffsetsRequest::default().with_group_id(GroupId(text(group))).with_topics(topics);
+    conn.call(ApiKey::DeleteShareGroupOffsets, 0, &request).await.unwrap()
+}
+
+/// `(topic, partition, start offset)` of every start [`GROUP`] has stored.
+async fn start_offsets(conn: &mut KafkaConn) -> Vec<(String, i32, i64)> {
+    let answer = share_offsets(conn, GROUP, None).await;
+    assert_eq!(answer.error_code, 0, "{:?}", answer.error_message);
+    answer
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_name.0.to_string(), p.partition_index, p.start_offset)))
+        .collect()
 }
 
 async fn describe(conn: &mut KafkaConn, groups: &[&str]) -> ShareGroupDescribeResponse {

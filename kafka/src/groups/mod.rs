@@ -44,7 +44,7 @@ pub use listing::{describe, list};
 pub use offset_fetch::fetch_offsets;
 pub(crate) use offset_fetch::stored_offsets;
 pub use offsets::{commit_offsets, delete, delete_offsets};
-pub(crate) use offsets::{has_offsets, partition_streams};
+pub(crate) use offsets::{has_offsets, partition_streams, store};
 use state::{Group, Joined, Member, Phase, Refusal};
 
 use crate::Kafka;

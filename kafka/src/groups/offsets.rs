@@ -55,7 +55,7 @@ pub async fn commit_offsets(kafka: &Kafka, request: OffsetCommitRequest) -> Offs
 /// offset (kafkajs commits -1 or -2 when it resets a partition to its default, on
 /// `OFFSET_OUT_OF_RANGE` and in its admin's `resetOffsets`), so the group's position is
 /// removed and OffsetFetch answers -1.
-async fn store(kafka: &Kafka, stream: &str, group: &str, offset: i64) -> Result<(), ServiceError> {
+pub(crate) async fn store(kafka: &Kafka, stream: &str, group: &str, offset: i64) -> Result<(), ServiceError> {
     let basin = &kafka.config.basin;
     match u64::try_from(offset) {
         Ok(offset) => kafka.service.commit_consumer(basin, stream, group, offset, None).await.map(drop),

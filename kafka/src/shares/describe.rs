@@ -144,18 +144,8 @@ async fn offsets_of(
     group: &str,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> Result<Offsets, (i16, Option<String>)> {
-    if let Some(error) = not_coordinator(kafka, group) {
-        return Err((error, None));
-    }
+    super::offsets::share_group(kafka, group).await?;
     let code = |e: shale_service::ServiceError| (crate::error::code(&e), Some(e.to_string()));
-    if !kafka.shares.holds(group) {
-        let other_kind = kafka.groups.holds(group, consumer_session_ms(kafka));
-        let streams = crate::groups::partition_streams(kafka).await.map_err(code)?;
-        if other_kind || !crate::groups::has_offsets(kafka, &streams, group).await.map_err(code)? {
-            let message = format!("Group {group} is not a share group.");
-            return Err((ResponseError::GroupIdNotFound.code(), Some(message)));
-        }
-    }
     stored_offsets(kafka, group, topics).await.map_err(code)
 }
 

@@ -88,6 +88,9 @@ pub async fn fetch(kafka: &Kafka, request: ShareFetchRequest, client_id: &str) -
         Ok(begun) => begun,
         Err((error, why)) => return refuse(error, why),
     };
+    if epoch == 0 {
+        drop_moved_starts(kafka, &group, &session).await;
+    }
     let max_records = usize::try_from(request.max_records).unwrap_or(0);
     if epoch != FINAL_EPOCH && max_records > 0 {
         let brokers = kafka.brokers.for_zone(crate::cluster::zone_of(client_id));
@@ -229,6 +232,32 @@ async fn begin(
         give_back(kafka, group, member, &session).await;
     }
     Ok((session, answers))
+}
+
+/// At a share session's first fetch, each of its share-partitions held here is checked
+/// against the start offset stored for it, which AlterShareGroupOffsets and
+/// DeleteShareGroupOffsets change while the group has no members, at whichever broker
+/// coordinates it. One whose stored start differs (or is gone) is dropped, records in
+/// flight and all, and found again from what is stored at its next fetch. Every move of
+/// the start made here is stored under the share-partition's lock, so the two differ only
+/// after such a change, after a store that failed, or when another broker led the
+/// partition meanwhile: handing records out again from what is stored is right in each.
+async fn drop_moved_starts(kafka: &Kafka, group: &str, session: &[SessionPartition]) {
+    for part in session {
+        let stream = stream_of(&part.topic, part.partition);
+        let Some(slot) = kafka.shares.held_partition(group, &stream) else { continue };
+        let mut state = slot.lock().await;
+        let Some(start) = state.as_ref().map(SharePartition::start) else { continue };
+        match kafka.service.consumer_position(&kafka.config.basin, &stream, group).await {
+            Ok(stored) if stored.as_ref().map(|p| p.seq_num) != Some(start) => {
+                let stored = stored.map(|p| p.seq_num);
+                tracing::info!(%group, %stream, start, ?stored, "share-partition start moved elsewhere: dropped");
+                *state = None;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(%group, %stream, error = %e, "share-partition start not checked"),
+        }
+    }
 }
 
 /// Gives back, uncounted, the records `member` holds on `partitions`: its share session

@@ -4,7 +4,8 @@
 //!
 //! - `group`: a share group's members and their assignments (every partition of their
 //!   topics), held by the group's coordinator; `heartbeat` answers ShareGroupHeartbeat,
-//!   `describe` ShareGroupDescribe and DescribeShareGroupOffsets;
+//!   `describe` ShareGroupDescribe and DescribeShareGroupOffsets, `offsets`
+//!   AlterShareGroupOffsets and DeleteShareGroupOffsets;
 //! - `partition`: one share-partition's records in flight, held by the broker that
 //!   leads the partition; `fetch` answers ShareFetch and ShareAcknowledge over share
 //!   sessions (`sessions`); `table` holds the share-partitions and forgets idle ones.
@@ -20,6 +21,7 @@ mod describe;
 mod fetch;
 mod group;
 mod heartbeat;
+mod offsets;
 mod partition;
 mod sessions;
 mod table;
@@ -35,6 +37,7 @@ use crate::KafkaConfig;
 pub use describe::{describe, describe_offsets};
 pub use fetch::{acknowledge, fetch};
 pub use heartbeat::heartbeat;
+pub use offsets::{alter_offsets, delete_offsets};
 
 /// What this broker holds of share groups: the groups it coordinates, the
 /// share-partitions it leads, and its members' share sessions.
@@ -120,6 +123,16 @@ impl Shares {
         Ok(true)
     }
 
+    /// Whether share group `group`, if held here, has members within `session_ms`
+    /// (`None` when it is not held).
+    pub(crate) fn has_members(&self, group: &str, session_ms: u64) -> Option<bool> {
+        let now = self.now();
+        let mut groups = self.groups();
+        let held = groups.get_mut(group)?;
+        held.expire(now, session_ms);
+        Some(!held.is_empty())
+    }
+
     /// Whether share group `group` is held here (with members or without): no classic or
     /// consumer-protocol group, nor a commit outside a group, may then use its name, whose
     /// stored positions are its start offsets.
@@ -130,6 +143,11 @@ impl Shares {
     /// Forgets share group `group` (another broker coordinates it now): whether it was held.
     pub(crate) fn forget_group(&self, group: &str) -> bool {
         self.groups().remove(group).is_some()
+    }
+
+    /// Group `group`'s share-partition on `stream` if one is held here.
+    fn held_partition(&self, group: &str, stream: &str) -> Option<table::PartitionSlot> {
+        self.partitions().held(group, stream)
     }
 
     /// Group `group`'s share-partition on `stream`.

@@ -51,6 +51,11 @@ impl PartitionTable {
         entry.slot.clone()
     }
 
+    /// Group `group`'s share-partition on `stream` if one is held here (none is made).
+    pub fn held(&self, group: &str, stream: &str) -> Option<PartitionSlot> {
+        self.entries.get(&(group.to_string(), stream.to_string())).map(|entry| entry.slot.clone())
+    }
+
     fn forget_idle(&mut self, now_ms: u64) {
         let idle_ms = self.idle_ms;
         if !self.idle_sweep.due(now_ms, idle_ms) {
@@ -94,6 +99,16 @@ mod tests {
         assert!(table.get("g", "busy", 2 * IDLE).lock().await.as_ref().is_some_and(|s| !s.nothing_in_flight()));
         assert!(Arc::ptr_eq(&table.get("g", "held", 2 * IDLE), &held), "the same share-partition");
         assert!(table.get("g", "done", 2 * IDLE).lock().await.is_none(), "found again from the stored start");
+    }
+
+    #[test]
+    fn held_finds_only_what_was_asked_for_and_makes_nothing() {
+        let mut table = PartitionTable::new(IDLE);
+        assert!(table.held("g", "s").is_none());
+        assert_eq!(table.len(), 0, "looking makes no share-partition");
+        let slot = table.get("g", "s", 0);
+        assert!(table.held("g", "s").is_some_and(|held| Arc::ptr_eq(&held, &slot)));
+        assert!(table.held("other", "s").is_none());
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 // group and a consumer-protocol group, offsets for times, transactions read committed, a
 // consume-transform-produce loop with its offsets in the transaction, fencing, group
 // offsets altered and deleted, records deleted, partitions added, a share consumer and
-// its group as the admin client describes and lists it.
+// its group as the admin client describes, lists and resets it.
 // Run by cli/tests/kafka.rs with the jars of `scripts/java-kafka.sh` on the class path:
 //   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/JavaClients.java HOST:PORT
 
@@ -45,8 +45,10 @@ import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -88,12 +90,8 @@ public class JavaClients {
         check(cluster.clusterId().get() != null, "the cluster has an id");
         var topic = new NewTopic(ORDERS, PARTITIONS, (short) 1).configs(Map.of("retention.ms", "86400000"));
         admin.createTopics(List.of(topic)).all().get();
-        try {
-            admin.createTopics(List.of(new NewTopic(ORDERS, PARTITIONS, (short) 1))).all().get();
-            throw new AssertionError("a second create succeeded");
-        } catch (ExecutionException e) {
-            check(e.getCause() instanceof TopicExistsException, "a second create is TopicExists: " + e.getCause());
-        }
+        var exists = expectFailure(admin.createTopics(List.of(new NewTopic(ORDERS, PARTITIONS, (short) 1))).all());
+        check(exists instanceof TopicExistsException, "a second create is TopicExists: " + exists);
         TopicDescription described = admin.describeTopics(List.of(ORDERS)).allTopicNames().get().get(ORDERS);
         check(described.partitions().size() == PARTITIONS, "three partitions: " + described);
         check(!described.topicId().equals(Uuid.ZERO_UUID), "a topic id");
@@ -462,7 +460,75 @@ public class JavaClients {
             }
             step("a share consumer received each record once and a released one again");
             shareGroupAdmin(admin, new TopicPartition(topic, 0));
+            var refused = expectFailure(admin.alterShareGroupOffsets("java-share",
+                    Map.of(new TopicPartition(topic, 0), 0L)).all());
+            check(refused instanceof GroupNotEmptyException, "offsets reset with a member in the group: " + refused);
         }
+        shareGroupReset(admin, new TopicPartition(topic, 0));
+    }
+
+    /** The share group "java-share" once its member left: its start offset moved back
+     * five records, which a new share consumer is handed again, each as a first delivery;
+     * then its start offsets deleted. */
+    static void shareGroupReset(Admin admin, TopicPartition partition) throws Exception {
+        awaitEmptyShareGroup(admin);
+        long end = admin.listOffsets(Map.of(partition, OffsetSpec.latest())).all().get().get(partition).offset();
+        admin.alterShareGroupOffsets("java-share", Map.of(partition, end - 5)).all().get();
+        var missing = new TopicPartition(partition.topic(), 9);
+        var unknown = expectFailure(admin.alterShareGroupOffsets("java-share", Map.of(missing, 0L)).all());
+        check(unknown instanceof UnknownTopicOrPartitionException, "a partition that does not exist: " + unknown);
+        var offsets = admin.listShareGroupOffsets(Map.of("java-share", new ListShareGroupOffsetsSpec()))
+                .partitionsToOffsetInfo("java-share").get();
+        check(offsets.get(partition) != null && offsets.get(partition).startOffset() == end - 5,
+                "the start offset moved back to " + (end - 5) + ": " + offsets);
+        var props = consumerProps(null, null);
+        props.remove("auto.offset.reset");
+        props.remove("enable.auto.commit");
+        props.put("group.id", "java-share");
+        props.put("share.acknowledgement.mode", "explicit");
+        List<String> again = new ArrayList<>();
+        try (var consumer = new KafkaShareConsumer<String, String>(props)) {
+            consumer.subscribe(List.of(partition.topic()));
+            long deadline = System.nanoTime() + DEADLINE.toNanos();
+            while (again.size() < 5) {
+                check(System.nanoTime() < deadline, "handed again only " + again);
+                for (var record : consumer.poll(Duration.ofMillis(200))) {
+                    check(record.offset() >= end - 5, "a record before the new start: " + record.offset());
+                    check(record.deliveryCount().orElse((short) 0) == 1, "a first delivery: " + record);
+                    again.add(record.key());
+                    consumer.acknowledge(record, AcknowledgeType.ACCEPT);
+                }
+                consumer.commitSync();
+            }
+        }
+        check(again.equals(List.of("q15", "q16", "q17", "q18", "q19")), "the last five handed again: " + again);
+        step("a share group's start offset reset by the admin client, and its records handed out again");
+        awaitEmptyShareGroup(admin);
+        admin.deleteShareGroupOffsets("java-share", Set.of(partition.topic())).all().get();
+        offsets = admin.listShareGroupOffsets(Map.of("java-share", new ListShareGroupOffsetsSpec()))
+                .partitionsToOffsetInfo("java-share").get();
+        check(offsets.get(partition) == null, "no start offset once deleted: " + offsets);
+        step("a share group's start offsets deleted by the admin client");
+    }
+
+    /** Waits until "java-share" has no members (a closed share consumer has left). */
+    static void awaitEmptyShareGroup(Admin admin) throws Exception {
+        long deadline = System.nanoTime() + DEADLINE.toNanos();
+        while (admin.describeShareGroups(List.of("java-share")).describedGroups().get("java-share").get()
+                .groupState() != GroupState.EMPTY) {
+            check(System.nanoTime() < deadline, "the share group still has members");
+            Thread.sleep(50);
+        }
+    }
+
+    /** What `future` failed with; an assertion error if it did not fail. */
+    static Throwable expectFailure(org.apache.kafka.common.KafkaFuture<?> future) throws InterruptedException {
+        try {
+            future.get();
+        } catch (ExecutionException e) {
+            return e.getCause();
+        }
+        throw new AssertionError("succeeded where a failure was expected");
     }
 
     /** The share group "java-share", its one member still in it, as the admin client
