@@ -286,7 +286,7 @@ async fn answer(
         }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(cluster::find_coordinator(kafka, r, version)),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch_session::fetch(kafka, r, version, fetches).await),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r).await),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list(kafka, r, version).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(offsets::delete_records(kafka, r).await),
         RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
             ResponseKind::InitProducerId(transactions::init(kafka, r, version).await)

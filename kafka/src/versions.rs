@@ -9,7 +9,7 @@ use kafka_protocol::messages::ApiKey;
 pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
     (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),

@@ -317,10 +317,22 @@ impl KafkaConn {
 
     /// The partition's latest offset (ListOffsets -1): error code and offset.
     pub async fn latest(&mut self, topic: &str, partition: i32) -> Result<(i16, i64), Unanswered> {
-        let p = ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(-1);
+        self.list_offsets(topic, partition, -1, 5).await
+    }
+
+    /// ListOffsets of `timestamp` (or a special one: -1 latest, -2 earliest, ...) at
+    /// `version`: error code and offset.
+    pub async fn list_offsets(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        version: i16,
+    ) -> Result<(i16, i64), Unanswered> {
+        let p = ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(timestamp);
         let topic = ListOffsetsTopic::default().with_name(name(topic)).with_partitions(vec![p]);
         let request = ListOffsetsRequest::default().with_topics(vec![topic]);
-        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 5, &request).await?;
+        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, version, &request).await?;
         let p = &response.topics[0].partitions[0];
         Ok((p.error_code, p.offset))
     }

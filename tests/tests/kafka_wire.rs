@@ -102,6 +102,39 @@ async fn latest(socket: &mut TcpStream, topic: &str) -> i64 {
     p.offset
 }
 
+/// ListOffsets' special timestamps from the version that brought each on: the earliest
+/// local offset (version 8) is the earliest, as a log kept whole in the object store has
+/// no local part; the latest tiered offset (version 9) is -1, as Kafka answers for a
+/// topic without remote storage; an older version asking for either, or for the max
+/// timestamp before version 7, is UNSUPPORTED_VERSION, as Kafka's brokers answer.
+#[tokio::test]
+async fn list_offsets_answers_each_special_timestamp_from_its_version_on() {
+    let server = server().await;
+    let mut conn = shale_tests::kafka_client::KafkaConn::connect(
+        server.kafka.as_ref().unwrap(),
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(conn.create_topic("special", 1).await.unwrap(), 0);
+    let values: Vec<String> = (0..5).map(|i| format!("v{i}")).collect();
+    assert_eq!(conn.produce("special", 0, &values).await.unwrap(), (0, 0));
+    assert_eq!(conn.delete_records("special", 0, 2).await.unwrap(), 0);
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    for version in [8, 9, 10] {
+        assert_eq!(conn.list_offsets("special", 0, -4, version).await.unwrap(), (0, 2), "earliest local at {version}");
+        assert_eq!(conn.list_offsets("special", 0, -2, version).await.unwrap(), (0, 2), "earliest at {version}");
+        assert_eq!(conn.list_offsets("special", 0, -3, version).await.unwrap(), (0, 4), "max timestamp at {version}");
+    }
+    for version in [9, 10] {
+        assert_eq!(conn.list_offsets("special", 0, -5, version).await.unwrap(), (0, -1), "latest tiered at {version}");
+    }
+    assert_eq!(conn.list_offsets("special", 0, -5, 8).await.unwrap(), (unsupported, -1));
+    assert_eq!(conn.list_offsets("special", 0, -4, 7).await.unwrap(), (unsupported, -1));
+    assert_eq!(conn.list_offsets("special", 0, -3, 6).await.unwrap(), (unsupported, -1));
+    assert_eq!(conn.list_offsets("special", 0, -3, 7).await.unwrap(), (0, 4));
+}
+
 #[tokio::test]
 async fn malformed_frames_and_unknown_apis_close_the_connection() {
     let server = server().await;

@@ -398,10 +398,14 @@ public class JavaClients {
         admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(10))).all().get();
         long earliest = admin.listOffsets(Map.of(tp, OffsetSpec.earliest())).all().get().get(tp).offset();
         check(earliest == 10, "records before 10 deleted: earliest " + earliest);
+        long local = admin.listOffsets(Map.of(tp, OffsetSpec.earliestLocal())).all().get().get(tp).offset();
+        check(local == 10, "the earliest local offset is the earliest: " + local);
+        long tiered = admin.listOffsets(Map.of(tp, OffsetSpec.latestTiered())).all().get().get(tp).offset();
+        check(tiered == -1, "nothing tiered to remote storage: " + tiered);
         admin.createPartitions(Map.of(ORDERS, NewPartitions.increaseTo(PARTITIONS + 1))).all().get();
         int now = admin.describeTopics(List.of(ORDERS)).allTopicNames().get().get(ORDERS).partitions().size();
         check(now == PARTITIONS + 1, "a partition added: " + now);
-        step("records deleted before an offset, a partition added");
+        step("records deleted before an offset (earliest and earliest local 10, latest tiered -1), a partition added");
     }
 
     /** Kafka's share consumer (KIP-932): records produced after the group starts are
