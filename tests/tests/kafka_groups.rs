@@ -4,7 +4,8 @@
 //! OffsetDelete keeps the offsets on topics a group's members subscribe to, a group
 //! known only by its committed offsets is listed and described as `Empty`, and a member
 //! that joins without an id from JoinGroup version 4 is given one to join with
-//! (MEMBER_ID_REQUIRED), leaving no member behind until it does.
+//! (MEMBER_ID_REQUIRED), leaving no member behind until it does, and a static member
+//! away through a round stays a member and comes back to its assignment without one.
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,10 +14,11 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, ConsumerProtocolSubscription, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, JoinGroupRequest,
-    JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
-    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    ApiKey, ConsumerProtocolSubscription, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, HeartbeatRequest,
+    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::ResponseError;
@@ -233,4 +235,101 @@ async fn a_join_without_a_member_id_is_given_one_to_join_with_from_version_4_and
     assert_eq!(static_member.error_code, 0);
     assert_eq!(members(&mut conn, "static").await, vec![static_member.member_id.to_string()]);
     server.stop().await;
+}
+
+/// A join to "kept" at version 5 by `member_id` ("" for a new one), static `instance` if
+/// any, with a session of 30 s and rounds of 1 s: its answer.
+async fn join_kept(conn: &mut KafkaConn, member_id: &str, instance: Option<&'static str>) -> JoinGroupResponse {
+    let request = join_request("kept", instance)
+        .with_member_id(StrBytes::from_string(member_id.to_string()))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(1_000);
+    let answer = conn.join_group(5, &request).await.unwrap();
+    assert_eq!(answer.error_code, 0, "{member_id} {instance:?}");
+    answer
+}
+
+/// `member_id`'s SyncGroup to "kept" at `generation`, handing out `assignments` (the
+/// leader's): the assignment it is answered.
+async fn sync_kept(conn: &mut KafkaConn, member_id: &str, generation: i32, assignments: &[(&str, &str)]) -> String {
+    let assignments = assignments
+        .iter()
+        .map(|(member, assignment)| {
+            SyncGroupRequestAssignment::default()
+                .with_member_id(StrBytes::from_string(member.to_string()))
+                .with_assignment(bytes::Bytes::from(assignment.to_string()))
+        })
+        .collect();
+    let request = SyncGroupRequest::default()
+        .with_group_id(group("kept"))
+        .with_generation_id(generation)
+        .with_member_id(StrBytes::from_string(member_id.to_string()))
+        .with_assignments(assignments);
+    let answer: SyncGroupResponse = conn.call(ApiKey::SyncGroup, 5, &request).await.unwrap();
+    assert_eq!(answer.error_code, 0, "{member_id}");
+    String::from_utf8(answer.assignment.to_vec()).unwrap()
+}
+
+/// A static member (KIP-345) that is away while a round runs stays in the group, as Kafka
+/// keeps it: the leader is handed it among the members and assigns it partitions. Back
+/// under a new member id with its instance id, it takes that assignment at once, without
+/// another round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_away_through_a_round_stays_and_comes_back_without_one() {
+    let (server, _) = server_with(&[], 0).await;
+    let connect = || KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(10));
+    let (mut a, mut b, mut c) = (connect().await.unwrap(), connect().await.unwrap(), connect().await.unwrap());
+    let first = join_kept(&mut a, "", Some("ia")).await;
+    let id_a = first.member_id.to_string();
+    sync_kept(&mut a, &id_a, first.generation_id, &[(&id_a, "all")]).await;
+    let (joined_b, rejoined_a) =
+        tokio::join!(join_kept(&mut b, "", Some("ib")), rejoin_when_asked(&mut a, &id_a, first.generation_id));
+    let id_b = joined_b.member_id.to_string();
+    let generation = rejoined_a.generation_id;
+    sync_kept(&mut a, &id_a, generation, &[(&id_a, "a"), (&id_b, "b")]).await;
+    assert_eq!(sync_kept(&mut b, &id_b, generation, &[]).await, "b");
+
+    // b goes quiet (a static member sends no LeaveGroup); a dynamic member's join starts a
+    // round, which ends at its 1 s deadline without b.
+    let (joined_c, rejoined_a) =
+        tokio::join!(join_kept(&mut c, "", None), rejoin_when_asked(&mut a, &id_a, generation));
+    let id_c = joined_c.member_id.to_string();
+    let generation = rejoined_a.generation_id;
+    let listed: Vec<String> = rejoined_a.members.iter().map(|m| m.member_id.to_string()).collect();
+    assert!(listed.contains(&id_b), "the leader is handed b among the members: {listed:?}");
+    assert_eq!(listed.len(), 3);
+    sync_kept(&mut a, &id_a, generation, &[(&id_a, "a"), (&id_b, "b again"), (&id_c, "c")]).await;
+    assert_eq!(sync_kept(&mut c, &id_c, generation, &[]).await, "c");
+
+    // b restarts: a new connection, no member id, its instance id.
+    let mut b = connect().await.unwrap();
+    let back = join_kept(&mut b, "", Some("ib")).await;
+    assert_eq!(back.generation_id, generation, "no round: the generation stands");
+    assert_ne!(back.member_id.to_string(), id_b, "a new member id");
+    assert_eq!(sync_kept(&mut b, &back.member_id.to_string(), generation, &[]).await, "b again");
+    assert_eq!(heartbeat_kept(&mut c, &id_c, generation).await, 0, "the others are not asked to rejoin");
+    server.stop().await;
+}
+
+/// `member_id`'s Heartbeat to "kept" at `generation`: its error code.
+async fn heartbeat_kept(conn: &mut KafkaConn, member_id: &str, generation: i32) -> i16 {
+    let beat = HeartbeatRequest::default()
+        .with_group_id(group("kept"))
+        .with_generation_id(generation)
+        .with_member_id(StrBytes::from_string(member_id.to_string()));
+    let beat: HeartbeatResponse = conn.call(ApiKey::Heartbeat, 4, &beat).await.unwrap();
+    beat.error_code
+}
+
+/// Static member "ia" heartbeats as `member_id` at `generation` until it is asked to
+/// rejoin (a round has begun), then rejoins: its join's answer.
+async fn rejoin_when_asked(conn: &mut KafkaConn, member_id: &str, generation: i32) -> JoinGroupResponse {
+    let asked = ResponseError::RebalanceInProgress.code();
+    for _ in 0..200 {
+        if heartbeat_kept(conn, member_id, generation).await == asked {
+            return join_kept(conn, member_id, Some("ia")).await;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no round began within 200 heartbeats");
 }

@@ -3,7 +3,8 @@
 //! rest), the leader's SyncGroup hands out assignments, heartbeats keep members alive
 //! and tell them when to rejoin. A static member (one with a `group.instance.id`) that
 //! rejoins under a new member id takes its old id's place and assignment, without a
-//! round while the group is stable, and the old id is fenced. A join names only ids the
+//! round while the group is stable, and the old id is fenced; one that has not rejoined
+//! when a round ends stays a member until its session runs out. A join names only ids the
 //! group knows: its members' and those it gave out for a second join (KIP-394). Pure
 //! state: time comes in as milliseconds, and the waiting lives in `mod.rs`.
 
@@ -213,7 +214,10 @@ impl Group {
     }
 
     /// Completes the round once every member has rejoined, or, past its deadline, with
-    /// those that have.
+    /// those that have. A static member that has not rejoined stays a member, as Kafka
+    /// keeps one (KIP-345): the leader assigns it partitions, which wait for it until it
+    /// comes back under its instance id or its session runs out. (With no member rejoined
+    /// at all, none stays.)
     pub fn try_complete(&mut self, now_ms: u64) -> bool {
         if self.phase != Phase::PreparingRebalance {
             return false;
@@ -222,7 +226,8 @@ impl Group {
         if !all_joined && now_ms < self.round_deadline_ms {
             return false;
         }
-        self.members.retain(|_, m| m.joined);
+        let any_joined = self.members.values().any(|m| m.joined);
+        self.members.retain(|_, m| m.joined || (any_joined && m.group_instance_id.is_some()));
         if self.members.is_empty() {
             self.phase = Phase::Empty;
             self.leader = None;
@@ -232,8 +237,9 @@ impl Group {
         }
         self.generation += 1;
         self.protocol = self.choose_protocol();
-        if !self.leader.as_ref().is_some_and(|l| self.members.contains_key(l)) {
-            self.leader = self.members.keys().next().cloned();
+        // The leader is a member that rejoined: only those are answered this round.
+        if !self.leader.as_ref().is_some_and(|l| self.members.get(l).is_some_and(|m| m.joined)) {
+            self.leader = self.members.iter().find(|(_, m)| m.joined).map(|(id, _)| id.clone());
         }
         for member in self.members.values_mut() {
             member.assignment = Bytes::new();
@@ -488,6 +494,59 @@ mod tests {
         assert_eq!(group.check("b", None, 2), Err(Refusal::UnknownMember));
         assert_eq!(group.resolve("", Some("ib")), Ok("b2".to_string()));
         assert_eq!(group.resolve("", Some("nobody")), Err(Refusal::UnknownMember));
+    }
+
+    /// [`stable_static_pair`] with sessions of 60 s, longer than a round's 30 s deadline.
+    fn stable_static_pair_with_long_sessions() -> Group {
+        let mut group = stable_static_pair();
+        for member in group.members.values_mut() {
+            member.session_timeout_ms = 60_000;
+        }
+        group
+    }
+
+    #[test]
+    fn a_static_member_away_through_a_round_stays_and_comes_back_to_what_it_was_given() {
+        let mut group = stable_static_pair_with_long_sessions();
+        // A dynamic member joins while "b" (instance "ib") is down: a round b misses.
+        group.join("c", member(&["range"]), 100).unwrap();
+        group.join("a", static_member(&["range"], "ia"), 100).unwrap();
+        assert!(!group.try_complete(100), "the round waits for b until its deadline");
+        assert!(!group.expire(30_100), "b's session has not run out");
+        assert!(group.try_complete(30_100), "then completes without it");
+        assert_eq!(group.members.keys().collect::<Vec<_>>(), ["a", "b", "c"], "b stays: static");
+        assert_eq!(group.leader.as_deref(), Some("a"));
+        let assignments = ["a", "b", "c"].map(|m| (m.to_string(), Bytes::from(m.to_uppercase())));
+        group.assign("a", None, group.generation, assignments.to_vec()).unwrap();
+        assert_eq!(group.phase, Phase::Stable);
+
+        // b back under a new id: its place and what the leader gave it, without a round.
+        let joined = group.join("b2", static_member(&["range"], "ib"), 30_200).unwrap();
+        assert!(matches!(joined, Joined::Replaced { .. }));
+        assert_eq!(group.members["b2"].assignment, Bytes::from_static(b"B"));
+        assert_eq!(group.phase, Phase::Stable);
+    }
+
+    #[test]
+    fn a_static_member_kept_through_a_round_leaves_when_its_session_runs_out() {
+        let mut group = stable_static_pair_with_long_sessions();
+        group.join("c", member(&["range"]), 100).unwrap();
+        group.join("a", static_member(&["range"], "ia"), 100).unwrap();
+        assert!(group.try_complete(30_100));
+        group.assign("a", None, group.generation, vec![]).unwrap();
+        group.heartbeat("a", None, group.generation, 55_000).unwrap();
+        group.heartbeat("c", None, group.generation, 55_000).unwrap();
+        assert!(group.expire(60_001), "b's session, 60 s from its last sign of life at 0, ran out");
+        assert!(!group.members.contains_key("b"));
+        assert_eq!(group.phase, Phase::PreparingRebalance, "a round gives its partitions to the others");
+
+        // A round no member rejoins keeps no static member either.
+        let mut group = stable_static_pair_with_long_sessions();
+        group.join("c", member(&["range"]), 100).unwrap();
+        group.leave("c", 200).unwrap();
+        assert!(group.try_complete(30_200));
+        assert_eq!(group.phase, Phase::Empty);
+        assert!(group.members.is_empty());
     }
 
     #[test]
