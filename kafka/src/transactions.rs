@@ -22,7 +22,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use shale_metadata_contract::{MetadataError, TransactionCall, TransactionOp, TransactionOutcome, TransactionState};
+use shale_metadata_contract::{
+    GroupOffset, MetadataError, TransactionCall, TransactionOp, TransactionOutcome, TransactionState,
+};
 use shale_service::auth::{Operation, Target};
 
 use crate::topics::{self, stream_of};
@@ -178,12 +180,15 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
         crate::groups::may_commit_in_transaction(kafka, &group, &member, instance.as_deref(), generation)
     };
     // A negative offset is refused (INVALID_COMMIT_OFFSET_SIZE, as OffsetCommit answers
-    // it) and the others are committed.
+    // it), as is metadata over 4,096 bytes (OFFSET_METADATA_TOO_LARGE); the others are
+    // committed, each with its metadata.
     let mut offsets = Vec::new();
     for topic in &request.topics {
         for p in &topic.partitions {
-            if let Ok(offset) = u64::try_from(p.committed_offset) {
-                offsets.push((stream_of(&topic.name.0, p.partition_index), offset));
+            let commit_metadata = crate::groups::commit_metadata(p.committed_metadata.as_ref());
+            if let (Ok(seq_num), Ok(commit_metadata)) = (u64::try_from(p.committed_offset), commit_metadata) {
+                let stream = stream_of(&topic.name.0, p.partition_index);
+                offsets.push(GroupOffset { stream, seq_num, commit_metadata });
             }
         }
     }
@@ -205,8 +210,13 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
                 .partitions
                 .iter()
                 .map(|p| {
-                    let code =
-                        if p.committed_offset < 0 { ResponseError::InvalidCommitOffsetSize.code() } else { code };
+                    let code = if p.committed_offset < 0 {
+                        ResponseError::InvalidCommitOffsetSize.code()
+                    } else if let Err(too_large) = crate::groups::commit_metadata(p.committed_metadata.as_ref()) {
+                        too_large
+                    } else {
+                        code
+                    };
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code)

@@ -152,14 +152,16 @@ pub enum CatalogCall {
     RevokeAccessToken {
         id: String,
     },
-    /// Stores a tracked consumer's position: at most the stream's tail; with
-    /// `expected`, only if the stored position (0 when none) equals it.
+    /// Stores a tracked consumer's position (and `commit_metadata` beside it): at most
+    /// the stream's tail; with `expected`, only if the stored position (0 when none)
+    /// equals it.
     CommitConsumer {
         basin: String,
         stream: String,
         name: String,
         seq_num: u64,
         expected: Option<u64>,
+        commit_metadata: String,
     },
     GetConsumer {
         basin: String,
@@ -226,11 +228,16 @@ pub struct ConsumerPosition {
     pub seq_num: u64,
     /// Metadata's clock when it was committed (ms).
     pub updated_ms: u64,
+    /// What the committer kept beside the position (a Kafka commit's metadata string);
+    /// empty when none.
+    pub commit_metadata: String,
 }
 
 impl ConsumerPosition {
     /// Longest consumer name, in bytes.
     pub const MAX_NAME_BYTES: usize = 128;
+    /// Longest commit metadata, in bytes (Kafka's `offset.metadata.max.bytes` default).
+    pub const MAX_COMMIT_METADATA_BYTES: usize = 4096;
 }
 
 /// An access token as metadata keeps it: the id, the SHA-256 of the secret (never the

@@ -53,6 +53,6 @@ pub use rpc::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSA
 pub use tails::{TailUpdate, TailWatch};
 pub use timing::ClusterTiming;
 pub use transactions::{
-    TransactionCall, TransactionOffset, TransactionOp, TransactionOutcome, TransactionRefusal, TransactionStamp,
-    TransactionState,
+    GroupOffset, TransactionCall, TransactionOffset, TransactionOp, TransactionOutcome, TransactionRefusal,
+    TransactionStamp, TransactionState,
 };

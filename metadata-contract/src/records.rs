@@ -423,6 +423,7 @@ pub fn consumer_to_wire(position: &ConsumerPosition) -> pb::ConsumerPosition {
         name: position.name.clone(),
         seq_num: position.seq_num,
         updated_ms: position.updated_ms,
+        commit_metadata: position.commit_metadata.clone(),
     }
 }
 
@@ -433,6 +434,7 @@ pub fn consumer_from_wire(position: pb::ConsumerPosition) -> ConsumerPosition {
         name: position.name,
         seq_num: position.seq_num,
         updated_ms: position.updated_ms,
+        commit_metadata: position.commit_metadata,
     }
 }
 

@@ -37,6 +37,16 @@ pub struct TransactionOffset {
     pub stream: String,
     pub group: String,
     pub seq_num: u64,
+    pub commit_metadata: String,
+}
+
+/// One group offset a transaction commits: the stream, the next sequence number to
+/// read, and the commit's metadata string (empty when none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupOffset {
+    pub stream: String,
+    pub seq_num: u64,
+    pub commit_metadata: String,
 }
 
 /// A transactional id's record: its producer id and epoch, and its open transaction
@@ -166,11 +176,11 @@ pub enum TransactionOp {
     AddGroup {
         group: String,
     },
-    /// Group offsets applied when the transaction commits: `(stream, next seq)`.
+    /// Group offsets applied when the transaction commits.
     CommitOffsets {
         basin: String,
         group: String,
-        offsets: Vec<(String, u64)>,
+        offsets: Vec<GroupOffset>,
     },
     /// Commits (`true`) or aborts the open transaction; a retry of the last one that
     /// ended the same way succeeds.
@@ -198,7 +208,11 @@ impl TransactionOp {
             }
             TransactionOp::CommitOffsets { basin, group, offsets } => {
                 (call.basin, call.group) = (basin.clone(), group.clone());
-                (call.streams, call.positions) = offsets.iter().cloned().unzip();
+                call.streams = offsets.iter().map(|o| o.stream.clone()).collect();
+                call.positions = offsets.iter().map(|o| o.seq_num).collect();
+                if offsets.iter().any(|o| !o.commit_metadata.is_empty()) {
+                    call.commit_metadata = offsets.iter().map(|o| o.commit_metadata.clone()).collect();
+                }
                 pb::TransactionOp::CommitOffsets
             }
             TransactionOp::End { commit: true } => pb::TransactionOp::Commit,
@@ -231,7 +245,19 @@ pub fn transaction_call_from_wire(call: pb::TransactionCall) -> Result<Transacti
             if call.streams.len() != call.positions.len() {
                 return Err(malformed("one position per stream"));
             }
-            let offsets = call.streams.into_iter().zip(call.positions).collect();
+            let mut commit_metadata = call.commit_metadata;
+            match commit_metadata.len() {
+                0 => commit_metadata.resize(call.streams.len(), String::new()),
+                n if n != call.streams.len() => return Err(malformed("one commit metadata per stream, or none")),
+                _ => {}
+            }
+            let offsets = call
+                .streams
+                .into_iter()
+                .zip(call.positions)
+                .zip(commit_metadata)
+                .map(|((stream, seq_num), commit_metadata)| GroupOffset { stream, seq_num, commit_metadata })
+                .collect();
             TransactionOp::CommitOffsets { basin: call.basin, group: call.group, offsets }
         }
         pb::TransactionOp::Commit => TransactionOp::End { commit: true },
@@ -265,6 +291,7 @@ pub fn transaction_to_wire(state: &TransactionState) -> pb::TransactionRecord {
                 stream: o.stream.clone(),
                 group: o.group.clone(),
                 seq_num: o.seq_num,
+                commit_metadata: o.commit_metadata.clone(),
             })
             .collect(),
         staged: state.staged,
@@ -290,7 +317,13 @@ pub fn transaction_from_wire(record: pb::TransactionRecord) -> Result<Transactio
         offsets: record
             .offsets
             .into_iter()
-            .map(|o| TransactionOffset { basin: o.basin, stream: o.stream, group: o.group, seq_num: o.seq_num })
+            .map(|o| TransactionOffset {
+                basin: o.basin,
+                stream: o.stream,
+                group: o.group,
+                seq_num: o.seq_num,
+                commit_metadata: o.commit_metadata,
+            })
             .collect(),
         staged: record.staged,
         staged_from: record.staged_from,
@@ -317,13 +350,22 @@ impl Stored for TransactionState {
 mod tests {
     use super::*;
 
+    fn offset(stream: &str, seq_num: u64, commit_metadata: &str) -> GroupOffset {
+        GroupOffset { stream: stream.into(), seq_num, commit_metadata: commit_metadata.into() }
+    }
+
     #[test]
     fn calls_and_records_round_trip() {
         for op in [
             TransactionOp::Init { timeout_ms: 60_000, new_producer_id: 77 },
             TransactionOp::AddStreams { basin: "b".into(), streams: vec!["t/0".into(), "t/1".into()] },
             TransactionOp::AddGroup { group: "g".into() },
-            TransactionOp::CommitOffsets { basin: "b".into(), group: "g".into(), offsets: vec![("in/0".into(), 9)] },
+            TransactionOp::CommitOffsets { basin: "b".into(), group: "g".into(), offsets: vec![offset("in/0", 9, "")] },
+            TransactionOp::CommitOffsets {
+                basin: "b".into(),
+                group: "g".into(),
+                offsets: vec![offset("in/0", 9, ""), offset("in/1", 3, "kept")],
+            },
             TransactionOp::End { commit: true },
             TransactionOp::End { commit: false },
             TransactionOp::Describe,
@@ -345,6 +387,7 @@ mod tests {
                 stream: "in/0".into(),
                 group: "g".into(),
                 seq_num: 4,
+                commit_metadata: "m".into(),
             }],
             staged: 7,
             staged_from: 5,

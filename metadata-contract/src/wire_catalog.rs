@@ -95,13 +95,14 @@ pub fn catalog_call_to_wire(call: &CatalogCall) -> pb::CatalogCall {
             Call::ListAccessTokens(list("", prefix, start_after, *limit))
         }
         CatalogCall::RevokeAccessToken { id } => Call::RevokeAccessToken(pb::AccessTokenRef { id: id.clone() }),
-        CatalogCall::CommitConsumer { basin, stream, name, seq_num, expected } => {
+        CatalogCall::CommitConsumer { basin, stream, name, seq_num, expected, commit_metadata } => {
             Call::CommitConsumer(pb::ConsumerCommit {
                 basin: basin.clone(),
                 stream: stream.clone(),
                 name: name.clone(),
                 seq_num: *seq_num,
                 expected: *expected,
+                commit_metadata: commit_metadata.clone(),
             })
         }
         CatalogCall::DeleteConsumer { basin, stream, name } => {
@@ -205,6 +206,7 @@ pub fn catalog_call_from_wire(call: pb::CatalogCall) -> Result<CatalogCall> {
             name: r.name,
             seq_num: r.seq_num,
             expected: r.expected,
+            commit_metadata: r.commit_metadata,
         },
         Call::GetConsumer(r) => CatalogCall::GetConsumer { basin: r.basin, stream: r.stream, name: r.name },
         Call::DeleteConsumer(r) => CatalogCall::DeleteConsumer { basin: r.basin, stream: r.stream, name: r.name },
@@ -529,6 +531,7 @@ mod tests {
                 name: "c".into(),
                 seq_num: 9,
                 expected: Some(4),
+                commit_metadata: "meta".into(),
             },
             CatalogCall::GetConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
             CatalogCall::DeleteConsumer { basin: "b".into(), stream: "s".into(), name: "c".into() },
@@ -581,6 +584,7 @@ mod tests {
                     name: "c".into(),
                     seq_num: 3,
                     updated_ms: 8,
+                    commit_metadata: "m".into(),
                 }],
                 has_more: false,
             }),

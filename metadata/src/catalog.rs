@@ -105,8 +105,9 @@ impl Metadata {
                 self.revoke_access_token(&id).await?;
                 CatalogReply::Done
             }
-            CatalogCall::CommitConsumer { basin, stream, name, seq_num, expected } => {
-                CatalogReply::Consumer(Some(self.commit_consumer(&basin, &stream, &name, seq_num, expected).await?))
+            CatalogCall::CommitConsumer { basin, stream, name, seq_num, expected, commit_metadata } => {
+                let position = self.commit_consumer(&basin, &stream, &name, seq_num, expected, commit_metadata).await?;
+                CatalogReply::Consumer(Some(position))
             }
             CatalogCall::GetConsumer { basin, stream, name } => {
                 CatalogReply::Consumer(self.consumer(&basin, &stream, &name).await?)

@@ -8,8 +8,8 @@ use slatedb::WriteBatch;
 use crate::{keys, ConsumerPosition, ListPage, Metadata, MetadataError, Result, Stored};
 
 impl Metadata {
-    /// Stores `name`'s position on the stream: at most its tail; with `expected`, only
-    /// if the stored position (0 when none) equals it.
+    /// Stores `name`'s position on the stream, with `commit_metadata` beside it: at most
+    /// its tail; with `expected`, only if the stored position (0 when none) equals it.
     pub async fn commit_consumer(
         &self,
         basin: &str,
@@ -17,12 +17,14 @@ impl Metadata {
         name: &str,
         seq_num: u64,
         expected: Option<u64>,
+        commit_metadata: String,
     ) -> Result<ConsumerPosition> {
         self.check_usable()?;
         if name.is_empty() || name.len() > ConsumerPosition::MAX_NAME_BYTES {
             let max = ConsumerPosition::MAX_NAME_BYTES;
             return Err(MetadataError::InvalidArgument(format!("a consumer name is 1 to {max} bytes")));
         }
+        check_commit_metadata(&commit_metadata)?;
         let writer = self.writer.lock().await;
         self.check_usable()?;
         let not_found = || MetadataError::StreamNotFound { basin: basin.into(), stream: stream.into() };
@@ -55,6 +57,7 @@ impl Metadata {
             name: name.into(),
             seq_num,
             updated_ms: self.clock.now_ms(),
+            commit_metadata,
         };
         let mut batch = WriteBatch::new();
         batch.put(&key, position.to_stored());
@@ -114,4 +117,14 @@ impl Metadata {
     async fn durable_stream_id(&self, basin: &str, stream: &str) -> Result<u64> {
         Ok(self.get_stream(basin, stream).await?.record.id)
     }
+}
+
+/// Refuses commit metadata longer than [`ConsumerPosition::MAX_COMMIT_METADATA_BYTES`].
+pub(crate) fn check_commit_metadata(commit_metadata: &str) -> Result<()> {
+    let max = ConsumerPosition::MAX_COMMIT_METADATA_BYTES;
+    if commit_metadata.len() > max {
+        let len = commit_metadata.len();
+        return Err(MetadataError::InvalidArgument(format!("commit metadata of {len} bytes is over {max}")));
+    }
+    Ok(())
 }

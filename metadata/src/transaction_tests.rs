@@ -11,8 +11,8 @@ use shale_storage::object_store::ObjectStore;
 use shale_storage::ManualClock;
 
 use crate::{
-    keys, BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, MetadataError,
-    ProducerStamp, StreamConfig, TransactionCall, TransactionOp, TransactionOutcome, TransactionRefusal,
+    keys, BasinConfig, CommitAppend, CommitRequest, CommitUnit, GroupOffset, Metadata, MetadataApi, MetadataConfig,
+    MetadataError, ProducerStamp, StreamConfig, TransactionCall, TransactionOp, TransactionOutcome, TransactionRefusal,
     TransactionStamp, TransactionState, UnitOutcome,
 };
 
@@ -108,7 +108,7 @@ async fn a_commit_makes_every_staged_append_and_offset_visible_at_once() {
     let second = commit(&metadata, &clock, 2, vec![staged("out/0", producer, 3, 1)]).await;
     assert!(second[0].is_ok(), "{second:?}");
     call(&metadata, producer, TransactionOp::AddGroup { group: "g".into() }).await.unwrap();
-    let offsets = vec![("in/0".to_string(), 0)];
+    let offsets = vec![GroupOffset { stream: "in/0".into(), seq_num: 0, commit_metadata: String::new() }];
     call(&metadata, producer, TransactionOp::CommitOffsets { basin: BASIN.into(), group: "g".into(), offsets })
         .await
         .unwrap();

@@ -26,11 +26,12 @@ use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
 
 use crate::commit::apply_append;
+use crate::consumers::check_commit_metadata;
 use crate::overlay::{Overlay, Staged, StreamKey};
 use crate::refs::Releases;
 use crate::{
-    keys, ConsumerPosition, Metadata, MetadataError, Result, Stored, StreamRecord, TransactionCall, TransactionOffset,
-    TransactionOp, TransactionOutcome, TransactionRefusal, TransactionState, WriterState,
+    keys, ConsumerPosition, GroupOffset, Metadata, MetadataError, Result, Stored, StreamRecord, TransactionCall,
+    TransactionOffset, TransactionOp, TransactionOutcome, TransactionRefusal, TransactionState, WriterState,
 };
 
 /// How often open transactions are checked against their timeouts (Kafka checks every
@@ -129,20 +130,24 @@ impl Metadata {
                 }
             }
             TransactionOp::CommitOffsets { basin, group, offsets } => {
-                if let Err(error) = state.check_open() {
+                let checked = state
+                    .check_open()
+                    .and_then(|()| offsets.iter().try_for_each(|o| check_commit_metadata(&o.commit_metadata)));
+                if let Err(error) = checked {
                     self.settle(writer).await?;
                     return Err(error);
                 }
                 if !state.groups.contains(&group) {
                     state.groups.push(group.clone());
                 }
-                for (stream, seq_num) in offsets {
+                for GroupOffset { stream, seq_num, commit_metadata } in offsets {
                     state.offsets.retain(|o| !(o.basin == basin && o.stream == stream && o.group == group));
                     state.offsets.push(TransactionOffset {
                         basin: basin.clone(),
                         stream,
                         group: group.clone(),
                         seq_num,
+                        commit_metadata,
                     });
                 }
             }
@@ -224,6 +229,7 @@ impl Metadata {
                 name: offset.group,
                 seq_num: offset.seq_num.min(record.next_seq),
                 updated_ms: now_ms,
+                commit_metadata: offset.commit_metadata,
             };
             batch.put(keys::consumer(record.id, &position.name), position.to_stored());
         }

@@ -32,7 +32,8 @@ pub struct ConsumerView {
 
 impl Service {
     /// Commits `name`'s position (at most the tail; with `match_seq_num`, only if the
-    /// stored position, 0 when none, equals it).
+    /// stored position, 0 when none, equals it), with `commit_metadata` beside it (a
+    /// Kafka commit's metadata string; at most 4,096 bytes; empty for none).
     pub async fn commit_consumer(
         &self,
         basin: &str,
@@ -40,6 +41,7 @@ impl Service {
         name: &str,
         seq_num: u64,
         match_seq_num: Option<u64>,
+        commit_metadata: String,
     ) -> Result<ConsumerView, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
@@ -49,6 +51,7 @@ impl Service {
             name: name.into(),
             seq_num,
             expected: match_seq_num,
+            commit_metadata,
         };
         let position = self.metadata.catalog(call).await?.into_consumer()?;
         let position = position.ok_or_else(|| ServiceError::ConsumerNotFound(name.into()))?;
@@ -133,6 +136,7 @@ impl Service {
             name: String::new(),
             seq_num: record.trim_point,
             updated_ms: 0,
+            commit_metadata: String::new(),
         };
         Ok(self.lag(&start, &record).await?.bytes.unwrap_or(record.metered_bytes))
     }

@@ -65,7 +65,7 @@ async fn lag_in_records_bytes_and_seconds_follows_appends_and_commits() {
     let service = service(clock.clone()).await;
     append(&service, &["aaaa", "bb", "c"]).await;
 
-    let view = service.commit_consumer(BASIN, "s", "c1", 0, None).await.unwrap();
+    let view = service.commit_consumer(BASIN, "s", "c1", 0, None, String::new()).await.unwrap();
     assert_eq!(view.position.seq_num, 0);
     assert_eq!(lag(&view), (3, Some(metered("aaaa") + metered("bb") + metered("c")), 0.0));
 
@@ -75,25 +75,33 @@ async fn lag_in_records_bytes_and_seconds_follows_appends_and_commits() {
 
     append(&service, &["dddddd", "e"]).await; // at t0 + 5 s
                                               // Inside the first append's entry: the rest of it plus the second append.
-    let view = service.commit_consumer(BASIN, "s", "c1", 2, Some(0)).await.unwrap();
+    let view = service.commit_consumer(BASIN, "s", "c1", 2, Some(0), String::new()).await.unwrap();
     assert_eq!(lag(&view), (3, Some(metered("c") + metered("dddddd") + metered("e")), 5.0));
 
     clock.advance(Duration::from_secs(1));
-    let view = service.commit_consumer(BASIN, "s", "c1", 3, Some(2)).await.unwrap();
+    let view = service.commit_consumer(BASIN, "s", "c1", 3, Some(2), String::new()).await.unwrap();
     assert_eq!(lag(&view), (2, Some(metered("dddddd") + metered("e")), 1.0));
     assert_eq!(view.position.updated_ms, t0 + 6_000);
 
     // Another consumer is independent; a caught-up one has no lag.
-    let other = service.commit_consumer(BASIN, "s", "c2", 5, None).await.unwrap();
+    let other = service.commit_consumer(BASIN, "s", "c2", 5, None, String::new()).await.unwrap();
     assert_eq!(lag(&other), (0, Some(0), 0.0));
     append(&service, &["ffff"]).await;
     assert_eq!(lag(&service.consumer(BASIN, "s", "c2").await.unwrap()), (1, Some(metered("ffff")), 0.0));
 
     // Conditions and bounds.
-    let stale = service.commit_consumer(BASIN, "s", "c1", 4, Some(2)).await.unwrap_err();
+    let stale = service.commit_consumer(BASIN, "s", "c1", 4, Some(2), String::new()).await.unwrap_err();
     assert_eq!(stale.code().http_status(), 412, "{stale}");
-    let past = service.commit_consumer(BASIN, "s", "c1", 7, None).await.unwrap_err();
+    let past = service.commit_consumer(BASIN, "s", "c1", 7, None, String::new()).await.unwrap_err();
     assert_eq!(past.code().http_status(), 400, "{past}");
+    // A commit's metadata is kept with the position, up to 4,096 bytes.
+    let noted = service.commit_consumer(BASIN, "s", "c2", 5, None, "note".into()).await.unwrap();
+    assert_eq!(noted.position.commit_metadata, "note");
+    assert_eq!(service.consumer(BASIN, "s", "c2").await.unwrap().position.commit_metadata, "note");
+    let long = service.commit_consumer(BASIN, "s", "c2", 6, None, "x".repeat(4097)).await.unwrap_err();
+    assert_eq!(long.code().http_status(), 400, "{long}");
+    let kept = service.consumer(BASIN, "s", "c2").await.unwrap().position;
+    assert_eq!((kept.seq_num, kept.commit_metadata.as_str()), (5, "note"), "nothing of the refused commit");
     assert_eq!(service.consumer(BASIN, "s", "nobody").await.unwrap_err().code().http_status(), 404);
 
     let query = ListQuery::default();

@@ -1,5 +1,6 @@
 //! Consumer groups' offsets over a real socket, as clients and admin tools use them: a
 //! negative committed offset (a client resetting a partition) clears the group's offset,
+//! a commit's metadata string is kept with its offset (up to Kafka's 4,096 bytes),
 //! an OffsetFetch for every topic answers only the partitions a group has offsets on,
 //! OffsetDelete keeps the offsets on topics a group's members subscribe to, a group
 //! known only by its committed offsets is listed and described as `Empty`, and a member
@@ -13,12 +14,15 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, ConsumerProtocolSubscription, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, HeartbeatRequest,
-    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
-    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+    HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kafka_protocol::ResponseError;
@@ -63,6 +67,63 @@ async fn a_negative_committed_offset_clears_the_groups_offset() {
     let unknown = ResponseError::UnknownTopicOrPartition.code();
     assert_eq!(conn.commit("g", "missing", 0, -1).await.unwrap(), unknown);
     assert_eq!(conn.commit("g", "missing", 0, 1).await.unwrap(), unknown);
+    server.stop().await;
+}
+
+/// Commits `offset` with `metadata` for group "m" on partition 0 of "meta": the error code.
+async fn commit_with_metadata(conn: &mut KafkaConn, offset: i64, metadata: Option<String>) -> i16 {
+    let p = OffsetCommitRequestPartition::default()
+        .with_committed_offset(offset)
+        .with_committed_metadata(metadata.map(StrBytes::from_string));
+    let topic = OffsetCommitRequestTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("meta")))
+        .with_partitions(vec![p]);
+    let request = OffsetCommitRequest::default()
+        .with_group_id(group("m"))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![topic]);
+    let response: OffsetCommitResponse = conn.call(ApiKey::OffsetCommit, 8, &request).await.unwrap();
+    response.topics[0].partitions[0].error_code
+}
+
+/// Group "m"'s offset and metadata on partition 0 of "meta", as OffsetFetch answers at
+/// version 7 (one group) and at 8 (groups), which must agree.
+async fn committed_with_metadata(conn: &mut KafkaConn) -> (i64, String) {
+    let wanted = kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("meta")))
+        .with_partition_indexes(vec![0]);
+    let one = OffsetFetchRequest::default().with_group_id(group("m")).with_topics(Some(vec![wanted]));
+    let one: OffsetFetchResponse = conn.call(ApiKey::OffsetFetch, 7, &one).await.unwrap();
+    let p = &one.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let answer = (p.committed_offset, p.metadata.as_deref().unwrap_or("(null)").to_string());
+    let wanted = OffsetFetchRequestTopics::default()
+        .with_name(TopicName(StrBytes::from_static_str("meta")))
+        .with_partition_indexes(vec![0]);
+    let asked = OffsetFetchRequestGroup::default().with_group_id(group("m")).with_topics(Some(vec![wanted]));
+    let groups = OffsetFetchRequest::default().with_groups(vec![asked]);
+    let groups: OffsetFetchResponse = conn.call(ApiKey::OffsetFetch, 8, &groups).await.unwrap();
+    let p = &groups.groups[0].topics[0].partitions[0];
+    assert_eq!((p.committed_offset, p.metadata.as_deref().unwrap_or("(null)")), (answer.0, answer.1.as_str()));
+    answer
+}
+
+/// A commit's metadata string comes back with its offset, as Kafka keeps it: replaced by
+/// the next commit (none is stored as empty); over Kafka's 4,096 bytes it is
+/// OFFSET_METADATA_TOO_LARGE and the stored offset and metadata stay as they were.
+#[tokio::test]
+async fn a_commits_metadata_is_kept_with_its_offset() {
+    let (server, mut conn) = server_with(&[("meta", 1)], 5).await;
+    assert_eq!(commit_with_metadata(&mut conn, 2, Some("checkpoint 7".into())).await, 0);
+    assert_eq!(committed_with_metadata(&mut conn).await, (2, "checkpoint 7".to_string()));
+    let largest = "x".repeat(4096);
+    assert_eq!(commit_with_metadata(&mut conn, 3, Some(largest.clone())).await, 0);
+    assert_eq!(committed_with_metadata(&mut conn).await, (3, largest.clone()));
+    let too_large = ResponseError::OffsetMetadataTooLarge.code();
+    assert_eq!(commit_with_metadata(&mut conn, 4, Some("x".repeat(4097))).await, too_large);
+    assert_eq!(committed_with_metadata(&mut conn).await, (3, largest), "nothing of the refused commit stored");
+    assert_eq!(commit_with_metadata(&mut conn, 4, None).await, 0);
+    assert_eq!(committed_with_metadata(&mut conn).await, (4, String::new()), "none is empty, as Kafka stores it");
     server.stop().await;
 }
 

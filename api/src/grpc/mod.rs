@@ -249,7 +249,8 @@ impl Streams for GrpcService {
     async fn commit_consumer(&self, request: Request<pb::CommitConsumerRequest>) -> Result<pb::Consumer> {
         let service = self.caller_in(&request)?;
         let r = request.into_inner();
-        let view = service.commit_consumer(&r.basin, &r.stream, &r.name, r.seq_num, r.match_seq_num).await;
+        let view =
+            service.commit_consumer(&r.basin, &r.stream, &r.name, r.seq_num, r.match_seq_num, String::new()).await;
         ok(convert::consumer(view.map_err(err)?))
     }
 

@@ -43,7 +43,8 @@ pub async fn commit(
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let request: CommitConsumerJson = json_body(body)?;
-    let view = service.commit_consumer(basin, stream, name, request.seq_num, request.match_seq_num).await?;
+    let view =
+        service.commit_consumer(basin, stream, name, request.seq_num, request.match_seq_num, String::new()).await?;
     Ok(Json(view_json(&view)).into_response())
 }
 

@@ -42,9 +42,9 @@ pub use consumer_describe::describe as describe_consumer_groups;
 pub use consumer_heartbeat::heartbeat as consumer_heartbeat;
 pub use listing::{describe, list};
 pub use offset_fetch::fetch_offsets;
-pub(crate) use offset_fetch::stored_offsets;
+pub(crate) use offset_fetch::{stored_offsets, StoredOffset};
+pub(crate) use offsets::{commit_metadata, has_offsets, partition_streams, store};
 pub use offsets::{commit_offsets, delete, delete_offsets};
-pub(crate) use offsets::{has_offsets, partition_streams, store};
 use state::{Group, Joined, Member, Phase, Refusal};
 
 use crate::Kafka;

@@ -1,8 +1,8 @@
 //! OffsetFetch: a group's committed offsets, read from the tracked consumers named after
 //! it (`offsets`), one group a request (versions 1-7) or several (8 on; 9 naming the
 //! consumer-protocol member that asks). Asked for every topic, only the partitions the
-//! group has offsets on are answered, as Kafka does. Commit metadata strings are not
-//! kept: an empty one is answered.
+//! group has offsets on are answered, as Kafka does. Each offset comes with the metadata
+//! string committed with it.
 
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
@@ -18,10 +18,27 @@ use crate::error::code;
 use crate::topics::{self, stream_of};
 use crate::Kafka;
 
-/// Group `group`'s committed offset on `stream`: -1 when it has none.
-async fn committed(kafka: &Kafka, stream: &str, group: &str) -> Result<i64, ServiceError> {
-    let position = kafka.service.consumer_position(&kafka.config.basin, stream, group).await?;
-    Ok(position.map_or(-1, |position| i64::try_from(position.seq_num).unwrap_or(i64::MAX)))
+/// One partition's committed offset as OffsetFetch answers it: -1 and no metadata when
+/// there is none, or with the error that kept it from being read.
+pub(crate) struct StoredOffset {
+    pub partition: i32,
+    pub offset: i64,
+    pub metadata: String,
+    pub error: i16,
+}
+
+/// Group `group`'s committed offset on `partition`'s `stream`.
+async fn committed(kafka: &Kafka, stream: &str, partition: i32, group: &str) -> StoredOffset {
+    let none = StoredOffset { partition, offset: -1, metadata: String::new(), error: 0 };
+    match kafka.service.consumer_position(&kafka.config.basin, stream, group).await {
+        Ok(Some(position)) => StoredOffset {
+            offset: i64::try_from(position.seq_num).unwrap_or(i64::MAX),
+            metadata: position.commit_metadata,
+            ..none
+        },
+        Ok(None) => none,
+        Err(e) => StoredOffset { error: code(&e), ..none },
+    }
 }
 
 /// `(topic, partitions)` asked for, every topic when `None`.
@@ -36,21 +53,18 @@ async fn asked_partitions(
     Ok(all.into_iter().map(|(name, n)| (TopicName(StrBytes::from_string(name)), (0..n as i32).collect())).collect())
 }
 
-/// Each asked partition's committed offset (-1: none) and error code.
+/// Each asked partition's committed offset.
 async fn committed_offsets(
     kafka: &Kafka,
     group: &str,
     asked: Vec<(TopicName, Vec<i32>)>,
-) -> Vec<(TopicName, Vec<(i32, i64, i16)>)> {
+) -> Vec<(TopicName, Vec<StoredOffset>)> {
     let mut answers = Vec::new();
     for (name, partitions) in asked {
         let topic = name.0.to_string();
         let mut found = Vec::new();
         for partition in partitions {
-            found.push(match committed(kafka, &stream_of(&topic, partition), group).await {
-                Ok(offset) => (partition, offset, 0),
-                Err(e) => (partition, -1, code(&e)),
-            });
+            found.push(committed(kafka, &stream_of(&topic, partition), partition, group).await);
         }
         answers.push((name, found));
     }
@@ -77,13 +91,13 @@ pub async fn fetch_offsets(kafka: &Kafka, request: OffsetFetchRequest, version: 
         .map(|(name, partitions)| {
             let partitions = partitions
                 .into_iter()
-                .map(|(index, offset, error)| {
+                .map(|stored| {
                     OffsetFetchResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_committed_offset(offset)
+                        .with_partition_index(stored.partition)
+                        .with_committed_offset(stored.offset)
                         .with_committed_leader_epoch(-1)
-                        .with_metadata(Some(StrBytes::default()))
-                        .with_error_code(error)
+                        .with_metadata(Some(StrBytes::from_string(stored.metadata)))
+                        .with_error_code(stored.error)
                 })
                 .collect();
             OffsetFetchResponseTopic::default().with_name(name).with_partitions(partitions)
@@ -137,35 +151,35 @@ fn may_fetch(kafka: &Kafka, group: &str, member_id: Option<&str>, member_epoch: 
     })
 }
 
-fn group_topic((name, partitions): (TopicName, Vec<(i32, i64, i16)>)) -> OffsetFetchResponseTopics {
+fn group_topic((name, partitions): (TopicName, Vec<StoredOffset>)) -> OffsetFetchResponseTopics {
     let partitions = partitions
         .into_iter()
-        .map(|(index, offset, error)| {
+        .map(|stored| {
             OffsetFetchResponsePartitions::default()
-                .with_partition_index(index)
-                .with_committed_offset(offset)
+                .with_partition_index(stored.partition)
+                .with_committed_offset(stored.offset)
                 .with_committed_leader_epoch(-1)
-                .with_metadata(Some(StrBytes::default()))
-                .with_error_code(error)
+                .with_metadata(Some(StrBytes::from_string(stored.metadata)))
+                .with_error_code(stored.error)
         })
         .collect();
     OffsetFetchResponseTopics::default().with_name(name).with_partitions(partitions)
 }
 
-/// A group's offsets stored on each partition of `topics`, as `(partition, offset (-1:
-/// none), error code)`: asked for every topic (`None`), only the partitions that have
-/// one, as Kafka answers (the others are left out, not answered -1).
+/// A group's offsets stored on each partition of `topics`: asked for every topic
+/// (`None`), only the partitions that have one, as Kafka answers (the others are left
+/// out, not answered -1).
 pub(crate) async fn stored_offsets(
     kafka: &Kafka,
     group: &str,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
-) -> Result<Vec<(TopicName, Vec<(i32, i64, i16)>)>, ServiceError> {
+) -> Result<Vec<(TopicName, Vec<StoredOffset>)>, ServiceError> {
     let every_topic = topics.is_none();
     let asked = asked_partitions(kafka, topics).await?;
     let mut found = committed_offsets(kafka, group, asked).await;
     if every_topic {
         for (_, partitions) in &mut found {
-            partitions.retain(|&(_, offset, error)| offset >= 0 || error != 0);
+            partitions.retain(|stored| stored.offset >= 0 || stored.error != 0);
         }
         found.retain(|(_, partitions)| !partitions.is_empty());
     }

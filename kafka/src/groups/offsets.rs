@@ -1,7 +1,8 @@
 //! OffsetCommit over tracked consumers: group `G`'s committed offset on partition `P` of
 //! topic `T` is the position of consumer `G` on stream `T/P`; a negative committed offset
 //! removes it (OffsetFetch then answers -1, read by every client as no committed offset,
-//! as the negative value Kafka keeps is). Commit metadata strings are not kept.
+//! as the negative value Kafka keeps is). A commit's metadata string is kept beside its
+//! position (up to Kafka's 4,096 bytes; longer is OFFSET_METADATA_TOO_LARGE).
 //! DeleteGroups removes a group's consumer from every partition of every topic,
 //! OffsetDelete from the partitions it names. OffsetFetch is `offset_fetch`.
 
@@ -14,7 +15,9 @@ use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
     OffsetDeleteResponse,
 };
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use shale_metadata_contract::ConsumerPosition;
 use shale_service::ServiceError;
 
 use crate::error::code;
@@ -34,9 +37,10 @@ pub async fn commit_offsets(kafka: &Kafka, request: OffsetCommitRequest) -> Offs
         let name = topic.name.0.to_string();
         let mut partitions = Vec::new();
         for p in topic.partitions {
-            let error = match &allowed {
-                Err(error) => *error,
-                Ok(()) => match store(kafka, &stream_of(&name, p.partition_index), &group, p.committed_offset).await {
+            let stream = stream_of(&name, p.partition_index);
+            let error = match (allowed, commit_metadata(p.committed_metadata.as_ref())) {
+                (Err(error), _) | (Ok(()), Err(error)) => error,
+                (Ok(()), Ok(metadata)) => match store(kafka, &stream, &group, p.committed_offset, metadata).await {
                     Ok(()) => 0,
                     Err(e) => code(&e),
                 },
@@ -50,17 +54,33 @@ pub async fn commit_offsets(kafka: &Kafka, request: OffsetCommitRequest) -> Offs
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// Stores `group`'s committed `offset` on `stream`. A negative offset is "none": Kafka
-/// keeps it as given and every client reads any negative offset back as no committed
-/// offset (kafkajs commits -1 or -2 when it resets a partition to its default, on
-/// `OFFSET_OUT_OF_RANGE` and in its admin's `resetOffsets`), so the group's position is
-/// removed and OffsetFetch answers -1.
-pub(crate) async fn store(kafka: &Kafka, stream: &str, group: &str, offset: i64) -> Result<(), ServiceError> {
+/// Stores `group`'s committed `offset` on `stream`, with `metadata` beside it. A
+/// negative offset is "none": Kafka keeps it as given and every client reads any
+/// negative offset back as no committed offset (kafkajs commits -1 or -2 when it resets
+/// a partition to its default, on `OFFSET_OUT_OF_RANGE` and in its admin's
+/// `resetOffsets`), so the group's position is removed and OffsetFetch answers -1.
+pub(crate) async fn store(
+    kafka: &Kafka,
+    stream: &str,
+    group: &str,
+    offset: i64,
+    metadata: String,
+) -> Result<(), ServiceError> {
     let basin = &kafka.config.basin;
     match u64::try_from(offset) {
-        Ok(offset) => kafka.service.commit_consumer(basin, stream, group, offset, None).await.map(drop),
+        Ok(offset) => kafka.service.commit_consumer(basin, stream, group, offset, None, metadata).await.map(drop),
         Err(_) => kafka.service.delete_consumer(basin, stream, group).await.map(drop),
     }
+}
+
+/// A commit's metadata string as stored (none is empty, as Kafka stores it), or
+/// OFFSET_METADATA_TOO_LARGE past 4,096 bytes (Kafka's `offset.metadata.max.bytes`).
+pub(crate) fn commit_metadata(metadata: Option<&StrBytes>) -> Result<String, i16> {
+    let metadata = metadata.map(|m| m.to_string()).unwrap_or_default();
+    if metadata.len() > ConsumerPosition::MAX_COMMIT_METADATA_BYTES {
+        return Err(ResponseError::OffsetMetadataTooLarge.code());
+    }
+    Ok(metadata)
 }
 
 /// The stream of every partition of every topic.

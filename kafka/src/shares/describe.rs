@@ -17,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::group::{self, ShareGroup};
-use crate::groups::{consumer_session_ms, not_coordinator, stored_offsets};
+use crate::groups::{consumer_session_ms, not_coordinator, stored_offsets, StoredOffset};
 use crate::{topics, Kafka};
 
 /// Kafka's value for authorized operations not asked for.
@@ -137,7 +137,7 @@ pub async fn describe_offsets(
     DescribeShareGroupOffsetsResponse::default().with_groups(groups)
 }
 
-type Offsets = Vec<(TopicName, Vec<(i32, i64, i16)>)>;
+type Offsets = Vec<(TopicName, Vec<StoredOffset>)>;
 
 async fn offsets_of(
     kafka: &Kafka,
@@ -155,12 +155,12 @@ fn answered_topics(found: Offsets) -> Vec<DescribeShareGroupOffsetsResponseTopic
         .map(|(name, partitions)| {
             let partitions = partitions
                 .into_iter()
-                .map(|(index, offset, error)| {
+                .map(|stored| {
                     DescribeShareGroupOffsetsResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_start_offset(offset)
+                        .with_partition_index(stored.partition)
+                        .with_start_offset(stored.offset)
                         .with_leader_epoch(0)
-                        .with_error_code(error)
+                        .with_error_code(stored.error)
                 })
                 .collect();
             DescribeShareGroupOffsetsResponseTopic::default()

@@ -466,14 +466,15 @@ async fn initial_start(kafka: &Kafka, group: &str, stream: &str) -> Result<u64, 
         ShareReset::Latest => kafka.service.check_tail(basin, stream).await?.seq_num,
         ShareReset::Earliest => 0,
     };
-    kafka.service.commit_consumer(basin, stream, group, start, None).await?;
+    kafka.service.commit_consumer(basin, stream, group, start, None, String::new()).await?;
     Ok(start)
 }
 
 /// Stores the group's start offset on the stream. A failure is logged: the records
 /// before it would be handed out again after a restart, not lost.
 async fn persist(kafka: &Kafka, group: &str, stream: &str, start: u64) {
-    if let Err(e) = kafka.service.commit_consumer(&kafka.config.basin, stream, group, start, None).await {
+    if let Err(e) = kafka.service.commit_consumer(&kafka.config.basin, stream, group, start, None, String::new()).await
+    {
         tracing::warn!(%group, %stream, start, error = %e, "share-partition start offset not stored");
     }
 }

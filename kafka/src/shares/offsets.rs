@@ -84,7 +84,7 @@ pub async fn alter_offsets(kafka: &Kafka, request: AlterShareGroupOffsetsRequest
             let outcome = match &found {
                 Ok(count) if (0..*count).contains(&index) => {
                     let stream = stream_of(&name, index);
-                    crate::groups::store(kafka, &stream, &group, asked.start_offset)
+                    crate::groups::store(kafka, &stream, &group, asked.start_offset, String::new())
                         .await
                         .map_err(|e| (crate::error::code(&e), Some(e.to_string())))
                 }

@@ -319,7 +319,7 @@ public class JavaClients {
                 for (var record : records) {
                     producer.send(new ProducerRecord<>(out, record.key(), record.value().toUpperCase()));
                     offsets.put(new TopicPartition(record.topic(), record.partition()),
-                            new OffsetAndMetadata(record.offset() + 1));
+                            new OffsetAndMetadata(record.offset() + 1, "through " + record.offset()));
                 }
                 producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
                 producer.commitTransaction();
@@ -329,7 +329,10 @@ public class JavaClients {
         var committed = admin.listConsumerGroupOffsets("java-eos").partitionsToOffsetAndMetadata().get();
         var latest = latestOffsets(admin, ORDERS, PARTITIONS);
         for (var entry : latest.entrySet()) {
-            check(committed.get(entry.getKey()).offset() == entry.getValue(), "the pipeline's offsets at the end");
+            var offset = committed.get(entry.getKey());
+            check(offset.offset() == entry.getValue(), "the pipeline's offsets at the end");
+            check(offset.metadata().equals("through " + (entry.getValue() - 1)),
+                    "the metadata committed in the transaction: " + offset);
         }
         var props = consumerProps(null, null);
         props.put("isolation.level", "read_committed");
@@ -381,16 +384,17 @@ public class JavaClients {
         var listed = admin.listGroups().all().get().stream().map(g -> g.groupId()).collect(Collectors.toSet());
         check(listed.containsAll(List.of("java-readers", "java-kip848", "java-eos")), "groups listed: " + listed);
         var tp = new TopicPartition(ORDERS, 0);
-        admin.alterConsumerGroupOffsets("java-readers", Map.of(tp, new OffsetAndMetadata(3))).all().get();
+        admin.alterConsumerGroupOffsets("java-readers", Map.of(tp, new OffsetAndMetadata(3, "kept"))).all().get();
         var offsets = admin.listConsumerGroupOffsets("java-readers").partitionsToOffsetAndMetadata().get();
-        check(offsets.get(tp).offset() == 3, "an altered offset read back: " + offsets);
+        check(offsets.get(tp).offset() == 3 && offsets.get(tp).metadata().equals("kept"),
+                "an altered offset read back with its metadata: " + offsets);
         admin.deleteConsumerGroupOffsets("java-readers", Set.of(tp)).all().get();
         offsets = admin.listConsumerGroupOffsets("java-readers").partitionsToOffsetAndMetadata().get();
         check(offsets.get(tp) == null, "a deleted offset is gone: " + offsets);
         admin.deleteConsumerGroups(List.of("java-readers")).all().get();
         offsets = admin.listConsumerGroupOffsets("java-readers").partitionsToOffsetAndMetadata().get();
         check(offsets.isEmpty(), "a deleted group has no offsets: " + offsets);
-        step("groups listed, an offset altered and deleted, a group deleted");
+        step("groups listed, an offset altered (with its metadata) and deleted, a group deleted");
     }
 
     static void deleteRecordsAndAddPartitions(Admin admin) throws Exception {
