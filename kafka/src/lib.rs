@@ -32,6 +32,7 @@
 //! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
 //! - `active_producers`: DescribeProducers (each partition's producers, from the
 //!   producer state metadata keeps);
+//! - `patterns`: regular expressions matched against whole names, as Kafka matches them;
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
@@ -55,6 +56,7 @@ mod in_flight;
 mod log_dirs;
 mod metrics;
 mod offsets;
+mod patterns;
 mod produce;
 mod producers;
 mod records;

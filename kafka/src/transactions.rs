@@ -301,11 +301,32 @@ fn describe_one(
         .with_topics(topics)
 }
 
+/// ListTransactions: the transactional ids this broker coordinates, filtered by state,
+/// producer id, duration (version 1: open longer than it; one not open is kept, as Kafka
+/// keeps an `Empty` one, whose start is unknown) and a regular expression the whole id
+/// matches (version 2; one that does not compile is INVALID_REGULAR_EXPRESSION).
 pub async fn list(kafka: &Kafka, request: ListTransactionsRequest) -> ListTransactionsResponse {
     let response = ListTransactionsResponse::default();
     if !may_use_transactions(kafka) {
         return response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
+    let pattern = match request.transactional_id_pattern.as_deref().filter(|p| !p.is_empty()) {
+        None => None,
+        Some(source) => match crate::patterns::whole_name(source) {
+            Ok(pattern) => Some(pattern),
+            Err(e) => {
+                tracing::debug!(pattern = %source, error = %e, "transactions listed by a pattern that does not compile");
+                return response.with_error_code(ResponseError::InvalidRegularExpression.code());
+            }
+        },
+    };
+    let now_ms = kafka.service.clock().now_ms();
+    let running_long_enough = |state: &TransactionState| {
+        let since = now_ms.saturating_sub(state.started_ms);
+        request.duration_filter < 0
+            || !state.is_open()
+            || i64::try_from(since).unwrap_or(i64::MAX) > request.duration_filter
+    };
     let call = TransactionCall { transactional_id: String::new(), producer_id: -1, epoch: -1, op: TransactionOp::List };
     let states = match kafka.service.metadata().transaction(call).await {
         Ok(states) => states,
@@ -335,6 +356,8 @@ pub async fn list(kafka: &Kafka, request: ListTransactionsRequest) -> ListTransa
         .filter(|s| {
             request.producer_id_filters.is_empty() || request.producer_id_filters.contains(&ProducerId(s.producer_id))
         })
+        .filter(|s| running_long_enough(s))
+        .filter(|s| pattern.as_ref().is_none_or(|p| p.is_match(&s.transactional_id)))
         .map(|s| {
             list_transactions_response::TransactionState::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_string(s.transactional_id.clone())))

@@ -2,7 +2,9 @@
 //! sends it: an idempotent producer listed on the partition it wrote to, once, at its
 //! latest epoch, with its latest batch's last sequence and timestamp; a transactional
 //! producer the same way, before and after its commit, never with a transaction start
-//! offset; unknown partitions and topics refused.
+//! offset; unknown partitions and topics refused. And ListTransactions' filters, as
+//! `kafka-transactions.sh list` and Java's `Admin.listTransactions` send them: by
+//! duration (version 1) and by a pattern of transactional ids (version 2).
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,7 +12,10 @@ use std::time::Duration;
 
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::describe_producers_response::PartitionResponse;
-use kafka_protocol::messages::{ApiKey, DescribeProducersRequest, DescribeProducersResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, DescribeProducersRequest, DescribeProducersResponse, ListTransactionsRequest, ListTransactionsResponse,
+    TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use shale_tests::kafka_client::{KafkaConn, TxnProducer};
@@ -91,5 +96,53 @@ async fn describe_producers_lists_each_producer_once_at_its_latest_epoch() {
     let answer = describe(&mut conn, &[("described", &[0, 1])]).await;
     assert_eq!(listed(&answer[0]), vec![(id, 1, 0, CREATE_TIME)]);
     assert_eq!(listed(&answer[1]), vec![txn_producer]);
+    server.stop().await;
+}
+
+/// ListTransactions at `version` with a duration filter and an id pattern: the error code
+/// and the ids listed, sorted.
+async fn list_transactions(
+    conn: &mut KafkaConn,
+    version: i16,
+    duration_ms: i64,
+    pattern: Option<&str>,
+) -> (i16, Vec<String>) {
+    let request = ListTransactionsRequest::default()
+        .with_duration_filter(duration_ms)
+        .with_transactional_id_pattern(pattern.map(|p| StrBytes::from_string(p.to_string())));
+    let response: ListTransactionsResponse = conn.call(ApiKey::ListTransactions, version, &request).await.unwrap();
+    let mut ids: Vec<String> = response.transaction_states.iter().map(|t| t.transactional_id.0.to_string()).collect();
+    ids.sort();
+    (response.error_code, ids)
+}
+
+/// ListTransactions' filters: an open transaction started just now is not listed as
+/// running longer than an hour, while ids with none open are (their start is unknown, as
+/// Kafka's `Empty` ones); a pattern lists the ids it matches whole; a pattern that does
+/// not compile is INVALID_REGULAR_EXPRESSION.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_transactions_filters_by_duration_and_id_pattern() {
+    let server = TestServer::start_with_kafka().await;
+    let mut conn = KafkaConn::connect(server.kafka.as_ref().unwrap(), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(conn.create_topic("listed", 1).await.unwrap(), 0);
+    for id in ["etl-1", "etl-2", "other"] {
+        assert_eq!(conn.init_transactional(id).await.unwrap().0, 0);
+    }
+    let (error, producer, epoch) = conn.init_transactional("etl-1").await.unwrap();
+    assert_eq!(error, 0);
+    let open = TxnProducer { id: producer, epoch, sequence: 0 };
+    assert_eq!(conn.add_partitions("etl-1", open, "listed", &[0]).await.unwrap(), 0);
+    assert_eq!(conn.produce_transactional("etl-1", open, "listed", 0, &values(0, 1)).await.unwrap().0, 0);
+
+    let every = ["etl-1", "etl-2", "other"].map(String::from).to_vec();
+    assert_eq!(list_transactions(&mut conn, 2, -1, None).await, (0, every));
+    let hour = 3_600_000;
+    let long_running = list_transactions(&mut conn, 1, hour, None).await;
+    assert_eq!(long_running, (0, vec!["etl-2".into(), "other".into()]), "etl-1 has run for well under an hour");
+    assert_eq!(list_transactions(&mut conn, 2, -1, Some("etl-.*")).await, (0, vec!["etl-1".into(), "etl-2".into()]));
+    assert_eq!(list_transactions(&mut conn, 2, -1, Some("etl")).await, (0, vec![]), "a pattern matches whole ids");
+    assert_eq!(list_transactions(&mut conn, 2, hour, Some("etl-.*")).await, (0, vec!["etl-2".into()]));
+    let broken = list_transactions(&mut conn, 2, -1, Some("etl-[")).await;
+    assert_eq!(broken, (ResponseError::InvalidRegularExpression.code(), vec![]));
     server.stop().await;
 }

@@ -57,7 +57,7 @@ pub struct TopicRegex {
 impl TopicRegex {
     /// `source` compiled (within a size bound), or why it cannot be.
     pub fn new(source: &str) -> Result<Self, regex::Error> {
-        let matcher = regex::RegexBuilder::new(&format!("^(?:{source})$")).size_limit(1 << 20).build()?;
+        let matcher = crate::patterns::whole_name(source)?;
         Ok(Self { source: source.to_string(), matcher })
     }
 }

@@ -25,6 +25,7 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -371,6 +372,9 @@ public class JavaClients {
         check(!producers.isEmpty(), "the idempotent producers of partition 0 are listed");
         var listed = admin.listTransactions().all().get().stream().map(t -> t.transactionalId()).toList();
         check(listed.containsAll(List.of("java-tx-1", "java-eos-1")), "transactions listed: " + listed);
+        var matching = admin.listTransactions(new ListTransactionsOptions().filterOnTransactionalIdPattern("java-eos-.*"))
+                .all().get().stream().map(t -> t.transactionalId()).toList();
+        check(matching.contains("java-eos-1") && !matching.contains("java-tx-1"), "listed by a pattern: " + matching);
         var described = admin.describeTransactions(List.of("java-eos-1")).all().get().get("java-eos-1");
         check(described.state() == org.apache.kafka.clients.admin.TransactionState.COMPLETE_COMMIT,
                 "the pipeline's last transaction committed: " + described);
