@@ -79,12 +79,12 @@ pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16, cli
         },
         Some(asked) => {
             let auto_create = kafka.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
-            let mut every_topic = None;
+            let mut by_id = topics::NamesById::default();
             for topic in asked {
                 // A topic asked for by id is found by it, whatever its name field holds
                 // (Java's admin client leaves it empty, not null).
                 if !topic.topic_id.is_nil() {
-                    answers.push(topic_by_id(kafka, &brokers, topic.topic_id, &mut every_topic).await);
+                    answers.push(topic_by_id(kafka, &brokers, topic.topic_id, &mut by_id).await);
                 } else if let Some(name) = topic.name {
                     answers.push(one_topic(kafka, &brokers, name, auto_create).await);
                 }
@@ -104,28 +104,20 @@ fn controller(brokers: &[Broker]) -> i32 {
 }
 
 /// A topic asked for by its id alone (from version 10, as a consumer-protocol member asks
-/// for the topics it is assigned), found among every topic (listed into `every_topic`
-/// once per request); an unknown id is UNKNOWN_TOPIC_ID.
+/// for the topics it is assigned), found among every topic (listed once per request);
+/// an unknown id is UNKNOWN_TOPIC_ID.
 async fn topic_by_id(
     kafka: &Kafka,
     brokers: &[Broker],
     id: uuid::Uuid,
-    every_topic: &mut Option<Vec<String>>,
+    by_id: &mut topics::NamesById,
 ) -> MetadataResponseTopic {
-    if every_topic.is_none() {
-        match topics::all_topics(kafka).await {
-            Ok(all) => *every_topic = Some(all.into_keys().collect()),
-            Err(e) => {
-                return MetadataResponseTopic::default().with_topic_id(id).with_error_code(crate::error::code(&e))
-            }
-        }
-    }
-    let named = every_topic.iter().flatten().find(|name| topics::topic_id(name) == id);
-    match named {
-        Some(name) => one_topic(kafka, brokers, TopicName(StrBytes::from_string(name.clone())), false).await,
-        None => {
+    match by_id.name_of(kafka, id).await {
+        Ok(Some(name)) => one_topic(kafka, brokers, TopicName(StrBytes::from_string(name)), false).await,
+        Ok(None) => {
             MetadataResponseTopic::default().with_topic_id(id).with_error_code(ResponseError::UnknownTopicId.code())
         }
+        Err(e) => MetadataResponseTopic::default().with_topic_id(id).with_error_code(crate::error::code(&e)),
     }
 }
 

@@ -236,10 +236,39 @@ pub async fn create(kafka: &Kafka, request: CreateTopicsRequest) -> CreateTopics
     CreateTopicsResponse::default().with_topics(results)
 }
 
+/// DeleteTopics: each named topic's partitions deleted; from version 6 a topic may be
+/// named by its id alone (Java's `Admin.deleteTopics(TopicCollection.ofTopicIds(..))`),
+/// an id no topic has UNKNOWN_TOPIC_ID.
 pub async fn delete(kafka: &Kafka, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
-    let names: Vec<TopicName> =
-        if version >= 6 { request.topics.into_iter().filter_map(|t| t.name).collect() } else { request.topic_names };
     let mut responses = Vec::new();
+    let mut names = Vec::new();
+    if version >= 6 {
+        let mut by_id = NamesById::default();
+        for asked in request.topics {
+            match asked.name {
+                Some(name) => names.push(name),
+                None => match by_id.name_of(kafka, asked.topic_id).await {
+                    Ok(Some(name)) => names.push(TopicName(StrBytes::from_string(name))),
+                    Ok(None) => responses.push(
+                        DeletableTopicResult::default()
+                            .with_topic_id(asked.topic_id)
+                            .with_error_code(ResponseError::UnknownTopicId.code())
+                            .with_error_message(Some(StrBytes::from_static_str(
+                                "This server does not host this topic ID.",
+                            ))),
+                    ),
+                    Err(e) => responses.push(
+                        DeletableTopicResult::default()
+                            .with_topic_id(asked.topic_id)
+                            .with_error_code(code(&e))
+                            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                    ),
+                },
+            }
+        }
+    } else {
+        names = request.topic_names;
+    }
     for name in names {
         let topic = name.0.to_string();
         let result = DeletableTopicResult::default().with_name(Some(name)).with_topic_id(topic_id(&topic));
@@ -319,6 +348,21 @@ async fn add_partitions(
     }
     let config = kafka.service.stream_config(&kafka.config.basin, &stream_of(topic, 0)).await.map_err(service_error)?;
     create_range(kafka, topic, current, count as u32, &config).await.map_err(service_error)
+}
+
+/// Topic names by id for one request: every topic is listed at the first lookup (ids
+/// are derived from names, so that one listing answers every id asked after it).
+#[derive(Default)]
+pub struct NamesById(Option<Vec<String>>);
+
+impl NamesById {
+    /// The name of the topic with id `id`; `None` when no topic has it.
+    pub async fn name_of(&mut self, kafka: &Kafka, id: uuid::Uuid) -> Result<Option<String>, ServiceError> {
+        if self.0.is_none() {
+            self.0 = Some(all_topics(kafka).await?.into_keys().collect());
+        }
+        Ok(self.0.iter().flatten().find(|name| topic_id(name) == id).cloned())
+    }
 }
 
 /// A topic's id: derived from its name, so every process gives the same one. (A topic

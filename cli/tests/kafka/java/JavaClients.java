@@ -80,7 +80,14 @@ public class JavaClients {
             shareConsumer(admin);
             admin.deleteTopics(List.of(ORDERS)).all().get();
             check(!admin.listTopics().names().get().contains(ORDERS), "a deleted topic is not listed");
-            step("a topic deleted");
+            Uuid queue = admin.describeTopics(List.of("java-queue")).allTopicNames().get().get("java-queue").topicId();
+            admin.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(queue))).all().get();
+            check(!admin.listTopics().names().get().contains("java-queue"), "a topic deleted by its id is not listed");
+            var unknown = expectFailure(
+                    admin.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(queue))).all());
+            check(unknown instanceof org.apache.kafka.common.errors.UnknownTopicIdException,
+                    "an id no topic has: " + unknown);
+            step("a topic deleted by its name, another by its id");
         }
         System.out.println("every step passed");
     }
