@@ -138,7 +138,31 @@ async fn one_topic(kafka: &Kafka, brokers: &[Broker], name: TopicName, auto_crea
     }
 }
 
-pub fn describe(kafka: &Kafka, _request: DescribeClusterRequest) -> DescribeClusterResponse {
+/// DescribeCluster's endpoint types (version 1): brokers, and KRaft controllers, which
+/// Shale has none of.
+const ENDPOINT_BROKERS: i8 = 1;
+const ENDPOINT_CONTROLLERS: i8 = 2;
+
+/// DescribeCluster: the live brokers. Asked for controllers (a client that takes this
+/// listener for a controller's) it is MISMATCHED_ENDPOINT_TYPE, any other endpoint type
+/// UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers them.
+pub fn describe(kafka: &Kafka, request: DescribeClusterRequest) -> DescribeClusterResponse {
+    let refused = |error: ResponseError, message: &'static str| {
+        DescribeClusterResponse::default()
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_static_str(message)))
+            .with_cluster_id(StrBytes::from_string(kafka.cluster_id.clone()))
+    };
+    match request.endpoint_type {
+        ENDPOINT_BROKERS => {}
+        ENDPOINT_CONTROLLERS => {
+            return refused(
+                ResponseError::MismatchedEndpointType,
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+            )
+        }
+        _ => return refused(ResponseError::UnsupportedEndpointType, "Unsupported endpoint type"),
+    }
     let live = kafka.brokers.live();
     let brokers = live
         .iter()

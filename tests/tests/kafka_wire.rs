@@ -10,9 +10,9 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DescribeClusterRequest,
+    DescribeClusterResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::Compression;
@@ -23,6 +23,12 @@ use tokio::net::TcpStream;
 
 async fn server() -> TestServer {
     TestServer::start_with_kafka().await
+}
+
+/// The tests' Kafka client connected to `server`.
+async fn client(server: &TestServer) -> shale_tests::kafka_client::KafkaConn {
+    let address = server.kafka.as_ref().unwrap();
+    shale_tests::kafka_client::KafkaConn::connect(address, std::time::Duration::from_secs(60)).await.unwrap()
 }
 
 async fn connect(server: &TestServer) -> TcpStream {
@@ -110,12 +116,7 @@ async fn latest(socket: &mut TcpStream, topic: &str) -> i64 {
 #[tokio::test]
 async fn list_offsets_answers_each_special_timestamp_from_its_version_on() {
     let server = server().await;
-    let mut conn = shale_tests::kafka_client::KafkaConn::connect(
-        server.kafka.as_ref().unwrap(),
-        std::time::Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
+    let mut conn = client(&server).await;
     assert_eq!(conn.create_topic("special", 1).await.unwrap(), 0);
     let values: Vec<String> = (0..5).map(|i| format!("v{i}")).collect();
     assert_eq!(conn.produce("special", 0, &values).await.unwrap(), (0, 0));
@@ -133,6 +134,28 @@ async fn list_offsets_answers_each_special_timestamp_from_its_version_on() {
     assert_eq!(conn.list_offsets("special", 0, -4, 7).await.unwrap(), (unsupported, -1));
     assert_eq!(conn.list_offsets("special", 0, -3, 6).await.unwrap(), (unsupported, -1));
     assert_eq!(conn.list_offsets("special", 0, -3, 7).await.unwrap(), (0, 4));
+}
+
+/// DescribeCluster lists the brokers (at version 1 when asked for brokers); asked for
+/// controllers it is MISMATCHED_ENDPOINT_TYPE and for an unknown endpoint type
+/// UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers.
+#[tokio::test]
+async fn describe_cluster_answers_for_brokers_only() {
+    let server = server().await;
+    let mut conn = client(&server).await;
+    let describe = |endpoint_type: i8| DescribeClusterRequest::default().with_endpoint_type(endpoint_type);
+    for (version, endpoint_type) in [(0, 1), (1, 1)] {
+        let answer: DescribeClusterResponse =
+            conn.call(ApiKey::DescribeCluster, version, &describe(endpoint_type)).await.unwrap();
+        assert_eq!((answer.error_code, answer.brokers.len()), (0, 1), "version {version}");
+    }
+    for (endpoint_type, error) in
+        [(2, ResponseError::MismatchedEndpointType), (7, ResponseError::UnsupportedEndpointType)]
+    {
+        let answer: DescribeClusterResponse =
+            conn.call(ApiKey::DescribeCluster, 1, &describe(endpoint_type)).await.unwrap();
+        assert_eq!((answer.error_code, answer.brokers.len()), (error.code(), 0), "endpoint type {endpoint_type}");
+    }
 }
 
 #[tokio::test]
