@@ -70,14 +70,20 @@ async fn first_from(kafka: &Kafka, stream: &str, start: ReadStart) -> Result<(Op
 }
 
 /// The last record Kafka consumers see: timestamps never decrease within a stream, so it
-/// has the largest. S2's command records are stepped over, within the last
-/// [`COMMANDS_LOOKED_PAST`] records.
+/// has the largest. S2's command records are stepped over one at a time (a record may
+/// be large, so no more than one is held), within the last [`COMMANDS_LOOKED_PAST`].
 async fn last_shown(kafka: &Kafka, stream: &str) -> Result<Option<(u64, u64)>, ServiceError> {
-    let mut output = read(kafka, stream, ReadStart::TailOffset(1), 1).await?;
-    if output.records.first().is_some_and(|r| !is_shown(r)) {
-        output = read(kafka, stream, ReadStart::TailOffset(COMMANDS_LOOKED_PAST), COMMANDS_LOOKED_PAST).await?;
+    for back in 1..=COMMANDS_LOOKED_PAST {
+        let output = read(kafka, stream, ReadStart::TailOffset(back), 1).await?;
+        match output.records.first() {
+            Some(record) if is_shown(record) => return Ok(Some((record.seq_num, record.timestamp))),
+            // Past the first record (or none at all).
+            Some(record) if output.tail.seq_num.saturating_sub(record.seq_num) < back => return Ok(None),
+            Some(_) => {}
+            None => return Ok(None),
+        }
     }
-    Ok(output.records.iter().rev().find(|r| is_shown(r)).map(|r| (r.seq_num, r.timestamp)))
+    Ok(None)
 }
 
 /// `(offset, timestamp)` ListOffsets answers for `timestamp` on `stream`.

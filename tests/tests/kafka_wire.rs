@@ -134,6 +134,10 @@ async fn list_offsets_answers_each_special_timestamp_from_its_version_on() {
     assert_eq!(conn.list_offsets("special", 0, -4, 7).await.unwrap(), (unsupported, -1));
     assert_eq!(conn.list_offsets("special", 0, -3, 6).await.unwrap(), (unsupported, -1));
     assert_eq!(conn.list_offsets("special", 0, -3, 7).await.unwrap(), (0, 4));
+    // A partition holding only a trim's command record has no record to answer with.
+    assert_eq!(conn.create_topic("only-trimmed", 1).await.unwrap(), 0);
+    assert_eq!(conn.delete_records("only-trimmed", 0, 0).await.unwrap(), 0);
+    assert_eq!(conn.list_offsets("only-trimmed", 0, -3, 7).await.unwrap(), (0, -1));
 }
 
 /// DescribeCluster lists the brokers (at version 1 when asked for brokers); asked for
