@@ -17,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::group::{self, ShareGroup};
+use super::offsets::{refused, Refusal};
 use crate::groups::{consumer_session_ms, not_coordinator, stored_offsets, StoredOffset};
 use crate::{topics, Kafka};
 
@@ -143,10 +144,9 @@ async fn offsets_of(
     kafka: &Kafka,
     group: &str,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
-) -> Result<Offsets, (i16, Option<String>)> {
+) -> Result<Offsets, Refusal> {
     super::offsets::share_group(kafka, group).await?;
-    let code = |e: shale_service::ServiceError| (crate::error::code(&e), Some(e.to_string()));
-    stored_offsets(kafka, group, topics).await.map_err(code)
+    stored_offsets(kafka, group, topics).await.map_err(refused)
 }
 
 fn answered_topics(found: Offsets) -> Vec<DescribeShareGroupOffsetsResponseTopic> {

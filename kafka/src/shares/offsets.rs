@@ -17,13 +17,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use shale_service::ServiceError;
 
 use crate::groups::{consumer_session_ms, not_coordinator};
 use crate::topics::{self, stream_of, Found};
 use crate::Kafka;
 
 /// A refusal: Kafka's error code and, where there is more to say, why.
-type Refusal = (i16, Option<String>);
+pub(super) type Refusal = (i16, Option<String>);
 
 /// `group` as a share group this coordinator answers for: one it holds (with members or
 /// without), or a name it holds no group of at all that has start offsets stored (a
@@ -38,10 +39,9 @@ pub(super) async fn share_group(kafka: &Kafka, group: &str) -> Result<bool, Refu
     if let Some(members) = kafka.shares.has_members(group, session_ms) {
         return Ok(members);
     }
-    let code = |e: shale_service::ServiceError| (crate::error::code(&e), Some(e.to_string()));
     let other_kind = kafka.groups.holds(group, session_ms);
-    let streams = crate::groups::partition_streams(kafka).await.map_err(code)?;
-    if other_kind || !crate::groups::has_offsets(kafka, &streams, group).await.map_err(code)? {
+    let streams = crate::groups::partition_streams(kafka).await.map_err(refused)?;
+    if other_kind || !crate::groups::has_offsets(kafka, &streams, group).await.map_err(refused)? {
         return Err((ResponseError::GroupIdNotFound.code(), Some(format!("Group {group} is not a share group."))));
     }
     Ok(false)
@@ -86,7 +86,7 @@ pub async fn alter_offsets(kafka: &Kafka, request: AlterShareGroupOffsetsRequest
                     let stream = stream_of(&name, index);
                     crate::groups::store(kafka, &stream, &group, asked.start_offset, String::new())
                         .await
-                        .map_err(|e| (crate::error::code(&e), Some(e.to_string())))
+                        .map_err(refused)
                 }
                 Ok(_) => Err(unknown_partition()),
                 Err(refusal) => Err(refusal.clone()),
@@ -150,7 +150,7 @@ async fn delete_topic_starts(kafka: &Kafka, group: &str, topic: &str, count: i32
     let mut removed = false;
     for partition in 0..count {
         let deleted = kafka.service.delete_consumer(&kafka.config.basin, &stream_of(topic, partition), group).await;
-        removed |= deleted.map_err(|e| (crate::error::code(&e), Some(e.to_string())))?;
+        removed |= deleted.map_err(refused)?;
     }
     if removed {
         Ok(())
@@ -167,8 +167,13 @@ async fn topic_partitions(kafka: &Kafka, topic: &str) -> Result<i32, Refusal> {
         Ok(Found::Hidden) => {
             Err((ResponseError::TopicAuthorizationFailed.code(), Some(format!("Topic {topic} is not authorized."))))
         }
-        Err(e) => Err((crate::error::code(&e), Some(e.to_string()))),
+        Err(e) => Err(refused(e)),
     }
+}
+
+/// A failed service call's refusal.
+pub(super) fn refused(error: ServiceError) -> Refusal {
+    (crate::error::code(&error), Some(error.to_string()))
 }
 
 fn unknown_partition() -> Refusal {
