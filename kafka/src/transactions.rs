@@ -11,6 +11,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 };
 use kafka_protocol::messages::describe_transactions_response::{self, TopicData};
 use kafka_protocol::messages::list_transactions_response;
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -179,16 +180,18 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
     } else {
         crate::groups::may_commit_in_transaction(kafka, &group, &member, instance.as_deref(), generation)
     };
-    // A negative offset is refused (INVALID_COMMIT_OFFSET_SIZE, as OffsetCommit answers
-    // it), as is metadata over 4,096 bytes (OFFSET_METADATA_TOO_LARGE); the others are
-    // committed, each with its metadata.
+    // Each partition's offset is staged or refused (`refusals`, in the request's order);
+    // only the staged ones are committed.
     let mut offsets = Vec::new();
+    let mut refusals = Vec::new();
     for topic in &request.topics {
         for p in &topic.partitions {
-            let commit_metadata = crate::groups::commit_metadata(p.committed_metadata.as_ref());
-            if let (Ok(seq_num), Ok(commit_metadata)) = (u64::try_from(p.committed_offset), commit_metadata) {
-                let stream = stream_of(&topic.name.0, p.partition_index);
-                offsets.push(GroupOffset { stream, seq_num, commit_metadata });
+            match staged_offset(&topic.name.0, p) {
+                Ok(offset) => {
+                    offsets.push(offset);
+                    refusals.push(None);
+                }
+                Err(refused) => refusals.push(Some(refused)),
             }
         }
     }
@@ -202,6 +205,7 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
             }
         }
     };
+    let mut refusals = refusals.into_iter();
     let topics = request
         .topics
         .into_iter()
@@ -210,13 +214,7 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
                 .partitions
                 .iter()
                 .map(|p| {
-                    let code = if p.committed_offset < 0 {
-                        ResponseError::InvalidCommitOffsetSize.code()
-                    } else if let Err(too_large) = crate::groups::commit_metadata(p.committed_metadata.as_ref()) {
-                        too_large
-                    } else {
-                        code
-                    };
+                    let code = refusals.next().flatten().unwrap_or(code);
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code)
@@ -226,6 +224,15 @@ pub async fn commit_offsets(kafka: &Kafka, request: TxnOffsetCommitRequest, vers
         })
         .collect();
     TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// A partition's offset of a TxnOffsetCommit as staged, or the code refusing it: a
+/// negative offset (INVALID_COMMIT_OFFSET_SIZE, as OffsetCommit answers it) or metadata
+/// over 4,096 bytes (OFFSET_METADATA_TOO_LARGE).
+fn staged_offset(topic: &str, p: &TxnOffsetCommitRequestPartition) -> Result<GroupOffset, i16> {
+    let seq_num = u64::try_from(p.committed_offset).map_err(|_| ResponseError::InvalidCommitOffsetSize.code())?;
+    let commit_metadata = crate::groups::commit_metadata(p.committed_metadata.as_ref())?;
+    Ok(GroupOffset { stream: stream_of(topic, p.partition_index), seq_num, commit_metadata })
 }
 
 pub async fn end(kafka: &Kafka, request: EndTxnRequest, version: i16) -> EndTxnResponse {

@@ -15,12 +15,12 @@ use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartiti
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteRecordsRequest, DeleteRecordsResponse, EndTxnRequest, EndTxnResponse, FetchRequest, FetchResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest, InitProducerIdResponse,
-    JoinGroupRequest, JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId,
-    RequestHeader, ResponseHeader, TopicName, TransactionalId,
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse, EndTxnRequest,
+    EndTxnResponse, FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest, JoinGroupResponse, ListOffsetsRequest,
+    ListOffsetsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
@@ -271,6 +271,23 @@ impl KafkaConn {
         values: &[String],
     ) -> Result<(i16, i64), Unanswered> {
         self.produce_batch(topic, partition, values, Some(producer), Some(transactional_id)).await
+    }
+
+    /// AddOffsetsToTxn (version 3): `group`'s offsets join the producer's transaction; the
+    /// error code.
+    pub async fn add_offsets(
+        &mut self,
+        transactional_id: &str,
+        producer: TxnProducer,
+        group: &str,
+    ) -> Result<i16, Unanswered> {
+        let request = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(transactional_id.to_string())))
+            .with_producer_id(ProducerId(producer.id))
+            .with_producer_epoch(producer.epoch)
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())));
+        let response: AddOffsetsToTxnResponse = self.call(ApiKey::AddOffsetsToTxn, 3, &request).await?;
+        Ok(response.error_code)
     }
 
     /// EndTxn (version 3), committing or aborting: the error code.

@@ -1,6 +1,7 @@
 //! Consumer groups' offsets over a real socket, as clients and admin tools use them: a
 //! negative committed offset (a client resetting a partition) clears the group's offset,
-//! a commit's metadata string is kept with its offset (up to Kafka's 4,096 bytes),
+//! a commit's metadata string is kept with its offset (up to Kafka's 4,096 bytes; a
+//! transactional commit answers each partition on its own),
 //! an OffsetFetch for every topic answers only the partitions a group has offsets on,
 //! OffsetDelete keeps the offsets on topics a group's members subscribe to, a group
 //! known only by its committed offsets is listed and described as `Empty`, and a member
@@ -124,6 +125,63 @@ async fn a_commits_metadata_is_kept_with_its_offset() {
     assert_eq!(committed_with_metadata(&mut conn).await, (3, largest), "nothing of the refused commit stored");
     assert_eq!(commit_with_metadata(&mut conn, 4, None).await, 0);
     assert_eq!(committed_with_metadata(&mut conn).await, (4, String::new()), "none is empty, as Kafka stores it");
+    server.stop().await;
+}
+
+/// A TxnOffsetCommit answers each partition on its own: a negative offset is
+/// INVALID_COMMIT_OFFSET_SIZE and metadata over 4,096 bytes OFFSET_METADATA_TOO_LARGE,
+/// while the partitions around them are staged and, once the transaction commits, read
+/// back with their metadata.
+#[tokio::test]
+async fn a_transactional_commit_refuses_each_bad_partition_and_keeps_the_others_metadata() {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{ProducerId, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+    let (server, mut conn) = server_with(&[("meta", 4)], 5).await;
+    let (error, id, epoch) = conn.init_transactional("tx-meta").await.unwrap();
+    assert_eq!(error, 0);
+    let transactional_id = || TransactionalId(StrBytes::from_static_str("tx-meta"));
+    let producer = shale_tests::kafka_client::TxnProducer { id, epoch, sequence: 0 };
+    assert_eq!(conn.add_offsets("tx-meta", producer, "m").await.unwrap(), 0);
+    let partition = |index: i32, offset: i64, metadata: String| {
+        TxnOffsetCommitRequestPartition::default()
+            .with_partition_index(index)
+            .with_committed_offset(offset)
+            .with_committed_metadata(Some(StrBytes::from_string(metadata)))
+    };
+    let partitions = vec![
+        partition(0, 1, "first".into()),
+        partition(1, -1, "negative".into()),
+        partition(2, 2, "x".repeat(4097)),
+        partition(3, 3, "last".into()),
+    ];
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(transactional_id())
+        .with_group_id(group("m"))
+        .with_producer_id(ProducerId(id))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("meta")))
+            .with_partitions(partitions)]);
+    let answer: TxnOffsetCommitResponse = conn.call(ApiKey::TxnOffsetCommit, 3, &request).await.unwrap();
+    let codes: Vec<i16> = answer.topics[0].partitions.iter().map(|p| p.error_code).collect();
+    let (negative, too_large) =
+        (ResponseError::InvalidCommitOffsetSize.code(), ResponseError::OffsetMetadataTooLarge.code());
+    assert_eq!(codes, vec![0, negative, too_large, 0]);
+    assert_eq!(conn.end_transaction("tx-meta", producer, true).await.unwrap(), 0);
+    let wanted = kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("meta")))
+        .with_partition_indexes(vec![0, 1, 2, 3]);
+    let fetch = OffsetFetchRequest::default().with_group_id(group("m")).with_topics(Some(vec![wanted]));
+    let fetched: OffsetFetchResponse = conn.call(ApiKey::OffsetFetch, 7, &fetch).await.unwrap();
+    let stored: Vec<(i64, &str)> = fetched.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.committed_offset, p.metadata.as_deref().unwrap_or("(null)")))
+        .collect();
+    assert_eq!(stored, vec![(1, "first"), (-1, ""), (-1, ""), (3, "last")]);
     server.stop().await;
 }
 

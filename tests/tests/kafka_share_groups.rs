@@ -14,18 +14,18 @@ use kafka_protocol::messages::share_fetch_response::AcquiredRecords;
 use kafka_protocol::messages::{
     alter_share_group_offsets_request, delete_share_group_offsets_request, describe_share_group_offsets_request,
     describe_share_group_offsets_response, join_group_request, offset_delete_request, txn_offset_commit_request,
-    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
-    ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
-    DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId, JoinGroupRequest, ListGroupsRequest,
-    ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse, ProducerId, ShareAcknowledgeRequest,
-    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
-    ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName, TransactionalId,
-    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, ApiKey, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse, DescribeGroupsRequest, DescribeGroupsResponse, DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse, GroupId, JoinGroupRequest, ListGroupsRequest, ListGroupsResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, ProducerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+    ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName, TransactionalId, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use shale_tests::kafka_client::KafkaConn;
+use shale_tests::kafka_client::{KafkaConn, TxnProducer};
 use shale_tests::TestServer;
 
 const GROUP: &str = "workers";
@@ -542,13 +542,8 @@ async fn a_share_group_and_another_kind_of_group_never_share_a_name() {
 async fn commit_in_transaction(conn: &mut KafkaConn, group: &str) -> i16 {
     let (error, producer_id, epoch) = conn.init_transactional("share-tx").await.unwrap();
     assert_eq!(error, 0);
-    let add = AddOffsetsToTxnRequest::default()
-        .with_transactional_id(TransactionalId(text("share-tx")))
-        .with_producer_id(ProducerId(producer_id))
-        .with_producer_epoch(epoch)
-        .with_group_id(GroupId(text(group)));
-    let added: AddOffsetsToTxnResponse = conn.call(ApiKey::AddOffsetsToTxn, 3, &add).await.unwrap();
-    assert_eq!(added.error_code, 0);
+    let producer = TxnProducer { id: producer_id, epoch, sequence: 0 };
+    assert_eq!(conn.add_offsets("share-tx", producer, group).await.unwrap(), 0);
     let partition = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default().with_committed_offset(7);
     let request = TxnOffsetCommitRequest::default()
         .with_transactional_id(TransactionalId(text("share-tx")))
