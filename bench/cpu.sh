@@ -60,6 +60,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
 B=target/release
 source bench/lib.sh
 cpu_seconds() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
+kernel_seconds() { awk '{print $15 / 100}' "/proc/$1/stat"; }
 minor_faults() { awk '{print $10}' "/proc/$1/stat"; }
 stop() { kill "$1"; wait "$1" 2>/dev/null || true; }
 # settle: with DROP_CACHES=1, the page cache written back and emptied (see the header).
@@ -84,14 +85,16 @@ data_dir() {
 }
 
 # s2_bench_cpu NAME URL PID: `s2 bench` at 50 MiB/s for 20 s and its catch-up; the
-# server's CPU seconds over the run, per GiB written (and read back); its minor faults per
-# GiB (memory touched for the first time), its RSS after, and (Shale's `/metrics`) the
-# block reads that went to the store and the segments committed per GiB (each a segment
-# file and a WAL object, the part of the CPU that follows the client's batching).
+# server's CPU seconds over the run, per GiB written (and read back), and the kernel's
+# part of them (system time: what writing, syncing and sending the same bytes costs any
+# server); its minor faults per GiB (memory touched for the first time), its RSS after,
+# and (Shale's `/metrics`) the block reads that went to the store and the segments
+# committed per GiB (each a segment file and a WAL object, the part of the CPU that
+# follows the client's batching).
 s2_bench_cpu() {
-  local name="$1" url="$2" pid="$3" before faults out write catchup metrics misses segments
+  local name="$1" url="$2" pid="$3" before kernel faults out write catchup metrics misses segments
   curl -sf -X POST "$url/v1/basins" -H 'content-type: application/json' -d '{"basin":"bench-basin"}' >/dev/null || true
-  before="$(cpu_seconds "$pid")" faults="$(minor_faults "$pid")"
+  before="$(cpu_seconds "$pid")" kernel="$(kernel_seconds "$pid")" faults="$(minor_faults "$pid")"
   out="$(S2_ACCOUNT_ENDPOINT="$url" S2_BASIN_ENDPOINT="$url" S2_ACCESS_TOKEN=none HOME="$work" NO_COLOR=1 \
     "$S2" bench bench-basin -b 1024 -t 50 -d 20s -w 2s 2>&1 | grep -E '^(Write|Read|Catchup)|^(p50|p99)|Error|verification' || true)"
   echo "$out"
@@ -101,12 +104,13 @@ s2_bench_cpu() {
   misses="$(awk '/^shale_cache_block_misses_total/ { print $2 }' <<<"$metrics")"
   segments="$(awk '/^shale_segments_written_total/ { print $2 }' <<<"$metrics")"
   awk -v name="$name" -v w="$write" -v c="$catchup" -v a="$before" -v b="$(cpu_seconds "$pid")" \
+    -v k0="$kernel" -v k1="$(kernel_seconds "$pid")" \
     -v f0="$faults" -v f1="$(minor_faults "$pid")" -v rss="$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")" \
     -v misses="${misses:--}" -v segments="${segments:--}" 'BEGIN {
     gib = w * 20 / 1024
     per_gib = segments == "-" ? "-" : sprintf("%d", segments / gib)
-    printf "== %s: write %.1f MiB/s (%.2f GiB), catch-up %.1f MiB/s, server CPU %.1f s: %.2f s per GiB written and read back; %d thousand minor faults per GiB, RSS %d MiB, block misses %s, segments per GiB %s\n",
-      name, w, gib, c, b - a, (b - a) / gib, (f1 - f0) / gib / 1000, rss / 1024, misses, per_gib }'
+    printf "== %s: write %.1f MiB/s (%.2f GiB), catch-up %.1f MiB/s, server CPU %.1f s: %.2f s per GiB written and read back (%.2f of them in the kernel); %d thousand minor faults per GiB, RSS %d MiB, block misses %s, segments per GiB %s\n",
+      name, w, gib, c, b - a, (b - a) / gib, (k1 - k0) / gib, (f1 - f0) / gib / 1000, rss / 1024, misses, per_gib }'
 }
 
 if [ -n "$S2" ]; then

@@ -10,7 +10,8 @@
 //!   SDK), each record with an 8-byte header and a timestamp, paced at `--rate` MiB/s;
 //!   its output adds the ack latency of every record, from when it was due;
 //! - `json-append`: unary JSON appends of `--batch-records` records, `--in-flight` at once;
-//! - `s2s-read`: an S2S read session (S2's Rust SDK) from sequence number 0;
+//! - `s2s-read`: an S2S read session (S2's Rust SDK) from sequence number 0, waiting at the
+//!   tail (so one started beside a write path follows it live, as `s2 bench`'s reader does);
 //! - `sse-read`: an SSE read session from sequence number 0;
 //! - `grpc-read`: a `shale.v1` `ReadSession` from sequence number 0.
 //!
@@ -220,7 +221,9 @@ async fn s2s_read(args: &Args) -> anyhow::Result<u64> {
     let wanted = total_records(args);
     let input = ReadInput::new()
         .with_start(ReadStart::new().with_from(ReadFrom::SeqNum(0)))
-        .with_stop(ReadStop::new().with_limits(ReadLimits::new().with_count(wanted as usize)));
+        // A bounded session stops at the tail unless told to wait: a read started beside a
+        // write path follows it live.
+        .with_stop(ReadStop::new().with_limits(ReadLimits::new().with_count(wanted as usize)).with_wait(60));
     let mut session = stream.read_session(input, ReadSessionConfig::default()).await?;
     let (mut records, mut bytes) = (0u64, 0u64);
     while records < wanted {
