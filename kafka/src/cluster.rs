@@ -17,7 +17,7 @@ use kafka_protocol::ResponseError;
 
 use crate::brokers::{Broker, Brokers};
 use crate::topics::Found;
-use crate::{topics, Kafka};
+use crate::{authorized, topics, Kafka};
 
 /// What a client puts in its `client.id` to name its zone: `shale_az=<zone>`, as
 /// WarpStream's clients name theirs (Kafka's own `client.rack` reaches only Fetch).
@@ -91,11 +91,28 @@ pub async fn metadata(kafka: &Kafka, request: MetadataRequest, version: i16, cli
             }
         }
     }
+    if version >= 8 && request.include_topic_authorized_operations {
+        for answer in answers.iter_mut().filter(|answer| described(answer)) {
+            if let Some(name) = &answer.name {
+                answer.topic_authorized_operations = authorized::topic(kafka, &name.0);
+            }
+        }
+    }
+    // Asked of the cluster in versions 8 to 10 (DescribeCluster answers it since).
+    let cluster_asked = (8..=10).contains(&version) && request.include_cluster_authorized_operations;
     MetadataResponse::default()
+        .with_cluster_authorized_operations(authorized::when_asked(cluster_asked, || authorized::cluster(kafka)))
         .with_brokers(brokers.iter().map(broker_answer).collect())
         .with_cluster_id(Some(StrBytes::from_string(kafka.cluster_id.clone())))
         .with_controller_id(BrokerId(controller(&brokers)))
         .with_topics(answers)
+}
+
+/// Whether a topic's answer gets its authorized operations: those found and those the
+/// caller may see but that do not exist, as Kafka answers (not those it may not see).
+fn described(answer: &MetadataResponseTopic) -> bool {
+    let missing = ResponseError::UnknownTopicOrPartition.code();
+    answer.error_code == 0 || answer.error_code == missing
 }
 
 /// The broker named as controller: the lowest id (every admin call is served anywhere).
@@ -174,8 +191,10 @@ pub fn describe(kafka: &Kafka, request: DescribeClusterRequest) -> DescribeClust
                 .with_rack(rack(b))
         })
         .collect();
+    let asked = request.include_cluster_authorized_operations;
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(kafka.cluster_id.clone()))
+        .with_cluster_authorized_operations(authorized::when_asked(asked, || authorized::cluster(kafka)))
         .with_controller_id(BrokerId(controller(&live)))
         .with_brokers(brokers)
 }

@@ -32,12 +32,15 @@
 //! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
 //! - `active_producers`: DescribeProducers (each partition's producers, from the
 //!   producer state metadata keeps);
+//! - `authorized`: the operations a caller may use on a topic, group or the cluster, as
+//!   describe calls answer them when asked;
 //! - `patterns`: regular expressions matched against whole names, as Kafka matches them;
 //! - `sasl`: logging in over access tokens (PLAIN, SCRAM-SHA-256/512) when access
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
 
 mod active_producers;
+mod authorized;
 mod broker_configs;
 mod brokers;
 mod cluster;

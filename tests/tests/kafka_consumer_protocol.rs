@@ -173,6 +173,12 @@ async fn the_consumer_protocol_assigns_by_topic_id_checks_epochs_and_refuses_bad
     let group = &described.groups[0];
     assert_eq!((group.error_code, group.group_state.as_str(), group.members.len()), (0, "Stable", 1));
     assert_eq!(group.assignor_name.as_str(), "uniform");
+    // Authorized operations only when asked: with access control off, every operation
+    // Kafka supports on a group (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS).
+    assert_eq!(group.authorized_operations, i32::MIN);
+    let asked = describe.clone().with_include_authorized_operations(true);
+    let described: ConsumerGroupDescribeResponse = conn.call(ApiKey::ConsumerGroupDescribe, 0, &asked).await.unwrap();
+    assert_eq!(described.groups[0].authorized_operations, 1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11);
 
     // Leaving: the group is gone (its offsets stay), and describing it falls back.
     let leave = steady.with_member_epoch(-1).with_topic_partitions(None);

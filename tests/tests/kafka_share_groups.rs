@@ -284,6 +284,15 @@ async fn admin_calls_describe_list_and_delete_a_share_group() {
     let holds = &group.members[1].assignment.topic_partitions[0];
     assert_eq!((&*holds.topic_name.0, holds.topic_id, &holds.partitions), ("jobs", id, &vec![0]));
     assert_eq!(described.groups[1].error_code, ResponseError::GroupIdNotFound.code());
+    // Authorized operations only when asked: with access control off, every operation
+    // Kafka supports on a group; none for a group not found.
+    assert_eq!(group.authorized_operations, i32::MIN);
+    let asked = ShareGroupDescribeRequest::default()
+        .with_group_ids(vec![GroupId(text(GROUP)), GroupId(text("nobody"))])
+        .with_include_authorized_operations(true);
+    let asked: ShareGroupDescribeResponse = conn.call(ApiKey::ShareGroupDescribe, 1, &asked).await.unwrap();
+    let operations: Vec<i32> = asked.groups.iter().map(|g| g.authorized_operations).collect();
+    assert_eq!(operations, vec![1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11, i32::MIN]);
     let classic_terms = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(GROUP))]);
     let classic_terms: DescribeGroupsResponse = conn.call(ApiKey::DescribeGroups, 5, &classic_terms).await.unwrap();
     assert_eq!(classic_terms.groups[0].error_code, ResponseError::GroupIdNotFound.code(), "not a classic group");

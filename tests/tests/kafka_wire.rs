@@ -2,17 +2,20 @@
 //! oversized frames and unknown APIs close the connection; unsupported ApiVersions,
 //! corrupt and oversized batches, unknown and invalid topics each get Kafka's error
 //! code; nothing is half applied, and a topic of many partitions appears and goes whole.
+//! Describe calls answer authorized operations only when asked.
 
 #![allow(clippy::unwrap_used)]
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DescribeClusterRequest,
-    DescribeClusterResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    DescribeClusterResponse, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::Compression;
@@ -160,6 +163,68 @@ async fn describe_cluster_answers_for_brokers_only() {
             conn.call(ApiKey::DescribeCluster, 1, &describe(endpoint_type)).await.unwrap();
         assert_eq!((answer.error_code, answer.brokers.len()), (error.code(), 0), "endpoint type {endpoint_type}");
     }
+}
+
+/// Every operation Kafka supports on a topic (READ, WRITE, CREATE, DELETE, ALTER,
+/// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), on the cluster (CREATE, ALTER, DESCRIBE,
+/// CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE) and on a group
+/// (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), as bits of their codes:
+/// what a Kafka broker without an authorizer answers, and Shale with access control off.
+const TOPIC_OPERATIONS: i32 = 1 << 3 | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 10 | 1 << 11;
+const CLUSTER_OPERATIONS: i32 = 1 << 5 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 12;
+const GROUP_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11;
+
+#[tokio::test]
+async fn authorized_operations_are_answered_only_when_asked() {
+    let server = server().await;
+    let mut conn = client(&server).await;
+    assert_eq!(conn.create_topic("granted", 1).await.unwrap(), 0);
+    let topics = |names: &[&str]| {
+        let topic = |name: &str| {
+            MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+        };
+        let named = names.iter().map(|n| topic(n)).collect();
+        MetadataRequest::default().with_topics(Some(named)).with_allow_auto_topic_creation(false)
+    };
+    // Asked of the topics (an existing one and one the caller may see that does not
+    // exist, as Kafka answers both) and, up to version 10, of the cluster.
+    for version in [8, 10, 12] {
+        let asked = topics(&["granted", "missing"])
+            .with_include_topic_authorized_operations(true)
+            .with_include_cluster_authorized_operations(version <= 10);
+        let answer: MetadataResponse = conn.call(ApiKey::Metadata, version, &asked).await.unwrap();
+        let found: Vec<(i16, i32)> =
+            answer.topics.iter().map(|t| (t.error_code, t.topic_authorized_operations)).collect();
+        let missing = ResponseError::UnknownTopicOrPartition.code();
+        assert_eq!(found, vec![(0, TOPIC_OPERATIONS), (missing, TOPIC_OPERATIONS)], "version {version}");
+        let cluster = if version <= 10 { CLUSTER_OPERATIONS } else { i32::MIN };
+        assert_eq!(answer.cluster_authorized_operations, cluster, "version {version}");
+        let unasked: MetadataResponse = conn.call(ApiKey::Metadata, version, &topics(&["granted"])).await.unwrap();
+        assert_eq!(unasked.topics[0].topic_authorized_operations, i32::MIN, "version {version}");
+        assert_eq!(unasked.cluster_authorized_operations, i32::MIN, "version {version}");
+    }
+
+    for (asked, expected) in [(false, i32::MIN), (true, CLUSTER_OPERATIONS)] {
+        let request = DescribeClusterRequest::default().with_include_cluster_authorized_operations(asked);
+        let answer: DescribeClusterResponse = conn.call(ApiKey::DescribeCluster, 1, &request).await.unwrap();
+        assert_eq!((answer.error_code, answer.cluster_authorized_operations), (0, expected));
+    }
+
+    // A group with offsets only (`Empty`) and one with nothing (`Dead`): both answered
+    // without error, so both get their operations, as Kafka answers.
+    assert_eq!(conn.produce("granted", 0, &["one".to_string()]).await.unwrap(), (0, 0));
+    assert_eq!(conn.commit("offsets-only", "granted", 0, 1).await.unwrap(), 0);
+    let groups = |asked: bool| {
+        let ids = ["offsets-only", "nobody"].map(|g| GroupId(StrBytes::from_static_str(g)));
+        DescribeGroupsRequest::default().with_groups(ids.to_vec()).with_include_authorized_operations(asked)
+    };
+    for (asked, expected) in [(false, i32::MIN), (true, GROUP_OPERATIONS)] {
+        let answer: DescribeGroupsResponse = conn.call(ApiKey::DescribeGroups, 5, &groups(asked)).await.unwrap();
+        let found: Vec<(&str, i32)> =
+            answer.groups.iter().map(|g| (g.group_state.as_str(), g.authorized_operations)).collect();
+        assert_eq!(found, vec![("Empty", expected), ("Dead", expected)]);
+    }
+    server.stop().await;
 }
 
 #[tokio::test]

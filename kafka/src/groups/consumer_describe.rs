@@ -17,14 +17,14 @@ use kafka_protocol::ResponseError;
 use super::assignors::by_topic;
 use super::consumer_group::{ConsumerGroup, Partitions};
 use super::{consumer_session_ms, not_coordinator, CONSUMER};
+use crate::authorized::{self, NOT_ASKED};
 use crate::{topics, Kafka};
 
-/// Kafka's value for authorized operations not asked for.
-const NOT_ASKED: i32 = i32::MIN;
 /// `member_type` of a consumer-protocol member (version 1).
 const CONSUMER_MEMBER: i8 = 1;
 
 pub fn describe(kafka: &Kafka, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
+    let asked = request.include_authorized_operations;
     let groups = request
         .group_ids
         .into_iter()
@@ -34,7 +34,8 @@ pub fn describe(kafka: &Kafka, request: ConsumerGroupDescribeRequest) -> Consume
                 return answer.with_error_code(error);
             }
             kafka.groups.with_live_consumer_group(&id.0, consumer_session_ms(kafka), |group| match group {
-                Some(group) => described(answer, group),
+                Some(group) => described(answer, group)
+                    .with_authorized_operations(authorized::when_asked(asked, || authorized::group(kafka))),
                 // Classic groups and unknown ones: clients then ask DescribeGroups.
                 None => answer
                     .with_error_code(ResponseError::GroupIdNotFound.code())

@@ -16,7 +16,7 @@ use shale_service::ServiceError;
 
 use super::state::Phase;
 use super::{consumer_describe, consumer_session_ms, may_use_groups, not_coordinator, offsets, CONSUMER};
-use crate::Kafka;
+use crate::{authorized, Kafka};
 
 /// The protocol type and group type of share groups.
 const SHARE: &str = "share";
@@ -27,6 +27,7 @@ const SHARE: &str = "share";
 /// without membership) is `Empty` when it has committed offsets, as Kafka keeps such a
 /// group, and `Dead` when it has none.
 pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let asked = request.include_authorized_operations;
     let moved: Vec<Option<i16>> = request.groups.iter().map(|id| not_coordinator(kafka, &id.0)).collect();
     // The groups not in memory are looked for by their offsets, over the partitions
     // listed once for all of them.
@@ -54,7 +55,7 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
     }
     let consumer_groups = kafka.groups.live_consumer_groups(consumer_session_ms(kafka));
     let groups = kafka.groups.lock();
-    let described = request
+    let mut described = request
         .groups
         .into_iter()
         .zip(moved)
@@ -105,7 +106,13 @@ pub async fn describe(kafka: &Kafka, request: DescribeGroupsRequest) -> Describe
                 .with_protocol_data(StrBytes::from_string(protocol))
                 .with_members(members)
         })
-        .collect();
+        .collect::<Vec<_>>();
+    drop(groups);
+    if asked {
+        for group in described.iter_mut().filter(|group| group.error_code == 0) {
+            group.authorized_operations = authorized::group(kafka);
+        }
+    }
     DescribeGroupsResponse::default().with_groups(described)
 }
 

@@ -18,16 +18,16 @@ use kafka_protocol::ResponseError;
 
 use super::group::{self, ShareGroup};
 use super::offsets::{refused, Refusal};
+use crate::authorized::{self, NOT_ASKED};
 use crate::groups::{consumer_session_ms, not_coordinator, stored_offsets, StoredOffset};
 use crate::{topics, Kafka};
 
-/// Kafka's value for authorized operations not asked for.
-const NOT_ASKED: i32 = i32::MIN;
 /// The assignor share groups are described with: every member gets every partition of
 /// its topics (Kafka's share groups name theirs `simple`).
 const ASSIGNOR: &str = "simple";
 
 pub fn describe(kafka: &Kafka, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse {
+    let asked = request.include_authorized_operations;
     let groups = request
         .group_ids
         .into_iter()
@@ -42,6 +42,7 @@ pub fn describe(kafka: &Kafka, request: ShareGroupDescribeRequest) -> ShareGroup
                 Some(group) => {
                     group.expire(now, consumer_session_ms(kafka));
                     described(answer, group)
+                        .with_authorized_operations(authorized::when_asked(asked, || authorized::group(kafka)))
                 }
                 None => {
                     drop(groups);

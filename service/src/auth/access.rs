@@ -128,6 +128,11 @@ impl Access {
         self.sees(|token| token.scope.streams.matches(stream))
     }
 
+    /// Whether the caller's streams are every stream (no scope narrows them).
+    pub fn reaches_every_stream(&self) -> bool {
+        self.sees(|token| token.scope.streams.covers(&ResourceSet::Prefix(String::new())))
+    }
+
     pub fn sees_token(&self, id: &str) -> bool {
         self.sees(|token| token.scope.access_tokens.matches(id))
     }

@@ -2,26 +2,34 @@
 // a PEM trust store: the root token with PLAIN creates two topics; a token scoped to the
 // streams `orders/` with read and append logs in with SCRAM-SHA-256 and SCRAM-SHA-512 (its
 // id and secret), produces to and consumes `orders`, sees no other topic and may not
-// produce to one; a wrong secret is refused. Every step asserts.
+// produce to one; each token's authorized operations on the topic, the cluster and a group
+// are what it permits; a wrong secret is refused. Every step asserts.
 //   java -cp '.java-kafka/libs/*' cli/tests/kafka/java/JavaSasl.java BOOTSTRAP CA_FILE ROOT_TOKEN TOKEN_ID TOKEN_SECRET
 
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.errors.SaslAuthenticationException;
 import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+
+import static org.apache.kafka.common.acl.AclOperation.*;
 
 public class JavaSasl {
     static String bootstrap;
@@ -72,6 +80,28 @@ public class JavaSasl {
             step("the scoped token logged in with " + mechanism + ", produced, listed and consumed within its scope");
         }
 
+        try (Admin admin = Admin.create(client("SCRAM-SHA-256", tokenId, secret))) {
+            check(topicOperations(admin).equals(Set.of(READ, WRITE, DESCRIBE)),
+                    "the scoped token reads, writes and describes orders: " + topicOperations(admin));
+            check(clusterOperations(admin).equals(Set.of(DESCRIBE, DESCRIBE_CONFIGS, IDEMPOTENT_WRITE)),
+                    "on the cluster it describes and gets producer ids: " + clusterOperations(admin));
+            var group = "java-SCRAM-SHA-256";
+            var described = admin.describeConsumerGroups(List.of(group),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).all().get().get(group);
+            check(described.authorizedOperations().equals(Set.of(READ, DESCRIBE, DELETE)),
+                    "it uses groups: " + described.authorizedOperations());
+        }
+        try (Admin admin = Admin.create(client("PLAIN", "root", root))) {
+            check(topicOperations(admin).equals(
+                    Set.of(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)),
+                    "the root token may do all Kafka supports on a topic: " + topicOperations(admin));
+            check(clusterOperations(admin).equals(Set.of(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+                    IDEMPOTENT_WRITE, ALTER, DESCRIBE)), "and on the cluster: " + clusterOperations(admin));
+            var plain = admin.describeTopics(List.of("orders")).allTopicNames().get().get("orders");
+            check(plain.authorizedOperations() == null, "not asked, not answered: " + plain.authorizedOperations());
+        }
+        step("authorized operations answered as each token permits, when asked");
+
         var wrong = withSerializers(client("SCRAM-SHA-256", tokenId, secret + "x"));
         wrong.put("max.block.ms", "10000");
         try (var producer = new KafkaProducer<String, String>(wrong)) {
@@ -91,6 +121,17 @@ public class JavaSasl {
         }
         step("the root token read what the scoped token wrote; payroll stayed empty");
         System.out.println("every step passed");
+    }
+
+    static Set<AclOperation> topicOperations(Admin admin) throws Exception {
+        var options = new DescribeTopicsOptions().includeAuthorizedOperations(true);
+        return admin.describeTopics(List.of("orders"), options).allTopicNames().get().get("orders")
+                .authorizedOperations();
+    }
+
+    static Set<AclOperation> clusterOperations(Admin admin) throws Exception {
+        var options = new DescribeClusterOptions().includeAuthorizedOperations(true);
+        return admin.describeCluster(options).authorizedOperations().get();
     }
 
     static Properties client(String mechanism, String username, String password) {
