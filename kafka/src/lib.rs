@@ -28,6 +28,8 @@
 //! - `fetch_session`: what a connection keeps between fetches: read cursors and its
 //!   incremental fetch session (KIP-227);
 //! - `broker_configs`: what DescribeConfigs shows of a broker (read-only);
+//! - `config_entries`: DescribeConfigs' entries of topics and brokers, with synonyms,
+//!   types and documentation;
 //! - `elections`: ElectLeaders (every partition already has its one replica as leader);
 //! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
 //! - `active_producers`: DescribeProducers (each partition's producers, from the
@@ -45,6 +47,7 @@ mod broker_configs;
 mod brokers;
 mod cluster;
 mod config;
+mod config_entries;
 mod connection;
 mod decompress;
 mod elections;

@@ -27,7 +27,6 @@ use shale_metadata_contract::StreamConfig;
 use shale_service::{ListQuery, ServiceError};
 
 pub use configs::{alter_configs, describe_configs, incremental_alter_configs, MAX_MESSAGE_BYTES};
-pub(crate) use configs::{entries as config_entries, SOURCE_DEFAULT};
 
 use crate::config::MAX_PARTITIONS;
 use crate::error::code;

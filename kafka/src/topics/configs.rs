@@ -7,8 +7,7 @@
 //! of Kafka's that have no meaning on an object store (segment and replica settings) are
 //! accepted and ignored.
 
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
     DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
@@ -21,6 +20,7 @@ use shale_metadata_contract::{
 use shale_proto::TimestampingMode;
 
 use super::{partition_count, stream_of};
+use crate::config_entries::{entries, Described, Shown, SOURCE_DEFAULT, SOURCE_TOPIC};
 use crate::error::code_of;
 use crate::Kafka;
 
@@ -31,10 +31,6 @@ type Refused = (ResponseError, String);
 
 /// Kafka's resource type for topics in the config APIs.
 const TOPIC: i8 = 2;
-/// Config sources as DescribeConfigs reports them: set on the topic, or Kafka's default
-/// kept here.
-const SOURCE_TOPIC: i8 = 1;
-pub(crate) const SOURCE_DEFAULT: i8 = 5;
 
 /// The largest record batch (as sent, compressed) one produce may carry per partition:
 /// 8 MiB, Kafka's default (1 MiB) raised so that a producer at object-store latency may
@@ -138,7 +134,7 @@ fn timestamping(log_append_time: bool) -> TimestampingConfig {
 }
 
 /// The configs DescribeConfigs shows for a topic whose partition 0 has `config`.
-fn described(config: &StreamConfig) -> Vec<(&'static str, String, bool, i8)> {
+fn described(config: &StreamConfig) -> Vec<Described> {
     let retention = match config.retention_policy {
         Some(RetentionPolicy::Age(secs)) => (secs.saturating_mul(1000).to_string(), SOURCE_TOPIC),
         Some(RetentionPolicy::Infinite) | None => ("-1".to_string(), SOURCE_DEFAULT),
@@ -153,30 +149,45 @@ fn described(config: &StreamConfig) -> Vec<(&'static str, String, bool, i8)> {
         (Some(_), _) => "compact",
     };
     let (delete_retention, min_lag) = (compaction.delete_retention_ms, compaction.min_lag_ms);
+    let topic = |name: &'static str, value: String, read_only: bool, source: i8| Described {
+        name,
+        value,
+        read_only,
+        source,
+        fallback: broker_default(name),
+    };
     vec![
-        ("retention.ms", retention.0, false, retention.1),
-        ("message.timestamp.type", timestamp.0.to_string(), false, timestamp.1),
-        ("cleanup.policy", cleanup.into(), false, source(cleanup != "delete")),
-        (
+        topic("retention.ms", retention.0, false, retention.1),
+        topic("message.timestamp.type", timestamp.0.to_string(), false, timestamp.1),
+        topic("cleanup.policy", cleanup.into(), false, source(cleanup != "delete")),
+        topic(
             "delete.retention.ms",
             delete_retention.unwrap_or(DEFAULT_DELETE_RETENTION_MS).to_string(),
             false,
             source(delete_retention.is_some()),
         ),
-        ("min.compaction.lag.ms", min_lag.unwrap_or(0).to_string(), false, source(min_lag.is_some())),
-        ("retention.bytes", "-1".into(), true, SOURCE_DEFAULT),
-        ("max.message.bytes", MAX_MESSAGE_BYTES.to_string(), true, SOURCE_DEFAULT),
+        topic("min.compaction.lag.ms", min_lag.unwrap_or(0).to_string(), false, source(min_lag.is_some())),
+        topic("retention.bytes", "-1".into(), true, SOURCE_DEFAULT),
+        topic("max.message.bytes", MAX_MESSAGE_BYTES.to_string(), true, SOURCE_DEFAULT),
     ]
 }
 
+/// The broker setting a topic config falls back to (Kafka's name for it) and its value
+/// here: a topic's default.
+fn broker_default(topic_config: &str) -> Option<(&'static str, String)> {
+    let defaults = crate::broker_configs::topic_defaults();
+    defaults.into_iter().find(|(name, ..)| *name == topic_config).map(|(_, broker, value)| (broker, value))
+}
+
 pub async fn describe_configs(kafka: &Kafka, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let shown = Shown { synonyms: request.include_synonyms, documentation: request.include_documentation };
     let mut results = Vec::new();
     for resource in request.resources {
         let result = DescribeConfigsResult::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
         if resource.resource_type == crate::broker_configs::BROKER {
-            results.push(crate::broker_configs::describe(kafka, &resource, result));
+            results.push(crate::broker_configs::describe(kafka, &resource, result, shown));
             continue;
         }
         if resource.resource_type != TOPIC {
@@ -203,29 +214,9 @@ pub async fn describe_configs(kafka: &Kafka, request: DescribeConfigsRequest) ->
                 continue;
             }
         };
-        results.push(result.with_configs(entries(described(&config), &resource)));
+        results.push(result.with_configs(entries(described(&config), &resource, shown)));
     }
     DescribeConfigsResponse::default().with_results(results)
-}
-
-/// DescribeConfigs' entries of `described` configs as `(name, value, read_only,
-/// source)`: those `resource` asks for by name, or all when it names none.
-pub(crate) fn entries(
-    described: Vec<(&'static str, String, bool, i8)>,
-    resource: &DescribeConfigsResource,
-) -> Vec<DescribeConfigsResourceResult> {
-    let wanted = resource.configuration_keys.as_ref().filter(|keys| !keys.is_empty());
-    described
-        .into_iter()
-        .filter(|(name, ..)| wanted.is_none_or(|keys| keys.iter().any(|k| &**k == *name)))
-        .map(|(name, value, read_only, source)| {
-            DescribeConfigsResourceResult::default()
-                .with_name(StrBytes::from_static_str(name))
-                .with_value(Some(StrBytes::from_string(value)))
-                .with_read_only(read_only)
-                .with_config_source(source)
-        })
-        .collect()
 }
 
 /// Applies `patch` to every partition of `topic`.
@@ -404,7 +395,7 @@ mod tests {
         assert_eq!(both.retention_policy, Some(RetentionPolicy::Age(60)));
         assert!(both.key_compaction_policy().is_some());
         let cleanup =
-            |config: &StreamConfig| described(config).into_iter().find(|(n, ..)| *n == "cleanup.policy").unwrap().1;
+            |config: &StreamConfig| described(config).into_iter().find(|c| c.name == "cleanup.policy").unwrap().value;
         assert_eq!((cleanup(&compact), cleanup(&both)), ("compact".to_string(), "compact,delete".to_string()));
         // Back to delete: key compaction off, its settings kept.
         let off = patch_of(vec![("cleanup.policy".into(), Some("delete".into()))], false).unwrap().apply(compact);

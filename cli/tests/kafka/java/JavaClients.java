@@ -23,6 +23,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
@@ -388,7 +389,15 @@ public class JavaClients {
         var newest = admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).all().get().get(tp);
         var latest = admin.listOffsets(Map.of(tp, OffsetSpec.latest())).all().get().get(tp);
         check(newest.offset() >= 0 && newest.offset() < latest.offset(), "the newest timestamp's offset: " + newest);
-        step("log directories, producers, transactions and the newest timestamp's offset described");
+        var topic = new ConfigResource(ConfigResource.Type.TOPIC, ORDERS);
+        var options = new DescribeConfigsOptions().includeSynonyms(true).includeDocumentation(true);
+        var retention = admin.describeConfigs(List.of(topic), options).all().get().get(topic).get("retention.ms");
+        var fallback = retention.synonyms().get(retention.synonyms().size() - 1);
+        check(fallback.name().equals("log.retention.ms") && fallback.source() == ConfigEntry.ConfigSource.DEFAULT_CONFIG,
+                "retention.ms falls back to the broker's log.retention.ms: " + retention.synonyms());
+        check(retention.type() == ConfigEntry.ConfigType.LONG && retention.documentation() != null,
+                "retention.ms is a documented LONG: " + retention);
+        step("log directories, producers, transactions, the newest timestamp's offset and config synonyms described");
     }
 
     static void groupOffsets(Admin admin) throws Exception {
