@@ -19,11 +19,12 @@ case "${1:-}" in
     # error details with grpcio-status; the metrics test parses /metrics with
     # prometheus-client; the table tier is read back with DuckDB and pyiceberg (with
     # pyarrow, whose S3 file system DuckDB is given for s3:// paths); the Kafka tests run
-    # confluent-kafka (its wheel bundles librdkafka) and kafka-python with its codecs.
-    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client, duckdb, pyiceberg, pyarrow, fsspec, confluent_kafka, kafka, lz4, cramjam, zstandard' 2>/dev/null; then
+    # confluent-kafka (its wheel bundles librdkafka), kafka-python with its codecs and
+    # aiokafka.
+    if ! "$venv/bin/python" -c 'import grpc_tools, grpc_status, prometheus_client, duckdb, pyiceberg, pyarrow, fsspec, confluent_kafka, kafka, lz4, cramjam, zstandard, aiokafka' 2>/dev/null; then
       "$venv/bin/pip" install --quiet --disable-pip-version-check 'grpcio-tools==1.*' 'grpcio-status==1.*' \
         'prometheus-client==0.*' 'duckdb==1.*' 'pyiceberg[pyarrow]==0.*' 'confluent-kafka==2.*' \
-        'kafka-python[lz4,snappy,zstd]==3.*'
+        'kafka-python[lz4,snappy,zstd]==3.*' 'aiokafka==0.*'
     fi
     # Quix Streams pins confluent-kafka below the version the other Kafka tests run, so it
     # has a virtualenv of its own.

@@ -140,6 +140,14 @@ fn kafka_python_produces_consumes_and_administers_unchanged() {
     passes_against_serve("kafka_python.py", false);
 }
 
+/// aiokafka (asyncio, its own protocol code asking older API versions): admin calls,
+/// idempotent produce under each codec, a group of two, offsets for times, transactions
+/// with offsets. The steps are in `tests/kafka/aiokafka_client.py`.
+#[test]
+fn aiokafka_produces_consumes_and_administers_unchanged() {
+    passes_against_serve("aiokafka_client.py", false);
+}
+
 /// kcat (librdkafka 2.0, from Debian): keyed records in, the same records out, and the
 /// metadata listing; then the listener's counters on `/metrics`: the requests by API, the
 /// connections (none open once the clients are gone), and a request with an unknown API
