@@ -19,8 +19,8 @@ use crate::frame::{self, Decoded, Request};
 use crate::in_flight::{InFlight, Slot, MAX_IN_FLIGHT};
 use crate::sasl::{Login, Step};
 use crate::{
-    active_producers, cluster, elections, fetch_frame, fetch_session, groups, log_dirs, offsets, produce, producers,
-    shares, topics, transactions, versions, Kafka, KafkaError,
+    acls, active_producers, cluster, elections, fetch_frame, fetch_session, groups, log_dirs, offsets, produce,
+    producers, shares, topics, transactions, versions, Kafka, KafkaError,
 };
 
 pub async fn run(kafka: Arc<Kafka>, socket: impl AsyncRead + AsyncWrite + Send + Unpin, peer: SocketAddr) {
@@ -249,6 +249,9 @@ async fn answer(
             ResponseKind::Metadata(cluster::metadata(kafka, r, version, client_id).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(cluster::describe(kafka, r)),
+        RequestKind::DescribeAcls(_) => ResponseKind::DescribeAcls(acls::describe(kafka)),
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(kafka, r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(kafka, r)),
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(groups::describe_consumer_groups(kafka, r))
         }

@@ -34,6 +34,8 @@
 //! - `log_dirs`: DescribeLogDirs (partition sizes, in one log directory per broker);
 //! - `active_producers`: DescribeProducers (each partition's producers, from the
 //!   producer state metadata keeps);
+//! - `acls`: Kafka's ACL calls, answered SECURITY_DISABLED as a broker without an
+//!   authorizer answers them (access is by access tokens);
 //! - `authorized`: the operations a caller may use on a topic, group or the cluster, as
 //!   describe calls answer them when asked;
 //! - `patterns`: regular expressions matched against whole names, as Kafka matches them;
@@ -41,6 +43,7 @@
 //!   control is on;
 //! - `error`: [`KafkaError`], and the one mapping of service errors to Kafka codes.
 
+mod acls;
 mod active_producers;
 mod authorized;
 mod broker_configs;

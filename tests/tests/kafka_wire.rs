@@ -2,20 +2,24 @@
 //! oversized frames and unknown APIs close the connection; unsupported ApiVersions,
 //! corrupt and oversized batches, unknown and invalid topics each get Kafka's error
 //! code; nothing is half applied, and a topic of many partitions appears and goes whole.
-//! Describe calls answer authorized operations only when asked.
+//! Describe calls answer authorized operations only when asked; ACL calls are answered
+//! SECURITY_DISABLED.
 
 #![allow(clippy::unwrap_used)]
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse, DescribeClusterRequest,
-    DescribeClusterResponse, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateAclsRequest, CreateAclsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
+    DescribeClusterRequest, DescribeClusterResponse, DescribeGroupsRequest, DescribeGroupsResponse, GroupId,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::Compression;
@@ -227,6 +231,49 @@ async fn authorized_operations_are_answered_only_when_asked() {
     server.stop().await;
 }
 
+/// Kafka's ACL calls get a Kafka broker's answer without an authorizer: SECURITY_DISABLED
+/// for a listing, and for each creation and deletion asked.
+#[tokio::test]
+async fn acl_calls_are_answered_as_by_a_broker_without_an_authorizer() {
+    let server = server().await;
+    let mut conn = client(&server).await;
+    let disabled = ResponseError::SecurityDisabled.code();
+    let (any, topic, literal, read, allow) = (1, 2, 3, 3, 3);
+    for version in 1..=3 {
+        let listing = DescribeAclsRequest::default()
+            .with_resource_type_filter(any)
+            .with_pattern_type_filter(any)
+            .with_operation(any)
+            .with_permission_type(any);
+        let listed: DescribeAclsResponse = conn.call(ApiKey::DescribeAcls, version, &listing).await.unwrap();
+        assert_eq!((listed.error_code, listed.resources.len()), (disabled, 0), "version {version}");
+
+        let creation = AclCreation::default()
+            .with_resource_type(topic)
+            .with_resource_name(StrBytes::from_static_str("orders"))
+            .with_resource_pattern_type(literal)
+            .with_principal(StrBytes::from_static_str("User:alice"))
+            .with_host(StrBytes::from_static_str("*"))
+            .with_operation(read)
+            .with_permission_type(allow);
+        let create = CreateAclsRequest::default().with_creations(vec![creation.clone(), creation]);
+        let created: CreateAclsResponse = conn.call(ApiKey::CreateAcls, version, &create).await.unwrap();
+        let codes: Vec<i16> = created.results.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![disabled, disabled], "version {version}");
+
+        let filter = DeleteAclsFilter::default()
+            .with_resource_type_filter(any)
+            .with_pattern_type_filter(any)
+            .with_operation(any)
+            .with_permission_type(any);
+        let delete = DeleteAclsRequest::default().with_filters(vec![filter]);
+        let deleted: DeleteAclsResponse = conn.call(ApiKey::DeleteAcls, version, &delete).await.unwrap();
+        let codes: Vec<i16> = deleted.filter_results.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![disabled], "version {version}");
+    }
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn malformed_frames_and_unknown_apis_close_the_connection() {
     let server = server().await;
@@ -282,7 +329,10 @@ async fn an_unsupported_api_versions_gets_version_0_with_the_list() {
     assert_eq!((produce.min_version, produce.max_version), (3, 11));
     let end_txn = response.api_keys.iter().find(|k| k.api_key == ApiKey::EndTxn as i16).unwrap();
     assert_eq!((end_txn.min_version, end_txn.max_version), (0, 3), "transactions' first version only");
-    assert!(response.api_keys.iter().all(|k| k.api_key != ApiKey::DescribeAcls as i16), "nothing unbuilt is listed");
+    assert!(
+        response.api_keys.iter().all(|k| k.api_key != ApiKey::DescribeClientQuotas as i16),
+        "nothing unbuilt is listed"
+    );
     server.stop().await;
 }
 

@@ -46,9 +46,11 @@ import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.SecurityDisabledException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
@@ -397,7 +399,14 @@ public class JavaClients {
                 "retention.ms falls back to the broker's log.retention.ms: " + retention.synonyms());
         check(retention.type() == ConfigEntry.ConfigType.LONG && retention.documentation() != null,
                 "retention.ms is a documented LONG: " + retention);
-        step("log directories, producers, transactions, the newest timestamp's offset and config synonyms described");
+        try {
+            admin.describeAcls(AclBindingFilter.ANY).values().get();
+            throw new AssertionError("ACLs were listed");
+        } catch (ExecutionException e) {
+            check(e.getCause() instanceof SecurityDisabledException, "no authorizer: " + e.getCause());
+        }
+        step("log directories, producers, transactions, the newest timestamp's offset and config synonyms described;"
+                + " ACLs answered as by a broker without an authorizer");
     }
 
     static void groupOffsets(Admin admin) throws Exception {

@@ -23,8 +23,10 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.errors.SaslAuthenticationException;
+import org.apache.kafka.common.errors.SecurityDisabledException;
 import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -99,8 +101,15 @@ public class JavaSasl {
                     IDEMPOTENT_WRITE, ALTER, DESCRIBE)), "and on the cluster: " + clusterOperations(admin));
             var plain = admin.describeTopics(List.of("orders")).allTopicNames().get().get("orders");
             check(plain.authorizedOperations() == null, "not asked, not answered: " + plain.authorizedOperations());
+            try {
+                admin.describeAcls(AclBindingFilter.ANY).values().get();
+                throw new AssertionError("ACLs were listed");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof SecurityDisabledException
+                        && e.getCause().getMessage().contains("access tokens"), "tokens, not ACLs: " + e.getCause());
+            }
         }
-        step("authorized operations answered as each token permits, when asked");
+        step("authorized operations answered as each token permits, when asked; ACLs refused for tokens");
 
         var wrong = withSerializers(client("SCRAM-SHA-256", tokenId, secret + "x"));
         wrong.put("max.block.ms", "10000");
