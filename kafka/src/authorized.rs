@@ -62,12 +62,13 @@ pub fn topic(kafka: &Kafka, topic: &str) -> i32 {
     let stream = crate::topics::stream_of(topic, 0);
     let target = Target::Stream { basin: &kafka.config.basin, stream: &stream };
     let may = |op: Operation| access.check(op, target).is_ok();
+    // CreatePartitions (Kafka's ALTER) creates streams, as CreateTopics does.
+    let creates = may(Operation::CreateStream);
     let rights = [
         (Read, may(Operation::Read)),
         (Write, may(Operation::Append)),
-        // CreatePartitions (Kafka's ALTER) creates streams, as CreateTopics does.
-        (Create, may(Operation::CreateStream)),
-        (Alter, may(Operation::CreateStream)),
+        (Create, creates),
+        (Alter, creates),
         (Delete, may(Operation::DeleteStream)),
         (Describe, crate::topics::visible(kafka, topic)),
         (DescribeConfigs, may(Operation::GetStreamConfig)),

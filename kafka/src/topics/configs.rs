@@ -133,42 +133,34 @@ fn timestamping(log_append_time: bool) -> TimestampingConfig {
     TimestampingConfig { mode: Some(mode), uncapped: None }
 }
 
-/// The configs DescribeConfigs shows for a topic whose partition 0 has `config`.
+/// The configs DescribeConfigs shows for a topic whose partition 0 has `config`: each
+/// value set on the topic, else the broker setting it falls back to.
 fn described(config: &StreamConfig) -> Vec<Described> {
     let retention = match config.retention_policy {
-        Some(RetentionPolicy::Age(secs)) => (secs.saturating_mul(1000).to_string(), SOURCE_TOPIC),
-        Some(RetentionPolicy::Infinite) | None => ("-1".to_string(), SOURCE_DEFAULT),
+        Some(RetentionPolicy::Age(secs)) => Some(secs.saturating_mul(1000).to_string()),
+        Some(RetentionPolicy::Infinite) | None => None,
     };
     let arrival = config.timestamp_policy().mode == TimestampingMode::Arrival;
-    let timestamp = if arrival { ("LogAppendTime", SOURCE_TOPIC) } else { ("CreateTime", SOURCE_DEFAULT) };
     let compaction = config.key_compaction.unwrap_or_default();
-    let source = |set: bool| if set { SOURCE_TOPIC } else { SOURCE_DEFAULT };
     let cleanup = match (config.key_compaction_policy(), config.retention_policy) {
-        (None, _) => "delete",
-        (Some(_), Some(RetentionPolicy::Age(_))) => "compact,delete",
-        (Some(_), _) => "compact",
+        (None, _) => None,
+        (Some(_), Some(RetentionPolicy::Age(_))) => Some("compact,delete"),
+        (Some(_), _) => Some("compact"),
     };
-    let (delete_retention, min_lag) = (compaction.delete_retention_ms, compaction.min_lag_ms);
-    let topic = |name: &'static str, value: String, read_only: bool, source: i8| Described {
-        name,
-        value,
-        read_only,
-        source,
-        fallback: broker_default(name),
+    let topic = |name: &'static str, set: Option<String>, read_only: bool| {
+        let fallback = broker_default(name);
+        let source = if set.is_some() { SOURCE_TOPIC } else { SOURCE_DEFAULT };
+        let value = set.or_else(|| fallback.as_ref().map(|(_, value)| value.clone())).unwrap_or_default();
+        Described { name, value, read_only, source, fallback }
     };
     vec![
-        topic("retention.ms", retention.0, false, retention.1),
-        topic("message.timestamp.type", timestamp.0.to_string(), false, timestamp.1),
-        topic("cleanup.policy", cleanup.into(), false, source(cleanup != "delete")),
-        topic(
-            "delete.retention.ms",
-            delete_retention.unwrap_or(DEFAULT_DELETE_RETENTION_MS).to_string(),
-            false,
-            source(delete_retention.is_some()),
-        ),
-        topic("min.compaction.lag.ms", min_lag.unwrap_or(0).to_string(), false, source(min_lag.is_some())),
-        topic("retention.bytes", "-1".into(), true, SOURCE_DEFAULT),
-        topic("max.message.bytes", MAX_MESSAGE_BYTES.to_string(), true, SOURCE_DEFAULT),
+        topic("retention.ms", retention, false),
+        topic("message.timestamp.type", arrival.then(|| "LogAppendTime".to_string()), false),
+        topic("cleanup.policy", cleanup.map(String::from), false),
+        topic("delete.retention.ms", compaction.delete_retention_ms.map(|ms| ms.to_string()), false),
+        topic("min.compaction.lag.ms", compaction.min_lag_ms.map(|ms| ms.to_string()), false),
+        topic("retention.bytes", None, true),
+        topic("max.message.bytes", None, true),
     ]
 }
 
