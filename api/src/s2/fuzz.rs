@@ -6,7 +6,6 @@
 
 use axum::http::{HeaderMap, HeaderValue};
 use bytes::{Bytes, BytesMut};
-use prost::Message;
 
 use super::config::{BasinConfigJson, BasinPatchJson, StreamConfigJson};
 use super::read_params::read_params;
@@ -32,10 +31,14 @@ pub fn s2s_frames(data: &[u8]) {
     }
 }
 
-/// Parses `data` as a protobuf append body and turns it into an append.
+/// Parses `data` as a protobuf append body and turns it into an append; the direct
+/// decoder must give what `prost` gives, the same records or the same error.
 pub fn protobuf_append(data: &[u8]) {
-    if let Ok(message) = shale_proto::s2::AppendInput::decode(Bytes::copy_from_slice(data)) {
-        let _ = append_input("basin-one", "s", message);
+    let message = Bytes::copy_from_slice(data);
+    let decoded = super::append_input::decode(message.clone());
+    assert_eq!(decoded, super::append_input::via_prost(message), "the direct decoder differs from prost");
+    if let Ok(decoded) = decoded {
+        let _ = append_input("basin-one", "s", decoded);
     }
 }
 

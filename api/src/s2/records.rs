@@ -8,7 +8,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use prost::Message;
 use serde_json::json;
 use shale_gateway::AppendInput;
 
@@ -16,7 +15,7 @@ use super::consumers;
 use super::query::{percent_decode, Query};
 use super::read_params::read_params;
 use super::wire::{basin_header, json_body, AppendAckJson, AppendInputJson, Format, PositionJson};
-use super::{s2s, sse, streams};
+use super::{append_input, s2s, sse, streams};
 use crate::{ApiError, Caller, Http};
 use shale_service::producer_stamp;
 use shale_service::Service;
@@ -184,7 +183,7 @@ async fn append(
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let input = if content_type(headers).is_some_and(|t| t.starts_with(PROTOBUF)) {
-        let message = shale_proto::s2::AppendInput::decode(body.clone())
+        let message = append_input::decode(body.clone())
             .map_err(|e| ApiError::bad_proto(format!("invalid protobuf AppendInput: {e}")))?;
         s2s::append_input(&basin, &stream, message)?
     } else {

@@ -21,6 +21,7 @@ use shale_proto::{ErrorCode, SequencedRecord};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::append_input::{self, DecodedAppend};
 use super::read_batch;
 use crate::ApiError;
 use shale_service::producer_stamp;
@@ -177,20 +178,21 @@ fn decompress(reader: impl Read) -> Result<Bytes, ServiceError> {
     Ok(Bytes::from(out))
 }
 
-/// Regular frames from a request body, decoded as `M`; ends at end of body or at a
-/// terminal frame.
-fn messages<M: Message + Default + Send + 'static>(
+/// Regular frames from a request body, each decoded by `decode`; ends at end of body or
+/// at a terminal frame.
+fn messages<M: Send + 'static>(
     body: Body,
+    decode: fn(Bytes) -> Result<M, prost::DecodeError>,
 ) -> impl Stream<Item = Result<M, ServiceError>> + Unpin + Send {
     let state = (body.into_data_stream(), FrameCutter::default(), false);
-    Box::pin(stream::unfold(state, |(mut data, mut frames, done)| async move {
+    Box::pin(stream::unfold(state, move |(mut data, mut frames, done)| async move {
         if done {
             return None;
         }
         loop {
             match frames.next() {
                 Ok(Some(Frame::Regular(body))) => {
-                    let message = M::decode(body)
+                    let message = decode(body)
                         .map_err(|e| ServiceError::unreadable(ErrorCode::BadProto, format!("bad s2s message: {e}")));
                     return Some((message, (data, frames, false)));
                 }
@@ -219,7 +221,7 @@ fn session_response(frames: impl Stream<Item = Bytes> + Send + 'static) -> Respo
 /// terminal frame at the first failure.
 pub fn append_session(service: &Service, basin: String, stream: String, body: Body) -> Result<Response, ApiError> {
     let (acks_tx, acks) = mpsc::channel(MAX_PENDING_APPENDS);
-    let inputs = messages::<pb::AppendInput>(body).map(move |m| m.and_then(|m| append_input(&basin, &stream, m)));
+    let inputs = messages(body, append_input::decode).map(move |m| m.and_then(|m| append_input(&basin, &stream, m)));
     service.append_session(inputs, acks_tx)?;
     let frames = ReceiverStream::new(acks).map(|ack| match ack {
         Ok(ack) => regular_frame(&append_ack(ack)),
@@ -241,20 +243,16 @@ pub async fn read_session(service: &Service, request: ReadSessionRequest) -> Res
     Ok(session_response(frames))
 }
 
-pub fn append_input(basin: &str, stream: &str, input: pb::AppendInput) -> Result<AppendInput, ServiceError> {
+/// The append a decoded `AppendInput` asks for.
+pub fn append_input(basin: &str, stream: &str, input: DecodedAppend) -> Result<AppendInput, ServiceError> {
+    let fields = input.fields;
     Ok(AppendInput {
         basin: basin.to_string(),
         stream: stream.to_string(),
-        records: input
-            .records
-            .into_iter()
-            .map(|r| {
-                shale_proto::Record::from_parts(r.timestamp, r.headers.into_iter().map(|h| (h.name, h.value)), r.body)
-            })
-            .collect(),
-        match_seq_num: input.match_seq_num,
-        fencing_token: input.fencing_token,
-        producer: producer_stamp(input.producer_id, input.producer_seq)?,
+        records: input.records,
+        match_seq_num: fields.match_seq_num,
+        fencing_token: fields.fencing_token,
+        producer: producer_stamp(fields.producer_id, fields.producer_seq)?,
         ..Default::default()
     })
 }
