@@ -9,36 +9,55 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use shale_metadata_contract::Position;
 use shale_proto::SequencedRecord;
 
-/// The encoded message's length.
-pub fn encoded_len(records: &[SequencedRecord], tail: Option<Position>) -> usize {
-    records.iter().map(|r| nested_len(1, record_len(r))).sum::<usize>()
-        + tail.map_or(0, |tail| nested_len(2, position_len(tail)))
+/// A batch measured for encoding: each record's length is worked out once, for the
+/// message's length and again for each record's length prefix.
+pub struct Measured<'a> {
+    records: &'a [SequencedRecord],
+    tail: Option<Position>,
+    record_lens: Vec<usize>,
+    len: usize,
 }
 
-/// Appends the message to `out`.
-pub fn encode(records: &[SequencedRecord], tail: Option<Position>, out: &mut impl BufMut) {
-    for record in records {
-        encode_nested_key(1, record_len(record), out);
-        put_u64(1, record.seq_num, out);
-        put_u64(2, record.timestamp, out);
-        for header in &record.headers {
-            encode_nested_key(3, bytes_len(1, &header.name) + bytes_len(2, &header.value), out);
-            put_bytes(1, &header.name, out);
-            put_bytes(2, &header.value, out);
-        }
-        put_bytes(4, &record.body, out);
+/// Measures the `ReadBatch` of `records` and `tail`.
+pub fn measure(records: &[SequencedRecord], tail: Option<Position>) -> Measured<'_> {
+    let record_lens: Vec<usize> = records.iter().map(record_len).collect();
+    let len = record_lens.iter().map(|&len| nested_len(1, len)).sum::<usize>()
+        + tail.map_or(0, |tail| nested_len(2, position_len(tail)));
+    Measured { records, tail, record_lens, len }
+}
+
+impl Measured<'_> {
+    /// The encoded message's length.
+    pub fn len(&self) -> usize {
+        self.len
     }
-    if let Some(tail) = tail {
-        encode_nested_key(2, position_len(tail), out);
-        put_u64(1, tail.seq_num, out);
-        put_u64(2, tail.timestamp, out);
+
+    /// Appends the message to `out`.
+    pub fn encode(&self, out: &mut impl BufMut) {
+        for (record, &len) in self.records.iter().zip(&self.record_lens) {
+            encode_nested_key(1, len, out);
+            put_u64(1, record.seq_num, out);
+            put_u64(2, record.timestamp, out);
+            for header in &record.headers {
+                encode_nested_key(3, bytes_len(1, &header.name) + bytes_len(2, &header.value), out);
+                put_bytes(1, &header.name, out);
+                put_bytes(2, &header.value, out);
+            }
+            put_bytes(4, &record.body, out);
+        }
+        if let Some(tail) = self.tail {
+            encode_nested_key(2, position_len(tail), out);
+            put_u64(1, tail.seq_num, out);
+            put_u64(2, tail.timestamp, out);
+        }
     }
 }
 
 /// The message on its own, for a unary protobuf answer.
 pub fn to_bytes(records: &[SequencedRecord], tail: Option<Position>) -> Bytes {
-    let mut out = BytesMut::with_capacity(encoded_len(records, tail));
-    encode(records, tail, &mut out);
+    let batch = measure(records, tail);
+    let mut out = BytesMut::with_capacity(batch.len());
+    batch.encode(&mut out);
     out.freeze()
 }
 
@@ -143,7 +162,7 @@ mod tests {
         ) {
             let tail = tail.map(|(seq_num, timestamp)| Position { seq_num, timestamp });
             let ours = to_bytes(&records, tail);
-            prop_assert_eq!(ours.len(), encoded_len(&records, tail));
+            prop_assert_eq!(ours.len(), measure(&records, tail).len());
             prop_assert_eq!(&ours[..], &via_prost(&records, tail)[..]);
         }
     }

@@ -267,7 +267,8 @@ pub fn append_ack(ack: AppendAck) -> pb::AppendAck {
 
 /// A regular frame carrying a `ReadBatch` of `records`, encoded in place.
 pub fn read_batch_frame(records: &[SequencedRecord], tail: Option<Position>) -> Bytes {
-    frame_with(0, read_batch::encoded_len(records, tail), |out| read_batch::encode(records, tail, out))
+    let batch = read_batch::measure(records, tail);
+    frame_with(0, batch.len(), |out| batch.encode(out))
 }
 
 #[cfg(test)]
