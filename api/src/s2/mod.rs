@@ -6,8 +6,9 @@
 //!   (tracked consumers, a Shale extension), `metrics` (a stream's storage; S2's other
 //!   metrics and locations answer `not_implemented`): the endpoints;
 //! - `sse`: reads as server-sent events; `s2s`: S2's session framing and protobuf
-//!   messages; `append_input`: S2's `AppendInput` decoded straight into records; `read_batch`: S2's `ReadBatch` encoded straight from records; `batch_json`:
-//!   the same as JSON text; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
+//!   messages; `append_input`: S2's `AppendInput` decoded straight into records;
+//!   `read_batch`: S2's `ReadBatch` encoded straight from records; `batch_json`: the same
+//!   as JSON text; `wire`: S2's JSON shapes and `s2-format`; `query`: strict query strings.
 
 mod access_tokens;
 mod append_input;

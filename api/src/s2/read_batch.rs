@@ -9,8 +9,8 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, Wi
 use shale_metadata_contract::Position;
 use shale_proto::SequencedRecord;
 
-/// A batch measured for encoding: each record's length is worked out once, for the
-/// message's length and again for each record's length prefix.
+/// A batch measured for encoding: each record's length, worked out once, gives both the
+/// message's length and the record's length prefix.
 pub struct Measured<'a> {
     records: &'a [SequencedRecord],
     tail: Option<Position>,
