@@ -48,7 +48,7 @@ pub fn json_bodies(data: &[u8]) {
     let body = Bytes::copy_from_slice(data);
     if let Ok(input) = json_body::<AppendInputJson>(&body) {
         for record in input.records {
-            let _ = record.into_record(Format::Base64);
+            let _ = record.into_record(Format::Base64, &body);
         }
     }
     if let Ok(config) = config_body::<StreamConfigJson>(&body) {

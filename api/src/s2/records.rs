@@ -189,7 +189,7 @@ async fn append(
     } else {
         let format = Format::from_headers(headers)?;
         let input: AppendInputJson = json_body(body)?;
-        let records = input.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
+        let records = input.records.into_iter().map(|r| r.into_record(format, body)).collect::<Result<Vec<_>, _>>()?;
         AppendInput {
             basin,
             stream,
@@ -230,9 +230,10 @@ async fn read(
 /// One stream's part of an atomic append (`POST /v1/records`, a Shale extension).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StreamAppendJson {
+struct StreamAppendJson<'a> {
     stream: String,
-    records: Vec<super::wire::AppendRecordJson>,
+    #[serde(borrow)]
+    records: Vec<super::wire::AppendRecordJson<'a>>,
     #[serde(default)]
     match_seq_num: Option<u64>,
     #[serde(default)]
@@ -241,8 +242,9 @@ struct StreamAppendJson {
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AtomicAppendJson {
-    appends: Vec<StreamAppendJson>,
+struct AtomicAppendJson<'a> {
+    #[serde(borrow)]
+    appends: Vec<StreamAppendJson<'a>>,
 }
 
 /// `POST /v1/records` (basin in `s2-basin`): appends to several streams, all or none;
@@ -261,7 +263,8 @@ pub async fn append_atomic(
         .appends
         .into_iter()
         .map(|append| {
-            let records = append.records.into_iter().map(|r| r.into_record(format)).collect::<Result<Vec<_>, _>>()?;
+            let records =
+                append.records.into_iter().map(|r| r.into_record(format, &body)).collect::<Result<Vec<_>, _>>()?;
             Ok(AppendInput {
                 basin: basin.clone(),
                 stream: append.stream,

@@ -1,5 +1,6 @@
 //! S2's JSON shapes and the `s2-format` byte encoding.
 
+use std::borrow::Cow;
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
@@ -33,15 +34,29 @@ impl Format {
         }
     }
 
-    /// The bytes a JSON string stands for; raw text becomes them without a copy.
-    fn decode(self, what: &str, s: String) -> Result<Bytes, ApiError> {
-        match self {
-            Format::Raw => Ok(Bytes::from(s.into_bytes())),
-            Format::Base64 => STANDARD
-                .decode(&s)
+    /// The bytes a JSON string of `message` stands for. Raw text becomes them without a
+    /// copy: a string without escapes is a slice of the message, one with escapes the
+    /// string serde built.
+    fn decode(self, what: &str, s: Cow<'_, str>, message: &Bytes) -> Result<Bytes, ApiError> {
+        match (self, s) {
+            (Format::Raw, Cow::Borrowed(s)) => Ok(slice_of(message, s.as_bytes())),
+            (Format::Raw, Cow::Owned(s)) => Ok(Bytes::from(s.into_bytes())),
+            (Format::Base64, s) => STANDARD
+                .decode(s.as_bytes())
                 .map(Bytes::from)
                 .map_err(|e| ApiError::bad(format!("{what} is not valid base64: {e}"))),
         }
+    }
+}
+
+/// `part` as a slice of `message` when it lies within it, else a copy.
+fn slice_of(message: &Bytes, part: &[u8]) -> Bytes {
+    let within = message.as_ptr_range();
+    let range = part.as_ptr_range();
+    if part.is_empty() || (within.start <= range.start && range.end <= within.end) {
+        message.slice_ref(part)
+    } else {
+        Bytes::copy_from_slice(part)
     }
 }
 
@@ -67,7 +82,7 @@ pub fn request_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
 }
 
 /// Parses a JSON body; an empty body reads as `null`.
-pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+pub fn json_body<'a, T: Deserialize<'a>>(body: &'a Bytes) -> Result<T, ApiError> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) { b"null" } else { body };
     serde_json::from_slice(body).map_err(|e| ApiError::bad_json(format!("invalid JSON body: {e}")))
 }
@@ -100,8 +115,9 @@ pub fn rfc3339(ms: u64) -> String {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AppendInputJson {
-    pub records: Vec<AppendRecordJson>,
+pub struct AppendInputJson<'a> {
+    #[serde(borrow)]
+    pub records: Vec<AppendRecordJson<'a>>,
     #[serde(default)]
     pub match_seq_num: Option<u64>,
     #[serde(default)]
@@ -115,25 +131,26 @@ pub struct AppendInputJson {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AppendRecordJson {
+pub struct AppendRecordJson<'a> {
     #[serde(default)]
     pub timestamp: Option<u64>,
     #[serde(default)]
     pub headers: Vec<(String, String)>,
-    #[serde(default)]
-    pub body: String,
+    /// Borrowed from the request where it has no escapes (serde's `borrow` on a `Cow`).
+    #[serde(default, borrow)]
+    pub body: Cow<'a, str>,
 }
 
-impl AppendRecordJson {
-    pub fn into_record(self, format: Format) -> Result<Record, ApiError> {
+impl AppendRecordJson<'_> {
+    /// The record, `message` being the request body this one was read from.
+    pub fn into_record(self, format: Format, message: &Bytes) -> Result<Record, ApiError> {
+        let text = |what, s: String| format.decode(what, Cow::Owned(s), message);
         let headers = self
             .headers
             .into_iter()
-            .map(|(name, value)| {
-                Ok(Header { name: format.decode("header name", name)?, value: format.decode("header value", value)? })
-            })
+            .map(|(name, value)| Ok(Header { name: text("header name", name)?, value: text("header value", value)? }))
             .collect::<Result<_, ApiError>>()?;
-        Ok(Record { timestamp: self.timestamp, headers, body: format.decode("body", self.body)? })
+        Ok(Record { timestamp: self.timestamp, headers, body: format.decode("body", self.body, message)? })
     }
 }
 
@@ -161,5 +178,46 @@ pub struct AppendAckJson {
 impl From<AppendAck> for AppendAckJson {
     fn from(ack: AppendAck) -> Self {
         Self { start: ack.start.into(), end: ack.end.into(), tail: ack.tail.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(message: &Bytes, format: Format) -> Vec<Record> {
+        let input: AppendInputJson = json_body(message).expect("an append body");
+        input.records.into_iter().map(|r| r.into_record(format, message).expect("a record")).collect()
+    }
+
+    #[test]
+    fn raw_bodies_without_escapes_are_slices_of_the_request() {
+        let message =
+            Bytes::from_static(br#"{"records":[{"body":"plain"},{"body":"say \"hi\"","headers":[["k","v"]]}]}"#);
+        let records = records(&message, Format::Raw);
+        assert_eq!(records[0].body, "plain");
+        assert!(message.as_ptr_range().contains(&records[0].body.as_ptr()), "not copied");
+        assert_eq!(records[1].body, "say \"hi\"");
+        assert!(!message.as_ptr_range().contains(&records[1].body.as_ptr()), "unescaped into a string of its own");
+        assert_eq!(records[1].headers[0], Header { name: "k".into(), value: "v".into() });
+    }
+
+    #[test]
+    fn base64_bodies_are_decoded_and_bad_ones_refused() {
+        let message = Bytes::from_static(br#"{"records":[{"body":"aGk="},{"body":""}]}"#);
+        let bodies: Vec<Bytes> = records(&message, Format::Base64).into_iter().map(|r| r.body).collect();
+        assert_eq!(bodies, vec![Bytes::from_static(b"hi"), Bytes::new()]);
+        let bad = Bytes::from_static(br#"{"records":[{"body":"not base64!"}]}"#);
+        let input: AppendInputJson = json_body(&bad).expect("an append body");
+        let error = input.records.into_iter().next().map(|r| r.into_record(Format::Base64, &bad));
+        assert!(matches!(error, Some(Err(_))));
+    }
+
+    #[test]
+    fn text_outside_the_message_is_copied() {
+        let message = Bytes::from_static(b"inside");
+        let elsewhere = b"elsewhere".to_vec();
+        assert_eq!(slice_of(&message, &elsewhere), "elsewhere");
+        assert_eq!(slice_of(&message, &message[2..4]).as_ptr(), message[2..].as_ptr());
     }
 }
