@@ -19,6 +19,7 @@ use std::sync::Arc;
 use slatedb::Db;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::fence_check::FenceCheck;
 use crate::halt::Halt;
 use crate::{MetadataError, Result, TailUpdate, TailWatch};
 
@@ -91,13 +92,14 @@ impl Durable {
 impl DurabilityQueue {
     pub fn start(
         db: Db,
+        fence_check: FenceCheck,
         tails: Arc<TailWatch>,
         halt: Arc<Halt>,
         stats: Arc<CommitStats>,
         min_flush_interval: std::time::Duration,
     ) -> Self {
         let (queue, queued) = mpsc::unbounded_channel();
-        tokio::spawn(run(db, queued, tails, halt, stats.clone(), min_flush_interval));
+        tokio::spawn(run(db, fence_check, queued, tails, halt, stats.clone(), min_flush_interval));
         Self { queue, stats }
     }
 
@@ -115,6 +117,7 @@ impl DurabilityQueue {
 
 async fn run(
     db: Db,
+    mut fence_check: FenceCheck,
     mut queued: mpsc::UnboundedReceiver<Queued>,
     tails: Arc<TailWatch>,
     halt: Arc<Halt>,
@@ -136,12 +139,16 @@ async fn run(
         while let Ok(call) = queued.try_recv() {
             round.push(call);
         }
+        if fence_check.newer_writer_seen() && !halt.is_halted() {
+            stop_writing(&db, &halt).await;
+        }
         let outcome = match halt.check() {
             Ok(()) => db.flush().await.map_err(|e| failed_flush(&halt, e)),
             Err(_) => Err(halted(&halt)),
         };
         match outcome {
             Ok(()) => {
+                fence_check.flushed();
                 stats.flushes.fetch_add(1, Ordering::Relaxed);
                 stats.calls.fetch_add(round.len() as u64, Ordering::Relaxed);
                 let mut moved = Vec::new();
@@ -164,6 +171,17 @@ async fn run(
             }
         }
     }
+}
+
+/// A newer writer opened the database: no more flushes. SlateDB's writer learns it from
+/// the manifest and closes as fenced (no flush in flight meanwhile: this task flushes),
+/// so nothing applied here is ever written.
+async fn stop_writing(db: &Db, halt: &Halt) {
+    match db.refresh_manifest().await {
+        Err(error) if crate::is_fenced(&error) => {}
+        other => tracing::warn!(?other, "SlateDB did not report the newer writer; stopping anyway"),
+    }
+    halt.fence();
 }
 
 /// The answer to calls applied after the instance halted, never durable. Fenced with no

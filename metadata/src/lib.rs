@@ -11,7 +11,8 @@
 //! - `durability`: group commit. Writes are applied under the writer lock, which is
 //!   released before the WAL upload; one task makes everything applied durable with one
 //!   WAL flush and answers the calls in apply order. `halt` latches a fenced or failed
-//!   instance;
+//!   instance; `fence_check` has a busy writer read the manifest so a newer instance's
+//!   open is not held up;
 //! - [`lookup`](Metadata::entries_from): index entries by sequence number or time, and
 //!   stream tails, for readers; plus per-stream tail notifications (`tails`);
 //! - [`MetadataApi`]: what gateways, readers and handlers call, implemented in process by
@@ -58,6 +59,7 @@ mod compaction;
 mod consumers;
 mod defragment;
 mod durability;
+mod fence_check;
 mod gc;
 mod gc_stats;
 mod halt;
@@ -79,6 +81,8 @@ mod refs;
 mod rpc;
 mod service;
 mod staging;
+#[cfg(test)]
+mod takeover_tests;
 mod tokens;
 #[cfg(test)]
 mod transaction_tests;
@@ -219,7 +223,9 @@ pub struct MetadataConfig {
     /// uncompacted that much longer; writes stall only past [`LEVEL0_MAX_SSTS`] of them
     /// (32 x `l0_sst_size_bytes` of metadata writes within one interval, 4 MiB/s at 120
     /// s, ten times the heaviest loads measured). Fencing is seen at the next write
-    /// whatever this is.
+    /// whatever this is, and a writer that keeps committing reads the manifest about
+    /// once a second anyway (`fence_check`), so a newer instance's open never waits for
+    /// this poll.
     #[serde(with = "humantime_serde")]
     pub db_poll_interval: Duration,
     /// Compression of the metadata database's SST blocks: `lz4` (default), `zstd` or
@@ -376,7 +382,7 @@ impl Metadata {
             max_capacity: config.cache_bytes,
             ..Default::default()
         });
-        let db = Db::builder(path, store)
+        let db = Db::builder(path, store.clone())
             .with_settings(settings)
             .with_db_cache(Arc::new(cache), 0)
             .build()
@@ -392,8 +398,13 @@ impl Metadata {
         let tails = Arc::new(TailWatch::default());
         let halt = Arc::new(Halt::default());
         let commit_stats = Arc::new(CommitStats::default());
+        let fence_check = fence_check::FenceCheck::new(
+            slatedb::admin::Admin::builder(path, store.clone()).build(),
+            db.manifest().writer_epoch(),
+        );
         let durability = DurabilityQueue::start(
             db.clone(),
+            fence_check,
             tails.clone(),
             halt.clone(),
             commit_stats.clone(),
