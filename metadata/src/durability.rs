@@ -40,6 +40,8 @@ pub struct CommitStats {
     /// Segments whose stored outcome was looked up before applying them: calls sent
     /// again after a broken stream, and calls without a first-send mark.
     pub outcome_lookups: AtomicU64,
+    /// Manifest reads made while committing, looking for a newer writer (`fence_check`).
+    pub fence_checks: AtomicU64,
 }
 
 impl CommitStats {
@@ -62,6 +64,11 @@ impl CommitStats {
                 "shale_metadata_outcome_lookups_total",
                 "Segments looked up for an earlier commit's outcome (resent calls)",
                 &self.outcome_lookups,
+            ),
+            (
+                "shale_metadata_fence_checks_total",
+                "Manifest reads made while committing, looking for a newer writer",
+                &self.fence_checks,
             ),
         ];
         shale_storage::render_counters(&counters, out);

@@ -29,6 +29,8 @@ use slatedb::admin::Admin;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::CommitStats;
+
 /// WAL flushes between two manifest reads, at least.
 pub(crate) const FLUSHES_PER_CHECK: u64 = 32;
 
@@ -41,17 +43,19 @@ pub(crate) struct FenceCheck {
     /// This instance's writer epoch.
     epoch: u64,
     newer_seen: Arc<AtomicBool>,
+    stats: Arc<CommitStats>,
     flushes_since: u64,
     last: Instant,
     running: Option<JoinHandle<()>>,
 }
 
 impl FenceCheck {
-    pub fn new(admin: Admin, epoch: u64) -> Self {
+    pub fn new(admin: Admin, epoch: u64, stats: Arc<CommitStats>) -> Self {
         Self {
             admin: Arc::new(admin),
             epoch,
             newer_seen: Arc::new(AtomicBool::new(false)),
+            stats,
             flushes_since: 0,
             last: Instant::now(),
             running: None,
@@ -77,6 +81,7 @@ impl FenceCheck {
         self.flushes_since = 0;
         self.last = now;
         let (admin, epoch, newer_seen) = (self.admin.clone(), self.epoch, self.newer_seen.clone());
+        let stats = self.stats.clone();
         self.running = Some(tokio::spawn(async move {
             match admin.read_manifest(None).await {
                 Ok(Some(latest)) if latest.writer_epoch() > epoch => {
@@ -86,6 +91,7 @@ impl FenceCheck {
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "reading the metadata manifest for a newer writer failed"),
             }
+            stats.fence_checks.fetch_add(1, Ordering::SeqCst);
         }));
     }
 }

@@ -401,6 +401,7 @@ impl Metadata {
         let fence_check = fence_check::FenceCheck::new(
             slatedb::admin::Admin::builder(path, store.clone()).build(),
             db.manifest().writer_epoch(),
+            commit_stats.clone(),
         );
         let durability = DurabilityQueue::start(
             db.clone(),

@@ -80,3 +80,31 @@ async fn a_newer_instance_opens_promptly_while_the_old_one_keeps_committing() {
     assert_eq!(tail, acked, "opened after {opened_after:?}");
     newer.close().await.unwrap();
 }
+
+/// The manifest reads of a writer that keeps committing find its own epoch: it is never
+/// stopped by them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sole_writer_keeps_committing_past_its_own_manifest_reads() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let metadata = Metadata::open(Arc::new(InMemory::new()), "metadata", clock).await.unwrap();
+    metadata.create_basin("basin-one", BasinConfig::default()).await.unwrap();
+    metadata.create_stream("basin-one", "s", StreamConfig::default()).await.unwrap();
+    let checks = || metadata.commit_stats().fence_checks.load(std::sync::atomic::Ordering::SeqCst);
+    let mut committed = 0;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        // Until two reads have finished, then once more: the round after a read.
+        while checks() < 2 {
+            committed += 1;
+            let outcomes = metadata.commit(commit(committed)).await.unwrap();
+            assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        }
+    })
+    .await
+    .expect("a writer committing back to back reads the manifest about once a second");
+    committed += 1;
+    let outcomes = metadata.commit(commit(committed)).await.unwrap();
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert!(!metadata.is_halted());
+    assert_eq!(metadata.stream("basin-one", "s").await.unwrap().record.next_seq, committed);
+    metadata.close().await.unwrap();
+}
