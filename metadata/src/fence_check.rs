@@ -10,16 +10,17 @@
 //! So while commits come, the durability task reads the latest manifest in the
 //! background (a LIST and a GET). When it names a newer writer epoch, the next round is
 //! not flushed: its calls are answered `fenced` (never written), SlateDB's writer is
-//! closed as fenced, and the newer instance's next try succeeds. The read runs beside the
-//! flush in flight, which ends as it would have (durable, or fenced by the newer
-//! instance's WAL object), so every answer stays true; closing SlateDB under a flush in
-//! flight could fail a WAL object that was in fact written.
+//! closed as fenced, and the newer instance's tries, no longer overtaken, reach a free id.
+//! The read runs beside the flush in flight, which ends as it would have (durable, or
+//! fenced by the newer instance's WAL object), so every answer stays true; closing SlateDB
+//! under a flush in flight could fail a WAL object that was in fact written.
 //!
 //! A read is due after [`FLUSHES_PER_CHECK`] WAL flushes and [`MIN_CHECK_INTERVAL`] since
-//! the last one. A writer slower than that is no threat: the newer instance's tries
-//! outpace it. A faster one reads about once a second, two requests beside dozens of WAL
-//! PUTs, and is at most that many flushes ahead of the newer instance when it stops. An
-//! idle instance writes no WAL objects, wins no race and reads nothing here.
+//! the last one, so when it stops a writer is at most that many flushes (or a second's
+//! worth, if more) ahead of the newer instance, which walks past them at one try each: a
+//! few seconds at S3's latency. A writer committing back to back reads about once a
+//! second, two requests beside dozens of WAL PUTs; a slower one at most once per 32 WAL
+//! PUTs. An idle instance writes no WAL objects, wins no race and reads nothing here.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

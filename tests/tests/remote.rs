@@ -242,7 +242,12 @@ async fn a_new_leader_takes_over_and_acked_appends_stay_exactly_once() {
         async move { reader.read(&read_from("live", 0, Duration::from_secs(120))).await }
     });
     let mut fenced = first.metadata.watch_halted();
-    let second = Served::start(store.raw.clone(), loopback().await, Some(lease)).await;
+    // The first keeps committing: it must learn of the second's epoch by itself (its
+    // manifest reads while it commits), not at SlateDB's manifest poll two minutes on.
+    let second =
+        tokio::time::timeout(Duration::from_secs(60), Served::start(store.raw.clone(), loopback().await, Some(lease)))
+            .await
+            .expect("the second instance opens while the first keeps committing");
     println!("second instance open after {:?}", started.elapsed());
     tokio::time::timeout(Duration::from_secs(20), fenced.wait_for(|r| *r == Some(shale_metadata::HaltReason::Fenced)))
         .await
