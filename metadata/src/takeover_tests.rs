@@ -7,27 +7,13 @@ use shale_storage::object_store::memory::InMemory;
 use shale_storage::object_store::ObjectStore;
 use shale_storage::{DelayedStore, ManualClock};
 
-use crate::{
-    BasinConfig, CommitAppend, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, StreamConfig,
-};
+use crate::{BasinConfig, CommitRequest, CommitUnit, Metadata, MetadataApi, MetadataConfig, StreamConfig};
 
 const T0: u64 = 1_800_000_000_000;
 
+/// The `n`th segment: one single-record append to `s`.
 fn commit(n: u64) -> CommitRequest {
-    let append = CommitAppend {
-        basin: "basin-one".into(),
-        stream: "s".into(),
-        offset: 0,
-        len: 10,
-        arrival: T0,
-        client_timestamps: vec![None],
-        commands: vec![],
-        match_seq_num: None,
-        fencing_token: None,
-        metered_bytes: 10,
-        producer: None,
-        transaction: None,
-    };
+    let append = crate::reclaim_tests::append("s", 1, Vec::new(), T0);
     CommitRequest {
         segment_id: ulid::Ulid::from_parts(T0, n.into()).0,
         units: vec![CommitUnit { appends: vec![append] }],
@@ -85,10 +71,7 @@ async fn a_newer_instance_opens_promptly_while_the_old_one_keeps_committing() {
 /// stopped by them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sole_writer_keeps_committing_past_its_own_manifest_reads() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let metadata = Metadata::open(Arc::new(InMemory::new()), "metadata", clock).await.unwrap();
-    metadata.create_basin("basin-one", BasinConfig::default()).await.unwrap();
-    metadata.create_stream("basin-one", "s", StreamConfig::default()).await.unwrap();
+    let metadata = crate::reclaim_tests::open(&[("s", StreamConfig::default())]).await.metadata;
     let checks = || metadata.commit_stats().fence_checks.load(std::sync::atomic::Ordering::SeqCst);
     let mut committed = 0;
     tokio::time::timeout(Duration::from_secs(30), async {
