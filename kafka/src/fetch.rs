@@ -211,8 +211,8 @@ async fn answer_from_ahead(kafka: &Kafka, topic: &str, fetch: &mut PartitionFetc
     let Some(ahead) = fetch.ahead.take() else { return false };
     let Ok(mut done) = ahead.read.await else { return false };
     let read_from = done.cursor.stream().map(|info| info.record.id);
-    let request =
-        read_request(kafka, topic, fetch.partition, u64::try_from(fetch.offset).unwrap_or(0), 1, Duration::ZERO);
+    let offset = u64::try_from(fetch.offset).unwrap_or(0);
+    let request = read_request(kafka, topic, fetch.partition, offset, (1, false), Duration::ZERO);
     let looked_up = kafka.service.look_up_for_read(&request, &mut done.cursor).await.is_ok();
     fetch.cursor = std::mem::take(&mut done.cursor);
     let Some(now) = fetch.cursor.stream().filter(|_| looked_up) else { return false };
@@ -368,7 +368,9 @@ async fn read_partition(
         // Only a partition with nothing to answer yet reads a record past the bounds.
         return;
     }
-    let request = read_request(kafka, topic, fetch.partition, start, reserved.bytes, wait);
+    // Its first record whatever the bounds while it has nothing to answer: Kafka answers
+    // a batch larger than the bounds rather than none, so a consumer moves past it.
+    let request = read_request(kafka, topic, fetch.partition, start, (reserved.bytes, fetch.bytes == 0), wait);
     let (found, mut outputs) = mpsc::channel(READS_AHEAD);
     let cursor = std::mem::take(&mut fetch.cursor);
     let reads = AbortOnDropHandle::new(tokio::spawn(read_ahead(kafka.service.clone(), request, cursor, found)));
@@ -420,13 +422,21 @@ async fn read_partition(
     }
 }
 
-/// A read of `topic`'s `partition` from `start`, up to `bytes` (at least one record).
-fn read_request(kafka: &Kafka, topic: &str, partition: i32, start: u64, bytes: u64, wait: Duration) -> ReadRequest {
+/// A read of `topic`'s `partition` from `start`, up to `bytes`, its first record past
+/// them when `at_least_one`.
+fn read_request(
+    kafka: &Kafka,
+    topic: &str,
+    partition: i32,
+    start: u64,
+    (bytes, at_least_one): (u64, bool),
+    wait: Duration,
+) -> ReadRequest {
     ReadRequest {
         basin: kafka.config.basin.clone(),
         stream: stream_of(topic, partition),
         start: ReadStart::SeqNum(start),
-        limits: ReadLimits { count: None, bytes: Some(bytes.max(1)) },
+        limits: ReadLimits { count: None, bytes: Some(bytes.max(1)), at_least_one },
         until: None,
         clamp: false,
         wait,
@@ -468,6 +478,8 @@ async fn read_ahead(
         }
         request.start = ReadStart::SeqNum(next);
         request.limits.bytes = Some(left);
+        // Only the first read may pass the bound.
+        request.limits.at_least_one = false;
         request.wait = Duration::ZERO;
     }
     cursor

@@ -36,6 +36,12 @@ impl Default for ReadStart {
 pub struct ReadLimits {
     pub count: Option<u64>,
     pub bytes: Option<u64>,
+    /// The read's first record is returned even when it alone is over `bytes` (or S2's
+    /// 1 MiB, unset). Without it a read stops before such a record, as S2 bounds a read
+    /// by bytes; with it a reader always moves on: Kafka answers a fetch's first batch
+    /// whatever the fetch's bounds, and a record produced through Kafka may be larger
+    /// than S2's batch maximum.
+    pub at_least_one: bool,
 }
 
 /// One read of one stream.
@@ -248,6 +254,7 @@ impl Reader {
                         before_seq: info.record.trim_point,
                         count,
                         bytes,
+                        at_least_one: request.limits.at_least_one,
                         until: request.until,
                     };
                     let found = history.read(&read).await?;
@@ -258,15 +265,17 @@ impl Reader {
             }
             let seq = seq.max(info.record.trim_point);
             start = Some((seq, min_timestamp));
-            let (records, reached_until) =
-                match self.collect(&info, seq, min_timestamp, count, bytes, request.until, cursor).await {
-                    Err(ReaderError::Gone { object }) if gone_retries < MAX_GONE_RETRIES => {
-                        gone_retries += 1;
-                        tracing::debug!(%object, seq, "segment gone under a read; looking the stream up again");
-                        continue;
-                    }
-                    other => other?,
-                };
+            let (records, reached_until) = match self
+                .collect(&info, seq, min_timestamp, count, bytes, request.limits.at_least_one, request.until, cursor)
+                .await
+            {
+                Err(ReaderError::Gone { object }) if gone_retries < MAX_GONE_RETRIES => {
+                    gone_retries += 1;
+                    tracing::debug!(%object, seq, "segment gone under a read; looking the stream up again");
+                    continue;
+                }
+                other => other?,
+            };
             if !records.is_empty() || reached_until || count == 0 || request.wait.is_zero() {
                 return Ok(ReadOutput { records, tail, reached_until });
             }
@@ -341,6 +350,7 @@ impl Reader {
         min_timestamp: Option<u64>,
         count: u64,
         bytes: u64,
+        at_least_one: bool,
         until: Option<u64>,
         cursor: &mut ReadCursor,
     ) -> Result<(Vec<SequencedRecord>, bool), ReaderError> {
@@ -404,7 +414,8 @@ impl Reader {
                         return Ok((records, true));
                     }
                     let size = record.metered_bytes();
-                    if records.len() as u64 >= count || used_bytes + size > bytes {
+                    let over_bytes = used_bytes + size > bytes && !(at_least_one && records.is_empty());
+                    if records.len() as u64 >= count || over_bytes {
                         return Ok((records, false));
                     }
                     used_bytes += size;

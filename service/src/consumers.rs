@@ -197,6 +197,7 @@ impl Service {
             limits: ReadLimits {
                 count: Some(entry.map_or(1, |e| e.end_seq().saturating_sub(position.seq_num).max(1))),
                 bytes: None,
+                at_least_one: true,
             },
             until: None,
             clamp: true,

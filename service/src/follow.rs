@@ -95,7 +95,7 @@ impl Follower {
         if count == Some(0) || bytes == Some(0) {
             return None;
         }
-        Some(ReadLimits { count, bytes })
+        Some(ReadLimits { count, bytes, ..limits })
     }
 
     /// The next event; `None` after `Done` or `Error`.

@@ -284,7 +284,7 @@ async fn suite_reads_by_time_tail_offset_and_limits(backend: Backend) {
     assert_eq!(from_tail.records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), vec![17, 18, 19]);
 
     let mut limited = read_from("s", ReadStart::SeqNum(2));
-    limited.limits = ReadLimits { count: Some(4), bytes: None };
+    limited.limits = ReadLimits { count: Some(4), bytes: None, at_least_one: false };
     limited.until = Some(1_104);
     let out = node.reader.read(&limited).await.unwrap();
     assert_eq!(out.records.iter().map(|r| r.seq_num).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
@@ -294,8 +294,15 @@ async fn suite_reads_by_time_tail_offset_and_limits(backend: Backend) {
     assert!(out.reached_until);
 
     let mut by_bytes = read_from("s", ReadStart::SeqNum(0));
-    by_bytes.limits = ReadLimits { count: None, bytes: Some(9 * 3) };
+    by_bytes.limits = ReadLimits { count: None, bytes: Some(9 * 3), at_least_one: false };
     assert_eq!(node.reader.read(&by_bytes).await.unwrap().records.len(), 3);
+    // A bound below the first record: S2's read stops before it; a read that asks for
+    // at least one (Kafka's fetches) gets that record alone, and no more.
+    by_bytes.limits = ReadLimits { count: None, bytes: Some(5), at_least_one: false };
+    assert!(node.reader.read(&by_bytes).await.unwrap().records.is_empty());
+    by_bytes.limits.at_least_one = true;
+    let first = node.reader.read(&by_bytes).await.unwrap().records;
+    assert_eq!(first.iter().map(|r| r.seq_num).collect::<Vec<_>>(), vec![0]);
 
     let past = node.reader.read(&read_from("s", ReadStart::SeqNum(21))).await;
     assert!(matches!(past, Err(shale_reader::ReaderError::PastTail { tail }) if tail.seq_num == 20));
@@ -352,15 +359,22 @@ async fn suite_waiting_read_wakes_on_commit(backend: Backend) {
     let store = backend.store().await;
     let node = Arc::new(Node::start(&store, GatewayConfig::default()).await);
     setup(&node, &["s"]).await;
-    let mut request = read_from("s", ReadStart::SeqNum(0));
-    request.wait = Duration::from_secs(30);
-    let waiting = {
+    let waiting_read = |request: ReadRequest| {
         let node = node.clone();
         tokio::spawn(async move { node.reader.read(&request).await.unwrap() })
     };
+    let mut request = read_from("s", ReadStart::SeqNum(0));
+    request.wait = Duration::from_secs(30);
+    let waiting = waiting_read(request.clone());
     node.gateway.append(input("s", &["hello"])).await.unwrap();
-    let output = waiting.await.unwrap();
-    assert_eq!(bodies(&output.records), vec!["hello"]);
+    assert_eq!(bodies(&waiting.await.unwrap().records), vec!["hello"]);
+    // A wait for one record of any size (a byte bound below it, at least one: how a
+    // Kafka share fetch waits for records) wakes with it too.
+    request.start = ReadStart::SeqNum(1);
+    request.limits = ReadLimits { count: Some(1), bytes: Some(1), at_least_one: true };
+    let waiting = waiting_read(request);
+    node.gateway.append(input("s", &["again"])).await.unwrap();
+    assert_eq!(bodies(&waiting.await.unwrap().records), vec!["again"]);
     Arc::into_inner(node).unwrap().stop().await;
 }
 

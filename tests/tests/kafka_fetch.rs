@@ -174,3 +174,23 @@ async fn a_fetch_answers_each_partitions_log_start_offset() {
     assert_eq!(answer.partitions[1], (0, values[5..].to_vec()));
     server.stop().await;
 }
+
+/// A record larger than a fetch's bounds (Kafka takes up to `max.message.bytes`, 8 MiB
+/// here, where consumers fetch 1 MiB a partition) is answered alone, as Kafka answers
+/// the first batch whatever the bounds, so a consumer moves past it; the records after
+/// it come with the next fetch. ListOffsets finds it as the earliest record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_larger_than_the_fetch_bounds_is_answered_alone() {
+    let (server, mut conn) = server_with_topic("large", 1).await;
+    let large = "L".repeat(3 << 20);
+    assert_eq!(conn.produce("large", 0, std::slice::from_ref(&large)).await.unwrap(), (0, 0));
+    let small: Vec<String> = (0..2).map(value).collect();
+    assert_eq!(conn.produce("large", 0, &small).await.unwrap(), (0, 1));
+
+    let first = fetch_from(&mut conn, "large", &[0], 0, (1 << 20, 1), 0).await;
+    assert_eq!(first.partitions, vec![(0, vec![large])], "the large record alone");
+    let next = fetch_from(&mut conn, "large", &[0], 1, (1 << 20, 1), 0).await;
+    assert_eq!(next.partitions, vec![(0, small)]);
+    assert_eq!(conn.list_offsets("large", 0, -2, 5).await.unwrap(), (0, 0), "earliest is the large record");
+    server.stop().await;
+}

@@ -99,6 +99,7 @@ async fn whole_read(node: &Node, basin: &str, stream: &str, from_seq: u64) -> Hi
         before_seq: u64::MAX,
         count: u64::MAX,
         bytes: u64::MAX,
+        at_least_one: true,
         until: None,
     }
 }
@@ -364,7 +365,7 @@ async fn suite_expired_history_is_read_from_the_table(backend: Backend) {
         let mut next = from;
         loop {
             let request = ReadRequest {
-                limits: ReadLimits { count: Some(64), bytes: None },
+                limits: ReadLimits { count: Some(64), bytes: None, at_least_one: true },
                 ..shale_tests::read_request(HISTORY_BASIN, "h", ReadStart::SeqNum(next))
             };
             let read = reader.read(&request).await.unwrap().records;

@@ -267,6 +267,28 @@ def headers_keep_their_order_repeats_and_nulls():
     assert record["headers"] == [["a", "1"], ["n", ""], ["a", "2"], ["e", ""], ["kafka.null-headers", "1"]], record
 
 
+def a_record_larger_than_a_fetch():
+    """A 3 MB record (Kafka takes up to 8 MiB here) reaches a consumer with librdkafka's
+    defaults (1 MiB a partition per fetch), the records after it too; S2's API reads it
+    alone without a byte bound and stops before it with one, as S2 bounds reads."""
+    create("large", 1)
+    large = b"L" * 3_000_000
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "message.max.bytes": 4_000_000})
+    p.produce("large", value=large)
+    p.produce("large", value=b"after")
+    assert p.flush(30) == 0
+    c = consumer("large")
+    c.assign([TopicPartition("large", 0, 0)])
+    got = drain(c, 2)
+    assert [(m.offset(), len(m.value())) for m in got] == [(0, len(large)), (1, 5)], [(m.offset(), len(m.value())) for m in got]
+    assert c.get_watermark_offsets(TopicPartition("large", 0), timeout=10) == (0, 2)
+    c.close()
+    read = http("GET", stream_path("large", 0) + "/records?seq_num=0")
+    assert [len(r["body"]) for r in read["records"]] == [len(large)], [len(r["body"]) for r in read["records"]]
+    bounded = http("GET", stream_path("large", 0) + "/records?seq_num=0&bytes=1048576")
+    assert bounded["records"] == [], bounded
+
+
 def lag_through_the_consumer_api():
     p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
     for i in range(5):
@@ -330,6 +352,7 @@ assign_seek_watermarks_and_times()
 create_partitions_and_delete_records()
 interop_with_s2()
 headers_keep_their_order_repeats_and_nulls()
+a_record_larger_than_a_fetch()
 lag_through_the_consumer_api()
 delete_a_group()
 broker_settings()

@@ -479,12 +479,14 @@ async fn persist(kafka: &Kafka, group: &str, stream: &str, start: u64) {
     }
 }
 
+/// A read of `stream` from `from`, its first record whole whatever `bytes` (as Kafka
+/// answers a share fetch's first batch).
 fn read_from(kafka: &Kafka, stream: &str, from: u64, count: Option<usize>, bytes: u64, wait: Duration) -> ReadRequest {
     ReadRequest {
         basin: kafka.config.basin.clone(),
         stream: stream.to_string(),
         start: ReadStart::SeqNum(from),
-        limits: ReadLimits { count: count.map(|c| c as u64), bytes: Some(bytes.max(1)) },
+        limits: ReadLimits { count: count.map(|c| c as u64), bytes: Some(bytes.max(1)), at_least_one: true },
         until: None,
         clamp: true,
         wait,
