@@ -107,7 +107,6 @@ pub async fn run(passes: u64, records_per_pass: u64, pass_seconds: u64, delay: D
             before_seq: u64::MAX,
             count: 1000,
             bytes: u64::MAX,
-            at_least_one: true,
             until: None,
         };
         let read = history.read(&read).await.map_err(|e| anyhow::anyhow!("history read: {e}"))?;

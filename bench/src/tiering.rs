@@ -203,7 +203,6 @@ async fn main() -> anyhow::Result<()> {
                     before_seq: u64::MAX,
                     count: 1000,
                     bytes: 1024 * 1024,
-                    at_least_one: true,
                     until: None,
                 };
                 let records = history.read(&request).await?.records;

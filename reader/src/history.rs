@@ -18,9 +18,6 @@ pub struct HistoryRead {
     pub before_seq: u64,
     pub count: u64,
     pub bytes: u64,
-    /// The first record is returned even when it alone is over `bytes`
-    /// ([`crate::ReadLimits::at_least_one`]).
-    pub at_least_one: bool,
     /// Only records with timestamps below this (ms).
     pub until: Option<u64>,
 }

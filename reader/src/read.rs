@@ -40,7 +40,9 @@ pub struct ReadLimits {
     /// 1 MiB, unset). Without it a read stops before such a record, as S2 bounds a read
     /// by bytes; with it a reader always moves on: Kafka answers a fetch's first batch
     /// whatever the fetch's bounds, and a record produced through Kafka may be larger
-    /// than S2's batch maximum.
+    /// than S2's batch maximum. A read below the trim point served from the table tier
+    /// ([`History`]) always returns its first record: an empty answer from the table
+    /// means it holds nothing there, and the read moves on to the trim point.
     pub at_least_one: bool,
 }
 
@@ -254,7 +256,6 @@ impl Reader {
                         before_seq: info.record.trim_point,
                         count,
                         bytes,
-                        at_least_one: request.limits.at_least_one,
                         until: request.until,
                     };
                     let found = history.read(&read).await?;

@@ -132,7 +132,7 @@ impl TableHistory {
                     return Ok(output);
                 }
                 bytes += record.metered_bytes();
-                if bytes > read.bytes && !(read.at_least_one && output.records.is_empty()) {
+                if bytes > read.bytes && !output.records.is_empty() {
                     return Ok(output);
                 }
                 next = record.seq_num + 1;
@@ -328,7 +328,6 @@ mod tests {
             before_seq: u64::MAX,
             count,
             bytes,
-            at_least_one: true,
             until: None,
         };
 
@@ -371,7 +370,6 @@ mod tests {
             before_seq: u64::MAX,
             count: 100,
             bytes: u64::MAX,
-            at_least_one: true,
             until: None,
         };
         for from in [0, 5, 15, 25] {
