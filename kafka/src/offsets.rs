@@ -55,7 +55,7 @@ async fn read(kafka: &Kafka, stream: &str, start: ReadStart, count: u64) -> Resu
         basin: kafka.config.basin.clone(),
         stream: stream.to_string(),
         start,
-        limits: ReadLimits { count: Some(count), bytes: None, at_least_one: true },
+        limits: ReadLimits { count: Some(count), ..ReadLimits::default() },
         until: None,
         clamp: true,
         wait: std::time::Duration::ZERO,

@@ -36,13 +36,14 @@ impl Default for ReadStart {
 pub struct ReadLimits {
     pub count: Option<u64>,
     pub bytes: Option<u64>,
-    /// The read's first record is returned even when it alone is over `bytes` (or S2's
-    /// 1 MiB, unset). Without it a read stops before such a record, as S2 bounds a read
-    /// by bytes; with it a reader always moves on: Kafka answers a fetch's first batch
-    /// whatever the fetch's bounds, and a record produced through Kafka may be larger
-    /// than S2's batch maximum. A read below the trim point served from the table tier
-    /// ([`History`]) always returns its first record: an empty answer from the table
-    /// means it holds nothing there, and the read moves on to the trim point.
+    /// The read's first record is returned even when it alone is over `bytes`. Without
+    /// it a read stops before such a record, as S2 bounds a read by bytes; Kafka answers
+    /// a fetch's first batch whatever the fetch's bounds. A read without `bytes` always
+    /// returns its first record: its bound is S2's 1 MiB, which only a record produced
+    /// through Kafka (up to 8 MiB) passes, and such a record must not stop every reader.
+    /// A read below the trim point served from the table tier ([`History`]) always
+    /// returns its first record too: an empty answer from the table means it holds
+    /// nothing there, and the read moves on to the trim point.
     pub at_least_one: bool,
 }
 
@@ -234,6 +235,7 @@ impl Reader {
     pub async fn read_with(&self, request: &ReadRequest, cursor: &mut ReadCursor) -> Result<ReadOutput, ReaderError> {
         let count = request.limits.count.unwrap_or(MAX_BATCH_RECORDS as u64).min(MAX_BATCH_RECORDS as u64);
         let bytes = request.limits.bytes.unwrap_or(MAX_BATCH_METERED_BYTES).min(MAX_BATCH_METERED_BYTES);
+        let at_least_one = request.limits.at_least_one || request.limits.bytes.is_none();
         let deadline = tokio::time::Instant::now() + request.wait;
         let mut start: Option<(u64, Option<u64>)> = None;
         cursor.reads += 1;
@@ -267,7 +269,7 @@ impl Reader {
             let seq = seq.max(info.record.trim_point);
             start = Some((seq, min_timestamp));
             let (records, reached_until) = match self
-                .collect(&info, seq, min_timestamp, count, bytes, request.limits.at_least_one, request.until, cursor)
+                .collect(&info, seq, min_timestamp, count, bytes, at_least_one, request.until, cursor)
                 .await
             {
                 Err(ReaderError::Gone { object }) if gone_retries < MAX_GONE_RETRIES => {

@@ -196,8 +196,7 @@ impl Service {
             start: ReadStart::SeqNum(position.seq_num),
             limits: ReadLimits {
                 count: Some(entry.map_or(1, |e| e.end_seq().saturating_sub(position.seq_num).max(1))),
-                bytes: None,
-                at_least_one: true,
+                ..ReadLimits::default()
             },
             until: None,
             clamp: true,

@@ -59,7 +59,7 @@ pub fn read_request(request: pb::ReadRequest) -> ReadRequest {
         basin: request.basin,
         stream: request.stream,
         start,
-        limits: ReadLimits { count: request.count, bytes: request.bytes, at_least_one: request.bytes.is_none() },
+        limits: ReadLimits { count: request.count, bytes: request.bytes, at_least_one: false },
         until: request.until,
         clamp: request.clamp,
         wait: std::time::Duration::from_secs(u64::from(request.wait_secs)),

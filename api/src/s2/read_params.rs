@@ -46,10 +46,8 @@ pub fn read_params(
         return Err(ApiError::bad("give at most one of seq_num, timestamp and tail_offset"));
     }
     let wait = query.number::<u64>("wait")?.map(Duration::from_secs);
-    let bytes = query.number("bytes")?;
-    // Without a byte bound a record over S2's 1 MiB (one produced through Kafka) is read
-    // alone; with one, a read stops before a record past it, as S2 reads.
-    let limits = ReadLimits { count: query.number("count")?, bytes, at_least_one: bytes.is_none() };
+    // A read stops before a record past `bytes`, as S2's do ([`ReadLimits::at_least_one`]).
+    let limits = ReadLimits { count: query.number("count")?, bytes: query.number("bytes")?, at_least_one: false };
     let until = query.number("until")?;
     let bounded = limits.count.is_some() || limits.bytes.is_some() || until.is_some();
     let session_wait = wait.or(bounded.then_some(Duration::ZERO));

@@ -107,7 +107,7 @@ impl Tierer {
                 basin: basin.into(),
                 stream: stream.into(),
                 start: ReadStart::SeqNum(next),
-                limits: ReadLimits { count: Some(count), bytes: None, at_least_one: true },
+                limits: ReadLimits { count: Some(count), ..ReadLimits::default() },
                 until,
                 clamp: false,
                 wait: std::time::Duration::ZERO,
