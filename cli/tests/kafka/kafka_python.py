@@ -80,6 +80,23 @@ assert any(m.session_id != 0 and m.epoch >= 4 for m in sessions), [(m.session_id
 p.close()
 c.close()
 
-admin.delete_topics(["py-events"])
+# A 3 MB record (Kafka takes up to 8 MiB here) reaches a consumer with kafka-python's
+# defaults (1 MiB a partition per fetch), and so does the record after it.
+admin.create_topics([NewTopic("py-large", num_partitions=1, replication_factor=1)])
+p = KafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all", max_request_size=4_000_000)
+sent = [p.send("py-large", value=value).get(20).offset for value in (b"L" * 3_000_000, b"after")]
+assert sent == [0, 1], sent
+p.close()
+c = KafkaConsumer(bootstrap_servers=BOOTSTRAP, auto_offset_reset="earliest", consumer_timeout_ms=20_000)
+c.assign([TopicPartition("py-large", 0)])
+got = []
+for record in c:
+    got.append((record.offset, len(record.value)))
+    if len(got) == 2:
+        break
+assert got == [(0, 3_000_000), (1, 5)], got
+c.close()
+
+admin.delete_topics(["py-events", "py-large"])
 assert "py-events" not in admin.list_topics()
 print("kafka-python: every step passed")
