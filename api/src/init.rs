@@ -25,7 +25,7 @@ use serde::Deserialize;
 use shale_metadata_contract::{BasinConfig, BasinPatch, StreamConfig, StreamPatch};
 
 use crate::auth::{TokenInfo, MIN_CHOSEN_SECRET_CHARS};
-use crate::s2::config::{BasinPatchJson, StreamConfigJson};
+use crate::s2::config::{BasinPatchJson, StreamPatchJson};
 use crate::s2::token_json::TokenInfoJson;
 use crate::{ListQuery, Service};
 
@@ -64,7 +64,7 @@ struct BasinSpec {
 struct StreamSpec {
     name: String,
     #[serde(default)]
-    config: Option<StreamConfigJson>,
+    config: Option<StreamPatchJson>,
 }
 
 /// Why an init file was not applied (wholly or in part).
@@ -117,8 +117,8 @@ fn check(text: &str) -> Result<Vec<Declared>, String> {
         for stream in basin.streams {
             let refused = |e: String| format!("{}{e}", at(&stream.name));
             shale_proto::names::validate_stream(&stream.name).map_err(refused)?;
-            let patch = stream.config.map(StreamConfigJson::into_patch).unwrap_or_default();
-            patch.apply(StreamConfig::default()).validate().map_err(refused)?;
+            let patch = stream.config.map(StreamPatchJson::into_patch).unwrap_or_default();
+            patch.apply(StreamConfig::default(), None).validate().map_err(refused)?;
             streams.push(Declared::Stream { basin: basin.name.clone(), name: stream.name, patch });
         }
         declared.push(Declared::Basin { name: basin.name, patch });
@@ -172,14 +172,19 @@ pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport
             }
             Declared::Stream { basin, name, patch } => {
                 let failed = |error| InitError::Apply { what: format!("stream `{basin}/{name}`"), error };
+                // What settings the file gives as `null` go back to.
+                let defaults = match patch.reset.is_empty() {
+                    true => None,
+                    false => service.basin_config(&basin).await.map_err(failed)?.default_stream_config,
+                };
                 match service.stream_config(&basin, &name).await {
-                    Ok(current) if patch.apply(current.clone()) == current => report.unchanged += 1,
+                    Ok(current) if patch.apply(current.clone(), defaults.as_ref()) == current => report.unchanged += 1,
                     Ok(_) => {
                         service.reconfigure_stream(&basin, &name, patch).await.map_err(failed)?;
                         report.reconfigured += 1;
                     }
                     Err(e) if e.code().is_not_found() => {
-                        let config = patch.apply(StreamConfig::default());
+                        let config = patch.apply(StreamConfig::default(), defaults.as_ref());
                         service.create_stream(&basin, &name, config, None).await.map_err(failed)?;
                         report.created += 1;
                     }

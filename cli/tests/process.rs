@@ -556,20 +556,21 @@ async fn browser_pages_reach_the_api_through_cors_unless_turned_off() {
 }
 
 /// The init file creates what it declares at start; changed and started again, it
-/// reconfigures what changed and creates what is new, and touches nothing else (a stream
-/// created through the API, records); a bad file stops the start with its line.
+/// reconfigures what changed (a `null` setting back to its default) and creates what is
+/// new, and touches nothing else (a stream created through the API, records); a bad file
+/// stops the start with its line.
 #[tokio::test]
 async fn the_init_file_creates_and_reconciles_basins_and_streams_at_every_start() {
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let file = dir.path().join("init.json");
-    let spec = |retention: u64, extra: &str| {
+    let spec = |retention: &str, extra: &str| {
         format!(
             "{{\"basins\": [{{\"name\": \"init-basin\", \"config\": {{\"create_stream_on_read\": true}},\n\
-             \"streams\": [{{\"name\": \"orders\", \"config\": {{\"retention_policy\": {{\"age\": {retention}}}}}}}{extra}]}}]}}\n"
+             \"streams\": [{{\"name\": \"orders\", \"config\": {{\"retention_policy\": {retention}}}}}{extra}]}}]}}\n"
         )
     };
-    std::fs::write(&file, spec(3600, "")).unwrap();
+    std::fs::write(&file, spec("{\"age\": 3600}", "")).unwrap();
     let args = ["serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--init-file", "init.json"];
     let (child, base, _grpc) = spawn(dir.path(), &args, &[]);
     let basin: Value = client.get(format!("{base}/v1/basins/init-basin")).send().await.unwrap().json().await.unwrap();
@@ -594,13 +595,19 @@ async fn the_init_file_creates_and_reconciles_basins_and_streams_at_every_start(
     assert_eq!(append(&client, &base, "init-basin", "orders", "kept").await, 200);
     assert!(terminate(child).success());
 
-    std::fs::write(&file, spec(7200, ", {\"name\": \"refunds\"}")).unwrap();
+    std::fs::write(&file, spec("{\"age\": 7200}", ", {\"name\": \"refunds\"}")).unwrap();
     let (child, base, _grpc) = spawn(dir.path(), &args, &[]);
     assert_eq!(stream_config(base.clone(), "orders").await["retention_policy"], json!({ "age": 7200 }));
     let created = stream_config(base.clone(), "refunds").await;
     assert_eq!(created["retention_policy"], json!({ "infinite": {} }), "created with the defaults: kept until trimmed");
     assert_eq!(stream_config(base.clone(), "manual").await["retention_policy"], json!({ "age": 60 }), "untouched");
     assert_eq!(read_stream_bodies(&client, &base, "init-basin", "orders").await, ["kept"]);
+    assert!(terminate(child).success());
+
+    // `null` sets the stream's retention back to its default, as a PATCH does.
+    std::fs::write(&file, spec("null", "")).unwrap();
+    let (child, base, _grpc) = spawn(dir.path(), &args, &[]);
+    assert_eq!(stream_config(base.clone(), "orders").await["retention_policy"], json!({ "infinite": {} }));
     assert!(terminate(child).success());
 
     // A bad file: nothing starts, and the error names the line.

@@ -45,8 +45,8 @@ pub use error::{MetadataError, Result};
 pub use leader_record::{LeaderRecord, LEADER_RECORD};
 pub use model::{
     AppendAck, BasinConfig, BasinPatch, BasinRecord, BodyFormat, DeleteOnEmpty, IndexEntry, KeyCompactionConfig,
-    KeyCompactionPolicy, Position, RetentionPolicy, StreamConfig, StreamInfo, StreamPatch, StreamRecord, TablesConfig,
-    TimestampingConfig, DEFAULT_DELETE_RETENTION_MS,
+    KeyCompactionPolicy, Position, RetentionPolicy, StreamConfig, StreamInfo, StreamPatch, StreamRecord, StreamSetting,
+    TablesConfig, TimestampingConfig, DEFAULT_DELETE_RETENTION_MS,
 };
 pub use records::Stored;
 pub use rpc::{BearerToken, ClusterToken, RemoteConfig, RemoteMetadata, MAX_MESSAGE_BYTES};

@@ -112,7 +112,7 @@ impl StreamConfig {
 /// S2's `StreamReconfiguration`: only the fields present change. Applied by the
 /// sequencer under its writer lock, so concurrent patches of different fields compose.
 /// The same fields as [`StreamConfig`], kept apart because a patch refuses unknown
-/// fields (as S2 does) and merges `timestamping` field by field.
+/// fields (as S2 does), merges `timestamping` field by field and may reset settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamPatch {
     pub storage_class: Option<String>,
@@ -120,10 +120,63 @@ pub struct StreamPatch {
     pub timestamping: Option<TimestampingConfig>,
     pub delete_on_empty: Option<DeleteOnEmpty>,
     pub key_compaction: Option<KeyCompactionConfig>,
+    /// Settings set back to their default (S2's `null` in a reconfiguration), before the
+    /// fields above apply.
+    pub reset: Vec<StreamSetting>,
+}
+
+/// A stream setting a patch can reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamSetting {
+    StorageClass,
+    RetentionPolicy,
+    TimestampingMode,
+    TimestampingUncapped,
+    DeleteOnEmpty,
+}
+
+impl StreamSetting {
+    pub const ALL: [StreamSetting; 5] = [
+        StreamSetting::StorageClass,
+        StreamSetting::RetentionPolicy,
+        StreamSetting::TimestampingMode,
+        StreamSetting::TimestampingUncapped,
+        StreamSetting::DeleteOnEmpty,
+    ];
+
+    /// Sets this setting of `config` to what `defaults` (a basin's default stream
+    /// config) has for it: unset where there are none.
+    fn reset(self, config: &mut StreamConfig, defaults: Option<&StreamConfig>) {
+        let default_timestamping = defaults.and_then(|d| d.timestamping.clone()).unwrap_or_default();
+        match self {
+            StreamSetting::StorageClass => config.storage_class = defaults.and_then(|d| d.storage_class.clone()),
+            StreamSetting::RetentionPolicy => config.retention_policy = defaults.and_then(|d| d.retention_policy),
+            StreamSetting::DeleteOnEmpty => config.delete_on_empty = defaults.and_then(|d| d.delete_on_empty),
+            StreamSetting::TimestampingMode | StreamSetting::TimestampingUncapped => {
+                let mut current = config.timestamping.take().unwrap_or_default();
+                if self == StreamSetting::TimestampingMode {
+                    current.mode = default_timestamping.mode;
+                } else {
+                    current.uncapped = default_timestamping.uncapped;
+                }
+                config.timestamping = (current != TimestampingConfig::default()).then_some(current);
+            }
+        }
+    }
 }
 
 impl StreamPatch {
-    pub fn apply(&self, mut config: StreamConfig) -> StreamConfig {
+    /// The patch S2's `null` for a whole stream config makes: every setting reset.
+    pub fn reset_all() -> StreamPatch {
+        StreamPatch { reset: StreamSetting::ALL.to_vec(), ..StreamPatch::default() }
+    }
+
+    /// `config` with this patch applied; `defaults` is the basin's default stream config,
+    /// what reset settings go back to.
+    pub fn apply(&self, mut config: StreamConfig, defaults: Option<&StreamConfig>) -> StreamConfig {
+        for setting in &self.reset {
+            setting.reset(&mut config, defaults);
+        }
         if let Some(class) = &self.storage_class {
             config.storage_class = Some(class.clone());
         }
@@ -166,7 +219,8 @@ impl BasinPatch {
             config.create_stream_on_read = v;
         }
         if let Some(patch) = &self.default_stream_config {
-            config.default_stream_config = Some(patch.apply(config.default_stream_config.unwrap_or_default()));
+            let defaults = patch.apply(config.default_stream_config.unwrap_or_default(), None);
+            config.default_stream_config = (defaults != StreamConfig::default()).then_some(defaults);
         }
         if let Some(tables) = self.tables {
             config.tables = tables;

@@ -9,7 +9,7 @@ use shale_proto::TimestampingMode;
 
 use crate::{
     AccessTokenRecord, BasinConfig, BasinPatch, BasinRecord, ConsumerPosition, DeleteOnEmpty, KeyCompactionConfig,
-    MetadataError, Result, RetentionPolicy, StreamConfig, StreamPatch, StreamRecord, TimestampingConfig,
+    MetadataError, Result, RetentionPolicy, StreamConfig, StreamPatch, StreamRecord, StreamSetting, TimestampingConfig,
 };
 
 /// The first byte of a stored record in the protobuf format.
@@ -208,6 +208,7 @@ pub fn stream_config_to_wire(config: &StreamConfig) -> pb::StreamConfig {
             delete_retention_ms: k.delete_retention_ms,
             min_lag_ms: k.min_lag_ms,
         }),
+        reset: Vec::new(),
     }
 }
 
@@ -225,18 +226,22 @@ pub fn stream_config_from_wire(config: pb::StreamConfig) -> Result<StreamConfig>
     })
 }
 
-/// A stream patch travels as a stream config: every field optional, only those set change.
+/// A stream patch travels as a stream config: every field optional, only those set
+/// change, and the settings it resets listed.
 pub fn stream_patch_to_wire(patch: &StreamPatch) -> pb::StreamConfig {
-    stream_config_to_wire(&StreamConfig {
+    let mut wire = stream_config_to_wire(&StreamConfig {
         storage_class: patch.storage_class.clone(),
         retention_policy: patch.retention_policy,
         timestamping: patch.timestamping.clone(),
         delete_on_empty: patch.delete_on_empty,
         key_compaction: patch.key_compaction,
-    })
+    });
+    wire.reset = patch.reset.iter().map(|setting| setting_to_wire(*setting) as i32).collect();
+    wire
 }
 
 pub fn stream_patch_from_wire(patch: pb::StreamConfig) -> Result<StreamPatch> {
+    let reset = patch.reset.iter().map(|setting| setting_from_wire(*setting)).collect::<Result<Vec<_>>>()?;
     let config = stream_config_from_wire(patch)?;
     Ok(StreamPatch {
         storage_class: config.storage_class,
@@ -244,7 +249,31 @@ pub fn stream_patch_from_wire(patch: pb::StreamConfig) -> Result<StreamPatch> {
         timestamping: config.timestamping,
         delete_on_empty: config.delete_on_empty,
         key_compaction: config.key_compaction,
+        reset,
     })
+}
+
+fn setting_to_wire(setting: StreamSetting) -> pb::StreamSetting {
+    match setting {
+        StreamSetting::StorageClass => pb::StreamSetting::StorageClass,
+        StreamSetting::RetentionPolicy => pb::StreamSetting::RetentionPolicy,
+        StreamSetting::TimestampingMode => pb::StreamSetting::TimestampingMode,
+        StreamSetting::TimestampingUncapped => pb::StreamSetting::TimestampingUncapped,
+        StreamSetting::DeleteOnEmpty => pb::StreamSetting::DeleteOnEmpty,
+    }
+}
+
+fn setting_from_wire(setting: i32) -> Result<StreamSetting> {
+    match pb::StreamSetting::try_from(setting) {
+        Ok(pb::StreamSetting::StorageClass) => Ok(StreamSetting::StorageClass),
+        Ok(pb::StreamSetting::RetentionPolicy) => Ok(StreamSetting::RetentionPolicy),
+        Ok(pb::StreamSetting::TimestampingMode) => Ok(StreamSetting::TimestampingMode),
+        Ok(pb::StreamSetting::TimestampingUncapped) => Ok(StreamSetting::TimestampingUncapped),
+        Ok(pb::StreamSetting::DeleteOnEmpty) => Ok(StreamSetting::DeleteOnEmpty),
+        Ok(pb::StreamSetting::Unspecified) | Err(_) => {
+            Err(MetadataError::InvalidArgument(format!("unknown stream setting {setting} to reset")))
+        }
+    }
 }
 
 fn retention_to_wire(policy: RetentionPolicy) -> pb::RetentionPolicy {
@@ -520,5 +549,22 @@ mod tests {
         assert_eq!(stream_patch_from_wire(stream_patch_to_wire(&patch)).expect("decodes"), patch);
         let basin = BasinPatch { create_stream_on_read: Some(true), ..BasinPatch::default() };
         assert_eq!(basin_patch_from_wire(basin_patch_to_wire(&basin)).expect("decodes"), basin);
+    }
+
+    #[test]
+    fn a_patch_carries_the_settings_it_resets() {
+        let patch = StreamPatch {
+            retention_policy: Some(RetentionPolicy::Age(5)),
+            reset: vec![StreamSetting::TimestampingMode, StreamSetting::StorageClass],
+            ..StreamPatch::default()
+        };
+        assert_eq!(stream_patch_from_wire(stream_patch_to_wire(&patch)).expect("decodes"), patch);
+        let basin = BasinPatch { default_stream_config: Some(StreamPatch::reset_all()), ..BasinPatch::default() };
+        assert_eq!(basin_patch_from_wire(basin_patch_to_wire(&basin)).expect("decodes"), basin);
+        let mut unknown = stream_patch_to_wire(&patch);
+        unknown.reset.push(99);
+        assert!(matches!(stream_patch_from_wire(unknown), Err(MetadataError::InvalidArgument(_))));
+        let wire = stream_config_to_wire(&patch.apply(StreamConfig::default(), None));
+        assert!(wire.reset.is_empty(), "a stored config lists no resets");
     }
 }

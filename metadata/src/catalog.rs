@@ -324,7 +324,15 @@ impl Metadata {
             self.settle(writer).await?;
             return Err(not_found(basin, stream));
         };
-        let config = patch.apply(record.config.clone());
+        // Reset settings go back to the basin's defaults, read only when there are any.
+        let basin_defaults = match patch.reset.is_empty() {
+            true => None,
+            false => match self.latest_basin(basin).await {
+                Ok(record) => record.config.default_stream_config,
+                Err(e) => return self.settle(writer).await.and(Err(e)),
+            },
+        };
+        let config = patch.apply(record.config.clone(), basin_defaults.as_ref());
         if let Err(reason) = config.validate() {
             return self.settle(writer).await.and(Err(MetadataError::InvalidArgument(reason)));
         }

@@ -17,16 +17,16 @@ const MAX_LIST_LIMIT: usize = 1000;
 pub struct ListQuery {
     pub prefix: String,
     pub start_after: String,
-    /// `None` or 0: S2's page size, 1000; more than 1000 is refused.
+    /// `None` or 0: S2's page size, 1000; more than 1000 is 1000, as s2-lite takes it
+    /// (`has_more` says there is more).
     pub limit: Option<usize>,
 }
 
 impl ListQuery {
-    pub(super) fn limit(&self) -> Result<usize, ServiceError> {
+    pub(super) fn limit(&self) -> usize {
         match self.limit {
-            None | Some(0) => Ok(MAX_LIST_LIMIT),
-            Some(n) if n <= MAX_LIST_LIMIT => Ok(n),
-            Some(n) => Err(ServiceError::bad(format!("limit {n} exceeds {MAX_LIST_LIMIT}"))),
+            None | Some(0) => MAX_LIST_LIMIT,
+            Some(n) => n.min(MAX_LIST_LIMIT),
         }
     }
 }
@@ -34,7 +34,7 @@ impl ListQuery {
 impl Service {
     pub async fn list_basins(&self, query: &ListQuery) -> Result<ListPage<BasinRecord>, ServiceError> {
         self.allow(Operation::ListBasins, Target::Account)?;
-        let limit = query.limit()?;
+        let limit = query.limit();
         let mut page = self.metadata.list_basins(&query.prefix, &query.start_after, limit).await?;
         page.items.retain(|basin| self.access.sees_basin(&basin.name));
         Ok(page)
@@ -88,7 +88,7 @@ impl Service {
     pub async fn list_streams(&self, basin: &str, query: &ListQuery) -> Result<ListPage<StreamSummary>, ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::ListStreams, Target::Basin(basin))?;
-        let limit = query.limit()?;
+        let limit = query.limit();
         let catalog = self.catalog()?;
         catalog.basin(basin).await?;
         let prefix = self.access.full_stream_name(&query.prefix);
@@ -164,5 +164,19 @@ impl Service {
     fn shown(&self, mut info: StreamInfo) -> StreamInfo {
         info.name = self.access.shown_stream_name(info.name);
         info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_past_the_maximum_is_the_maximum() {
+        let limit = |limit| ListQuery { limit, ..ListQuery::default() }.limit();
+        assert_eq!(
+            [limit(None), limit(Some(0)), limit(Some(7)), limit(Some(1000)), limit(Some(5000))],
+            [1000, 1000, 7, 1000, 1000]
+        );
     }
 }

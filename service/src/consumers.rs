@@ -86,7 +86,7 @@ impl Service {
     pub async fn consumer_names(&self, basin: &str, stream: &str) -> Result<Vec<String>, ServiceError> {
         self.reader()?;
         let stream = self.allow_consumers(basin, stream)?;
-        let limit = ListQuery::default().limit()?;
+        let limit = ListQuery::default().limit();
         let mut names: Vec<String> = Vec::new();
         loop {
             let start_after = names.last().cloned().unwrap_or_default();
@@ -153,7 +153,7 @@ impl Service {
             basin: basin.into(),
             stream: stream.clone(),
             start_after: query.start_after.clone(),
-            limit: query.limit()?,
+            limit: query.limit(),
         };
         let page = self.metadata.catalog(call).await?.into_consumers()?;
         // One stream: its record (tail, metered total) serves every position's lag.

@@ -31,7 +31,7 @@ impl Service {
 
     pub async fn list_access_tokens(&self, query: &ListQuery) -> Result<ListPage<TokenInfo>, ServiceError> {
         self.catalog()?;
-        let limit = query.limit()?;
+        let limit = query.limit();
         self.auth.list(&self.access, &query.prefix, &query.start_after, limit).await
     }
 

@@ -674,6 +674,85 @@ async fn unknown_config_fields_are_refused_everywhere() {
     server.stop().await;
 }
 
+/// S2's reconfigurations have three states per field, as s2-lite reads them: absent
+/// leaves it, a value sets it, `null` sets it back to the basin's default (unset, so
+/// Shale's default, where the basin has none); a `null` `timestamping` or
+/// `delete_on_empty` resets each of its fields, and a `null` `default_stream_config`
+/// the basin's defaults.
+#[tokio::test]
+async fn null_in_a_reconfiguration_resets_to_the_default() {
+    let server = TestServer::start().await;
+    setup(&server, &["plain"]).await;
+    let stream_path = "/v1/streams/plain";
+    let patch = json!({
+        "storage_class": "standard",
+        "retention_policy": { "age": 3600 },
+        "timestamping": { "mode": "arrival", "uncapped": true },
+        "delete_on_empty": { "min_age_secs": 60 },
+    });
+    let (status, config) = call(&server, "PATCH", stream_path, Some(patch)).await;
+    assert_eq!(status, 200, "{config}");
+    let (status, config) = call(&server, "PATCH", stream_path, Some(json!({ "retention_policy": null }))).await;
+    assert_eq!(status, 200, "{config}");
+    assert_eq!(config["retention_policy"], json!({ "infinite": {} }), "null resets, absent leaves: {config}");
+    assert_eq!(config["storage_class"], json!("standard"), "{config}");
+    assert_eq!(config["timestamping"], json!({ "mode": "arrival", "uncapped": true }), "{config}");
+    let (_, config) = call(&server, "PATCH", stream_path, Some(json!({ "timestamping": { "mode": null } }))).await;
+    assert_eq!(config["timestamping"], json!({ "mode": "client-prefer", "uncapped": true }), "{config}");
+    let patch = json!({ "storage_class": null, "timestamping": null, "delete_on_empty": { "min_age_secs": null } });
+    let (_, config) = call(&server, "PATCH", stream_path, Some(patch)).await;
+    assert_eq!(
+        config,
+        json!({
+            "retention_policy": { "infinite": {} },
+            "timestamping": { "mode": "client-prefer", "uncapped": false },
+            "delete_on_empty": { "min_age_secs": 0 },
+        }),
+        "every setting back to its default"
+    );
+
+    // Where the basin has a default for a setting, `null` goes back to it.
+    let basin_path = format!("/v1/basins/{BASIN}");
+    let defaults = json!({ "default_stream_config": { "retention_policy": { "age": 600 }, "delete_on_empty": { "min_age_secs": 30 } } });
+    let (status, basin) = call(&server, "PATCH", &basin_path, Some(defaults)).await;
+    assert_eq!(status, 200, "{basin}");
+    let (_, config) = call(&server, "PATCH", stream_path, Some(json!({ "retention_policy": { "age": 5 } }))).await;
+    assert_eq!(config["retention_policy"], json!({ "age": 5 }), "{config}");
+    let patch = json!({ "retention_policy": null, "delete_on_empty": null });
+    let (_, config) = call(&server, "PATCH", stream_path, Some(patch)).await;
+    assert_eq!(config["retention_policy"], json!({ "age": 600 }), "back to the basin's default: {config}");
+    assert_eq!(config["delete_on_empty"], json!({ "min_age_secs": 30 }), "{config}");
+    let (_, config) = call(&server, "GET", stream_path, None).await;
+    assert_eq!(config["retention_policy"], json!({ "age": 600 }), "stored as answered: {config}");
+
+    // The basin's own defaults, field by field and whole.
+    let patch = json!({ "default_stream_config": { "retention_policy": null } });
+    let (_, basin) = call(&server, "PATCH", &basin_path, Some(patch)).await;
+    assert_eq!(basin["default_stream_config"], json!({ "delete_on_empty": { "min_age_secs": 30 } }), "{basin}");
+    let (_, basin) = call(&server, "PATCH", &basin_path, Some(json!({ "default_stream_config": null }))).await;
+    assert_eq!(basin["default_stream_config"], Value::Null, "{basin}");
+    assert_eq!(basin["stream_cipher"], Value::Null, "shown as s2-lite shows it: {basin}");
+    let (_, basin) = call(&server, "GET", &basin_path, None).await;
+    assert_eq!(basin["default_stream_config"], Value::Null, "{basin}");
+    server.stop().await;
+}
+
+/// A listing `limit` over S2's 1,000 is taken as 1,000, as s2-lite takes it, not refused.
+#[tokio::test]
+async fn a_list_limit_over_the_maximum_is_the_maximum() {
+    let server = TestServer::start().await;
+    setup(&server, &["a", "b"]).await;
+    for path in ["/v1/streams?limit=5000", "/v1/basins?limit=1001", "/v1/streams?limit=1&start_after=a"] {
+        let (status, page) = call(&server, "GET", path, None).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        assert_eq!(page["has_more"], json!(false), "{path}: {page}");
+    }
+    let (_, page) = call(&server, "GET", "/v1/streams?limit=5000", None).await;
+    let names: Vec<&str> = page["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a", "b"]);
+    server.stop().await;
+}
+
 /// S2's `wait` on a session: once caught up, the session ends after `wait` seconds
 /// without new records, not twice that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,15 +6,14 @@
 
 use serde::{Deserialize, Serialize};
 use shale_metadata_contract::{
-    BasinConfig, BasinPatch, BodyFormat, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, TablesConfig,
-    TimestampingConfig,
+    BasinConfig, BasinPatch, BodyFormat, DeleteOnEmpty, RetentionPolicy, StreamConfig, StreamPatch, StreamSetting,
+    TablesConfig, TimestampingConfig,
 };
 use shale_proto::TimestampingMode;
 
 use crate::ApiError;
 
-/// S2's `StreamConfig`, also its `StreamReconfiguration` (the same fields; those
-/// present change).
+/// S2's `StreamConfig`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamConfigJson {
@@ -36,6 +35,15 @@ enum RetentionPolicyJson {
     Infinite {},
 }
 
+impl RetentionPolicyJson {
+    fn into_policy(self) -> RetentionPolicy {
+        match self {
+            RetentionPolicyJson::Age(secs) => RetentionPolicy::Age(secs),
+            RetentionPolicyJson::Infinite {} => RetentionPolicy::Infinite,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TimestampingJson {
@@ -52,19 +60,52 @@ struct DeleteOnEmptyJson {
     min_age_secs: u64,
 }
 
+/// S2's `StreamReconfiguration`: the fields of [`StreamConfigJson`], those present
+/// change and those `null` go back to the basin's default (so does every field of a
+/// `null` `timestamping` or `delete_on_empty`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamPatchJson {
+    #[serde(default, deserialize_with = "present")]
+    storage_class: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    retention_policy: Option<Option<RetentionPolicyJson>>,
+    #[serde(default, deserialize_with = "present")]
+    timestamping: Option<Option<TimestampingPatchJson>>,
+    #[serde(default, deserialize_with = "present")]
+    delete_on_empty: Option<Option<DeleteOnEmptyPatchJson>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TimestampingPatchJson {
+    #[serde(default, deserialize_with = "present")]
+    mode: Option<Option<TimestampingMode>>,
+    #[serde(default, deserialize_with = "present")]
+    uncapped: Option<Option<bool>>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeleteOnEmptyPatchJson {
+    #[serde(default, deserialize_with = "present")]
+    min_age_secs: Option<Option<u64>>,
+}
+
 /// S2's `BasinConfig`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BasinConfigJson {
     #[serde(default)]
     default_stream_config: Option<StreamConfigJson>,
+    /// S2's encryption of new streams: Shale has none, so only `null` is accepted (and
+    /// shown, as s2-lite shows a basin without it).
+    #[serde(default)]
+    stream_cipher: Option<serde_json::Value>,
     #[serde(default)]
     create_stream_on_append: bool,
     #[serde(default)]
     create_stream_on_read: bool,
-    /// S2's encryption of new streams: Shale has none, so only `null` is accepted.
-    #[serde(default, skip_serializing)]
-    stream_cipher: Option<serde_json::Value>,
     /// The table tier (a Shale extension): shown only when on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tables: Option<TablesJson>,
@@ -118,8 +159,9 @@ fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Resul
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BasinPatchJson {
-    #[serde(default)]
-    default_stream_config: Option<StreamConfigJson>,
+    /// `null` resets every setting of the default stream config.
+    #[serde(default, deserialize_with = "present")]
+    default_stream_config: Option<Option<StreamPatchJson>>,
     #[serde(default)]
     create_stream_on_append: Option<bool>,
     #[serde(default)]
@@ -144,24 +186,10 @@ impl StreamConfigJson {
     pub fn into_config(self) -> StreamConfig {
         StreamConfig {
             storage_class: self.storage_class,
-            retention_policy: self.retention_policy.map(|policy| match policy {
-                RetentionPolicyJson::Age(secs) => RetentionPolicy::Age(secs),
-                RetentionPolicyJson::Infinite {} => RetentionPolicy::Infinite,
-            }),
+            retention_policy: self.retention_policy.map(RetentionPolicyJson::into_policy),
             timestamping: self.timestamping.map(|t| TimestampingConfig { mode: t.mode, uncapped: t.uncapped }),
             delete_on_empty: self.delete_on_empty.map(|d| DeleteOnEmpty { min_age_secs: d.min_age_secs }),
             // Not in S2's config: set through Kafka's topic configs only.
-            key_compaction: None,
-        }
-    }
-
-    pub fn into_patch(self) -> StreamPatch {
-        let config = self.into_config();
-        StreamPatch {
-            storage_class: config.storage_class,
-            retention_policy: config.retention_policy,
-            timestamping: config.timestamping,
-            delete_on_empty: config.delete_on_empty,
             key_compaction: None,
         }
     }
@@ -192,6 +220,44 @@ impl StreamConfigJson {
     }
 }
 
+impl StreamPatchJson {
+    pub fn into_patch(self) -> StreamPatch {
+        let timestamping = match self.timestamping {
+            Some(None) => Some(TimestampingPatchJson { mode: Some(None), uncapped: Some(None) }),
+            other => other.flatten(),
+        };
+        let delete_on_empty = match self.delete_on_empty {
+            Some(None) => Some(DeleteOnEmptyPatchJson { min_age_secs: Some(None) }),
+            other => other.flatten(),
+        };
+        let nulls = [
+            (is_null(&self.storage_class), StreamSetting::StorageClass),
+            (is_null(&self.retention_policy), StreamSetting::RetentionPolicy),
+            (timestamping.as_ref().is_some_and(|t| is_null(&t.mode)), StreamSetting::TimestampingMode),
+            (timestamping.as_ref().is_some_and(|t| is_null(&t.uncapped)), StreamSetting::TimestampingUncapped),
+            (delete_on_empty.is_some_and(|d| is_null(&d.min_age_secs)), StreamSetting::DeleteOnEmpty),
+        ];
+        StreamPatch {
+            storage_class: self.storage_class.flatten(),
+            retention_policy: self.retention_policy.flatten().map(RetentionPolicyJson::into_policy),
+            timestamping: timestamping
+                .map(|t| TimestampingConfig { mode: t.mode.flatten(), uncapped: t.uncapped.flatten() })
+                .filter(|t| *t != TimestampingConfig::default()),
+            delete_on_empty: delete_on_empty
+                .and_then(|d| d.min_age_secs.flatten())
+                .map(|min_age_secs| DeleteOnEmpty { min_age_secs }),
+            // Not in S2's config: set through Kafka's topic configs only.
+            key_compaction: None,
+            reset: nulls.into_iter().filter(|(null, _)| *null).map(|(_, setting)| setting).collect(),
+        }
+    }
+}
+
+/// Whether a reconfiguration's field is `null` (present, without a value).
+fn is_null<T>(field: &Option<Option<T>>) -> bool {
+    matches!(field, Some(None))
+}
+
 impl BasinConfigJson {
     pub fn into_config(self) -> Result<BasinConfig, ApiError> {
         no_cipher(&self.stream_cipher)?;
@@ -220,7 +286,10 @@ impl BasinPatchJson {
         Ok(BasinPatch {
             create_stream_on_append: self.create_stream_on_append,
             create_stream_on_read: self.create_stream_on_read,
-            default_stream_config: self.default_stream_config.map(StreamConfigJson::into_patch),
+            default_stream_config: self.default_stream_config.map(|patch| match patch {
+                Some(patch) => patch.into_patch(),
+                None => StreamPatch::reset_all(),
+            }),
             tables: self.tables.map(|tables| tables.map(TablesJson::into_config)),
         })
     }

@@ -7,7 +7,7 @@
 use axum::http::{HeaderMap, HeaderValue};
 use bytes::{Bytes, BytesMut};
 
-use super::config::{BasinConfigJson, BasinPatchJson, StreamConfigJson};
+use super::config::{BasinConfigJson, BasinPatchJson, StreamConfigJson, StreamPatchJson};
 use super::read_params::read_params;
 use super::s2s::{append_input, decode_frame, FrameCutter};
 use super::wire::{config_body, json_body, AppendInputJson, Format};
@@ -43,7 +43,7 @@ pub fn protobuf_append(data: &[u8]) {
 }
 
 /// Parses `data` as every JSON body the API takes: appends, stream and basin configs,
-/// basin patches.
+/// stream and basin patches.
 pub fn json_bodies(data: &[u8]) {
     let body = Bytes::copy_from_slice(data);
     if let Ok(input) = json_body::<AppendInputJson>(&body) {
@@ -53,6 +53,9 @@ pub fn json_bodies(data: &[u8]) {
     }
     if let Ok(config) = config_body::<StreamConfigJson>(&body) {
         let _ = config.into_config();
+    }
+    if let Ok(patch) = config_body::<StreamPatchJson>(&body) {
+        let _ = patch.into_patch();
     }
     if let Ok(config) = config_body::<BasinConfigJson>(&body) {
         let _ = config.into_config();

@@ -9,7 +9,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::config::StreamConfigJson;
+use super::config::{StreamConfigJson, StreamPatchJson};
 use super::query::Query;
 use super::wire::{basin_header, config_body, request_token, rfc3339};
 use crate::{ApiError, Caller};
@@ -71,7 +71,7 @@ pub async fn get_config(service: &Service, basin: &str, stream: &str) -> Result<
 
 pub async fn reconfigure(service: &Service, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
     // S2's `StreamReconfiguration`: merged into the current config at metadata.
-    let patch = config_body::<Option<StreamConfigJson>>(body)?.unwrap_or_default().into_patch();
+    let patch = config_body::<Option<StreamPatchJson>>(body)?.unwrap_or_default().into_patch();
     let config = service.reconfigure_stream(basin, stream, patch).await?;
     Ok(Json(StreamConfigJson::effective(&config)).into_response())
 }

@@ -74,7 +74,7 @@ pub fn stream_config(settings: impl IntoIterator<Item = (String, Option<String>)
     let mut config = StreamConfig::default();
     for (name, value) in in_order(settings) {
         let patch = setting(&name, value.as_deref())?;
-        config = patch.apply(config);
+        config = patch.apply(config, None);
     }
     Ok(config)
 }
@@ -390,7 +390,7 @@ mod tests {
             |config: &StreamConfig| described(config).into_iter().find(|c| c.name == "cleanup.policy").unwrap().value;
         assert_eq!((cleanup(&compact), cleanup(&both)), ("compact".to_string(), "compact,delete".to_string()));
         // Back to delete: key compaction off, its settings kept.
-        let off = patch_of(vec![("cleanup.policy".into(), Some("delete".into()))], false).unwrap().apply(compact);
+        let off = patch_of(vec![("cleanup.policy".into(), Some("delete".into()))], false).unwrap().apply(compact, None);
         assert_eq!(off.key_compaction_policy(), None);
         assert_eq!(cleanup(&off), "delete");
     }
