@@ -171,6 +171,28 @@ impl StreamPatch {
         StreamPatch { reset: StreamSetting::ALL.to_vec(), ..StreamPatch::default() }
     }
 
+    /// The patch that makes a stream's S2 settings exactly `config`'s: those it sets
+    /// set, those it leaves unset reset (to the basin's default). Key compaction, not an
+    /// S2 setting, is left as it is.
+    pub fn replacing(config: &StreamConfig) -> StreamPatch {
+        let timestamping = config.timestamping.clone().unwrap_or_default();
+        let unset = [
+            (config.storage_class.is_none(), StreamSetting::StorageClass),
+            (config.retention_policy.is_none(), StreamSetting::RetentionPolicy),
+            (timestamping.mode.is_none(), StreamSetting::TimestampingMode),
+            (timestamping.uncapped.is_none(), StreamSetting::TimestampingUncapped),
+            (config.delete_on_empty.is_none(), StreamSetting::DeleteOnEmpty),
+        ];
+        StreamPatch {
+            storage_class: config.storage_class.clone(),
+            retention_policy: config.retention_policy,
+            timestamping: config.timestamping.clone(),
+            delete_on_empty: config.delete_on_empty,
+            key_compaction: None,
+            reset: unset.into_iter().filter(|(unset, _)| *unset).map(|(_, setting)| setting).collect(),
+        }
+    }
+
     /// `config` with this patch applied; `defaults` is the basin's default stream config,
     /// what reset settings go back to.
     pub fn apply(&self, mut config: StreamConfig, defaults: Option<&StreamConfig>) -> StreamConfig {
@@ -211,6 +233,22 @@ pub struct BasinPatch {
 }
 
 impl BasinPatch {
+    /// The patch that makes a basin's config exactly `config`: what it leaves out at its
+    /// default (no default stream settings, no table tier).
+    pub fn replacing(config: &BasinConfig) -> BasinPatch {
+        let defaults = config.default_stream_config.clone().unwrap_or_default();
+        BasinPatch {
+            create_stream_on_append: Some(config.create_stream_on_append),
+            create_stream_on_read: Some(config.create_stream_on_read),
+            default_stream_config: Some(StreamPatch {
+                key_compaction: defaults.key_compaction,
+                reset: StreamSetting::ALL.to_vec(),
+                ..StreamPatch::replacing(&defaults)
+            }),
+            tables: Some(config.tables),
+        }
+    }
+
     pub fn apply(&self, mut config: BasinConfig) -> BasinConfig {
         if let Some(v) = self.create_stream_on_append {
             config.create_stream_on_append = v;
@@ -438,6 +476,79 @@ impl IndexEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(
+        retention: Option<RetentionPolicy>,
+        mode: Option<TimestampingMode>,
+        uncapped: Option<bool>,
+    ) -> StreamConfig {
+        let timestamping = TimestampingConfig { mode, uncapped };
+        StreamConfig {
+            retention_policy: retention,
+            timestamping: (timestamping != TimestampingConfig::default()).then_some(timestamping),
+            ..StreamConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_reset_setting_goes_back_to_the_basin_default_or_unset() {
+        let current = config(Some(RetentionPolicy::Age(5)), Some(TimestampingMode::Arrival), Some(true));
+        let reset = |settings: &[StreamSetting]| StreamPatch { reset: settings.to_vec(), ..StreamPatch::default() };
+        let defaults = config(Some(RetentionPolicy::Age(600)), Some(TimestampingMode::ClientRequire), None);
+        assert_eq!(
+            reset(&[StreamSetting::RetentionPolicy]).apply(current.clone(), Some(&defaults)),
+            config(Some(RetentionPolicy::Age(600)), Some(TimestampingMode::Arrival), Some(true))
+        );
+        assert_eq!(
+            reset(&[StreamSetting::RetentionPolicy, StreamSetting::TimestampingUncapped]).apply(current.clone(), None),
+            config(None, Some(TimestampingMode::Arrival), None)
+        );
+        assert_eq!(StreamPatch::reset_all().apply(current.clone(), None), StreamConfig::default());
+        let reset_then_set = StreamPatch {
+            timestamping: Some(TimestampingConfig { mode: None, uncapped: Some(false) }),
+            ..reset(&[StreamSetting::TimestampingMode])
+        };
+        assert_eq!(
+            reset_then_set.apply(current, Some(&defaults)),
+            config(Some(RetentionPolicy::Age(5)), Some(TimestampingMode::ClientRequire), Some(false))
+        );
+    }
+
+    #[test]
+    fn a_basin_patch_that_resets_every_default_leaves_none() {
+        let basin = BasinConfig {
+            default_stream_config: Some(config(Some(RetentionPolicy::Age(5)), None, None)),
+            ..BasinConfig::default()
+        };
+        let patch = BasinPatch { default_stream_config: Some(StreamPatch::reset_all()), ..BasinPatch::default() };
+        assert_eq!(patch.apply(basin).default_stream_config, None);
+    }
+
+    #[test]
+    fn a_replacing_patch_makes_the_config_exactly_the_given_one() {
+        let current = config(Some(RetentionPolicy::Age(5)), Some(TimestampingMode::Arrival), Some(true));
+        let wanted = config(None, Some(TimestampingMode::ClientRequire), None);
+        let defaults = config(Some(RetentionPolicy::Age(600)), None, Some(false));
+        assert_eq!(StreamPatch::replacing(&wanted).apply(current.clone(), None), wanted);
+        assert_eq!(
+            StreamPatch::replacing(&wanted).apply(current, Some(&defaults)),
+            config(Some(RetentionPolicy::Age(600)), Some(TimestampingMode::ClientRequire), Some(false)),
+            "what it leaves unset takes the basin's default"
+        );
+        let basin = BasinConfig {
+            default_stream_config: Some(config(Some(RetentionPolicy::Age(5)), None, None)),
+            create_stream_on_read: true,
+            tables: Some(TablesConfig::default()),
+            ..BasinConfig::default()
+        };
+        let wanted = BasinConfig {
+            default_stream_config: Some(config(None, Some(TimestampingMode::Arrival), None)),
+            create_stream_on_append: true,
+            ..BasinConfig::default()
+        };
+        assert_eq!(BasinPatch::replacing(&wanted).apply(basin.clone()), wanted);
+        assert_eq!(BasinPatch::replacing(&BasinConfig::default()).apply(basin), BasinConfig::default());
+    }
 
     #[test]
     fn index_entry_round_trips() {

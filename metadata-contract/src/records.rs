@@ -226,6 +226,13 @@ pub fn stream_config_from_wire(config: pb::StreamConfig) -> Result<StreamConfig>
     })
 }
 
+/// What a create with an `s2-request-token` is remembered by: the token and a digest of
+/// the config it asked for, so a retry (same token, same config) is told apart from
+/// another create that reuses the token.
+pub fn creation_key(request_token: &str, config: &impl Message) -> String {
+    format!("{request_token}#{:08x}", crc32c::crc32c(&config.encode_to_vec()))
+}
+
 /// A stream patch travels as a stream config: every field optional, only those set
 /// change, and the settings it resets listed.
 pub fn stream_patch_to_wire(patch: &StreamPatch) -> pb::StreamConfig {

@@ -1,5 +1,6 @@
 //! Basins and streams: create, get, list, reconfigure, delete.
 
+use shale_metadata_contract::records;
 use shale_proto::names;
 use slatedb::config::DurabilityLevel;
 use slatedb::WriteBatch;
@@ -125,8 +126,9 @@ impl Metadata {
         })
     }
 
-    /// Creates a basin. When it exists and was created with the same `request_token`,
-    /// this is a retry of that create: returns the basin and `false` (not newly created).
+    /// Creates a basin. When it exists and was created with the same `request_token` and
+    /// config, this is a retry of that create: returns the basin and `false` (not newly
+    /// created).
     pub(crate) async fn apply_create_basin(
         &self,
         name: &str,
@@ -139,19 +141,16 @@ impl Metadata {
         let writer = self.writer.lock().await;
         self.check_usable()?;
         let key = keys::basin(name);
+        let request_token =
+            request_token.map(|token| records::creation_key(token, &records::basin_config_to_wire(&config)));
         if let Some(existing) = self.get_latest::<BasinRecord>(&key).await? {
             self.settle(writer).await?;
-            if request_token.is_some() && existing.request_token.as_deref() == request_token {
+            if request_token.is_some() && existing.request_token == request_token {
                 return Ok((existing, false));
             }
             return Err(MetadataError::BasinExists(name.to_string()));
         }
-        let record = BasinRecord {
-            name: name.to_string(),
-            created_at_ms: self.clock.now_ms(),
-            config,
-            request_token: request_token.map(str::to_string),
-        };
+        let record = BasinRecord { name: name.to_string(), created_at_ms: self.clock.now_ms(), config, request_token };
         let mut batch = WriteBatch::new();
         batch.put(&key, record.to_stored());
         self.write_durably(writer, batch).await?;
@@ -236,7 +235,8 @@ impl Metadata {
         self.write_durably(writer, batch).await
     }
 
-    /// Creates a stream; a retry with the same `request_token` returns it with `false`.
+    /// Creates a stream; a retry with the same `request_token` and config returns it with
+    /// `false`.
     pub(crate) async fn apply_create_stream(
         &self,
         basin: &str,
@@ -254,9 +254,11 @@ impl Metadata {
             Err(e) => return self.settle(writer).await.and(Err(e)),
         };
         let key = keys::stream(basin, stream);
+        let request_token =
+            request_token.map(|token| records::creation_key(token, &records::stream_config_to_wire(&config)));
         if let Some(existing) = self.latest_stream(&writer, basin, stream).await? {
             self.settle(writer).await?;
-            if request_token.is_some() && existing.request_token.as_deref() == request_token {
+            if request_token.is_some() && existing.request_token == request_token {
                 return Ok((
                     StreamInfo { basin: basin.to_string(), name: stream.to_string(), record: existing },
                     false,
@@ -266,7 +268,7 @@ impl Metadata {
         }
         let id = writer.next_stream_id;
         let mut record = self.new_stream_record(id, config, &basin_record.config);
-        record.request_token = request_token.map(str::to_string);
+        record.request_token = request_token;
         let mut batch = WriteBatch::new();
         batch.put(&key, record.to_stored());
         batch.put(keys::NEXT_STREAM_ID, (id + 1).to_be_bytes());

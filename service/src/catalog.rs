@@ -9,6 +9,27 @@ use super::{valid_basin, valid_stream, Service};
 use crate::auth::{Operation, Target};
 use crate::ServiceError;
 
+/// What S2's PUT of a basin or stream did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provisioned {
+    Created,
+    /// It existed with another config, now replaced.
+    Updated,
+    /// It existed with this config.
+    Unchanged,
+}
+
+impl Provisioned {
+    /// S2's `s2-provision-result` header value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provisioned::Created => "created",
+            Provisioned::Updated => "updated",
+            Provisioned::Unchanged => "noop",
+        }
+    }
+}
+
 /// Largest page S2 returns, and what an unset or zero `limit` means.
 const MAX_LIST_LIMIT: usize = 1000;
 
@@ -53,7 +74,8 @@ impl Service {
         Ok(self.catalog()?.create_basin_idempotent(basin, config, request_token).await?)
     }
 
-    /// S2's PUT: creates the basin, or answers the existing one with `false`.
+    /// Creates the basin, or answers the existing one, unchanged, with `false` (S2's PUT,
+    /// which also sets the config, is [`Self::put_basin`]).
     pub async fn ensure_basin(&self, basin: &str, config: BasinConfig) -> Result<(BasinRecord, bool), ServiceError> {
         valid_basin(basin)?;
         self.allow(Operation::CreateBasin, Target::Basin(basin))?;
@@ -63,6 +85,25 @@ impl Service {
             Err(MetadataError::BasinExists(_)) => Ok((catalog.basin(basin).await?, false)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// S2's PUT: creates the basin with `config`, or makes the existing basin's config
+    /// exactly `config` (what it leaves out at its default), as `s2 apply` declares it.
+    pub async fn put_basin(
+        &self,
+        basin: &str,
+        config: BasinConfig,
+    ) -> Result<(BasinRecord, Provisioned), ServiceError> {
+        let (record, created) = self.ensure_basin(basin, config.clone()).await?;
+        if created {
+            return Ok((record, Provisioned::Created));
+        }
+        if record.config == config {
+            return Ok((record, Provisioned::Unchanged));
+        }
+        self.allow(Operation::ReconfigureBasin, Target::Basin(basin))?;
+        let record = self.catalog()?.reconfigure_basin(basin, BasinPatch::replacing(&config)).await?;
+        Ok((record, Provisioned::Updated))
     }
 
     pub async fn basin_config(&self, basin: &str) -> Result<BasinConfig, ServiceError> {
@@ -119,7 +160,8 @@ impl Service {
         Ok((self.shown(info), created))
     }
 
-    /// S2's PUT: creates the stream, or answers the existing one with `false`.
+    /// Creates the stream, or answers the existing one, unchanged, with `false` (S2's
+    /// PUT, which also sets the config, is [`Self::put_stream`]).
     pub async fn ensure_stream(
         &self,
         basin: &str,
@@ -134,6 +176,30 @@ impl Service {
             Err(MetadataError::StreamExists { .. }) => Ok((self.shown(catalog.stream(basin, &stream).await?), false)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// S2's PUT: creates the stream with `config`, or makes the existing stream's S2
+    /// settings exactly `config`'s, those it leaves unset at the basin's default (as at
+    /// creation), as `s2 apply` declares it.
+    pub async fn put_stream(
+        &self,
+        basin: &str,
+        stream: &str,
+        config: StreamConfig,
+    ) -> Result<(StreamInfo, Provisioned), ServiceError> {
+        let (info, created) = self.ensure_stream(basin, stream, config.clone()).await?;
+        if created {
+            return Ok((info, Provisioned::Created));
+        }
+        let catalog = self.catalog()?;
+        let defaults = catalog.basin(basin).await?.config.default_stream_config;
+        let patch = StreamPatch::replacing(&config);
+        if patch.apply(info.record.config.clone(), defaults.as_ref()) == info.record.config {
+            return Ok((info, Provisioned::Unchanged));
+        }
+        let stream = self.allow_stream(Operation::ReconfigureStream, basin, stream)?;
+        let info = catalog.reconfigure_stream(basin, &stream, patch).await?;
+        Ok((self.shown(info), Provisioned::Updated))
     }
 
     pub async fn stream_config(&self, basin: &str, stream: &str) -> Result<StreamConfig, ServiceError> {

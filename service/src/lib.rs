@@ -45,7 +45,7 @@ use crate::auth::{Access, Authenticator, Operation, Target};
 pub use error::ServiceError;
 
 pub use append_pipeline::MAX_PENDING as MAX_PENDING_APPENDS;
-pub use catalog::ListQuery;
+pub use catalog::{ListQuery, Provisioned};
 pub use consumers::ConsumerView;
 pub use follow::{FollowEvent, Follower};
 pub use records::{producer_stamp, ReadSessionRequest};

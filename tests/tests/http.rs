@@ -476,17 +476,36 @@ async fn health_ready_and_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_tokens_make_creates_idempotent_and_wait_ends_caught_up_sessions() {
     let server = TestServer::start().await;
-    let create = |token: &'static str| {
-        server
-            .client
-            .post(server.url("/v1/basins"))
-            .header("s2-request-token", token)
-            .json(&json!({ "basin": "token-basin", "location": "aws:us-east-1" }))
-            .send()
+    let create = |token: &'static str, on_read: bool| {
+        let body = json!({ "basin": "token-basin", "location": "aws:us-east-1", "config": { "create_stream_on_read": on_read } });
+        server.client.post(server.url("/v1/basins")).header("s2-request-token", token).json(&body).send()
     };
-    assert_eq!(create("t-1").await.unwrap().status(), 201);
-    assert_eq!(create("t-1").await.unwrap().status(), 200, "a retry with the same token succeeds");
-    assert_eq!(create("t-2").await.unwrap().status(), 409, "another token conflicts");
+    let outcome =
+        |r: reqwest::Response| (r.status().as_u16(), r.headers()["s2-provision-result"].to_str().unwrap().to_string());
+    assert_eq!(outcome(create("t-1", true).await.unwrap()), (201, "created".into()));
+    assert_eq!(
+        outcome(create("t-1", true).await.unwrap()),
+        (201, "noop".into()),
+        "a retry with the same token and config answers as the create did, as s2-lite does"
+    );
+    assert_eq!(
+        create("t-1", false).await.unwrap().status(),
+        409,
+        "the same token with another config is another create"
+    );
+    assert_eq!(create("t-2", true).await.unwrap().status(), 409, "another token conflicts");
+    for (token, code) in [("s-1", 201), ("s-1", 201), ("s-2", 409)] {
+        let r = server
+            .client
+            .post(server.url("/v1/streams"))
+            .header("s2-basin", "token-basin")
+            .header("s2-request-token", token)
+            .json(&json!({ "stream": "token-stream" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), code, "{token}");
+    }
 
     setup(&server, &["s"]).await;
     append(&server, "s", &["a", "b"]).await;
@@ -734,6 +753,59 @@ async fn null_in_a_reconfiguration_resets_to_the_default() {
     assert_eq!(basin["stream_cipher"], Value::Null, "shown as s2-lite shows it: {basin}");
     let (_, basin) = call(&server, "GET", &basin_path, None).await;
     assert_eq!(basin["default_stream_config"], Value::Null, "{basin}");
+    server.stop().await;
+}
+
+/// S2's PUT (`s2 apply`, the SDKs' `ensure_*`) takes the whole config (a stream's as the
+/// body itself, a basin's under `config`): it creates what is missing, and makes what
+/// exists have exactly that config, what it leaves out at its default (a stream's at the
+/// basin's default), saying which in `s2-provision-result`, as s2-lite does.
+#[tokio::test]
+async fn a_put_declares_the_whole_config() {
+    let server = TestServer::start().await;
+    setup(&server, &[]).await;
+    let put = |path: &'static str, body: Option<Value>| {
+        let mut request = server.client.put(server.url(path)).header("s2-basin", BASIN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move {
+            let r = request.send().await.unwrap();
+            let outcome = r.headers()["s2-provision-result"].to_str().unwrap().to_string();
+            (r.status().as_u16(), outcome)
+        }
+    };
+    let created = put("/v1/streams/declared", Some(json!({ "retention_policy": { "age": 100 } }))).await;
+    assert_eq!(created, (201, "created".into()));
+    let (_, config) = call(&server, "GET", "/v1/streams/declared", None).await;
+    assert_eq!(config["retention_policy"], json!({ "age": 100 }), "{config}");
+    let same = put("/v1/streams/declared", Some(json!({ "retention_policy": { "age": 100 } }))).await;
+    assert_eq!(same, (200, "noop".into()));
+    let other = put("/v1/streams/declared", Some(json!({ "timestamping": { "mode": "arrival" } }))).await;
+    assert_eq!(other, (200, "updated".into()));
+    let (_, config) = call(&server, "GET", "/v1/streams/declared", None).await;
+    assert_eq!(config["retention_policy"], json!({ "infinite": {} }), "left out: the default again: {config}");
+    assert_eq!(config["timestamping"]["mode"], json!("arrival"), "{config}");
+
+    // Left out, a setting takes the basin's default.
+    let defaults = json!({ "default_stream_config": { "retention_policy": { "age": 600 } } });
+    assert_eq!(call(&server, "PATCH", &format!("/v1/basins/{BASIN}"), Some(defaults)).await.0, 200);
+    assert_eq!(put("/v1/streams/declared", None).await, (200, "updated".into()));
+    let (_, config) = call(&server, "GET", "/v1/streams/declared", None).await;
+    assert_eq!(config["retention_policy"], json!({ "age": 600 }), "{config}");
+    assert_eq!(config["timestamping"]["mode"], json!("client-prefer"), "{config}");
+    assert_eq!(put("/v1/streams/declared", None).await, (200, "noop".into()));
+    let (status, error) = call(&server, "PUT", "/v1/streams/declared", Some(json!({ "config": {} }))).await;
+    assert_eq!((status, error["code"].as_str()), (400, Some("bad_json")), "S2's body is the config: {error}");
+
+    // A basin: its whole config under `config`.
+    let basin = json!({ "config": { "create_stream_on_read": true } });
+    assert_eq!(put("/v1/basins/declared-basin", Some(basin.clone())).await, (201, "created".into()));
+    assert_eq!(put("/v1/basins/declared-basin", Some(basin)).await, (200, "noop".into()));
+    let basin = json!({ "config": { "create_stream_on_append": true } });
+    assert_eq!(put("/v1/basins/declared-basin", Some(basin)).await, (200, "updated".into()));
+    let (_, config) = call(&server, "GET", "/v1/basins/declared-basin", None).await;
+    assert_eq!((&config["create_stream_on_append"], &config["create_stream_on_read"]), (&json!(true), &json!(false)));
     server.stop().await;
 }
 

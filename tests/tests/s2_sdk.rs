@@ -237,3 +237,47 @@ async fn s2_sdk_knows_the_codes_of_missing_and_existing_resources() {
     assert_eq!(known(config), (Some(ErrorCode::StreamNotFound), false));
     server.stop().await;
 }
+
+/// The SDK's `ensure_basin` and `ensure_stream` (what `s2 apply` runs): created, then
+/// unchanged, then updated to exactly the config given, as the SDK reads the answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_sdk_ensures_basins_and_streams_with_their_whole_config() {
+    use s2_sdk::types::{
+        BasinConfig, EnsureBasinInput, EnsureOutput, EnsureStreamInput, RetentionPolicy, StreamConfig,
+    };
+    fn kind<T>(output: &EnsureOutput<T>) -> &'static str {
+        match output {
+            EnsureOutput::Created(_) => "created",
+            EnsureOutput::ConfigUpdated(_) => "updated",
+            EnsureOutput::ConfigUnchanged(_) => "unchanged",
+        }
+    }
+    let server = TestServer::start().await;
+    let s2 = client(&server);
+    let basin_name: s2_sdk::types::BasinName = "sdk-ensured".parse().unwrap();
+    let reading = BasinConfig::new().with_create_stream_on_read(true);
+    let mut outcomes = Vec::new();
+    for config in [reading.clone(), reading, BasinConfig::new().with_create_stream_on_append(true)] {
+        let input = EnsureBasinInput::new(basin_name.clone()).with_config(config);
+        outcomes.push(kind(&s2.ensure_basin(input).await.unwrap()));
+    }
+    assert_eq!(outcomes, ["created", "unchanged", "updated"]);
+    let config = s2.get_basin_config(basin_name.clone()).await.unwrap();
+    assert_eq!((config.create_stream_on_append, config.create_stream_on_read), (true, false));
+
+    let basin = s2.basin(basin_name);
+    let name: s2_sdk::types::StreamName = "ensured".parse().unwrap();
+    let hour = StreamConfig::new().with_retention_policy(RetentionPolicy::Age(3600));
+    let mut outcomes = Vec::new();
+    for config in [Some(hour.clone()), Some(hour), None] {
+        let mut input = EnsureStreamInput::new(name.clone());
+        if let Some(config) = config {
+            input = input.with_config(config);
+        }
+        outcomes.push(kind(&basin.ensure_stream(input).await.unwrap()));
+    }
+    assert_eq!(outcomes, ["created", "unchanged", "updated"]);
+    let config = basin.get_stream_config(name).await.unwrap();
+    assert_eq!(config.retention_policy, Some(RetentionPolicy::Infinite), "left out: the default again");
+    server.stop().await;
+}

@@ -11,8 +11,9 @@ use shale_metadata_contract::BasinRecord;
 
 use super::config::{BasinConfigJson, BasinPatchJson};
 use super::query::Query;
-use super::wire::{config_body, request_token, rfc3339};
+use super::wire::{config_body, request_token, rfc3339, PROVISION_RESULT};
 use crate::{ApiError, Caller};
+use shale_service::Provisioned;
 
 fn basin_info(record: &BasinRecord) -> serde_json::Value {
     json!({
@@ -26,12 +27,10 @@ fn basin_info(record: &BasinRecord) -> serde_json::Value {
     })
 }
 
-fn created(created: bool) -> StatusCode {
-    if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    }
+/// A create's or PUT's answer: its status (201 created, 200 found) and S2's
+/// `s2-provision-result` header saying what it did.
+fn provisioned(record: &BasinRecord, status: StatusCode, provisioned: Provisioned) -> Response {
+    (status, [(PROVISION_RESULT, provisioned.as_str())], Json(basin_info(record))).into_response()
 }
 
 pub async fn list(Caller(service): Caller, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
@@ -58,7 +57,9 @@ pub async fn create(Caller(service): Caller, headers: HeaderMap, body: Bytes) ->
     let token = request_token(&headers)?;
     let config = request.config.unwrap_or_default().into_config()?;
     let (record, is_new) = service.create_basin(&request.basin, config, token).await?;
-    Ok((created(is_new), Json(basin_info(&record))).into_response())
+    // A retried create answers as the create it repeats did, 201, as s2-lite does.
+    let outcome = if is_new { Provisioned::Created } else { Provisioned::Unchanged };
+    Ok(provisioned(&record, StatusCode::CREATED, outcome))
 }
 
 #[derive(Deserialize, Default)]
@@ -74,8 +75,9 @@ struct EnsureBasinRequest {
 pub async fn ensure(Caller(service): Caller, Path(basin): Path<String>, body: Bytes) -> Result<Response, ApiError> {
     let request: Option<EnsureBasinRequest> = config_body(&body)?;
     let config = request.unwrap_or_default().config.unwrap_or_default().into_config()?;
-    let (record, is_new) = service.ensure_basin(&basin, config).await?;
-    Ok((created(is_new), Json(basin_info(&record))).into_response())
+    let (record, outcome) = service.put_basin(&basin, config).await?;
+    let status = if outcome == Provisioned::Created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok(provisioned(&record, status, outcome))
 }
 
 pub async fn get_config(Caller(service): Caller, Path(basin): Path<String>) -> Result<Response, ApiError> {

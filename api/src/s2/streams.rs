@@ -11,18 +11,19 @@ use serde_json::json;
 
 use super::config::{StreamConfigJson, StreamPatchJson};
 use super::query::Query;
-use super::wire::{basin_header, config_body, request_token, rfc3339};
+use super::wire::{basin_header, config_body, request_token, rfc3339, PROVISION_RESULT};
 use crate::{ApiError, Caller};
-use shale_service::Service;
+use shale_service::{Provisioned, Service};
 
 /// S2's `StreamInfo` (no cipher: Shale does not encrypt).
 fn stream_json(name: &str, created_at_ms: u64) -> serde_json::Value {
     json!({ "name": name, "created_at": rfc3339(created_at_ms), "deleted_at": null, "cipher": null })
 }
 
-fn stream_info(name: &str, created_at_ms: u64, created: bool) -> Response {
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    (status, Json(stream_json(name, created_at_ms))).into_response()
+/// A create's or PUT's answer: its status (201 created, 200 found) and S2's
+/// `s2-provision-result` header saying what it did.
+fn stream_info(name: &str, created_at_ms: u64, status: StatusCode, provisioned: Provisioned) -> Response {
+    (status, [(PROVISION_RESULT, provisioned.as_str())], Json(stream_json(name, created_at_ms))).into_response()
 }
 
 pub async fn list(Caller(service): Caller, headers: HeaderMap, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
@@ -47,21 +48,17 @@ pub async fn create(Caller(service): Caller, headers: HeaderMap, body: Bytes) ->
     let token = request_token(&headers)?;
     let config = request.config.unwrap_or_default().into_config();
     let (info, created) = service.create_stream(&basin, &request.stream, config, token).await?;
-    Ok(stream_info(&info.name, info.record.created_at_ms, created))
+    // A retried create answers as the create it repeats did, 201, as s2-lite does.
+    let provisioned = if created { Provisioned::Created } else { Provisioned::Unchanged };
+    Ok(stream_info(&info.name, info.record.created_at_ms, StatusCode::CREATED, provisioned))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct EnsureStreamRequest {
-    #[serde(default)]
-    config: Option<StreamConfigJson>,
-}
-
+/// S2's PUT: the body is the stream's whole config (or nothing: the defaults).
 pub async fn ensure(service: &Service, basin: &str, stream: &str, body: &Bytes) -> Result<Response, ApiError> {
-    let request: Option<EnsureStreamRequest> = config_body(body)?;
-    let config = request.unwrap_or_default().config.unwrap_or_default().into_config();
-    let (info, created) = service.ensure_stream(basin, stream, config).await?;
-    Ok(stream_info(&info.name, info.record.created_at_ms, created))
+    let config = config_body::<Option<StreamConfigJson>>(body)?.unwrap_or_default().into_config();
+    let (info, provisioned) = service.put_stream(basin, stream, config).await?;
+    let status = if provisioned == Provisioned::Created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok(stream_info(&info.name, info.record.created_at_ms, status, provisioned))
 }
 
 pub async fn get_config(service: &Service, basin: &str, stream: &str) -> Result<Response, ApiError> {

@@ -71,6 +71,9 @@ pub fn basin_header(headers: &HeaderMap) -> Result<String, ApiError> {
     Ok(basin.to_string())
 }
 
+/// S2's answer header on creates and PUTs: `created`, `updated` or `noop`.
+pub const PROVISION_RESULT: &str = "s2-provision-result";
+
 /// The `s2-request-token` header (at most 36 bytes) that makes a create idempotent.
 pub fn request_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let Some(value) = headers.get("s2-request-token") else { return Ok(None) };
