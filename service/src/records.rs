@@ -194,11 +194,20 @@ impl Service {
         Ok(self.metadata.producers(basin, &stream).await?)
     }
 
+    /// The stream's tail; a missing stream is created first when its basin creates
+    /// streams on read, as s2-lite does for a check of the tail.
     pub async fn check_tail(&self, basin: &str, stream: &str) -> Result<Position, ServiceError> {
         let reader = self.reader()?;
         valid_stream(basin, stream)?;
         let stream = self.allow_stream(Operation::CheckTail, basin, stream)?;
-        Ok(reader.check_tail(basin, &stream).await?)
+        match reader.check_tail(basin, &stream).await {
+            Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. }))
+                if self.create_on_read(basin, &stream).await? =>
+            {
+                Ok(reader.check_tail(basin, &stream).await?)
+            }
+            tail => Ok(tail?),
+        }
     }
 
     /// Opens a read cursor on the stream (its one metadata lookup), creating the stream
@@ -216,24 +225,24 @@ impl Service {
         valid_stream(&request.basin, &request.stream)?;
         let reader = self.reader()?;
         match reader.look_up(&request.basin, &request.stream, cursor).await {
-            Ok(()) => Ok(()),
-            Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. })) => {
-                let basin = self.metadata.basin(&request.basin).await?;
-                if !basin.config.create_stream_on_read {
-                    return Err(ReaderError::Metadata(MetadataError::StreamNotFound {
-                        basin: request.basin.clone(),
-                        stream: request.stream.clone(),
-                    })
-                    .into());
-                }
-                match self.metadata.create_stream(&request.basin, &request.stream, Default::default()).await {
-                    Ok(_) | Err(MetadataError::StreamExists { .. }) => {
-                        *cursor = ReadCursor::default();
-                        Ok(())
-                    }
-                    Err(e) => Err(e.into()),
-                }
+            Err(ReaderError::Metadata(MetadataError::StreamNotFound { .. }))
+                if self.create_on_read(&request.basin, &request.stream).await? =>
+            {
+                *cursor = ReadCursor::default();
+                Ok(())
             }
+            found => Ok(found?),
+        }
+    }
+
+    /// Creates the missing stream `stream` when its basin creates streams on read:
+    /// whether it now exists.
+    async fn create_on_read(&self, basin: &str, stream: &str) -> Result<bool, ServiceError> {
+        if !self.metadata.basin(basin).await?.config.create_stream_on_read {
+            return Ok(false);
+        }
+        match self.metadata.create_stream(basin, stream, Default::default()).await {
+            Ok(_) | Err(MetadataError::StreamExists { .. }) => Ok(true),
             Err(e) => Err(e.into()),
         }
     }

@@ -809,6 +809,26 @@ async fn a_put_declares_the_whole_config() {
     server.stop().await;
 }
 
+/// A basin that creates streams on read creates a missing one for a read and for a check
+/// of its tail (as s2-lite does); one that does not answers `stream_not_found`.
+#[tokio::test]
+async fn reads_and_tail_checks_create_streams_where_the_basin_says_so() {
+    let server = TestServer::start().await;
+    setup(&server, &[]).await;
+    let (status, error) = call(&server, "GET", "/v1/streams/missing/records/tail", None).await;
+    assert_eq!((status, error["code"].as_str()), (404, Some("stream_not_found")), "{error}");
+    let patch = json!({ "create_stream_on_read": true });
+    assert_eq!(call(&server, "PATCH", &format!("/v1/basins/{BASIN}"), Some(patch)).await.0, 200);
+    let (status, tail) = call(&server, "GET", "/v1/streams/checked/records/tail", None).await;
+    assert_eq!((status, &tail["tail"]["seq_num"]), (200, &json!(0)), "{tail}");
+    let (status, read) = call(&server, "GET", "/v1/streams/read/records?seq_num=0", None).await;
+    assert_eq!((status, &read["records"]), (200, &json!([])), "{read}");
+    let (_, page) = call(&server, "GET", "/v1/streams", None).await;
+    let names: Vec<&str> = page["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["checked", "read"], "both created");
+    server.stop().await;
+}
+
 /// A listing `limit` over S2's 1,000 is taken as 1,000, as s2-lite takes it, not refused.
 #[tokio::test]
 async fn a_list_limit_over_the_maximum_is_the_maximum() {
