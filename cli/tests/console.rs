@@ -1,6 +1,7 @@
 //! The web console: its pages and session answer, then the console driven in headless
 //! Chromium (Playwright) against a real `shale serve` with access control on, and S2's
-//! TypeScript SDK appending and reading from a page of another origin (CORS).
+//! TypeScript SDK ensuring a stream (its answer header read across origins), appending
+//! and reading from a page of another origin (CORS).
 //!
 //! The browser test needs Debian's `chromium` and `npm ci` in `cli/tests/browser`
 //! (`.ci/run` and `scripts/test.sh` do both). Screenshots go to a temporary directory, or

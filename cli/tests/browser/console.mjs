@@ -232,6 +232,7 @@ try {
     assert.equal(result.origin.startsWith(`http://127.0.0.1:${site.address().port}`), true);
     assert.deepEqual(result.bodies, ['appended by the SDK in a browser', 'and a second record']);
     assert.equal(result.start, 0);
+    assert.deepEqual(result.ensured, ['updated', 'noop'], 'ensure answers what it did, its header readable across origins');
     measured.sdk_records = result.bodies.length;
   } finally {
     site.close();

@@ -6,6 +6,11 @@ window.sdkRoundTrip = async ({ endpoint, token, basin, stream }) => {
   const s2 = new S2({ accessToken: token, endpoints: { account: endpoint, basin: endpoint } });
   const client = s2.basin(basin);
   await client.streams.create({ stream });
+  // S2's PUT: its answer header, read across origins, says what it did.
+  const ensured = [];
+  for (const config of [{ retentionPolicy: { ageSecs: 3600 } }, { retentionPolicy: { ageSecs: 3600 } }]) {
+    ensured.push((await client.streams.ensure({ stream, config })).result);
+  }
   const ack = await client.stream(stream).append(AppendInput.create([
     AppendRecord.string({ body: 'appended by the SDK in a browser', headers: [['via', 'browser']] }),
     AppendRecord.string({ body: 'and a second record' }),
@@ -14,5 +19,10 @@ window.sdkRoundTrip = async ({ endpoint, token, basin, stream }) => {
     { start: { from: { seqNum: 0 } }, stop: { limits: { count: 10 } } },
     { as: 'string' },
   );
-  return { origin: window.location.origin, start: Number(ack.start.seqNum), bodies: batch.records.map((r) => r.body) };
+  return {
+    origin: window.location.origin,
+    ensured,
+    start: Number(ack.start.seqNum),
+    bodies: batch.records.map((r) => r.body),
+  };
 };
