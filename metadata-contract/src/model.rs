@@ -84,7 +84,14 @@ impl StreamConfig {
     pub fn with_defaults(mut self, defaults: &StreamConfig) -> StreamConfig {
         self.storage_class = self.storage_class.or_else(|| defaults.storage_class.clone());
         self.retention_policy = self.retention_policy.or(defaults.retention_policy);
-        self.timestamping = self.timestamping.or_else(|| defaults.timestamping.clone());
+        // Field by field, as S2 merges a stream's timestamping with its basin's.
+        self.timestamping = match (self.timestamping, defaults.timestamping.clone()) {
+            (Some(own), Some(default)) => Some(TimestampingConfig {
+                mode: own.mode.or(default.mode),
+                uncapped: own.uncapped.or(default.uncapped),
+            }),
+            (own, default) => own.or(default),
+        };
         self.delete_on_empty = self.delete_on_empty.or(defaults.delete_on_empty);
         self.key_compaction = match (self.key_compaction, defaults.key_compaction) {
             (Some(own), Some(default)) => Some(default.merged(own)),
@@ -512,6 +519,24 @@ mod tests {
             reset_then_set.apply(current, Some(&defaults)),
             config(Some(RetentionPolicy::Age(5)), Some(TimestampingMode::ClientRequire), Some(false))
         );
+    }
+
+    #[test]
+    fn a_stream_created_with_a_config_is_unchanged_by_replacing_it_with_that_config() {
+        let configs = [
+            config(None, None, None),
+            config(Some(RetentionPolicy::Age(5)), None, None),
+            config(None, Some(TimestampingMode::Arrival), None),
+            config(None, None, Some(true)),
+            config(Some(RetentionPolicy::Infinite), Some(TimestampingMode::ClientRequire), Some(false)),
+        ];
+        for defaults in &configs {
+            for asked in &configs {
+                let created = asked.clone().with_defaults(defaults);
+                let replaced = StreamPatch::replacing(asked).apply(created.clone(), Some(defaults));
+                assert_eq!(replaced, created, "asked {asked:?} with defaults {defaults:?}");
+            }
+        }
     }
 
     #[test]
