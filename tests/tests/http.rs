@@ -806,6 +806,12 @@ async fn a_put_declares_the_whole_config() {
     assert_eq!(put("/v1/basins/declared-basin", Some(basin)).await, (200, "updated".into()));
     let (_, config) = call(&server, "GET", "/v1/basins/declared-basin", None).await;
     assert_eq!((&config["create_stream_on_append"], &config["create_stream_on_read"]), (&json!(true), &json!(false)));
+    let empty_defaults = json!({ "config": { "create_stream_on_append": true, "default_stream_config": {} } });
+    assert_eq!(
+        put("/v1/basins/declared-basin", Some(empty_defaults)).await,
+        (200, "noop".into()),
+        "{{}} sets no default"
+    );
     server.stop().await;
 }
 

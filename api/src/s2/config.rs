@@ -262,7 +262,11 @@ impl BasinConfigJson {
     pub fn into_config(self) -> Result<BasinConfig, ApiError> {
         no_cipher(&self.stream_cipher)?;
         Ok(BasinConfig {
-            default_stream_config: self.default_stream_config.map(StreamConfigJson::into_config),
+            // `{}` sets no default: the same as none, as a reconfiguration leaves it.
+            default_stream_config: self
+                .default_stream_config
+                .map(StreamConfigJson::into_config)
+                .filter(|defaults| *defaults != StreamConfig::default()),
             create_stream_on_append: self.create_stream_on_append,
             create_stream_on_read: self.create_stream_on_read,
             tables: self.tables.map(TablesJson::into_config),
