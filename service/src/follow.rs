@@ -1,5 +1,6 @@
 //! A read that follows the tail: history, then new records as they commit, with a
-//! heartbeat whenever nothing arrives for a while. Shared by SSE and the gRPC
+//! heartbeat as soon as it reaches the tail with nothing to send and whenever nothing
+//! arrives for a while. Shared by SSE and the gRPC
 //! `ReadSession`, which only differ in how they frame these events.
 
 use std::sync::Arc;
@@ -44,6 +45,11 @@ pub struct Follower {
     /// records (0 ends as soon as the reader reaches the tail). `None` follows forever.
     idle_limit: Option<Duration>,
     caught_up_since: Option<tokio::time::Instant>,
+    /// Whether the session has said it reached the tail since it was last behind: the
+    /// first time it finds nothing to send it says so at once with a heartbeat, as S2
+    /// does, so a client waiting to be caught up (the TypeScript SDK's `caughtUp()`)
+    /// need not wait for a quiet spell.
+    tail_announced: bool,
     pub sent_records: u64,
     pub sent_bytes: u64,
     finished: bool,
@@ -80,6 +86,7 @@ impl Follower {
             bounded,
             idle_limit,
             caught_up_since: None,
+            tail_announced: false,
             sent_records,
             sent_bytes,
             finished: false,
@@ -126,6 +133,9 @@ impl Follower {
         if let Some(check) = self.guard.until_next_check() {
             request.wait = request.wait.min(check);
         }
+        if !self.tail_announced {
+            request.wait = Duration::ZERO;
+        }
         let started = tokio::time::Instant::now();
         let (reader, cursor, draining) = (&self.reader, &mut self.cursor, &mut self.draining);
         let read = tokio::select! {
@@ -142,6 +152,8 @@ impl Follower {
                 self.sent_bytes += output.records.iter().map(|r| r.metered_bytes()).sum::<u64>();
                 self.request.start = ReadStart::SeqNum(last + 1);
                 self.caught_up_since = None;
+                // A batch that ends at the tail says so itself (it carries the tail).
+                self.tail_announced = output.tail.seq_num <= last + 1;
                 let resume =
                     Resume { next_seq: last + 1, sent_records: self.sent_records, sent_bytes: self.sent_bytes };
                 FollowEvent::Batch(output, resume)
@@ -155,6 +167,7 @@ impl Follower {
                 self.cursor.refresh();
                 // Caught up since this read began: it found nothing new for its whole wait.
                 let since = *self.caught_up_since.get_or_insert(started);
+                self.tail_announced = true;
                 if self.idle_limit.is_some_and(|limit| since.elapsed() >= limit) {
                     self.finished = true;
                     FollowEvent::Done

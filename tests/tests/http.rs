@@ -866,6 +866,41 @@ async fn a_caught_up_session_ends_after_its_wait() {
     server.stop().await;
 }
 
+/// A session that reaches the tail with nothing to send says so at once with a ping
+/// carrying the tail, as S2 does (the TypeScript SDK's `caughtUp()` waits for it), then
+/// pings every 5 s; one that gets there with a batch has the tail in the batch; one with
+/// a `wait` pings, then ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_at_the_tail_pings_at_once_with_the_tail() {
+    let server = TestServer::start().await;
+    setup(&server, &["s"]).await;
+    append(&server, "s", &["a", "b"]).await;
+    let open = |path: &'static str| {
+        let request = server.client.get(server.url(path)).header("s2-basin", BASIN);
+        async move { SseReader::new(request.header("accept", "text/event-stream").send().await.unwrap()) }
+    };
+    let mut at_tail = open("/v1/streams/s/records?seq_num=2").await;
+    let started = tokio::time::Instant::now();
+    let event = at_tail.next(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(event.event, "ping", "{}", event.data);
+    let ping: Value = serde_json::from_str(&event.data).unwrap();
+    assert_eq!(ping["tail"]["seq_num"], json!(2), "{ping}");
+    // The quiet-spell heartbeat comes after 5 s; this one as the session gets there.
+    assert!(started.elapsed() < Duration::from_secs(4), "pinged after {:?}", started.elapsed());
+    let mut behind = open("/v1/streams/s/records?seq_num=0").await;
+    let event = behind.next(Duration::from_secs(30)).await.unwrap();
+    let batch: Value = serde_json::from_str(&event.data).unwrap();
+    assert_eq!((event.event.as_str(), &batch["tail"]["seq_num"]), ("batch", &json!(2)), "{batch}");
+
+    let mut events = open("/v1/streams/s/records?seq_num=2&wait=1").await;
+    let mut seen = Vec::new();
+    while let Some(event) = events.next(Duration::from_secs(30)).await {
+        seen.push(if event.data == "[DONE]" { "[DONE]".to_string() } else { event.event });
+    }
+    assert_eq!(seen, ["ping", "[DONE]"]);
+    server.stop().await;
+}
+
 /// Errors the HTTP stack answers by itself still carry S2's JSON body and their own
 /// status; bodies over the limit are refused before they are read; messages quote
 /// values, not Rust debug output.

@@ -59,9 +59,12 @@ fn events(follower: Follower, format: Format, clock: Arc<dyn Clock>) -> impl Str
                 text.push_str("\n\n");
                 Bytes::from(text)
             }
-            FollowEvent::Heartbeat(_) => {
+            FollowEvent::Heartbeat(tail) => {
+                // The tail too, as S2's ping carries it: the TypeScript SDK reads a
+                // session's tail (and so whether it is caught up) from its pings.
                 let now = clock.now_ms();
-                event_text(Some("ping"), &json!({ "timestamp": now }).to_string())
+                let tail = json!({ "seq_num": tail.seq_num, "timestamp": tail.timestamp });
+                event_text(Some("ping"), &json!({ "timestamp": now, "tail": tail }).to_string())
             }
             FollowEvent::Done => event_text(None, "[DONE]"),
             FollowEvent::Error(error) => event_text(Some("error"), &ApiError::from(error).body().to_string()),

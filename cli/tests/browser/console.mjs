@@ -233,6 +233,8 @@ try {
     assert.deepEqual(result.bodies, ['appended by the SDK in a browser', 'and a second record']);
     assert.equal(result.start, 0);
     assert.deepEqual(result.ensured, ['updated', 'noop'], 'ensure answers what it did, its header readable across origins');
+    assert.equal(result.caughtUp, 2, `a session at the tail is caught up at once (${result.caughtUpMs} ms)`);
+    measured.sdk_caught_up_ms = result.caughtUpMs;
     measured.sdk_records = result.bodies.length;
   } finally {
     site.close();

@@ -19,8 +19,20 @@ window.sdkRoundTrip = async ({ endpoint, token, basin, stream }) => {
     { start: { from: { seqNum: 0 } }, stop: { limits: { count: 10 } } },
     { as: 'string' },
   );
+  // A session started at the tail is caught up as soon as the server's first ping says
+  // where the tail is (S2's pings carry it).
+  const session = await client.stream(stream).readSession({ start: { from: { seqNum: 2 } } }, { as: 'string' });
+  const draining = (async () => { for await (const record of session) { void record; } })().catch(() => {});
+  const started = performance.now();
+  const timedOut = new Promise((resolve) => { setTimeout(() => resolve('timed out'), 4000); });
+  const caughtUp = await Promise.race([session.caughtUp().then((tail) => Number(tail.seqNum)), timedOut]);
+  const caughtUpMs = Math.round(performance.now() - started);
+  await session.cancel?.().catch(() => {});
+  void draining;
   return {
     origin: window.location.origin,
+    caughtUp,
+    caughtUpMs,
     ensured,
     start: Number(ack.start.seqNum),
     bodies: batch.records.map((r) => r.body),
