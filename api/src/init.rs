@@ -158,11 +158,11 @@ pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport
             Declared::Basin { name, patch } => {
                 let failed = |error| InitError::Apply { what: format!("basin `{name}`"), error };
                 match service.basin_config(&name).await {
-                    Ok(current) if patch.apply(current.clone()) == current => report.unchanged += 1,
-                    Ok(_) => {
-                        service.reconfigure_basin(&name, patch).await.map_err(failed)?;
-                        report.reconfigured += 1;
-                    }
+                    Ok(current) => match service.reconfigure_basin_if_changed(&name, &current, patch).await {
+                        Ok(Some(_)) => report.reconfigured += 1,
+                        Ok(None) => report.unchanged += 1,
+                        Err(e) => return Err(failed(e)),
+                    },
                     Err(e) if e.code().is_not_found() => {
                         service.create_basin(&name, patch.apply(BasinConfig::default()), None).await.map_err(failed)?;
                         report.created += 1;
@@ -172,19 +172,16 @@ pub async fn apply_init_file(service: &Service, text: &str) -> Result<InitReport
             }
             Declared::Stream { basin, name, patch } => {
                 let failed = |error| InitError::Apply { what: format!("stream `{basin}/{name}`"), error };
-                // What settings the file gives as `null` go back to.
-                let defaults = match patch.reset.is_empty() {
-                    true => None,
-                    false => service.basin_config(&basin).await.map_err(failed)?.default_stream_config,
-                };
                 match service.stream_config(&basin, &name).await {
-                    Ok(current) if patch.apply(current.clone(), defaults.as_ref()) == current => report.unchanged += 1,
-                    Ok(_) => {
-                        service.reconfigure_stream(&basin, &name, patch).await.map_err(failed)?;
-                        report.reconfigured += 1;
-                    }
+                    Ok(current) => match service.reconfigure_stream_if_changed(&basin, &name, &current, patch).await {
+                        Ok(Some(_)) => report.reconfigured += 1,
+                        Ok(None) => report.unchanged += 1,
+                        Err(e) => return Err(failed(e)),
+                    },
                     Err(e) if e.code().is_not_found() => {
-                        let config = patch.apply(StreamConfig::default(), defaults.as_ref());
+                        // A setting given as `null` is left unset: creation fills it
+                        // from the basin's defaults.
+                        let config = patch.apply(StreamConfig::default(), None);
                         service.create_stream(&basin, &name, config, None).await.map_err(failed)?;
                         report.created += 1;
                     }

@@ -98,12 +98,26 @@ impl Service {
         if created {
             return Ok((record, Provisioned::Created));
         }
-        if record.config == config {
-            return Ok((record, Provisioned::Unchanged));
+        match self.reconfigure_basin_if_changed(basin, &record.config, BasinPatch::replacing(&config)).await? {
+            Some(record) => Ok((record, Provisioned::Updated)),
+            None => Ok((record, Provisioned::Unchanged)),
         }
+    }
+
+    /// Applies `patch` to the basin whose config is `current`, unless that changes
+    /// nothing: then `None`, nothing written and no `reconfigure` right needed.
+    pub async fn reconfigure_basin_if_changed(
+        &self,
+        basin: &str,
+        current: &BasinConfig,
+        patch: BasinPatch,
+    ) -> Result<Option<BasinRecord>, ServiceError> {
+        if patch.apply(current.clone()) == *current {
+            return Ok(None);
+        }
+        valid_basin(basin)?;
         self.allow(Operation::ReconfigureBasin, Target::Basin(basin))?;
-        let record = self.catalog()?.reconfigure_basin(basin, BasinPatch::replacing(&config)).await?;
-        Ok((record, Provisioned::Updated))
+        Ok(Some(self.catalog()?.reconfigure_basin(basin, patch).await?))
     }
 
     pub async fn basin_config(&self, basin: &str) -> Result<BasinConfig, ServiceError> {
@@ -187,19 +201,38 @@ impl Service {
         stream: &str,
         config: StreamConfig,
     ) -> Result<(StreamInfo, Provisioned), ServiceError> {
-        let (info, created) = self.ensure_stream(basin, stream, config.clone()).await?;
+        let (mut info, created) = self.ensure_stream(basin, stream, config.clone()).await?;
         if created {
             return Ok((info, Provisioned::Created));
         }
-        let catalog = self.catalog()?;
-        let defaults = catalog.basin(basin).await?.config.default_stream_config;
         let patch = StreamPatch::replacing(&config);
-        if patch.apply(info.record.config.clone(), defaults.as_ref()) == info.record.config {
-            return Ok((info, Provisioned::Unchanged));
+        match self.reconfigure_stream_if_changed(basin, stream, &info.record.config, patch).await? {
+            Some(config) => {
+                info.record.config = config;
+                Ok((info, Provisioned::Updated))
+            }
+            None => Ok((info, Provisioned::Unchanged)),
         }
-        let stream = self.allow_stream(Operation::ReconfigureStream, basin, stream)?;
-        let info = catalog.reconfigure_stream(basin, &stream, patch).await?;
-        Ok((self.shown(info), Provisioned::Updated))
+    }
+
+    /// Applies `patch` to the stream whose config is `current`, unless that changes
+    /// nothing (settings it resets go back to the basin's defaults): then `None`, nothing
+    /// written and no `reconfigure` right needed.
+    pub async fn reconfigure_stream_if_changed(
+        &self,
+        basin: &str,
+        stream: &str,
+        current: &StreamConfig,
+        patch: StreamPatch,
+    ) -> Result<Option<StreamConfig>, ServiceError> {
+        let defaults = match patch.reset.is_empty() {
+            true => None,
+            false => self.catalog()?.basin(basin).await?.config.default_stream_config,
+        };
+        if patch.apply(current.clone(), defaults.as_ref()) == *current {
+            return Ok(None);
+        }
+        Ok(Some(self.reconfigure_stream(basin, stream, patch).await?))
     }
 
     pub async fn stream_config(&self, basin: &str, stream: &str) -> Result<StreamConfig, ServiceError> {
